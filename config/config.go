@@ -1,0 +1,324 @@
+// Package config is plaita's one reader of the environment: the registry of every variable,
+// their parsers, the strict preflight and the config generations.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+)
+
+// ErrRejected is what every preflight failure matches with errors.Is.
+var ErrRejected = errors.New("configuration rejected")
+
+// Problem is one value strict preflight refuses.
+type Problem struct {
+	Variable string `json:"variable"`
+	Raw      string `json:"raw"` // masked for secrets
+	Message  string `json:"message"`
+	Hint     string `json:"hint,omitempty"`
+}
+
+// Warning is one value that was clamped, defaulted or is worth an operator's attention.
+type Warning struct {
+	Variable string `json:"variable"`
+	Raw      string `json:"raw"`  // masked for secrets
+	Used     string `json:"used"` // the value in effect, masked for secrets
+	Message  string `json:"message"`
+}
+
+// PreflightError aggregates every problem of one Load into one error.
+type PreflightError struct {
+	Role     Role
+	Problems []Problem
+}
+
+func (e *PreflightError) Error() string {
+	var b strings.Builder
+	n := len(e.Problems)
+	fmt.Fprintf(&b, "plaita: configuration rejected (%d problem%s):", n, plural(n))
+	for _, p := range e.Problems {
+		fmt.Fprintf(&b, "\n  %s: %s", p.Variable, p.Message)
+		if p.Hint != "" {
+			fmt.Fprintf(&b, " (%s)", p.Hint)
+		}
+	}
+	return b.String()
+}
+
+func (e *PreflightError) Unwrap() error { return ErrRejected }
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// Source says where an effective value came from.
+type Source string
+
+const (
+	SourceDefault Source = "default"
+	SourceEnv     Source = "env"
+	SourceFlag    Source = "flag"
+)
+
+type entry struct {
+	v        *Var
+	value    any
+	source   Source
+	from     string // the variable or flag actually read
+	raw      string
+	set      bool
+	inScope  bool
+	warnings []string
+	problem  *Problem
+}
+
+// Config is the effective configuration of one role. It is safe for concurrent use.
+type Config struct {
+	role     Role
+	strict   bool
+	lookup   func(string) (string, bool)
+	flags    map[string]string // variable name → raw flag value
+	pid      int
+	hostname string
+	numCPU   int
+	log      zerolog.Logger
+
+	entries map[string]*entry
+	order   []*entry
+	gens    Generations
+
+	mu   sync.Mutex
+	hot  map[string]hotValue // last re-read of call/request variables
+	said map[string]bool     // hot warnings already logged
+}
+
+type hotValue struct {
+	raw   string
+	set   bool
+	value any
+}
+
+// Option adjusts Load; tests use them to inject the environment and process facts.
+type Option func(*Config)
+
+// WithLookup replaces os.LookupEnv.
+func WithLookup(f func(string) (string, bool)) Option { return func(c *Config) { c.lookup = f } }
+
+// WithEnv reads the environment from a map instead of the process.
+func WithEnv(env map[string]string) Option {
+	return WithLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+}
+
+// WithFlags passes role flag values, keyed by variable name; they win over the environment and
+// go through the same parser.
+func WithFlags(flags map[string]string) Option { return func(c *Config) { c.flags = flags } }
+
+// WithProcess fixes the facts derived defaults use (pid, hostname, cpu count).
+func WithProcess(pid int, hostname string, numCPU int) Option {
+	return func(c *Config) { c.pid, c.hostname, c.numCPU = pid, hostname, numCPU }
+}
+
+// WithLogger is where warnings of re-read (call/request) variables go.
+func WithLogger(l zerolog.Logger) Option { return func(c *Config) { c.log = l } }
+
+// Load reads every registered variable for role. In strict mode every rejected value of a
+// variable the role reads becomes one Problem and the returned error (a *PreflightError) lists
+// them all; the Config is returned either way so doctor can show it. In non-strict mode nothing
+// is rejected: security gates take their fail-closed value and the rest warn and default.
+func Load(role Role, strict bool, opts ...Option) (*Config, error) {
+	host, _ := os.Hostname()
+	c := &Config{
+		role: role, strict: strict, lookup: os.LookupEnv,
+		pid: os.Getpid(), hostname: host, numCPU: runtime.NumCPU(),
+		log:     zerolog.Nop(),
+		entries: map[string]*entry{},
+		hot:     map[string]hotValue{},
+		said:    map[string]bool{},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	var problems []Problem
+	for _, v := range registry() {
+		e := &entry{v: v, inScope: v.inRole(role)}
+		e.raw, e.set, e.source, e.from = c.read(v)
+		c.entries[v.Name] = e
+		c.order = append(c.order, e)
+
+		out := v.parse(input{raw: e.raw, set: e.set}, c)
+		e.value = out.value
+		if strict && out.reject != "" && e.inScope {
+			e.problem = &Problem{Variable: e.from, Raw: c.mask(v, e.raw), Message: c.maskText(v, e.raw, out.reject), Hint: out.hint}
+			problems = append(problems, *e.problem)
+		} else if out.warn != "" {
+			e.warnings = append(e.warnings, c.maskText(v, e.raw, out.warn))
+		}
+		if v.check != nil {
+			var note string
+			e.value, note = v.check(e.value, c)
+			if note != "" {
+				e.warnings = append(e.warnings, c.maskText(v, e.raw, note))
+			}
+		}
+	}
+	c.gens = c.generations()
+	if len(problems) > 0 {
+		return c, &PreflightError{Role: role, Problems: problems}
+	}
+	return c, nil
+}
+
+// read finds a variable's raw value: flag, then its name, then its fallback name.
+func (c *Config) read(v *Var) (raw string, set bool, src Source, from string) {
+	if f, ok := c.flags[v.Name]; ok {
+		return f, true, SourceFlag, "--" + v.Flag
+	}
+	if s, ok := c.lookup(v.Name); ok {
+		return s, true, SourceEnv, v.Name
+	}
+	if v.Fallback != "" {
+		if s, ok := c.lookup(v.Fallback); ok {
+			return s, true, SourceEnv, v.Fallback
+		}
+	}
+	return "", false, SourceDefault, v.Name
+}
+
+// get returns the effective value; call/request variables are re-read from the environment on
+// every use, so an operator can change them without a restart.
+func (c *Config) get(name string) any {
+	e, ok := c.entries[name]
+	if !ok {
+		panic("config: variable " + name + " is not registered")
+	}
+	if !e.v.Timing.Hot() || e.source == SourceFlag {
+		return e.value
+	}
+	raw, set, _, from := c.read(e.v)
+	if raw == e.raw && set == e.set {
+		return e.value
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.hot[name]; ok && h.raw == raw && h.set == set {
+		return h.value
+	}
+	out := e.v.parse(input{raw: raw, set: set}, c)
+	value, note := out.value, ""
+	if e.v.check != nil {
+		value, note = e.v.check(value, c)
+	}
+	c.hot[name] = hotValue{raw: raw, set: set, value: value}
+	for _, msg := range []string{out.warn, note} {
+		key := name + "\x00" + raw + "\x00" + msg
+		if msg == "" || c.said[key] {
+			continue
+		}
+		c.said[key] = true
+		c.log.Warn().Str("event", "config.warning").Str("variable", from).
+			Str("raw", c.mask(e.v, raw)).Str("used", c.mask(e.v, fmtValue(value))).
+			Msg(c.maskText(e.v, raw, msg))
+	}
+	return value
+}
+
+// SetLogger replaces where warnings of re-read (call/request) variables go.
+func (c *Config) SetLogger(l zerolog.Logger) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.log = l
+}
+
+// str and int read load-time values; checks and derived defaults use them while loading.
+func (c *Config) str(name string) string { return c.entries[name].value.(string) }
+func (c *Config) int(name string) int    { return c.entries[name].value.(int) }
+
+// Role is the role this configuration was loaded for.
+func (c *Config) Role() Role { return c.role }
+
+// Key is a typed accessor of one registered variable; the generated keys.go declares one per
+// variable, e.g. config.WorkerConcurrency.In(cfg).
+type Key[T any] string
+
+// In returns the variable's effective value in c.
+func (k Key[T]) In(c *Config) T { return c.get(string(k)).(T) }
+
+// Warnings lists the warnings of the variables the role reads, in registry order.
+func (c *Config) Warnings() []Warning {
+	var out []Warning
+	for _, e := range c.order {
+		if !e.inScope {
+			continue
+		}
+		for _, w := range e.warnings {
+			out = append(out, Warning{Variable: e.from, Raw: c.mask(e.v, e.raw), Used: c.mask(e.v, fmtValue(e.value)), Message: w})
+		}
+	}
+	return out
+}
+
+// LogWarnings writes every warning once as a structured line with event=config.warning.
+func (c *Config) LogWarnings(log zerolog.Logger) {
+	for _, w := range c.Warnings() {
+		log.Warn().Str("event", "config.warning").Str("variable", w.Variable).
+			Str("raw", w.Raw).Str("used", w.Used).Msg(w.Message)
+	}
+}
+
+// LogEffective writes the event=config.effective line with the three generations.
+func (c *Config) LogEffective(log zerolog.Logger) {
+	log.Info().Str("event", "config.effective").
+		Str("config_family", c.gens.Family).Str("config_generation", c.gens.Config).
+		Str("budget_generation", c.gens.Budget).Int("warnings", len(c.Warnings())).Msg("configuration loaded")
+}
+
+// mask hides secrets: whole values of secret variables, the password part of URLs.
+func (c *Config) mask(v *Var, s string) string {
+	switch {
+	case s == "":
+		return s
+	case v.Secret:
+		return "****"
+	case v.SecretURL:
+		return maskURL(s)
+	}
+	return s
+}
+
+// maskText removes a secret raw value from a message built around it.
+func (c *Config) maskText(v *Var, raw, msg string) string {
+	if raw == "" || (!v.Secret && !v.SecretURL) {
+		return msg
+	}
+	return strings.ReplaceAll(msg, raw, c.mask(v, raw))
+}
+
+// maskURL keeps scheme, host and path and hides any password.
+func maskURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		if strings.Contains(s, "@") {
+			return "****"
+		}
+		return s
+	}
+	if u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		return u.Redacted()
+	}
+	// redis://token@host: a bare user part is a credential too.
+	u.User = url.User("****")
+	return u.String()
+}

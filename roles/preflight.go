@@ -1,0 +1,92 @@
+package roles
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+)
+
+// preflight is the first thing every role does: load the configuration strictly, log every
+// warning once, and refuse to go on (exit 2) when any value is rejected. Nothing in it opens a
+// network connection.
+func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
+	flags := map[string]string{}
+	for _, f := range config.Flags(role) {
+		if cmd.IsSet(f.Name) {
+			flags[f.Var] = cmd.String(f.Name)
+		}
+	}
+	if cmd.Bool("quiet") {
+		if _, explicit := flags["PLAITA_LOG_LEVEL"]; !explicit {
+			flags["PLAITA_LOG_LEVEL"] = "warn"
+		}
+	}
+	format, err := parseLogFormat(cmd.String("log-format"))
+	if err != nil {
+		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
+	}
+	// The logger needs the level the configuration names, so it is built after loading.
+	cfg, loadErr := config.Load(role, true, config.WithFlags(flags))
+	level := zerolog.InfoLevel
+	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
+		level = lvl
+	}
+	log := NewLogger(stderr, format, level).With().Str("role", string(role)).Logger()
+	cfg.SetLogger(log)
+	cfg.LogWarnings(log)
+	if loadErr != nil {
+		fmt.Fprintln(stderr, loadErr.Error())
+		return nil, log, &exitError{code: ExitRejected, err: loadErr, printed: true}
+	}
+	cfg.LogEffective(log)
+	return cfg, log, nil
+}
+
+// LogFormat is how log lines are written.
+type LogFormat string
+
+const (
+	LogJSON    LogFormat = "json"
+	LogConsole LogFormat = "console"
+	LogAuto    LogFormat = "auto"
+)
+
+func parseLogFormat(s string) (LogFormat, error) {
+	switch f := LogFormat(strings.ToLower(strings.TrimSpace(s))); f {
+	case LogJSON, LogConsole, LogAuto:
+		return f, nil
+	case "":
+		return LogAuto, nil
+	}
+	return "", fmt.Errorf("--log-format %q: use json, console or auto", s)
+}
+
+// NewLogger returns the process logger: JSON lines by default, human output for a terminal.
+func NewLogger(w io.Writer, format LogFormat, level zerolog.Level) zerolog.Logger {
+	if format == LogAuto {
+		format = LogJSON
+		if isTerminal(w) {
+			format = LogConsole
+		}
+	}
+	if format == LogConsole {
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+	}
+	return zerolog.New(w).Level(level).With().Timestamp().Logger()
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
