@@ -58,6 +58,12 @@ func App(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		// main owns the exit: the CLI library must never call os.Exit itself.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() > 0 {
+				return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q; `plaita --help` lists the commands", cmd.Args().First())}
+			}
+			return cli.ShowRootCommandHelp(cmd)
+		},
 		Commands: []*cli.Command{
 			roleCommand(config.RoleWorker, stderr),
 			roleCommand(config.RoleConsole, stderr),

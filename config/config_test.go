@@ -1,0 +1,340 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/rs/zerolog"
+)
+
+func load(t *testing.T, role Role, strict bool, env map[string]string, opts ...Option) (*Config, error) {
+	t.Helper()
+	opts = append([]Option{WithEnv(env), WithProcess(4242, "host-a", 8)}, opts...)
+	return Load(role, strict, opts...)
+}
+
+func mustLoad(t *testing.T, role Role, env map[string]string, opts ...Option) *Config {
+	t.Helper()
+	cfg, err := load(t, role, true, env, opts...)
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	return cfg
+}
+
+func TestPreflightAggregatesEveryProblem(t *testing.T) {
+	_, err := load(t, RoleWorker, true, map[string]string{
+		"PLAITA_QUEUE_NAME":  "",
+		"PLAITA_DLQ_MAX_LEN": "0",
+		"PLAITA_LOG_LEVEL":   "verbose",
+	})
+	var pe *PreflightError
+	if !errors.As(err, &pe) {
+		t.Fatalf("want *PreflightError, got %v", err)
+	}
+	if !errors.Is(err, ErrRejected) {
+		t.Fatal("preflight error does not match ErrRejected")
+	}
+	if len(pe.Problems) != 3 {
+		t.Fatalf("want 3 problems, got %d: %v", len(pe.Problems), pe.Problems)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"configuration rejected (3 problems)",
+		`PLAITA_QUEUE_NAME: empty value is not allowed (unset it to use the default "plaita:flow:queue")`,
+		`PLAITA_DLQ_MAX_LEN: "0" is zero: must be a positive integer`,
+		`PLAITA_LOG_LEVEL: "verbose" is not one of debug, info, warn, error`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestPreflightOnlyChecksTheRolesVariables(t *testing.T) {
+	env := map[string]string{"PLAITA_CONSOLE_PORT": "abc"}
+	if _, err := load(t, RoleWorker, true, env); err != nil {
+		t.Fatalf("the worker does not read PLAITA_CONSOLE_PORT, yet it was rejected: %v", err)
+	}
+	if _, err := load(t, RoleConsole, true, env); err == nil {
+		t.Fatal("the console reads PLAITA_CONSOLE_PORT=abc and must reject it")
+	}
+	if _, err := load(t, RoleDev, true, env); err == nil {
+		t.Fatal("dev runs the console and must reject PLAITA_CONSOLE_PORT=abc")
+	}
+}
+
+func TestFallbackNames(t *testing.T) {
+	cfg := mustLoad(t, RoleWorker, map[string]string{"REDIS_URL": "redis://r1:6379/1", "QUEUE_NAME": "q1"})
+	if got := RedisURL.In(cfg); got != "redis://r1:6379/1" {
+		t.Errorf("REDIS_URL fallback: got %q", got)
+	}
+	if got := QueueName.In(cfg); got != "q1" {
+		t.Errorf("QUEUE_NAME fallback: got %q", got)
+	}
+	if got := cfg.entries["PLAITA_REDIS_URL"].from; got != "REDIS_URL" {
+		t.Errorf("source variable: got %q, want REDIS_URL", got)
+	}
+	cfg = mustLoad(t, RoleWorker, map[string]string{"REDIS_URL": "redis://r1:6379/1", "PLAITA_REDIS_URL": "redis://r2:6379/2"})
+	if got := RedisURL.In(cfg); got != "redis://r2:6379/2" {
+		t.Errorf("PLAITA_REDIS_URL must win over REDIS_URL: got %q", got)
+	}
+	// An empty PLAITA_ value is an error even when the fallback is set: it never silently
+	// falls through to another name.
+	if _, err := load(t, RoleWorker, true, map[string]string{"REDIS_URL": "redis://r1:6379/1", "PLAITA_REDIS_URL": ""}); err == nil {
+		t.Error("empty PLAITA_REDIS_URL accepted")
+	}
+	// The fallback name itself is an identity value too.
+	_, err := load(t, RoleWorker, true, map[string]string{"QUEUE_NAME": ""})
+	if err == nil || !strings.Contains(err.Error(), "QUEUE_NAME: empty value") {
+		t.Errorf("empty QUEUE_NAME: got %v", err)
+	}
+}
+
+func TestFlagsOverrideEnvThroughTheSameRules(t *testing.T) {
+	env := map[string]string{"PLAITA_WORKER_CONCURRENCY": "3"}
+	cfg := mustLoad(t, RoleWorker, env, WithFlags(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
+	if got := WorkerConcurrency.In(cfg); got != 4 {
+		t.Errorf("flag 4 over env 3: got %d", got)
+	}
+	cfg = mustLoad(t, RoleWorker, env, WithFlags(map[string]string{"PLAITA_WORKER_CONCURRENCY": "0"}))
+	if got := WorkerConcurrency.In(cfg); got != 1 {
+		t.Errorf("--concurrency 0: got %d, want 1", got)
+	}
+	w := cfg.Warnings()
+	if len(w) != 1 || w[0].Variable != "--concurrency" || w[0].Used != "1" || w[0].Raw != "0" {
+		t.Errorf("--concurrency 0 must warn once naming the flag, raw and used value: %+v", w)
+	}
+	_, err := load(t, RoleWorker, true, env, WithFlags(map[string]string{"PLAITA_WORKER_CONCURRENCY": "abc"}))
+	if err == nil || !strings.Contains(err.Error(), `--concurrency: "abc" is not an integer`) {
+		t.Errorf("--concurrency abc: got %v", err)
+	}
+}
+
+func TestSecretsAreMasked(t *testing.T) {
+	env := map[string]string{
+		"PLAITA_REDIS_URL":             "redis://:hunter2@redis.internal:6379/0",
+		"PLAITA_CONSOLE_REDIS_URL":     "http://admin:hunter3@x",
+		"PLAITA_CONSOLE_ADMIN_API_KEY": "k-hunter4",
+		"PLAITA_ALERT_WEBHOOK":         "https://user:hunter5@hooks.example/a",
+	}
+	cfg, err := load(t, RoleDev, true, env)
+	if err == nil {
+		t.Fatal("an http:// console Redis URL must be rejected")
+	}
+	out, _ := json.Marshal(cfg.Report())
+	all := string(out) + err.Error()
+	for _, secret := range []string{"hunter2", "hunter3", "hunter4", "hunter5"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("secret %q leaked into the report or the error:\n%s", secret, all)
+		}
+	}
+	if !strings.Contains(all, "redis.internal:6379") {
+		t.Error("masking hid the host too; operators need it")
+	}
+	// The effective value the code uses is the real one.
+	if got := RedisURL.In(cfg); got != env["PLAITA_REDIS_URL"] {
+		t.Errorf("accessor returns %q", got)
+	}
+}
+
+func TestNonStrictSecurityGatesFailClosed(t *testing.T) {
+	cfg, err := load(t, RoleDev, false, map[string]string{
+		"PLAITA_HTTP_BLOCK_PRIVATE":           "maybe",
+		"PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN": "maybe",
+		"PLAITA_SANDBOX_ALLOWED_BACKENDS":     "docker,unsafe",
+	})
+	if err != nil {
+		t.Fatalf("non-strict Load must not fail: %v", err)
+	}
+	if !HTTPBlockPrivate.In(cfg) {
+		t.Error("invalid PLAITA_HTTP_BLOCK_PRIVATE must fail closed to true")
+	}
+	if ConsoleAllowInsecureAdmin.In(cfg) {
+		t.Error("invalid PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN must fail closed to false")
+	}
+	if got := SandboxAllowedBackends.In(cfg); strings.Contains(strings.Join(got, ","), "unsafe") {
+		t.Errorf("unsafe backend allowed: %v", got)
+	}
+}
+
+func TestSandboxAllowLists(t *testing.T) {
+	cfg := mustLoad(t, RoleWorker, map[string]string{
+		"PLAITA_CODE_BACKEND":              "restricted",
+		"PLAITA_SANDBOX_ALLOWED_BACKENDS":  "docker",
+		"PLAITA_SANDBOX_ALLOWED_LANGUAGES": "js; javascript",
+	})
+	if got := fmt.Sprint(SandboxAllowedBackends.In(cfg)); got != "[docker restricted]" {
+		t.Errorf("explicit backends are unioned with the effective default: got %s", got)
+	}
+	if got := fmt.Sprint(SandboxAllowedLanguages.In(cfg)); got != "[python js]" {
+		t.Errorf("python is always kept: got %s", got)
+	}
+	if w := cfg.Warnings(); len(w) != 1 || w[0].Variable != "PLAITA_SANDBOX_ALLOWED_LANGUAGES" {
+		t.Errorf("allowing js must warn once: %+v", w)
+	}
+	if got := CodeBackend.In(mustLoad(t, RoleFilter, nil)); got != "docker" {
+		t.Errorf("library default backend: got %q, want docker", got)
+	}
+	_, err := load(t, RoleWorker, true, map[string]string{"PLAITA_SANDBOX_ALLOWED_BACKENDS": "unsafe", "PLAITA_SANDBOX_ALLOWED_LANGUAGES": "ruby"})
+	if err == nil || !strings.Contains(err.Error(), `"unsafe"`) || !strings.Contains(err.Error(), `"ruby"`) {
+		t.Errorf("unknown backend and language must both be rejected: %v", err)
+	}
+	for _, bad := range []string{"nan", "inf", "-1", "0"} {
+		if _, err := load(t, RoleWorker, true, map[string]string{"PLAITA_SANDBOX_DOCKER_CPUS": bad}); err == nil {
+			t.Errorf("PLAITA_SANDBOX_DOCKER_CPUS=%s accepted", bad)
+		}
+	}
+	if got := SandboxDockerCPUs.In(mustLoad(t, RoleWorker, map[string]string{"PLAITA_SANDBOX_DOCKER_CPUS": "1.5"})); got != "1.5" {
+		t.Errorf("cpus 1.5: got %q", got)
+	}
+}
+
+func TestTombstoneTTL(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want int
+		warn bool
+	}{
+		{map[string]string{"PLAITA_EXECUTION_STATE_TTL_DAYS": "60"}, 60 * 86400, false},
+		{map[string]string{"PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS": "100"}, 2592000, true},
+		{map[string]string{"PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS": "100", "PLAITA_TASK_MAX_AGE_SECONDS": "50"}, 100, false},
+		{map[string]string{"PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS": "100", "PLAITA_TASK_MAX_AGE_SECONDS": "0"}, 100, false},
+		{map[string]string{"PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS": "9999999"}, 9999999, false},
+	}
+	for _, tc := range cases {
+		cfg := mustLoad(t, RoleWorker, tc.env)
+		if got := ExecutionTombstoneTTLSeconds.In(cfg); got != tc.want {
+			t.Errorf("%v: got %d, want %d", tc.env, got, tc.want)
+		}
+		if got := len(cfg.entries["PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS"].warnings) > 0; got != tc.warn {
+			t.Errorf("%v: warning=%v, want %v", tc.env, got, tc.warn)
+		}
+	}
+}
+
+func TestQueueMismatchWarns(t *testing.T) {
+	cfg := mustLoad(t, RoleDev, map[string]string{"PLAITA_QUEUE_NAME": "a", "PLAITA_CONSOLE_TASK_QUEUE": "b"})
+	w := cfg.Warnings()
+	if len(w) != 1 || w[0].Variable != "PLAITA_CONSOLE_TASK_QUEUE" || !strings.Contains(w[0].Message, `"a"`) {
+		t.Errorf("want one warning about the console queue differing from the worker queue: %+v", w)
+	}
+}
+
+// hotEnv is an environment that changes while the process runs.
+type hotEnv struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func (h *hotEnv) lookup(k string) (string, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	v, ok := h.m[k]
+	return v, ok
+}
+
+func (h *hotEnv) set(k, v string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.m[k] = v
+}
+
+func TestCallVariablesAreReread(t *testing.T) {
+	env := &hotEnv{m: map[string]string{"PLAITA_WORKER_CONCURRENCY": "2"}}
+	var logs bytes.Buffer
+	cfg, err := Load(RoleWorker, true, WithLookup(env.lookup), WithLogger(zerolog.New(&logs)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ExecutionDeadlineSeconds.In(cfg); got != 1800 {
+		t.Fatalf("deadline: %v", got)
+	}
+	env.set("PLAITA_EXECUTION_DEADLINE_SECONDS", "90.5")
+	if got := ExecutionDeadlineSeconds.In(cfg); got != 90.5 {
+		t.Errorf("call variable not re-read: %v", got)
+	}
+	env.set("PLAITA_EXECUTION_DEADLINE_SECONDS", "-1")
+	for range 3 {
+		if got := ExecutionDeadlineSeconds.In(cfg); got != 1800 {
+			t.Errorf("invalid re-read value must fall back to 1800, got %v", got)
+		}
+	}
+	if n := strings.Count(logs.String(), `"event":"config.warning"`); n != 1 {
+		t.Errorf("a re-read warning is logged once, got %d lines:\n%s", n, logs.String())
+	}
+	if !strings.Contains(logs.String(), `"variable":"PLAITA_EXECUTION_DEADLINE_SECONDS"`) {
+		t.Errorf("warning does not name the variable: %s", logs.String())
+	}
+	// A startup variable is read once.
+	env.set("PLAITA_WORKER_CONCURRENCY", "7")
+	if got := WorkerConcurrency.In(cfg); got != 2 {
+		t.Errorf("startup variable changed after load: %d", got)
+	}
+}
+
+func TestAccessorTypesMatchTheRegistry(t *testing.T) {
+	cfg := mustLoad(t, RoleDev, nil)
+	for _, v := range registry() {
+		if got := fmt.Sprintf("%T", cfg.get(v.Name)); got != v.GoType() {
+			t.Errorf("%s: value type %s, accessor type %s", v.Name, got, v.GoType())
+		}
+	}
+}
+
+func TestRegistryEntriesAreComplete(t *testing.T) {
+	seen := map[string]bool{}
+	for _, v := range registry() {
+		if seen[v.Name] {
+			t.Errorf("%s registered twice", v.Name)
+		}
+		seen[v.Name] = true
+		if len(v.Roles) == 0 {
+			t.Errorf("%s: no role reads it", v.Name)
+		}
+		if v.Doc == "" || v.Section == "" || v.Rule == "" && v.Kind != KindString {
+			t.Errorf("%s: doc, section and rule are required (doc %q, section %q, rule %q)", v.Name, v.Doc, v.Section, v.Rule)
+		}
+		if v.Default == "" && v.DefaultDoc == "" {
+			t.Errorf("%s: no documented default", v.Name)
+		}
+	}
+}
+
+func TestGeneratedFilesAreUpToDate(t *testing.T) {
+	docs, err := os.ReadFile("../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(docs, Markdown()) {
+		t.Error("docs/configuration.md is stale: run go generate ./config")
+	}
+	keys, err := os.ReadFile("keys_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := KeysSource()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(keys, src) {
+		t.Error("config/keys_gen.go is stale: run go generate ./config")
+	}
+}
+
+func TestParseRole(t *testing.T) {
+	for _, ok := range []string{"worker", " Console ", "dev"} {
+		if _, err := ParseRole(ok); err != nil {
+			t.Errorf("ParseRole(%q): %v", ok, err)
+		}
+	}
+	if _, err := ParseRole("wroker"); err == nil || !strings.Contains(err.Error(), "worker, console") {
+		t.Errorf("ParseRole(wroker): %v", err)
+	}
+}

@@ -1,0 +1,358 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// These tests build the real binary and run it the way an operator does.
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "plaita-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "plaita")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		panic("go build: " + err.Error() + "\n" + string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// run starts the binary with exactly env (plus PATH and HOME) so the developer's own
+// PLAITA_* variables cannot leak in.
+func run(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	cmd.Dir = t.TempDir()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// trap is a TCP listener standing in for Redis; it counts every connection it gets.
+type trap struct {
+	ln    net.Listener
+	conns atomic.Int32
+	done  chan struct{}
+}
+
+func newTrap(t *testing.T) *trap {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trap{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tr.conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-tr.done })
+	return tr
+}
+
+func (tr *trap) url() string { return "redis://" + tr.ln.Addr().String() + "/0" }
+
+// connections drains the accept queue and returns how many connections arrived. Call it after
+// the process has exited: every handshake it completed is then queued, and Accept returns
+// queued connections before the deadline fires.
+func (tr *trap) connections() int {
+	tr.ln.(*net.TCPListener).SetDeadline(time.Now().Add(300 * time.Millisecond))
+	<-tr.done
+	return int(tr.conns.Load())
+}
+
+func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
+	tr := newTrap(t)
+	r := run(t, map[string]string{
+		"PLAITA_REDIS_URL":   tr.url(),
+		"PLAITA_QUEUE_NAME":  "",
+		"PLAITA_DLQ_MAX_LEN": "0",
+		"PLAITA_LOG_LEVEL":   "verbose",
+	}, "worker")
+	if r.code != 2 {
+		t.Fatalf("exit status %d, want 2\nstderr:\n%s", r.code, r.stderr)
+	}
+	// One message holding all three problems, each line naming its variable.
+	i := strings.Index(r.stderr, "plaita: configuration rejected (3 problems):")
+	if i < 0 {
+		t.Fatalf("no aggregated message in stderr:\n%s", r.stderr)
+	}
+	block := strings.SplitN(r.stderr[i:], "\n", 5)
+	if len(block) < 4 {
+		t.Fatalf("message too short:\n%s", r.stderr[i:])
+	}
+	for j, name := range []string{"PLAITA_QUEUE_NAME: ", "PLAITA_DLQ_MAX_LEN: ", "PLAITA_LOG_LEVEL: "} {
+		if !strings.HasPrefix(block[j+1], "  "+name) {
+			t.Errorf("line %d of the message is %q, want it to start with %q", j+1, block[j+1], name)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Fatalf("the worker opened %d connection(s) to Redis before its preflight passed", n)
+	}
+}
+
+func TestWorkerNotBuiltYetSaysSo(t *testing.T) {
+	tr := newTrap(t)
+	r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url()}, "worker", "--concurrency", "0")
+	if r.code != 1 || !strings.Contains(r.stderr, "worker: not built yet") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	// --concurrency 0 goes through the same rule as the env var: 1, with a WARNING naming it.
+	var warned bool
+	for _, line := range strings.Split(r.stderr, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		if rec["event"] == "config.warning" && rec["variable"] == "--concurrency" && rec["used"] == "1" && rec["level"] == "warn" {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no structured warning for --concurrency 0:\n%s", r.stderr)
+	}
+	if !strings.Contains(r.stderr, `"event":"config.effective"`) {
+		t.Errorf("no config.effective line:\n%s", r.stderr)
+	}
+	if n := tr.connections(); n != 0 {
+		t.Fatalf("%d connection(s) made", n)
+	}
+}
+
+func TestFlagValuesAreParsedLikeEnv(t *testing.T) {
+	r := run(t, nil, "worker", "--concurrency", "abc")
+	if r.code != 2 || !strings.Contains(r.stderr, `--concurrency: "abc" is not an integer`) {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	// --quiet drops the info lines.
+	r = run(t, nil, "worker", "--quiet")
+	if strings.Contains(r.stderr, `"level":"info"`) {
+		t.Errorf("--quiet still logs info:\n%s", r.stderr)
+	}
+}
+
+func TestEveryRoleRunsThePreflight(t *testing.T) {
+	for _, role := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "migrate"} {
+		r := run(t, map[string]string{"PLAITA_LOG_LEVEL": "loud"}, role)
+		if r.code != 2 || !strings.Contains(r.stderr, "PLAITA_LOG_LEVEL") {
+			t.Errorf("%s with a bad log level: exit %d, stderr:\n%s", role, r.code, r.stderr)
+		}
+	}
+}
+
+type doctorReport struct {
+	Schema      string            `json:"schema"`
+	OK          bool              `json:"ok"`
+	Generations map[string]string `json:"generations"`
+	Variables   []struct {
+		Name     string   `json:"name"`
+		Fallback string   `json:"fallback"`
+		Value    any      `json:"value"`
+		Source   string   `json:"source"`
+		Effect   string   `json:"effect"`
+		Warnings []string `json:"warnings"`
+	} `json:"variables"`
+	Warnings []struct {
+		Variable string `json:"variable"`
+		Used     string `json:"used"`
+	} `json:"warnings"`
+	Problems []struct {
+		Variable string `json:"variable"`
+	} `json:"problems"`
+}
+
+func doctor(t *testing.T, env map[string]string, args ...string) (doctorReport, result) {
+	t.Helper()
+	r := run(t, env, append([]string{"doctor", "--json"}, args...)...)
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor --json output is not JSON: %v\n%s", err, r.stdout)
+	}
+	if rep.Schema != "plaita.doctor/v1" {
+		t.Fatalf("schema %q", rep.Schema)
+	}
+	return rep, r
+}
+
+func (d doctorReport) value(name string) any {
+	for _, v := range d.Variables {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return "<absent>"
+}
+
+func TestDoctorReportsClampsAsWarnings(t *testing.T) {
+	rep, r := doctor(t, map[string]string{"PLAITA_WORKER_CONCURRENCY": "0"}, "--role", "worker")
+	if r.code != 0 || !rep.OK {
+		t.Fatalf("exit %d, ok %v", r.code, rep.OK)
+	}
+	if got := rep.value("PLAITA_WORKER_CONCURRENCY"); got != float64(1) {
+		t.Errorf("concurrency %v, want 1", got)
+	}
+	if len(rep.Warnings) != 1 || rep.Warnings[0].Variable != "PLAITA_WORKER_CONCURRENCY" || rep.Warnings[0].Used != "1" {
+		t.Errorf("want one warning naming PLAITA_WORKER_CONCURRENCY: %+v", rep.Warnings)
+	}
+	for _, k := range []string{"config_family", "config_generation", "budget_generation"} {
+		if rep.Generations[k] == "" {
+			t.Errorf("generation %s missing", k)
+		}
+	}
+}
+
+func TestDoctorSwitchParsers(t *testing.T) {
+	cases := []struct {
+		name, raw string
+		want      bool
+	}{
+		{"PLAITA_DISABLE_FENCING", " 1 ", true},
+		{"PLAITA_DISABLE_FENCING", "true", false},
+		{"PLAITA_SANDBOX_LIFECYCLE", " 0 ", true},
+		{"PLAITA_SANDBOX_LIFECYCLE", "0", false},
+		{"PLAITA_HTTP_COOKIES", " TRUE ", true},
+	}
+	for _, tc := range cases {
+		rep, r := doctor(t, map[string]string{tc.name: tc.raw}, "--role", "worker")
+		if r.code != 0 {
+			t.Fatalf("%s=%q: exit %d\n%s", tc.name, tc.raw, r.code, r.stdout)
+		}
+		if got := rep.value(tc.name); got != tc.want {
+			t.Errorf("%s=%q reads as %v, want %v", tc.name, tc.raw, got, tc.want)
+		}
+	}
+}
+
+func TestDoctorExitsTwoOnProblems(t *testing.T) {
+	rep, r := doctor(t, map[string]string{"PLAITA_SANDBOX_TIMEOUT": "0", "PLAITA_CONSOLE_PORT": "http"}, "--all")
+	if r.code != 2 || rep.OK || len(rep.Problems) != 2 {
+		t.Fatalf("exit %d, ok %v, problems %+v", r.code, rep.OK, rep.Problems)
+	}
+	text := run(t, map[string]string{"PLAITA_SANDBOX_TIMEOUT": "0"}, "doctor")
+	if text.code != 2 || !strings.Contains(text.stdout, "PLAITA_SANDBOX_TIMEOUT") || !strings.Contains(text.stdout, "REJECTED") {
+		t.Fatalf("text doctor: exit %d\n%s", text.code, text.stdout)
+	}
+	bad := run(t, nil, "doctor", "--role", "wroker")
+	if bad.code != 2 || !strings.Contains(bad.stderr, `unknown role "wroker"`) {
+		t.Fatalf("unknown role: exit %d, %s", bad.code, bad.stderr)
+	}
+}
+
+// configMatrixNames is every variable named in the configuration matrix (CONFIG.md), copied
+// here so the test does not depend on files outside the repository.
+var configMatrixNames = strings.Fields(`
+PLAITA_REDIS_URL REDIS_URL PLAITA_QUEUE_NAME QUEUE_NAME PLAITA_CONSUMER_GROUP
+PLAITA_CONSUMER_GROUP_START_ID PLAITA_CONSUMER_NAME PLAITA_CLAIM_MIN_IDLE_MS PLAITA_LEASE_TTL_SECONDS
+PLAITA_MAX_DELIVERIES PLAITA_DEPLOYMENT_EPOCH PLAITA_TENANT_STATUS_RECONCILE_SECONDS
+PLAITA_TENANT_STATUS_EPOCH_STRICT PLAITA_EXECUTION_DEADLINE_SECONDS PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS
+PLAITA_TASK_MAX_AGE_SECONDS PLAITA_DLQ_KEY PLAITA_EVENT_TTL_SECONDS PLAITA_EVENT_INDEX_SWEEP_INTERVAL
+PLAITA_EVENT_INDEX_SWEEP_BUDGET PLAITA_DISABLE_EVENT_INDEX_SWEEP PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE
+PLAITA_METRICS_PORT PLAITA_METRICS_HOST PLAITA_ALERT_WEBHOOK PLAITA_ALLOW_EXPERIMENTAL_DB
+PLAITA_NODES_WORKSPACE_ROOT PLAITA_ALLOW_UNRESTRICTED_WRITES PLAITA_TENANT_MAX_RUNNING
+PLAITA_TENANT_RUNNING_TTL_SECONDS PLAITA_TENANT_QUOTA_DEFER_MAX PLAITA_DLQ_MAX_LEN
+PLAITA_EXECUTION_STATE_TTL_DAYS PLAITA_WORKER_CONCURRENCY PLAITA_CAPACITY_STALE_SECONDS
+PLAITA_CONSOLE_DISPATCH_SHADOW PLAITA_CONSOLE_TASK_QUEUE PLAITA_DISPATCH_LEDGER_KEY PLAITA_DISPATCHER_ID
+PLAITA_SANDBOX_LIFECYCLE PLAITA_EXECUTION_EVENTS_PUBLISH PLAITA_EXECUTION_TIMELINE_MAX
+PLAITA_EVENT_RECONCILE_INTERVAL PLAITA_EVENT_RECONCILE_BACKFILL PLAITA_WORKER_DENY_REPOS
+PLAITA_WORKER_MIN_FREE_DISK_GIB PLAITA_WORKER_DISK_GUARD_PATH PLAITA_WORKER_DRAIN_TIMEOUT PLAITA_NODE_PATH
+PLAITA_LOG_LEVEL PLAITA_INSTANCE_ID PLAITA_CHECK_INTERVAL PLAITA_DELAY_QUEUE
+PLAITA_DISABLE_TENANT_QUOTA PLAITA_DISABLE_NODE_RETRY PLAITA_DISABLE_FENCING PLAITA_DISABLE_AFFINITY
+PLAITA_DISABLE_DISPATCH_TARGET PLAITA_DISABLE_HOLDER_LIVENESS PLAITA_DISABLE_LEASE_WATCHDOG
+PLAITA_DISABLE_EVENT_RECONCILE PLAITA_DISABLE_CANCEL_CHECKPOINT PLAITA_DISABLE_CANCEL_INTERRUPT
+PLAITA_DISABLE_CODE_NODE PLAITA_SANDBOX_TIMEOUT PLAITA_SANDBOX_MEMORY_MB PLAITA_SANDBOX_DOCKER_IMAGE
+PLAITA_SANDBOX_DOCKER_TIMEOUT PLAITA_SANDBOX_DOCKER_MEMORY_MB PLAITA_SANDBOX_DOCKER_CPUS
+PLAITA_SANDBOX_DOCKER_USER PLAITA_SANDBOX_NODE_BIN PLAITA_SANDBOX_DOCKER_NODE_IMAGE
+PLAITA_SANDBOX_ALLOWED_LANGUAGES PLAITA_SANDBOX_ALLOWED_BACKENDS PLAITA_CODE_BACKEND
+PLAITA_ALLOW_SUBPROCESS_FALLBACK PLAITA_EXPR_MAX_RESULT_SIZE PLAITA_EXPR_GROWTH_FACTOR
+PLAITA_EXPR_MAX_RESULT_HARD PLAITA_HTTP_DNS_TTL PLAITA_HTTP_CONNECTOR_LIMIT PLAITA_HTTP_COOKIES
+PLAITA_HTTP_MAX_RESPONSE_BYTES PLAITA_HTTP_BLOCK_PRIVATE PLAITA_BG_THREAD_WORKERS PLAITA_BG_PROCESS_WORKERS
+PLAITA_BG_STATE_MAX PLAITA_LOOP PLAITA_CONSOLE_HOST PLAITA_CONSOLE_PORT PLAITA_CONSOLE_REDIS_URL
+PLAITA_CONSOLE_DB_URL PLAITA_CONSOLE_ENV PLAITA_CONSOLE_ADMIN_API_KEY PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN
+PLAITA_CONSOLE_ADMIN_PASSWORD PLAITA_CONSOLE_RECONCILE_ORPHANS PLAITA_CONSOLE_SECRET_ID
+PLAITA_CONSOLE_SECRET_KEY PLAITA_CONSOLE_LANGFUSE PLAITA_CONSOLE_DEBUG PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE
+PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS PLAITA_CREDENTIALS_FILE PLAITA_CREDENTIALS_KEY
+PLAITA_CREDENTIALS_KEY_FILE PLAITA_PROJECT_ROOT PLAITA_PYTHON PLAITA_WORKER_LANGFUSE PLAITA_NODE_MODULES
+PLAITA_CONSOLE_NODE_MODULES`)
+
+func TestDoctorAllListsEveryConfiguredVariable(t *testing.T) {
+	rep, r := doctor(t, nil, "--all")
+	if r.code != 0 {
+		t.Fatalf("doctor --all on an empty environment: exit %d\n%s", r.code, r.stderr)
+	}
+	listed := map[string]bool{}
+	for _, v := range rep.Variables {
+		listed[v.Name] = true
+		if v.Fallback != "" {
+			listed[v.Fallback] = true
+		}
+	}
+	for _, name := range configMatrixNames {
+		if !listed[name] {
+			t.Errorf("%s is in the configuration matrix but not in doctor --all --json", name)
+		}
+	}
+	for _, py := range []string{"PLAITA_LOOP", "PLAITA_BG_PROCESS_WORKERS", "PLAITA_WORKER_LANGFUSE", "PLAITA_CONSOLE_LANGFUSE", "PLAITA_ALLOW_EXPERIMENTAL_DB"} {
+		for _, v := range rep.Variables {
+			if v.Name == py && v.Effect != "accepted, no effect in this build" {
+				t.Errorf("%s effect %q", py, v.Effect)
+			}
+		}
+	}
+}
+
+func TestRolesTable(t *testing.T) {
+	r := run(t, nil, "roles")
+	if r.code != 0 {
+		t.Fatalf("exit %d", r.code)
+	}
+	for _, role := range []string{"worker", "console", "filter", "schedule", "delay", "dev"} {
+		if !strings.Contains(r.stdout, "\n"+role+" ") {
+			t.Errorf("role %s missing:\n%s", role, r.stdout)
+		}
+	}
+	if r := run(t, nil, "nosuch"); r.code != 2 || !strings.Contains(r.stderr, `unknown command "nosuch"`) {
+		t.Errorf("unknown command: exit %d, %s", r.code, r.stderr)
+	}
+}
