@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -336,5 +337,22 @@ func TestParseRole(t *testing.T) {
 	}
 	if _, err := ParseRole("wroker"); err == nil || !strings.Contains(err.Error(), "worker, console") {
 		t.Errorf("ParseRole(wroker): %v", err)
+	}
+}
+
+// TestDoctorJSONIsDocumented keeps docs/doctor.md in step with the report's JSON fields.
+func TestDoctorJSONIsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/doctor.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, typ := range []reflect.Type{reflect.TypeOf(Report{}), reflect.TypeOf(VarReport{}), reflect.TypeOf(Warning{}),
+		reflect.TypeOf(Problem{}), reflect.TypeOf(Generations{})} {
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			if !bytes.Contains(doc, []byte("`"+name+"`")) {
+				t.Errorf("docs/doctor.md does not document %s.%s (`%s`)", typ.Name(), typ.Field(i).Name, name)
+			}
+		}
 	}
 }

@@ -1,0 +1,33 @@
+# plaita developer tasks. `just --list` shows them.
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Build the static binary into bin/plaita.
+build:
+    CGO_ENABLED=0 go build -trimpath -o bin/plaita .
+
+# Run every test (Redis-backed suites use PLAITA_TEST_REDIS_URL, default redis://127.0.0.1:6379/15).
+test:
+    go test ./...
+
+# gofmt, go vet and staticcheck; fails on any finding.
+lint:
+    @out="$(gofmt -l .)"; if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
+    go vet ./...
+    go tool staticcheck ./...
+
+# Regenerate docs/configuration.md and config/keys_gen.go from the registry.
+generate:
+    go generate ./...
+
+# Fuzz the configuration parsers for a while.
+fuzz time="60s":
+    go test ./config -run '^$' -fuzz FuzzParsers -fuzztime {{time}}
+    go test ./config -run '^$' -fuzz FuzzMaskURL -fuzztime {{time}}
+
+# Every role in one process, for a laptop.
+dev:
+    go run . dev
+
+# What CI runs, on this machine.
+ci:
+    bash .ci/run
