@@ -49,8 +49,8 @@ func Markdown() []byte {
 	b.WriteString("\n## Config generations\n\n")
 	b.WriteString("Computed at start, logged as `event=config.effective`, shown by `plaita doctor`.\n\n")
 	fmt.Fprintf(&b, "- `config_family` = `cf1-` + sha256 of %s, the task schema version (%d) and the namespace (`%s`), first 12 hex digits.\n",
-		codeList(FamilyFields), TaskSchemaVersion, Namespace)
-	fmt.Fprintf(&b, "- `budget_generation` = `bg1-` + sha256 of %s.\n", codeList(BudgetFields))
+		codeList(familyFields), TaskSchemaVersion, Namespace)
+	fmt.Fprintf(&b, "- `budget_generation` = `bg1-` + sha256 of %s.\n", codeList(budgetFields))
 	fmt.Fprintf(&b, "- `config_generation` = `cfg1-` + sha256 of every semantics-affecting variable: %s.\n", codeList(SemanticFields()))
 	b.WriteString("\nEach input is one `NAME=value` line of the effective value; log level, ports, ids and\n")
 	b.WriteString("secrets are not inputs, so changing them never changes a generation.\n")
@@ -65,7 +65,7 @@ func cell(s string) string {
 }
 
 func roleList(roles []Role) string {
-	if len(roles) == len(ServiceRoles) {
+	if len(roles) == len(serviceRoles) {
 		return "all"
 	}
 	s := make([]string, len(roles))

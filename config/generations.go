@@ -24,11 +24,11 @@ type Generations struct {
 	Budget string `json:"budget_generation"` // delivery budget: deliveries, lease, max age, DLQ length
 }
 
-// FamilyFields and BudgetFields are the documented inputs of config_family and
-// budget_generation; config_generation hashes every variable marked Semantic.
+// familyFields and budgetFields are the documented inputs of config_family and
+// budget_generation; config_generation hashes every variable marked Semantic. Read-only.
 var (
-	FamilyFields = []string{"PLAITA_QUEUE_NAME", "PLAITA_CONSUMER_GROUP", "PLAITA_DLQ_KEY"}
-	BudgetFields = []string{"PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS", "PLAITA_TASK_MAX_AGE_SECONDS", "PLAITA_DLQ_MAX_LEN"}
+	familyFields = []string{"PLAITA_QUEUE_NAME", "PLAITA_CONSUMER_GROUP", "PLAITA_DLQ_KEY"}
+	budgetFields = []string{"PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS", "PLAITA_TASK_MAX_AGE_SECONDS", "PLAITA_DLQ_MAX_LEN"}
 )
 
 // Generations returns the hashes computed at load time.
@@ -37,11 +37,11 @@ func (c *Config) Generations() Generations { return c.gens }
 func (c *Config) generations() Generations {
 	line := func(name string) string { return name + "=" + fmtValue(c.entries[name].value) }
 	var family, budget, semantic []string
-	for _, n := range FamilyFields {
+	for _, n := range familyFields {
 		family = append(family, line(n))
 	}
 	family = append(family, "task_schema_version="+strconv.Itoa(TaskSchemaVersion), "namespace="+Namespace)
-	for _, n := range BudgetFields {
+	for _, n := range budgetFields {
 		budget = append(budget, line(n))
 	}
 	for _, e := range c.order {

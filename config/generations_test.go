@@ -72,7 +72,7 @@ func TestGenerationChanges(t *testing.T) {
 
 func TestGenerationFieldsAreDocumented(t *testing.T) {
 	doc := string(Markdown())
-	for _, f := range append(append(append([]string{}, FamilyFields...), BudgetFields...), SemanticFields()...) {
+	for _, f := range append(append(append([]string{}, familyFields...), budgetFields...), SemanticFields()...) {
 		if !strings.Contains(doc, "`"+f+"`") {
 			t.Errorf("generation input %s is not in the configuration reference", f)
 		}

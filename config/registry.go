@@ -24,7 +24,7 @@ const (
 )
 
 var (
-	all        = ServiceRoles
+	all        = serviceRoles
 	rWorker    = []Role{RoleWorker}
 	rConsole   = []Role{RoleConsole}
 	rFilter    = []Role{RoleFilter}

@@ -107,13 +107,13 @@ func defaultText(v *Var) string {
 
 func genNames(name string, semantic bool) []string {
 	out := []string{}
-	if slices.Contains(FamilyFields, name) {
+	if slices.Contains(familyFields, name) {
 		out = append(out, "config_family")
 	}
 	if semantic {
 		out = append(out, "config_generation")
 	}
-	if slices.Contains(BudgetFields, name) {
+	if slices.Contains(budgetFields, name) {
 		out = append(out, "budget_generation")
 	}
 	return out
@@ -146,7 +146,11 @@ func (r Report) WriteText(w io.Writer) error {
 		case v.Effect == EffectNone:
 			mark = v.Effect
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", v.Name, fmtValue(v.Value), src, mark)
+		timing := "read at start"
+		if v.Timing.Hot() {
+			timing = "re-read on use"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", v.Name, fmtValue(v.Value), src, timing, mark)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -19,13 +19,13 @@ const (
 	RoleDev      Role = "dev" // every service role in one process; also what `doctor --all` checks
 )
 
-// ServiceRoles lists the roles that run a service, in display order.
-var ServiceRoles = []Role{RoleWorker, RoleConsole, RoleFilter, RoleSchedule, RoleDelay}
+// serviceRoles lists the roles that run a service, in display order.
+var serviceRoles = []Role{RoleWorker, RoleConsole, RoleFilter, RoleSchedule, RoleDelay}
 
 // scope returns the service roles a role stands for.
 func (r Role) scope() []Role {
 	if r == RoleDev {
-		return ServiceRoles
+		return serviceRoles
 	}
 	return []Role{r}
 }
@@ -36,13 +36,13 @@ func ParseRole(s string) (Role, error) {
 	if r == RoleDev {
 		return r, nil
 	}
-	for _, x := range ServiceRoles {
+	for _, x := range serviceRoles {
 		if r == x {
 			return r, nil
 		}
 	}
 	names := []string{}
-	for _, x := range ServiceRoles {
+	for _, x := range serviceRoles {
 		names = append(names, string(x))
 	}
 	return "", fmt.Errorf("unknown role %q (one of %s, dev)", s, strings.Join(names, ", "))

@@ -70,14 +70,15 @@ func parseLogFormat(s string) (LogFormat, error) {
 
 // NewLogger returns the process logger: JSON lines by default, human output for a terminal.
 func NewLogger(w io.Writer, format LogFormat, level zerolog.Level) zerolog.Logger {
+	tty := isTerminal(w)
 	if format == LogAuto {
 		format = LogJSON
-		if isTerminal(w) {
+		if tty {
 			format = LogConsole
 		}
 	}
 	if format == LogConsole {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339}
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.RFC3339, NoColor: !tty}
 	}
 	return zerolog.New(w).Level(level).With().Timestamp().Logger()
 }

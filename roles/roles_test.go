@@ -1,0 +1,76 @@
+package roles
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+)
+
+func TestTableCoversEveryRole(t *testing.T) {
+	seen := map[config.Role]bool{}
+	for _, s := range Table() {
+		if seen[s.Role] {
+			t.Errorf("role %s listed twice", s.Role)
+		}
+		seen[s.Role] = true
+		if _, err := config.ParseRole(string(s.Role)); err != nil {
+			t.Errorf("table role %s is not a config role: %v", s.Role, err)
+		}
+		if len(s.Needs) == 0 || s.Summary == "" {
+			t.Errorf("role %s lacks needs or summary", s.Role)
+		}
+	}
+	for _, r := range []config.Role{config.RoleWorker, config.RoleConsole, config.RoleFilter, config.RoleSchedule, config.RoleDelay, config.RoleDev} {
+		if !seen[r] {
+			t.Errorf("role %s missing from the table", r)
+		}
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	var buf bytes.Buffer
+	if got := ExitCode(nil, &buf); got != 0 || buf.Len() != 0 {
+		t.Errorf("nil: %d %q", got, buf.String())
+	}
+	printed := &exitError{code: ExitRejected, err: errors.New("already said"), printed: true}
+	if got := ExitCode(fmt.Errorf("wrapped: %w", printed), &buf); got != ExitRejected || buf.Len() != 0 {
+		t.Errorf("printed error: %d %q", got, buf.String())
+	}
+	if got := ExitCode(&exitError{code: ExitFailure, err: errors.New("boom")}, &buf); got != ExitFailure || buf.String() != "plaita: boom\n" {
+		t.Errorf("unprinted error: %d %q", got, buf.String())
+	}
+	buf.Reset()
+	if got := ExitCode(errors.New("flag provided but not defined: -x"), &buf); got != ExitRejected || !strings.Contains(buf.String(), "-x") {
+		t.Errorf("usage error: %d %q", got, buf.String())
+	}
+}
+
+func TestLogFormats(t *testing.T) {
+	for in, want := range map[string]LogFormat{"": LogAuto, "JSON": LogJSON, " console ": LogConsole} {
+		if got, err := parseLogFormat(in); err != nil || got != want {
+			t.Errorf("parseLogFormat(%q) = %q, %v", in, got, err)
+		}
+	}
+	if _, err := parseLogFormat("xml"); err == nil {
+		t.Error("xml accepted")
+	}
+	var buf bytes.Buffer
+	log := NewLogger(&buf, LogAuto, zerolog.InfoLevel)
+	log.Info().Str("event", "x").Msg("m")
+	if !strings.HasPrefix(buf.String(), `{"level":"info","event":"x"`) {
+		t.Errorf("auto on a non-terminal must be JSON: %q", buf.String())
+	}
+	buf.Reset()
+	log = NewLogger(&buf, LogConsole, zerolog.WarnLevel)
+	log.Info().Msg("hidden")
+	log.Warn().Str("event", "y").Msg("shown")
+	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "WRN shown event=y") {
+		t.Errorf("console output: %q", out)
+	}
+}
