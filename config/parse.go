@@ -232,10 +232,9 @@ func onOff(b bool) string {
 
 // stringRule covers identity and free-text variables.
 type stringRule struct {
-	identity bool                          // empty when set is a configuration error
-	noTrim   bool                          // the value is used byte for byte
-	blank    fix                           // free text only: what a blank value does (keep/default, warn)
-	validate func(v string) (string, bool) // optional: returns the problem text and whether it is fatal
+	identity bool // empty when set is a configuration error
+	noTrim   bool // the value is used byte for byte
+	blank    fix  // free text only: what a blank value does (keep/default, warn)
 }
 
 func (r stringRule) parse(in input, def string) outcome {
@@ -263,15 +262,6 @@ func (r stringRule) parse(in input, def string) outcome {
 			out.warn = fmt.Sprintf("blank value; using the default %q", def)
 		}
 		return out
-	}
-	if r.validate != nil {
-		if problem, fatal := r.validate(v); problem != "" {
-			if fatal {
-				return outcome{value: def, warn: problem + fmt.Sprintf("; using the default %q", def), reject: problem,
-					hint: fmt.Sprintf("unset it to use the default %q", def)}
-			}
-			return outcome{value: v, warn: problem}
-		}
 	}
 	return outcome{value: v}
 }
@@ -312,8 +302,8 @@ func (r enumRule) parse(in input) outcome {
 
 // listRule splits a value into items; allowed (when set) restricts the items.
 type listRule struct {
-	seps    string // separator characters; "ws" adds whitespace
-	ws      bool
+	seps    string // separator characters
+	ws      bool   // whitespace separates items too
 	allowed []string
 	alias   map[string]string
 }

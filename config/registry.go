@@ -79,8 +79,7 @@ func registry() []*Var {
 			func(c *Config) string { return c.str("PLAITA_INSTANCE_ID") }).
 			doc("Consumer name of this instance inside the group."),
 		numVar("PLAITA_CLAIM_MIN_IDLE_MS", rWorker, numRule{def: 60000, zero: keep(), neg: dflt().R(), bad: dflt().R(),
-			want: "a non-negative integer (milliseconds)"}).semantic().checked(warnIfZero("PLAITA_CLAIM_MIN_IDLE_MS",
-			"pending entries become reclaimable at once and can be taken from live sibling workers")).
+			want: "a non-negative integer (milliseconds)"}).semantic().checked(warnIfZero("pending entries become reclaimable at once and can be taken from live sibling workers")).
 			doc("Minimum idle time before a pending entry may be reclaimed."),
 		numVar("PLAITA_LEASE_TTL_SECONDS", rWorker, numRule{def: 120, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer (seconds)"}).semantic().doc("Resume lease TTL."),
@@ -89,8 +88,7 @@ func registry() []*Var {
 		identityVar("PLAITA_DEPLOYMENT_EPOCH", rTenant, "legacy").semantic().
 			doc("Deployment epoch anchoring plaita:tenant_status:epoch."),
 		intVar("PLAITA_TENANT_STATUS_RECONCILE_SECONDS", rConsole, 60, keep(), dflt().W(), dflt().W()).
-			checked(warnIfZero("PLAITA_TENANT_STATUS_RECONCILE_SECONDS",
-				"periodic tenant-status reconcile is off; a Redis-only restore is corrected only by POST /api/cluster/tenant-status/reconcile")).
+			checked(warnIfZero("periodic tenant-status reconcile is off; a Redis-only restore is corrected only by POST /api/cluster/tenant-status/reconcile")).
 			doc("Period of the console's tenant-status reconcile; 0 turns it off."),
 		enumVar("PLAITA_TENANT_STATUS_EPOCH_STRICT", rWorker, enumRule{def: "auto", allowed: []string{"auto", "1", "0"},
 			alias: map[string]string{"": "auto"}, bad: dflt()}).semantic().defDoc("unset (on when an epoch exists)").
@@ -104,7 +102,7 @@ func registry() []*Var {
 		floatVar("PLAITA_EXECUTION_DEADLINE_SECONDS", rEngine, 1800, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("Execution budget when the flow sets no timeout."),
 		intVar("PLAITA_TASK_MAX_AGE_SECONDS", rWorker, defaultMaxAge, keep(), to(0).W(), dflt().W()).timing(TimingCall).semantic().
-			checked(warnIfZero("PLAITA_TASK_MAX_AGE_SECONDS", "the task age gate is off: once a tombstone expires nothing stops a stale task")).
+			checked(warnIfZero("the task age gate is off: once a tombstone expires nothing stops a stale task")).
 			doc("Maximum age of a start/resume task; older ones are acked and dropped."),
 		derivedIdentity("PLAITA_DLQ_KEY", rWorker, "<queue>:dlq", func(c *Config) string { return c.str("PLAITA_QUEUE_NAME") + ":dlq" }).
 			semantic().doc("Dead-letter stream."),
@@ -134,8 +132,8 @@ func registry() []*Var {
 			doc("Only exact 1 turns the writefile jail off."),
 	)
 	section(secWorker,
-		intVar("PLAITA_TENANT_MAX_RUNNING", rTenant, 0, to(0).W(), to(0).W().R(), to(0).W().R()).timing(TimingCall).semantic().
-			defDoc("unlimited").want("a non-negative integer (0 = unlimited)").
+		numVar("PLAITA_TENANT_MAX_RUNNING", rTenant, numRule{def: 0, zero: to(0).W(), neg: to(0).W().R(), bad: to(0).W().R(),
+			want: "a non-negative integer (0 = unlimited)"}).timing(TimingCall).semantic().defDoc("unlimited").
 			doc("Per-tenant concurrent start limit; plaita:tenant_quota overrides per tenant. 0 = unlimited."),
 		intVar("PLAITA_TENANT_RUNNING_TTL_SECONDS", rTenant, 86400, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("TTL of a running-slot entry (crash self-healing)."),
@@ -170,8 +168,8 @@ func registry() []*Var {
 			doc("Live execution events (SSE); only byte-exact 0 disables."),
 		intVar("PLAITA_EXECUTION_TIMELINE_MAX", rEngine, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).semantic().
 			doc("Timeline events kept per execution; 0 keeps 1."),
-		floatVar("PLAITA_EVENT_RECONCILE_INTERVAL", rFilter, 300, dflt().W().R(), dflt().W().R(), dflt().W().R()).timing(TimingCtor).
-			want("a positive number of seconds").doc("Event reconcile period (seconds)."),
+		numVar("PLAITA_EVENT_RECONCILE_INTERVAL", rFilter, numRule{def: 300, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
+			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Event reconcile period (seconds)."),
 		floatVar("PLAITA_EVENT_RECONCILE_BACKFILL", rFilter, 3600, keep(), dflt().W(), dflt().W()).timing(TimingCtor).
 			doc("Backfill window at start or after a lost cursor; 0 = none."),
 		listVar("PLAITA_WORKER_DENY_REPOS", rWorker, listRule{seps: ","}, nil).timing(TimingCall).semantic().
@@ -186,8 +184,8 @@ func registry() []*Var {
 		enumVar("PLAITA_LOG_LEVEL", all, enumRule{def: "info", allowed: []string{"debug", "info", "warn", "error"},
 			alias: map[string]string{"warning": "warn", "critical": "error", "fatal": "error"}, bad: dflt().R()}).flag("log-level").
 			doc("Log level; --quiet is warn."),
-		floatVar("PLAITA_CHECK_INTERVAL", rSchedule, 1, dflt().W().R(), dflt().W().R(), dflt().W().R()).timing(TimingCtor).
-			want("a positive number of seconds").doc("Schedule scan period (seconds)."),
+		numVar("PLAITA_CHECK_INTERVAL", rSchedule, numRule{def: 1, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
+			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Schedule scan period (seconds)."),
 		delayQueueVar().timing(TimingCtor).semantic().doc("Delay queue key prefix (:scheduled, :attempts, :dead)."),
 	)
 	section(secSwitches,
@@ -389,9 +387,11 @@ func unionBackend(v any, c *Config) (any, string) {
 	return list, ""
 }
 
-func warnIfZero(name, why string) func(any, *Config) (any, string) {
-	return func(v any, c *Config) (any, string) {
-		if v == 0 && c.entries[name].set {
+// warnIfZero comments on an explicit 0; the variables using it never default to 0, so a 0
+// value was always set by the operator.
+func warnIfZero(why string) func(any, *Config) (any, string) {
+	return func(v any, _ *Config) (any, string) {
+		if v == 0 {
 			return v, why
 		}
 		return v, ""

@@ -196,21 +196,6 @@ func numRuleDoc(r numRule, def string) string {
 	return s
 }
 
-// want overrides how the allowed range reads in a rejection.
-func (v *Var) want(s string) *Var {
-	inner := v.parse
-	v.parse = func(in input, c *Config) outcome {
-		o := inner(in, c)
-		if o.reject != "" {
-			if i := strings.LastIndex(o.reject, ": must be "); i >= 0 {
-				o.reject = o.reject[:i] + ": must be " + s
-			}
-		}
-		return o
-	}
-	return v
-}
-
 // upTo caps a numeric variable: values above max are invalid.
 func upTo(r numRule, max float64) numRule {
 	r.max = max
