@@ -1,0 +1,73 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// permanentError marks a failure that retrying cannot fix (a bad expression, a rejected
+// approval, an explicit fail node).
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying. Node errors are retryable unless marked.
+func Permanent(err error) error {
+	if err == nil || IsPermanent(err) {
+		return err
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err (or anything it wraps) was marked permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// Error types recorded in state.ErrorInfo.Type.
+const (
+	ErrTypeNode          = "NodeError"
+	ErrTypeDeadline      = "ExecutionDeadlineError"
+	ErrTypeStepLimit     = "StepLimitExceeded"
+	ErrTypeSerialization = "StateSerializationError"
+	ErrTypeNoBranch      = "NoMatchingBranch"
+	ErrTypeFlowFailed    = "FlowFailed"
+	ErrTypeWaitTimeout   = "WaitTimeout"
+	ErrTypeRejected      = "ApprovalRejected"
+	ErrTypeUnknownNode   = "UnknownNode"
+)
+
+var (
+	// ErrInvalidResume: the resume type does not fit the execution's status or suspension.
+	ErrInvalidResume = errors.New("invalid resume")
+	// ErrFlowChanged: the flow definition changed under a running execution (same hash
+	// algorithm, different hash). Not overridable: restore the definition or start anew.
+	ErrFlowChanged = errors.New("flow definition changed since the execution started")
+	// ErrFlowHashMismatch: algorithm and hash both differ (an engine upgrade is suspected);
+	// resumable only with allow_flow_hash_change.
+	ErrFlowHashMismatch = errors.New("flow_hash_mismatch")
+	// ErrEventMismatch: the event given to resume a wait_event does not satisfy its match.
+	ErrEventMismatch = errors.New("event does not match the waiting node")
+)
+
+// FlowHashError carries the details of a refused resume.
+type FlowHashError struct {
+	Err              error
+	StoredAlgo       string
+	StoredHash       string
+	CurrentAlgo      string
+	CurrentHash      string
+	UpgradeSuspected bool
+}
+
+func (e *FlowHashError) Error() string {
+	msg := fmt.Sprintf("%v: stored %s/%s, current %s/%s", e.Err, e.StoredAlgo, e.StoredHash, e.CurrentAlgo, e.CurrentHash)
+	if e.UpgradeSuspected {
+		msg += " (upgrade_suspected: resume with allow_flow_hash_change if the definition is unchanged)"
+	}
+	return msg
+}
+
+func (e *FlowHashError) Unwrap() error { return e.Err }

@@ -1,0 +1,607 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/engine/state"
+	"plaita/store"
+)
+
+// Version is the engine version written into every execution state.
+const Version = "plaita-go/1"
+
+// contextEvent holds the event that last resumed the execution (EVENT in expressions).
+const contextEvent = "$EVENT"
+
+// ResumeType says why a suspended or stopped execution continues.
+type ResumeType string
+
+const (
+	ResumeContinue ResumeType = "continue" // from the checkpoint (running) or past a delay
+	ResumeRetry    ResumeType = "retry"    // re-run the node an errored execution stopped at
+	ResumeEvent    ResumeType = "event"    // the awaited event arrived
+	ResumeTimeout  ResumeType = "timeout"  // a wait, approval or delay ran out
+	ResumeCancel   ResumeType = "cancel"   // stop the execution
+	ResumeApproval ResumeType = "approval" // a human answered
+)
+
+// ParseResumeType validates a resume type name.
+func ParseResumeType(s string) (ResumeType, error) {
+	rt := ResumeType(s)
+	switch rt {
+	case ResumeContinue, ResumeRetry, ResumeEvent, ResumeTimeout, ResumeCancel, ResumeApproval:
+		return rt, nil
+	}
+	return "", fmt.Errorf("%w: unknown resume type %q (continue, retry, event, timeout, cancel, approval)", ErrInvalidResume, s)
+}
+
+// Clock is the executor's time source; tests inject one.
+type Clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns the current time.
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or until ctx ends.
+func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// CancelChecker reads an execution's cancel flag.
+type CancelChecker interface {
+	Cancelled(ctx context.Context, executionID string) (bool, error)
+}
+
+// Settings are the knobs the executor reads at the start of every run, so call-timed
+// variables take effect without a restart.
+type Settings struct {
+	Deadline                time.Duration // budget of one run when the flow sets no timeout
+	TimelineMax             int
+	DisableNodeRetry        bool
+	DisableCancelCheckpoint bool
+	Expr                    ExprLimits
+}
+
+// DefaultSettings are the documented defaults.
+func DefaultSettings() Settings {
+	return Settings{Deadline: 1800 * time.Second, TimelineMax: 500, Expr: DefaultExprLimits}
+}
+
+// SettingsFrom reads the settings from the configuration.
+func SettingsFrom(cfg *config.Config) Settings {
+	return Settings{
+		Deadline:                seconds(config.ExecutionDeadlineSeconds.In(cfg)),
+		TimelineMax:             config.ExecutionTimelineMax.In(cfg),
+		DisableNodeRetry:        config.DisableNodeRetry.In(cfg),
+		DisableCancelCheckpoint: config.DisableCancelCheckpoint.In(cfg),
+		Expr: ExprLimits{
+			MaxResultSize: config.ExprMaxResultSize.In(cfg),
+			GrowthFactor:  config.ExprGrowthFactor.In(cfg),
+			MaxResultHard: config.ExprMaxResultHard.In(cfg),
+		},
+	}
+}
+
+// Executor runs executions step by step, persisting the state at every step boundary.
+type Executor struct {
+	Store    store.Storage
+	Cancel   CancelChecker // nil: no cancel flag
+	Clock    Clock
+	Settings func() Settings
+	Log      zerolog.Logger
+}
+
+// NewExecutor returns an executor with the system clock and default settings.
+func NewExecutor(s store.Storage) *Executor {
+	return &Executor{Store: s, Clock: SystemClock{}, Settings: DefaultSettings, Log: zerolog.Nop()}
+}
+
+// StartRequest starts one execution.
+type StartRequest struct {
+	ExecutionID string // minted by the producer; a redelivered start finds its state
+	TenantID    string
+	FlowVersion string
+	Input       any
+}
+
+// NewExecutionID mints a random execution id.
+func NewExecutionID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return "ex_" + hex.EncodeToString(b[:])
+}
+
+// Start runs a new execution, or continues the one a redelivered start already created.
+// The returned error is nil whenever the state reached a step boundary and was saved, even
+// when the execution itself ended in error: that outcome is in the state.
+func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*state.Execution, error) {
+	e := ex.begin()
+	if req.ExecutionID == "" {
+		req.ExecutionID = NewExecutionID()
+	}
+	st, err := e.Store.Load(ctx, req.ExecutionID)
+	switch {
+	case err == nil:
+		if st.Status == state.Running {
+			return e.run(ctx, f, st)
+		}
+		return st, nil // terminal or suspended: nothing to redo
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, err
+	}
+	now := e.Clock.Now().UTC()
+	st = &state.Execution{
+		ExecutionID: req.ExecutionID, TenantID: req.TenantID, FlowID: f.ID, FlowVersion: cmp.Or(req.FlowVersion, f.Version),
+		FlowHash: f.Hash, FlowHashAlgo: f.HashAlgo, Engine: Version, Status: state.Running, CurrentNode: f.Start,
+		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, StartTime: now, LastUpdate: now,
+	}
+	input, ierr := normalize(req.Input)
+	vars, verr := normalize(f.Vars)
+	if ierr != nil || verr != nil {
+		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeSerialization, Message: "input or flow vars: " + errors.Join(ierr, verr).Error(), Permanent: true})
+	}
+	st.Input = input
+	if m, ok := vars.(map[string]any); ok {
+		st.Context[state.ContextVars] = m
+	}
+	e.timeline(st, state.TimelineEntry{Event: "started", Node: f.Start})
+	if err := e.save(ctx, st, ""); err != nil {
+		return st, err
+	}
+	return e.run(ctx, f, st)
+}
+
+// Resume continues an execution: from a suspension with the data that woke it, from its
+// checkpoint, or by retrying the node it failed at. A refused resume (wrong type, changed flow,
+// event not matching) returns an error and leaves the state untouched.
+func (ex *Executor) Resume(ctx context.Context, f *Flow, executionID string, rt ResumeType, data any) (*state.Execution, error) {
+	e := ex.begin()
+	st, err := e.Store.Load(ctx, executionID)
+	if err != nil {
+		return nil, err
+	}
+	data, err = normalize(data)
+	if err != nil {
+		return st, fmt.Errorf("%w: resume data: %w", ErrInvalidResume, err)
+	}
+	if err := e.checkHash(st, f, data); err != nil {
+		return st, err
+	}
+	now := e.Clock.Now().UTC()
+	switch rt {
+	case ResumeCancel:
+		if st.Status.Terminal() {
+			return st, fmt.Errorf("%w: execution is already %s", ErrInvalidResume, st.Status)
+		}
+		e.finish(st, state.Cancelled, nil)
+		e.timeline(st, state.TimelineEntry{Event: "cancelled", Detail: "cancel requested"})
+		return st, e.save(ctx, st, "")
+	case ResumeRetry:
+		if st.Status != state.Error {
+			return st, fmt.Errorf("%w: only an execution in error can be retried (it is %s)", ErrInvalidResume, st.Status)
+		}
+		if st.Error != nil && st.Error.Node != "" {
+			st.CurrentNode = st.Error.Node
+		}
+		delete(st.NodeAttempts, st.CurrentNode)
+		st.Status, st.Error, st.EndTime = state.Running, nil, nil
+		e.timeline(st, state.TimelineEntry{Event: "retry", Node: st.CurrentNode, Detail: "retry from the failed node"})
+		if err := e.save(ctx, st, ""); err != nil {
+			return st, err
+		}
+		return e.run(ctx, f, st)
+	}
+	if st.Status == state.Running && rt == ResumeContinue {
+		return e.run(ctx, f, st)
+	}
+	if st.Status != state.Suspended || st.Suspend == nil {
+		return st, fmt.Errorf("%w: execution is %s, not suspended", ErrInvalidResume, st.Status)
+	}
+	node, ok := f.Node(st.Suspend.Node)
+	if !ok {
+		return st, fmt.Errorf("%w: suspended at node %q, which the flow no longer has", ErrInvalidResume, st.Suspend.Node)
+	}
+	res, ok := node.runner.(Resumer)
+	if !ok || !slices.Contains(res.Accepts(), rt) {
+		return st, fmt.Errorf("%w: a %s suspension (node %q) does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
+	}
+	if st.Context == nil {
+		st.Context = map[string]any{}
+	}
+	prevEvent, hadEvent := st.Context[contextEvent]
+	if rt == ResumeEvent {
+		st.Context[contextEvent] = data
+	}
+	call := e.call(st, f, node, now)
+	out, err := res.Resume(ctx, call, rt, data)
+	if err != nil {
+		if errors.Is(err, ErrEventMismatch) || errors.Is(err, ErrInvalidResume) {
+			if hadEvent {
+				st.Context[contextEvent] = prevEvent
+			} else {
+				delete(st.Context, contextEvent)
+			}
+			return st, err
+		}
+		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeNode, Message: err.Error(), Node: node.ID, Permanent: true})
+	}
+	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt)})
+	st.Status, st.Suspend = state.Running, nil
+	if err := e.apply(st, node, out, now); err != nil {
+		return e.fail(ctx, st, serializationError(node.ID, err))
+	}
+	if err := e.save(ctx, st, node.ID); err != nil {
+		return st, err
+	}
+	return e.run(ctx, f, st)
+}
+
+func (e *execRun) checkHash(st *state.Execution, f *Flow, data any) error {
+	allow := false
+	if m, ok := data.(map[string]any); ok {
+		allow, _ = m["allow_flow_hash_change"].(bool)
+	}
+	check, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, allow)
+	if err != nil {
+		return err
+	}
+	if check.WriteNewHash {
+		e.Log.Warn().Str("event", "engine.flow_hash_change_allowed").Str("execution_id", st.ExecutionID).
+			Str("old_hash", st.FlowHash).Str("old_algo", st.FlowHashAlgo).Str("new_hash", f.Hash).Str("new_algo", f.HashAlgo).
+			Msg("flow hash changed across an engine upgrade; resuming because allow_flow_hash_change was given")
+		e.timeline(st, state.TimelineEntry{Event: "flow_hash_changed", Detail: st.FlowHash + " → " + f.Hash})
+		st.FlowHash = f.Hash
+	}
+	st.FlowHashAlgo = f.HashAlgo
+	return nil
+}
+
+func (e *Executor) settings() Settings {
+	if e.Settings == nil {
+		return DefaultSettings()
+	}
+	return e.Settings()
+}
+
+// execRun is one Start or Resume call: the executor plus the settings read for it.
+type execRun struct {
+	*Executor
+	set Settings
+}
+
+func (e *Executor) begin() *execRun { return &execRun{Executor: e, set: e.settings()} }
+
+// run is the step loop. It returns with the state saved at its last step boundary; an error
+// means the last save failed (transient storage trouble or a lost lease) or a node could not
+// be run at all, and the caller must not treat the execution as settled.
+func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state.Execution, error) {
+	set := e.set
+	budget := set.Deadline
+	if f.Timeout > 0 {
+		budget = seconds(f.Timeout)
+	}
+	deadline := e.Clock.Now().Add(budget)
+	runCtx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	maxSteps := cmp.Or(f.MaxSteps, DefaultMaxSteps)
+
+	for st.Status == state.Running {
+		if err := ctx.Err(); err != nil {
+			return st, err // shutting down: the checkpoint is saved, the caller redelivers
+		}
+		if e.Cancel != nil && !set.DisableCancelCheckpoint {
+			cancelled, err := e.Cancel.Cancelled(ctx, st.ExecutionID)
+			if err != nil {
+				return st, fmt.Errorf("read cancel flag: %w", err)
+			}
+			if cancelled {
+				e.finish(st, state.Cancelled, nil)
+				e.timeline(st, state.TimelineEntry{Event: "cancelled", Node: st.CurrentNode, Detail: "cancel flag set"})
+				return st, e.save(ctx, st, "")
+			}
+		}
+		if e.Clock.Now().After(deadline) {
+			return e.fail(ctx, st, deadlineError(st.CurrentNode, budget))
+		}
+		if st.StepCount >= maxSteps {
+			return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeStepLimit, Node: st.CurrentNode, Permanent: true,
+				Message: fmt.Sprintf("the execution ran %d steps, the limit (set max_steps in the flow to change it); a loop without a guard?", maxSteps)})
+		}
+		node, ok := f.Node(st.CurrentNode)
+		if !ok || node.runner == nil {
+			return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeUnknownNode, Node: st.CurrentNode, Permanent: true,
+				Message: fmt.Sprintf("node %q is not in flow %s", st.CurrentNode, f.ID)})
+		}
+		if err := e.step(runCtx, ctx, st, f, node); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// step runs one node and saves the state.
+func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow, node *Node) error {
+	set := e.set
+	start := e.Clock.Now().UTC()
+	call := e.call(st, f, node, start)
+	out, err := node.runner.Run(runCtx, call)
+	end := e.Clock.Now().UTC()
+	st.StepCount++
+	timing(st, node.ID, start, end)
+	ms := end.Sub(start).Milliseconds()
+
+	if err != nil {
+		switch {
+		case runCtx.Err() != nil && ctx.Err() == nil:
+			budget := seconds(f.Timeout)
+			if budget == 0 {
+				budget = set.Deadline
+			}
+			_, ferr := e.fail(ctx, st, deadlineError(node.ID, budget))
+			return ferr
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		return e.nodeFailed(ctx, st, node, err, ms)
+	}
+	if err := e.apply(st, node, out, end); err != nil {
+		_, ferr := e.fail(ctx, st, serializationError(node.ID, err))
+		return ferr
+	}
+	e.timeline(st, state.TimelineEntry{Event: stepEvent(st), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
+	return e.save(ctx, st, node.ID)
+}
+
+// apply records a node's outcome in the state. Outputs and variables go through a JSON round
+// trip first, so the state holds exactly what every backend would give back, and a value that
+// cannot be stored is caught here, at the node that produced it.
+func (e *execRun) apply(st *state.Execution, node *Node, out Outcome, now time.Time) error {
+	output, err := normalize(out.Output)
+	if err != nil {
+		return err
+	}
+	vars, err := normalize(out.Vars)
+	if err != nil {
+		return err
+	}
+	if out.Output != nil || out.Suspend == nil {
+		st.Nodes()[node.ID] = output
+	}
+	if m, ok := vars.(map[string]any); ok {
+		dst := st.Vars()
+		for k, v := range m {
+			dst[k] = v
+		}
+	}
+	delete(st.NodeAttempts, node.ID)
+	switch {
+	case out.Fail != nil:
+		info := *out.Fail
+		info.Node = node.ID
+		e.finish(st, state.Error, &info)
+	case out.End:
+		st.Output = output
+		e.finish(st, state.Completed, nil)
+	case out.Suspend != nil:
+		s := *out.Suspend
+		s.Node, s.Since = node.ID, now
+		st.Status, st.Suspend = state.Suspended, &s
+	default:
+		next := cmp.Or(out.Next, node.Next)
+		if next == "" {
+			e.finish(st, state.Error, &state.ErrorInfo{Type: ErrTypeNoBranch, Node: node.ID, Permanent: true,
+				Message: "the node gave no next node"})
+			return nil
+		}
+		st.CurrentNode = next
+	}
+	st.LastUpdate = now
+	return nil
+}
+
+// nodeFailed retries the node when its policy allows, else ends the execution in error.
+func (e *execRun) nodeFailed(ctx context.Context, st *state.Execution, node *Node, err error, ms int64) error {
+	set := e.set
+	attempts := st.NodeAttempts[node.ID] + 1
+	permanent := IsPermanent(err)
+	r := node.Retry
+	if permanent || r == nil || set.DisableNodeRetry || attempts >= r.MaxAttempts {
+		info := &state.ErrorInfo{Type: ErrTypeNode, Node: node.ID, Message: err.Error(), Permanent: permanent}
+		if !permanent && r != nil && !set.DisableNodeRetry {
+			info.Message = fmt.Sprintf("%s (after %d attempts)", err, attempts)
+		}
+		_, ferr := e.fail(ctx, st, info)
+		return ferr
+	}
+	if st.NodeAttempts == nil {
+		st.NodeAttempts = map[string]int{}
+	}
+	st.NodeAttempts[node.ID] = attempts
+	wait := backoff(r, attempts)
+	e.timeline(st, state.TimelineEntry{Event: "retry", Node: node.ID, Millis: ms,
+		Detail: fmt.Sprintf("attempt %d of %d failed: %v; next in %s", attempts, r.MaxAttempts, err, wait)})
+	st.LastUpdate = e.Clock.Now().UTC()
+	if err := e.save(ctx, st, node.ID); err != nil {
+		return err
+	}
+	if wait > 0 {
+		if err := e.Clock.Sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func backoff(r *RetryPolicy, attempt int) time.Duration {
+	mult := r.BackoffMultiplier
+	if mult == 0 {
+		mult = 1
+	}
+	s := r.BackoffSeconds * math.Pow(mult, float64(attempt-1))
+	if r.MaxBackoffSeconds > 0 {
+		s = min(s, r.MaxBackoffSeconds)
+	}
+	return seconds(min(s, MaxBackoff))
+}
+
+// fail ends the execution in error and saves it.
+func (e *execRun) fail(ctx context.Context, st *state.Execution, info *state.ErrorInfo) (*state.Execution, error) {
+	e.finish(st, state.Error, info)
+	return st, e.save(ctx, st, info.Node)
+}
+
+func (e *execRun) finish(st *state.Execution, status state.Status, info *state.ErrorInfo) {
+	now := e.Clock.Now().UTC()
+	st.Status, st.Error, st.Suspend = status, info, nil
+	st.EndTime, st.LastUpdate = &now, now
+	ev := string(status)
+	detail := ""
+	if info != nil {
+		detail = info.Type + ": " + info.Message
+	}
+	if status != state.Cancelled {
+		e.timeline(st, state.TimelineEntry{Event: ev, Node: st.CurrentNode, Detail: detail})
+	}
+}
+
+// save persists the state. A state that cannot be serialized is turned into an error terminal
+// state naming the node, with the offending values dropped, so it is never retried forever.
+func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) error {
+	err := e.Store.Save(ctx, st)
+	if err == nil || !errors.Is(err, store.ErrStateSerialization) {
+		return err
+	}
+	e.Log.Error().Str("event", "engine.state_serialization").Str("execution_id", st.ExecutionID).Str("node", nodeID).
+		Err(err).Msg("execution state cannot be serialized; ending the execution in error")
+	if nodeID != "" {
+		delete(st.Nodes(), nodeID)
+	}
+	delete(st.Context, contextEvent)
+	e.finish(st, state.Error, serializationError(nodeID, err))
+	if err := e.Store.Save(ctx, st); !errors.Is(err, store.ErrStateSerialization) {
+		return err
+	}
+	// Still not storable: keep the execution's identity and the error, drop the data.
+	st.Context, st.Input, st.Output = map[string]any{}, nil, nil
+	return e.Store.Save(ctx, st)
+}
+
+func serializationError(nodeID string, err error) *state.ErrorInfo {
+	where := "the execution state"
+	if nodeID != "" {
+		where = fmt.Sprintf("node %q produced a value that", nodeID)
+	}
+	return &state.ErrorInfo{Type: ErrTypeSerialization, Node: nodeID, Permanent: true,
+		Message: fmt.Sprintf("%s cannot be stored as JSON (NaN, infinity, a cycle or a non-data value): %v", where, err)}
+}
+
+func deadlineError(nodeID string, budget time.Duration) *state.ErrorInfo {
+	return &state.ErrorInfo{Type: ErrTypeDeadline, Node: nodeID, Permanent: true,
+		Message: fmt.Sprintf("the execution ran out of its %s budget (flow timeout, else PLAITA_EXECUTION_DEADLINE_SECONDS)", budget)}
+}
+
+// call builds what a node sees.
+func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) *Call {
+	nodes := st.Nodes()
+	env := map[string]any{
+		"INPUT": st.Input,
+		"NODE":  nodes,
+		"$NODE": nodes,
+		"VARS":  st.Vars(),
+		"EVENT": st.Context[contextEvent],
+		"EXECUTION": map[string]any{
+			"id": st.ExecutionID, "tenant_id": st.TenantID, "flow_id": f.ID, "flow_version": st.FlowVersion,
+			"step_count": st.StepCount, "start_time": st.StartTime.Format(time.RFC3339Nano), "node": node.ID,
+			"attempt": st.NodeAttempts[node.ID] + 1,
+		},
+	}
+	return &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], env: env, limits: e.set.Expr}
+}
+
+func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {
+	limit := max(e.set.TimelineMax, 1)
+	entry.Seq = st.TimelineDropped + len(st.Timeline) + 1
+	if entry.Time.IsZero() {
+		entry.Time = e.Clock.Now().UTC()
+	}
+	if len(st.Timeline) >= limit {
+		drop := len(st.Timeline) - limit + 1
+		st.Timeline = append(st.Timeline[:0], st.Timeline[drop:]...)
+		st.TimelineDropped += drop
+	}
+	st.Timeline = append(st.Timeline, entry)
+}
+
+func timing(st *state.Execution, id string, start, end time.Time) {
+	if st.NodeTimings == nil {
+		st.NodeTimings = map[string]*state.NodeTiming{}
+	}
+	t := st.NodeTimings[id]
+	if t == nil {
+		t = &state.NodeTiming{FirstStart: start}
+		st.NodeTimings[id] = t
+	}
+	t.Runs++
+	t.LastStart, t.LastEnd = start, end
+	t.TotalMillis += end.Sub(start).Milliseconds()
+}
+
+func stepEvent(st *state.Execution) string {
+	if st.Status == state.Suspended {
+		return "suspended"
+	}
+	return "step"
+}
+
+func stepDetail(out Outcome) string {
+	switch {
+	case out.Suspend != nil:
+		return out.Suspend.Kind
+	case out.Next != "":
+		return "→ " + out.Next
+	}
+	return ""
+}
+
+// normalize gives v the shape it has after a trip through storage (JSON), or the
+// serialization error it would meet there.
+func normalize(v any) (any, error) {
+	if v == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrStateSerialization, err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fmt.Errorf("%w: %w", store.ErrStateSerialization, err)
+	}
+	return out, nil
+}

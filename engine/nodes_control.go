@@ -1,0 +1,431 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"plaita/engine/state"
+)
+
+func registerControlNodes(r *Registry) {
+	r.Register("set", setType{})
+	r.Register("condition", conditionType{})
+	r.Register("switch", switchType{})
+	r.Register("log", logType{})
+	r.Register("fail", failType{})
+	r.Register("end", endType{})
+	r.Register("delay", delayType{})
+	r.Register("wait_event", waitEventType{})
+	r.Register("approval", approvalType{})
+}
+
+// ---- set: {"vars": {"name": value-or-template}} ----
+
+type setType struct{}
+
+type setNode struct{ vars *Value }
+
+func (setType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("vars")
+	raw := p.Raw("vars", true)
+	m, ok := raw.(map[string]any)
+	if raw != nil && (!ok || len(m) == 0) {
+		pc.Problem(pc.ParamsPath("vars"), "must be a non-empty object of variable names to values")
+		return nil
+	}
+	if m == nil {
+		return nil
+	}
+	return &setNode{vars: pc.Value(pc.ParamsPath("vars"), m)}
+}
+
+func (s *setNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	v, err := s.vars.Eval(c.env, c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	vars := v.(map[string]any)
+	return Outcome{Output: vars, Vars: vars}, nil
+}
+
+// ---- condition: {"expr": "..."} with branches {"true": id, "false": id} ----
+
+type conditionType struct{}
+
+type conditionNode struct{ expr *Expr }
+
+func (conditionType) branching() {}
+
+func (conditionType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("expr")
+	src := p.String("expr", true)
+	for k := range n.Branches {
+		if k != "true" && k != "false" {
+			pc.Problem(n.path+".branches."+k, `a condition has only "true" and "false" branches`)
+		}
+	}
+	if len(n.Branches) == 0 {
+		pc.Problem(n.path+".branches", `is required: {"true": node, "false": node}`)
+	}
+	if n.Next != "" {
+		pc.Problem(n.path+".next", "a condition goes on through branches, not next")
+	}
+	if src == "" {
+		return nil
+	}
+	return &conditionNode{expr: pc.Expr(pc.ParamsPath("expr"), src)}
+}
+
+func (cn *conditionNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	v, err := cn.expr.Eval(c.env, c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return Outcome{}, errorf("condition %q is %T, not a boolean", cn.expr.src, v)
+	}
+	next := c.Node.Branches[strconv.FormatBool(b)]
+	if next == "" {
+		return Outcome{Output: map[string]any{"result": b}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
+			Message: fmt.Sprintf("condition is %t and the node has no %q branch", b, strconv.FormatBool(b)), Permanent: true}}, nil
+	}
+	return Outcome{Output: map[string]any{"result": b}, Next: next}, nil
+}
+
+// ---- switch: cases [{when, next}], default ----
+
+type switchType struct{}
+
+type switchNode struct{ whens []*Expr }
+
+func (switchType) branching() {}
+
+func (switchType) Prepare(n *Node, pc *PrepareContext) Runner {
+	pc.Params()
+	if len(n.Cases) == 0 {
+		pc.Problem(n.path+".cases", "a switch needs at least one case")
+	}
+	if n.Next != "" {
+		pc.Problem(n.path+".next", "a switch goes on through cases and default, not next")
+	}
+	sw := &switchNode{}
+	for i, c := range n.Cases {
+		path := fmt.Sprintf("%s.cases[%d]", n.path, i)
+		if c.Next == "" {
+			pc.Problem(path+".next", "is required")
+		}
+		if c.When == "" {
+			pc.Problem(path+".when", "is required")
+			continue
+		}
+		sw.whens = append(sw.whens, pc.Expr(path+".when", c.When))
+	}
+	return sw
+}
+
+func (sw *switchNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	for i, w := range sw.whens {
+		v, err := w.Eval(c.env, c.limits)
+		if err != nil {
+			return Outcome{}, err
+		}
+		b, ok := v.(bool)
+		if !ok {
+			return Outcome{}, errorf("case %d %q is %T, not a boolean", i, w.src, v)
+		}
+		if b {
+			return Outcome{Output: map[string]any{"case": i}, Next: c.Node.Cases[i].Next}, nil
+		}
+	}
+	if c.Node.Default != "" {
+		return Outcome{Output: map[string]any{"case": "default"}, Next: c.Node.Default}, nil
+	}
+	return Outcome{Output: map[string]any{"case": nil}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
+		Message: "no case matched and the switch has no default", Permanent: true}}, nil
+}
+
+// ---- log: {"message": template, "level": "info"|"warn"|"error"} ----
+
+type logType struct{}
+
+type logNode struct {
+	message *Value
+	level   string
+}
+
+func (logType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("message", "level")
+	msg := p.Raw("message", true)
+	level := p.String("level", false)
+	switch level {
+	case "":
+		level = "info"
+	case "debug", "info", "warn", "error":
+	default:
+		pc.Problem(pc.ParamsPath("level"), "%q: use debug, info, warn or error", level)
+	}
+	if msg == nil {
+		return nil
+	}
+	return &logNode{message: pc.Value(pc.ParamsPath("message"), msg), level: level}
+}
+
+func (l *logNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	v, err := l.message.Eval(c.env, c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	s, err := render(v)
+	if err != nil {
+		return Outcome{}, Permanent(err)
+	}
+	return Outcome{Output: map[string]any{"message": s, "level": l.level}}, nil
+}
+
+// ---- fail: {"message": template, "type": "..."} ----
+
+type failType struct{}
+
+type failNode struct {
+	message *Value
+	typ     string
+}
+
+func (failType) Terminal() bool { return true }
+
+func (failType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("message", "type")
+	msg := p.Raw("message", false)
+	if msg == nil {
+		msg = "flow failed at " + n.ID
+	}
+	typ := p.String("type", false)
+	if typ == "" {
+		typ = ErrTypeFlowFailed
+	}
+	return &failNode{message: pc.Value(pc.ParamsPath("message"), msg), typ: typ}
+}
+
+func (f *failNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	v, err := f.message.Eval(c.env, c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	s, err := render(v)
+	if err != nil {
+		return Outcome{}, Permanent(err)
+	}
+	return Outcome{Output: map[string]any{"message": s}, Fail: &state.ErrorInfo{Type: f.typ, Message: s, Permanent: true}}, nil
+}
+
+// ---- end: {"output": value} ----
+
+type endType struct{}
+
+type endNode struct{ output *Value }
+
+func (endType) Terminal() bool { return true }
+
+func (endType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("output")
+	if !p.Has("output") {
+		return &endNode{}
+	}
+	return &endNode{output: pc.Value(pc.ParamsPath("output"), p.Raw("output", false))}
+}
+
+func (e *endNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	if e.output == nil {
+		return Outcome{End: true}, nil
+	}
+	v, err := e.output.Eval(c.env, c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{End: true, Output: v}, nil
+}
+
+// ---- delay: {"seconds": n} or {"until": "RFC 3339 time or template"} ----
+
+type delayType struct{}
+
+type delayNode struct {
+	seconds float64
+	until   *Value
+}
+
+func (delayType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("seconds", "until")
+	d := &delayNode{seconds: p.Seconds("seconds", false)}
+	if p.Has("until") {
+		d.until = pc.Value(pc.ParamsPath("until"), p.String("until", true))
+	}
+	if p.Has("seconds") == p.Has("until") {
+		pc.Problem(n.path+".params", `needs exactly one of "seconds" or "until"`)
+	}
+	return d
+}
+
+func (d *delayNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	due := c.Now.Add(seconds(d.seconds))
+	if d.until != nil {
+		v, err := d.until.Eval(c.env, c.limits)
+		if err != nil {
+			return Outcome{}, err
+		}
+		s, _ := v.(string)
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			return Outcome{}, errorf("until %q is not an RFC 3339 time", s)
+		}
+		due = t
+	}
+	return Outcome{Suspend: &state.Suspend{Kind: state.SuspendDelay, Due: &due}}, nil
+}
+
+func (d *delayNode) Accepts() []ResumeType { return []ResumeType{ResumeContinue, ResumeTimeout} }
+
+func (d *delayNode) Resume(_ context.Context, c *Call, _ ResumeType, _ any) (Outcome, error) {
+	out := map[string]any{"resumed_at": c.Now.UTC().Format(time.RFC3339Nano)}
+	if s := c.Execution.Suspend; s != nil && s.Due != nil {
+		out["due"] = s.Due.UTC().Format(time.RFC3339Nano)
+	}
+	return Outcome{Output: out}, nil
+}
+
+// ---- wait_event: {"event_type", "match", "timeout", "on_timeout"} ----
+
+type waitEventType struct{}
+
+type waitEventNode struct {
+	eventType string
+	match     *Expr
+	timeout   float64
+	onTimeout string
+}
+
+func (waitEventType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("event_type", "match", "timeout", "on_timeout")
+	w := &waitEventNode{
+		eventType: p.String("event_type", true),
+		timeout:   p.Seconds("timeout", false),
+		onTimeout: p.String("on_timeout", false),
+	}
+	if src := p.String("match", false); src != "" {
+		w.match = pc.Expr(pc.ParamsPath("match"), src)
+	}
+	pc.Edge(pc.ParamsPath("on_timeout"), w.onTimeout)
+	return w
+}
+
+func (w *waitEventNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	s := &state.Suspend{Kind: state.SuspendEvent, EventType: w.eventType}
+	if w.match != nil {
+		s.Match = w.match.src
+	}
+	if w.timeout > 0 {
+		due := c.Now.Add(seconds(w.timeout))
+		s.Due = &due
+	}
+	return Outcome{Suspend: s}, nil
+}
+
+func (w *waitEventNode) Accepts() []ResumeType { return []ResumeType{ResumeEvent, ResumeTimeout} }
+
+func (w *waitEventNode) Resume(_ context.Context, c *Call, rt ResumeType, data any) (Outcome, error) {
+	if rt == ResumeTimeout {
+		return timedOut(c, w.onTimeout, fmt.Sprintf("no %q event arrived in time", w.eventType))
+	}
+	if w.match != nil {
+		v, err := w.match.Eval(c.env, c.limits)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if ok, _ := v.(bool); !ok {
+			return Outcome{}, fmt.Errorf("%w: %q is %v", ErrEventMismatch, w.match.src, v)
+		}
+	}
+	return Outcome{Output: map[string]any{"event": data}}, nil
+}
+
+// ---- approval: {"message", "timeout", "on_timeout", "on_reject"} ----
+
+type approvalType struct{}
+
+type approvalNode struct {
+	message   *Value
+	timeout   float64
+	onTimeout string
+	onReject  string
+}
+
+func (approvalType) Prepare(n *Node, pc *PrepareContext) Runner {
+	p := pc.Params("message", "timeout", "on_timeout", "on_reject")
+	a := &approvalNode{
+		timeout:   p.Seconds("timeout", false),
+		onTimeout: p.String("on_timeout", false),
+		onReject:  p.String("on_reject", false),
+	}
+	if p.Has("message") {
+		a.message = pc.Value(pc.ParamsPath("message"), p.Raw("message", false))
+	}
+	pc.Edge(pc.ParamsPath("on_timeout"), a.onTimeout)
+	pc.Edge(pc.ParamsPath("on_reject"), a.onReject)
+	return a
+}
+
+func (a *approvalNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	s := &state.Suspend{Kind: state.SuspendApproval}
+	if a.message != nil {
+		v, err := a.message.Eval(c.env, c.limits)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if s.Message, err = render(v); err != nil {
+			return Outcome{}, Permanent(err)
+		}
+	}
+	if a.timeout > 0 {
+		due := c.Now.Add(seconds(a.timeout))
+		s.Due = &due
+	}
+	return Outcome{Suspend: s}, nil
+}
+
+func (a *approvalNode) Accepts() []ResumeType { return []ResumeType{ResumeApproval, ResumeTimeout} }
+
+func (a *approvalNode) Resume(_ context.Context, c *Call, rt ResumeType, data any) (Outcome, error) {
+	if rt == ResumeTimeout {
+		return timedOut(c, a.onTimeout, "the approval was not given in time")
+	}
+	d, ok := data.(map[string]any)
+	approved, isBool := d["approved"].(bool)
+	if !ok || !isBool {
+		return Outcome{}, fmt.Errorf(`%w: an approval needs {"approved": true|false, "comment": "..."}`, ErrInvalidResume)
+	}
+	out := map[string]any{"approved": approved, "comment": d["comment"], "by": d["by"]}
+	if approved {
+		return Outcome{Output: out}, nil
+	}
+	if a.onReject != "" {
+		return Outcome{Output: out, Next: a.onReject}, nil
+	}
+	msg := "the approval was rejected"
+	if s, _ := d["comment"].(string); s != "" {
+		msg += ": " + s
+	}
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeRejected, Message: msg, Permanent: true}}, nil
+}
+
+func timedOut(_ *Call, onTimeout, msg string) (Outcome, error) {
+	out := map[string]any{"timed_out": true}
+	if onTimeout != "" {
+		return Outcome{Output: out, Next: onTimeout}, nil
+	}
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}}, nil
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

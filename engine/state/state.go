@@ -1,0 +1,119 @@
+// Package state is the execution state model shared by the engine and every storage backend.
+// It is the persisted contract: fields are only ever added, each with a default, and readers
+// treat a missing field as "no such capability".
+package state
+
+import "time"
+
+// Status of an execution.
+type Status string
+
+const (
+	Pending   Status = "pending"
+	Running   Status = "running"
+	Suspended Status = "suspended"
+	Completed Status = "completed"
+	Error     Status = "error"
+	Cancelled Status = "cancelled"
+)
+
+// Terminal reports whether no step will ever run again for this status.
+func (s Status) Terminal() bool { return s == Completed || s == Error || s == Cancelled }
+
+// Suspension kinds.
+const (
+	SuspendEvent    = "event"
+	SuspendDelay    = "delay"
+	SuspendApproval = "approval"
+)
+
+// Keys of the context map.
+const (
+	ContextNodes = "$NODE" // node results by node id
+	ContextVars  = "$VARS" // flow variables written by set nodes
+)
+
+// Execution is one run of a flow.
+type Execution struct {
+	ExecutionID  string                 `json:"execution_id"`
+	TenantID     string                 `json:"tenant_id"`
+	FlowID       string                 `json:"flow_id"`
+	FlowVersion  string                 `json:"flow_version"`
+	FlowHash     string                 `json:"flow_hash"`
+	FlowHashAlgo string                 `json:"flow_hash_algo"`
+	Engine       string                 `json:"engine_version"`
+	Status       Status                 `json:"status"`
+	CurrentNode  string                 `json:"current_node"`
+	Input        any                    `json:"input"`
+	Context      map[string]any         `json:"context"`
+	NodeTimings  map[string]*NodeTiming `json:"node_timings"`
+	StepCount    int                    `json:"step_count"`
+	Suspend      *Suspend               `json:"suspend,omitempty"`
+	Error        *ErrorInfo             `json:"error,omitempty"`
+	Output       any                    `json:"output,omitempty"`
+	StartTime    time.Time              `json:"start_time"`
+	LastUpdate   time.Time              `json:"last_update_time"`
+	EndTime      *time.Time             `json:"end_time,omitempty"`
+
+	// NodeAttempts counts failed attempts of the node being retried; cleared when it succeeds.
+	NodeAttempts    map[string]int  `json:"node_attempts,omitempty"`
+	Timeline        []TimelineEntry `json:"timeline,omitempty"`
+	TimelineDropped int             `json:"timeline_dropped,omitempty"`
+}
+
+// NodeTiming aggregates the runs of one node.
+type NodeTiming struct {
+	Runs        int       `json:"runs"`
+	FirstStart  time.Time `json:"first_started"`
+	LastStart   time.Time `json:"last_started"`
+	LastEnd     time.Time `json:"last_ended"`
+	TotalMillis int64     `json:"total_ms"`
+}
+
+// Suspend says what an execution waits for and what wakes it.
+type Suspend struct {
+	Kind  string     `json:"kind"` // event | delay | approval
+	Node  string     `json:"node"`
+	Since time.Time  `json:"since"`
+	Due   *time.Time `json:"due,omitempty"` // delay: when to continue; event/approval: when it times out
+
+	EventType string `json:"event_type,omitempty"` // event
+	Match     string `json:"match,omitempty"`      // event: expression over EVENT
+	Message   string `json:"message,omitempty"`    // approval: what the approver is asked
+}
+
+// ErrorInfo describes why an execution ended in error.
+type ErrorInfo struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Node      string `json:"node,omitempty"`
+	Permanent bool   `json:"permanent"`
+}
+
+// TimelineEntry is one event of the bounded per-execution timeline.
+type TimelineEntry struct {
+	Seq    int       `json:"seq"`
+	Time   time.Time `json:"time"`
+	Node   string    `json:"node,omitempty"`
+	Event  string    `json:"event"` // step, retry, suspended, resumed, completed, error, cancelled, log
+	Millis int64     `json:"ms,omitempty"`
+	Detail string    `json:"detail,omitempty"`
+}
+
+// Nodes returns the node-result map, creating it when absent.
+func (e *Execution) Nodes() map[string]any { return e.section(ContextNodes) }
+
+// Vars returns the variables map, creating it when absent.
+func (e *Execution) Vars() map[string]any { return e.section(ContextVars) }
+
+func (e *Execution) section(key string) map[string]any {
+	if e.Context == nil {
+		e.Context = map[string]any{}
+	}
+	m, ok := e.Context[key].(map[string]any)
+	if !ok {
+		m = map[string]any{}
+		e.Context[key] = m
+	}
+	return m
+}

@@ -1,0 +1,59 @@
+// Package store holds execution storage (Redis with leases and fencing, and an in-memory
+// backend that serializes exactly like it), the Redis key space, and the console's SQLite store.
+//
+// Every backend classifies failures the same way (defect report 004):
+//   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;
+//   - ErrLeaseLost: a fenced write lost its lease; the caller stops at once and writes nothing;
+//   - any other error from a backend call is transient: retry from the last checkpoint.
+package store
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"plaita/engine/state"
+)
+
+var (
+	// ErrStateSerialization: the state holds a value JSON cannot carry (NaN, ±Inf, a cycle,
+	// a channel …). Permanent.
+	ErrStateSerialization = errors.New("execution state cannot be serialized")
+	// ErrStateCorrupt: stored bytes are not a valid execution state. Permanent.
+	ErrStateCorrupt = errors.New("execution state is corrupt")
+	// ErrNotFound: no state is stored under that execution id.
+	ErrNotFound = errors.New("execution not found")
+	// ErrLeaseLost: a fenced write found another holder's generation.
+	ErrLeaseLost = errors.New("execution lease lost")
+)
+
+// Storage is what every execution storage backend provides.
+type Storage interface {
+	Save(ctx context.Context, st *state.Execution) error
+	Load(ctx context.Context, executionID string) (*state.Execution, error)
+}
+
+// Encode serializes a state the one way every backend does.
+func Encode(st *state.Execution) ([]byte, error) {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrStateSerialization, st.ExecutionID, err)
+	}
+	return b, nil
+}
+
+// Decode parses stored bytes. Numbers inside input and context come back as float64, exactly
+// as from any backend, which is why the engine normalizes node results the same way.
+func Decode(b []byte) (*state.Execution, error) {
+	var st state.Execution
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&st); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateCorrupt, err)
+	}
+	if st.ExecutionID == "" {
+		return nil, fmt.Errorf("%w: no execution_id", ErrStateCorrupt)
+	}
+	return &st, nil
+}
