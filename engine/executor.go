@@ -161,6 +161,9 @@ func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*stat
 		FlowHash: f.Hash, FlowHashAlgo: f.HashAlgo, Engine: Version, Status: state.Running, CurrentNode: f.Start,
 		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, StartTime: now, LastUpdate: now,
 	}
+	if req.Input == nil {
+		req.Input = map[string]any{} // INPUT.x on an empty start is nil, not an error
+	}
 	input, ierr := normalize(req.Input)
 	vars, verr := normalize(f.Vars)
 	if ierr != nil || verr != nil {
@@ -370,11 +373,11 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		}
 		return e.nodeFailed(ctx, st, node, err, ms)
 	}
+	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
 	if err := e.apply(st, node, out, end); err != nil {
 		_, ferr := e.fail(ctx, st, serializationError(node.ID, err))
 		return ferr
 	}
-	e.timeline(st, state.TimelineEntry{Event: stepEvent(st), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
 	return e.save(ctx, st, node.ID)
 }
 
@@ -572,8 +575,8 @@ func timing(st *state.Execution, id string, start, end time.Time) {
 	t.TotalMillis += end.Sub(start).Milliseconds()
 }
 
-func stepEvent(st *state.Execution) string {
-	if st.Status == state.Suspended {
+func stepEvent(out Outcome) string {
+	if out.Suspend != nil {
 		return "suspended"
 	}
 	return "step"

@@ -80,10 +80,11 @@ func (e *Expr) Eval(env map[string]any, lim ExprLimits) (any, error) {
 	return out, nil
 }
 
-// memoryBudget converts the byte limit into the VM's allocation units (roughly one per
-// element or character), so a repeat/map bomb stops long before it can take the worker down.
+// memoryBudget bounds the VM's allocations (roughly one unit per element or character
+// allocated) so a repeat/map bomb stops within milliseconds, long before it can take the worker
+// down: the size limits, between expr's default of 1e6 units and 1e7.
 func memoryBudget(lim ExprLimits) uint {
-	return uint(min(max(lim.MaxResultHard, 1), 50_000_000))
+	return uint(min(max(float64(lim.MaxResultSize)*lim.GrowthFactor, 1e6), 1e7))
 }
 
 // checkSize applies the result size limits. The inputs are only measured when the result is

@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env() map[string]any {
+	return map[string]any{
+		"INPUT": map[string]any{"name": "Ada", "n": 3.0, "tags": []any{"a", "b"}, "o": map[string]any{"k": "v"}},
+		"NODE":  map[string]any{"n-2": map[string]any{"ok": true}}, "$NODE": map[string]any{}, "VARS": map[string]any{"i": 2.0},
+		"EVENT": nil, "EXECUTION": map[string]any{"id": "ex_1"},
+	}
+}
+
+func TestTemplates(t *testing.T) {
+	cases := map[string]any{
+		"plain text":                      "plain text",
+		"{{ INPUT.n + 1 }}":               4.0,
+		"{{ INPUT.name }}":                "Ada",
+		"hi {{ INPUT.name }}!":            "hi Ada!",
+		"{{ INPUT.n }}/{{ VARS.i }}":      "3/2",
+		"{{ INPUT.tags }}":                []any{"a", "b"},
+		"tags={{ INPUT.tags }}":           `tags=["a","b"]`,
+		"o={{ INPUT.o }}":                 `o={"k":"v"}`,
+		"{{ NODE['n-2'].ok }}":            true,
+		"[{{ INPUT.missing }}]":           "[]",
+		"{{ INPUT.missing ?? 'dflt' }}":   "dflt",
+		"{{ EXECUTION.id }}":              "ex_1",
+		"{{ len(INPUT.tags) > 1 }}":       true,
+		"{{ EVENT?.x ?? 'no event' }}":    "no event",
+		"{{ upper(INPUT.name) }} {{ 1 }}": "ADA 1",
+	}
+	for src, want := range cases {
+		v, err := compileValue(src, DefaultExprLimits)
+		if err != nil {
+			t.Errorf("%q: %v", src, err)
+			continue
+		}
+		got, err := v.Eval(env(), DefaultExprLimits)
+		if err != nil {
+			t.Errorf("%q: %v", src, err)
+			continue
+		}
+		if s1, s2 := render2(got), render2(want); s1 != s2 {
+			t.Errorf("%q = %s, want %s", src, s1, s2)
+		}
+	}
+}
+
+func render2(v any) string {
+	s, _ := render(v)
+	return s
+}
+
+func TestTemplateCompileErrors(t *testing.T) {
+	for src, want := range map[string]string{
+		"{{ INPUT.n + }}":    "unexpected token",
+		"{{ INPT.n }}":       "unknown name INPT",
+		"open {{ INPUT.name": "{{ without }}",
+		"{{ }}":              "empty expression",
+		"{{ os.Exit(1) }}":   "unknown name os",
+		"{{ 1 }} {{ 2 +* }}": "",
+	} {
+		_, err := compileValue(src, DefaultExprLimits)
+		if err == nil {
+			t.Errorf("%q compiled", src)
+			continue
+		}
+		if want != "" && !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", src, err, want)
+		}
+	}
+}
+
+func TestExpressionRuntimeErrorsArePermanent(t *testing.T) {
+	e, err := compileExpr("INPUT.n / INPUT.name", DefaultExprLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Eval(env(), DefaultExprLimits); err == nil || !IsPermanent(err) {
+		t.Fatalf("want a permanent error, got %v", err)
+	}
+}
+
+func TestExpressionBombsStopQuickly(t *testing.T) {
+	for _, src := range []string{
+		"repeat('x', 1000000000)",
+		"map(1..100000000, # * 2)",
+		"join(map(1..10000000, 'abcdefgh'), '')",
+	} {
+		e, err := compileExpr(src, DefaultExprLimits)
+		if err != nil {
+			t.Fatalf("%s: %v", src, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := e.Eval(env(), DefaultExprLimits)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Errorf("%s: no error", src)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: still running; the memory budget must stop it", src)
+		}
+	}
+}
+
+func TestSizeLimits(t *testing.T) {
+	lim := ExprLimits{MaxResultSize: 100, GrowthFactor: 2, MaxResultHard: 1000}
+	small := map[string]any{"INPUT": "xx"}
+	if err := checkSize(strings.Repeat("a", 90), small, lim); err != nil {
+		t.Errorf("under the base limit: %v", err)
+	}
+	if err := checkSize(strings.Repeat("a", 200), small, lim); !errors.Is(err, ErrExprTooLarge) {
+		t.Errorf("over base, tiny input: %v", err)
+	}
+	big := map[string]any{"INPUT": strings.Repeat("b", 150)}
+	if err := checkSize(strings.Repeat("a", 250), big, lim); err != nil {
+		t.Errorf("within growth of the input: %v", err)
+	}
+	if err := checkSize(strings.Repeat("a", 1500), map[string]any{"INPUT": strings.Repeat("b", 5000)}, lim); !errors.Is(err, ErrExprTooLarge) {
+		t.Errorf("over the hard limit: %v", err)
+	}
+}
