@@ -400,6 +400,13 @@ func TestWaitEvent(t *testing.T) {
 	if _, err := h.ex.Resume(ctx, f, st.ExecutionID, ResumeEvent, map[string]any{"order": "B2"}); !errors.Is(err, ErrEventMismatch) {
 		t.Fatalf("mismatch: %v", err)
 	}
+	// So is an event the match cannot even evaluate: whoever publishes a malformed event must
+	// not be able to end the execution.
+	for _, bad := range []any{nil, "garbage", []any{1}} {
+		if _, err := h.ex.Resume(ctx, f, st.ExecutionID, ResumeEvent, bad); !errors.Is(err, ErrEventMismatch) {
+			t.Fatalf("malformed event %v: %v", bad, err)
+		}
+	}
 	after := h.stored(st.ExecutionID)
 	if after.Status != state.Suspended || after.StepCount != before.StepCount || after.Context[contextEvent] != nil {
 		t.Fatalf("a refused event changed the state: %+v", after)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -201,10 +202,10 @@ func compileValue(v any, lim ExprLimits) (*Value, error) {
 		return &Value{template: t}, nil
 	case map[string]any:
 		val := &Value{object: map[string]*Value{}}
-		for k, e := range x {
-			c, err := compileValue(e, lim)
+		for _, k := range sortedAnyKeys(x) {
+			c, err := compileValue(x[k], lim)
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", k, err)
+				return nil, &valueError{path: "." + k, err: err}
 			}
 			val.object[k] = c
 			val.keys = append(val.keys, k)
@@ -216,13 +217,41 @@ func compileValue(v any, lim ExprLimits) (*Value, error) {
 		for i, e := range x {
 			c, err := compileValue(e, lim)
 			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
+				return nil, &valueError{path: fmt.Sprintf("[%d]", i), err: err}
 			}
 			val.array = append(val.array, c)
 		}
 		return val, nil
 	}
 	return &Value{literal: v}, nil
+}
+
+// valueError locates a template error inside a value: path is relative (".key", "[2]").
+type valueError struct {
+	path string
+	err  error
+}
+
+func (e *valueError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *valueError) Unwrap() error { return e.err }
+
+// split returns the full relative path and the innermost error.
+func (e *valueError) split() (string, error) {
+	var inner *valueError
+	if errors.As(e.err, &inner) {
+		p, err := inner.split()
+		return e.path + p, err
+	}
+	return e.path, e.err
+}
+
+func sortedAnyKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // compileTemplate returns nil for a string without templates.

@@ -61,7 +61,7 @@ func (conditionType) branching() {}
 func (conditionType) Prepare(n *Node, pc *PrepareContext) Runner {
 	p := pc.Params("expr")
 	src := p.String("expr", true)
-	for k := range n.Branches {
+	for _, k := range sortedKeys(n.Branches) {
 		if k != "true" && k != "false" {
 			pc.Problem(n.path+".branches."+k, `a condition has only "true" and "false" branches`)
 		}
@@ -279,7 +279,7 @@ func (d *delayNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		s, _ := v.(string)
 		t, err := time.Parse(time.RFC3339, s)
 		if err != nil {
-			return Outcome{}, errorf("until %q is not an RFC 3339 time", s)
+			return Outcome{}, errorf("until is %s, not an RFC 3339 time", render2json(v))
 		}
 		due = t
 	}
@@ -318,6 +318,9 @@ func (waitEventType) Prepare(n *Node, pc *PrepareContext) Runner {
 		w.match = pc.Expr(pc.ParamsPath("match"), src)
 	}
 	pc.Edge(pc.ParamsPath("on_timeout"), w.onTimeout)
+	if w.onTimeout != "" && w.timeout == 0 {
+		pc.Problem(pc.ParamsPath("on_timeout"), "has no effect without a timeout")
+	}
 	return w
 }
 
@@ -340,9 +343,12 @@ func (w *waitEventNode) Resume(_ context.Context, c *Call, rt ResumeType, data a
 		return timedOut(c, w.onTimeout, fmt.Sprintf("no %q event arrived in time", w.eventType))
 	}
 	if w.match != nil {
+		// An event the expression cannot even evaluate (wrong shape, missing fields) does not
+		// match: it is refused and the execution keeps waiting. Whoever can publish an event
+		// must not be able to end someone else's execution.
 		v, err := w.match.Eval(c.env, c.limits)
 		if err != nil {
-			return Outcome{}, err
+			return Outcome{}, fmt.Errorf("%w: %v", ErrEventMismatch, err)
 		}
 		if ok, _ := v.(bool); !ok {
 			return Outcome{}, fmt.Errorf("%w: %q is %v", ErrEventMismatch, w.match.src, v)
@@ -374,6 +380,9 @@ func (approvalType) Prepare(n *Node, pc *PrepareContext) Runner {
 	}
 	pc.Edge(pc.ParamsPath("on_timeout"), a.onTimeout)
 	pc.Edge(pc.ParamsPath("on_reject"), a.onReject)
+	if a.onTimeout != "" && a.timeout == 0 {
+		pc.Problem(pc.ParamsPath("on_timeout"), "has no effect without a timeout")
+	}
 	return a
 }
 
@@ -429,3 +438,14 @@ func timedOut(_ *Call, onTimeout, msg string) (Outcome, error) {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+func render2json(v any) string {
+	s, err := render(v)
+	if err != nil || s == "" {
+		return fmt.Sprintf("%v", v)
+	}
+	if _, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return s
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -198,6 +199,11 @@ func (pc *PrepareContext) Expr(path, src string) *Expr {
 func (pc *PrepareContext) Value(path string, v any) *Value {
 	val, err := compileValue(v, pc.limits)
 	if err != nil {
+		var ve *valueError
+		if errors.As(err, &ve) {
+			sub, inner := ve.split()
+			path, err = path+sub, inner
+		}
 		pc.Problem(path, "%v", err)
 		return nil
 	}

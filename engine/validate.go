@@ -102,32 +102,36 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 			target(fmt.Sprintf("%s.cases[%d].next", n.path, i), c.Next)
 		}
 		validateRetry(n, ps)
-		if !ok {
-			continue
-		}
-		pc := &PrepareContext{node: n, ps: ps, limits: lim}
-		runner := nt.Prepare(n, pc)
-		for _, e := range pc.edges {
-			target(e.path, e.target)
-		}
-		n.runner = runner
 		var next []string
 		for _, s := range append([]string{n.Next, n.Default}, branchTargets(n)...) {
 			if s != "" {
 				next = append(next, s)
 			}
 		}
+		// A duplicate's successors must not replace those of the node that owns the id.
+		owner := f.index[n.ID] == n
+		if owner {
+			succ[n.ID] = next
+		}
+		if !ok {
+			continue // no params to check; its successors still count for reachability
+		}
+		pc := &PrepareContext{node: n, ps: ps, limits: lim}
+		n.runner = nt.Prepare(n, pc)
 		for _, e := range pc.edges {
+			target(e.path, e.target)
 			next = append(next, e.target)
 		}
-		succ[n.ID] = next
+		if owner {
+			succ[n.ID] = next
+		}
 		term, isTerm := nt.(Terminal)
 		_, branches := nt.(branching)
 		switch {
 		case isTerm && term.Terminal() && len(next) > 0:
-			ps.add(n.path, "a %s node ends the flow and cannot have successors", n.Type)
+			ps.add(n.path, "%s nodes end the flow and cannot have successors", n.Type)
 		case !(isTerm && term.Terminal()) && !branches && n.Next == "":
-			ps.add(n.path+".next", "is required: a %s node must say where the flow goes (end the flow with an end node)", n.Type)
+			ps.add(n.path+".next", "is required: say where the flow goes after this %s node (end the flow with an end node)", n.Type)
 		}
 		if !branches {
 			if len(n.Branches) > 0 {
