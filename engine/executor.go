@@ -209,6 +209,11 @@ func (ex *Executor) Resume(ctx context.Context, f *Flow, executionID string, rt 
 		if st.Status != state.Error {
 			return st, fmt.Errorf("%w: only an execution in error can be retried (it is %s)", ErrInvalidResume, st.Status)
 		}
+		if st.Error != nil && st.Error.Type == ErrTypeStepLimit {
+			// Its step budget is spent: a retry would stop again at once. The flow loops
+			// without a guard; fix it (or raise max_steps) and start a new execution.
+			return st, fmt.Errorf("%w: the execution used all its steps (%s); start a new execution of a fixed flow", ErrInvalidResume, st.Error.Message)
+		}
 		if st.Error != nil && st.Error.Node != "" {
 			st.CurrentNode = st.Error.Node
 		}
@@ -232,7 +237,7 @@ func (ex *Executor) Resume(ctx context.Context, f *Flow, executionID string, rt 
 	}
 	res, ok := node.runner.(Resumer)
 	if !ok || !slices.Contains(res.Accepts(), rt) {
-		return st, fmt.Errorf("%w: a %s suspension (node %q) does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
+		return st, fmt.Errorf("%w: the %s suspension at node %q does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
 	}
 	if st.Context == nil {
 		st.Context = map[string]any{}

@@ -295,6 +295,11 @@ func TestNodeRetry(t *testing.T) {
 		if _, err := h.ex.Resume(context.Background(), f, st.ExecutionID, ResumeRetry, nil); !errors.Is(err, ErrInvalidResume) {
 			t.Errorf("retrying a completed execution: %v", err)
 		}
+		loop := h.flow(`{"id":"l","max_steps":3,"start":"a","nodes":[{"id":"a","type":"log","params":{"message":"x"},"next":"a"}]}`)
+		st = h.start(loop, nil)
+		if _, err := h.ex.Resume(context.Background(), loop, st.ExecutionID, ResumeRetry, nil); !errors.Is(err, ErrInvalidResume) || !strings.Contains(err.Error(), "used all its steps") {
+			t.Errorf("retrying a step-limit error: %v", err)
+		}
 	})
 }
 
@@ -402,7 +407,7 @@ func TestWaitEvent(t *testing.T) {
 	}
 	// So is an event the match cannot even evaluate: whoever publishes a malformed event must
 	// not be able to end the execution.
-	for _, bad := range []any{nil, "garbage", []any{1}} {
+	for _, bad := range []any{nil, "garbage", []any{1}, map[string]any{"type": "payment.failed", "order": "A1"}} {
 		if _, err := h.ex.Resume(ctx, f, st.ExecutionID, ResumeEvent, bad); !errors.Is(err, ErrEventMismatch) {
 			t.Fatalf("malformed event %v: %v", bad, err)
 		}

@@ -342,6 +342,12 @@ func (w *waitEventNode) Resume(_ context.Context, c *Call, rt ResumeType, data a
 	if rt == ResumeTimeout {
 		return timedOut(c, w.onTimeout, fmt.Sprintf("no %q event arrived in time", w.eventType))
 	}
+	// An event that says what type it is must be the awaited type.
+	if m, ok := data.(map[string]any); ok {
+		if t, ok := m["type"].(string); ok && t != w.eventType {
+			return Outcome{}, fmt.Errorf("%w: event type %q, waiting for %q", ErrEventMismatch, t, w.eventType)
+		}
+	}
 	if w.match != nil {
 		// An event the expression cannot even evaluate (wrong shape, missing fields) does not
 		// match: it is refused and the execution keeps waiting. Whoever can publish an event

@@ -72,6 +72,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			roleCommand(config.RoleDelay, stderr),
 			roleCommand(config.RoleDev, stderr),
 			doctorCommand(stdout, stderr),
+			runCommand(stdout, stderr),
 			{
 				Name:  "roles",
 				Usage: "print the role → dependency table",

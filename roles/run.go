@@ -1,0 +1,570 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/store"
+)
+
+// runCommand runs one flow in this process on the memory store: no server, no network. A
+// suspended or errored execution is kept in a state file so a later `plaita run --resume`
+// can continue it.
+func runCommand(stdout, stderr io.Writer) *cli.Command {
+	flags := []cli.Flag{
+		&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
+		&cli.StringFlag{Name: "resume", Usage: "continue the saved execution with this id (see the output of the run that stopped)"},
+		&cli.StringFlag{Name: "type", Usage: "with --resume: continue, retry, event, timeout, cancel or approval"},
+		&cli.StringFlag{Name: "data", Usage: "with --resume: the event, the approval answer …: inline JSON, or @path"},
+		&cli.BoolFlag{Name: "json", Usage: "print the whole execution state as JSON instead of the summary"},
+		&cli.StringFlag{Name: "state-dir", Usage: "where stopped executions are kept (default $XDG_STATE_HOME/plaita/run, else ~/.local/state/plaita/run)"},
+	}
+	flags = append(flags, logFlags()...)
+	flags = append(flags, &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"})
+	return &cli.Command{
+		Name:  "run",
+		Usage: "run a flow in this process (memory store, no server) and print the result",
+		UsageText: "plaita run FLOW.json [--input JSON|@file] [--json] [--state-dir DIR]\n" +
+			"plaita run FLOW.json --resume EXECUTION_ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--json] [--state-dir DIR]",
+		Description: "Runs the worker's configuration preflight, then the flow, step by step, until it completes,\n" +
+			"fails or suspends. A suspended or failed execution is saved as <state-dir>/<execution_id>.json;\n" +
+			"the output shows the exact command that resumes it.\n\n" +
+			"Exit status: 0 completed or suspended; 1 error, cancelled, interrupted or resume refused;\n" +
+			"2 bad usage, bad --input/--data, or an invalid flow (every problem is listed with its JSON path).",
+		Flags: flags,
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			cfg, log, err := preflight(cmd, config.RoleWorker, stderr)
+			if err != nil {
+				return err
+			}
+			r, err := newFlowRun(cmd)
+			if err != nil {
+				return err
+			}
+			settings := engine.SettingsFrom(cfg)
+			ex := engine.NewExecutor(r.mem)
+			ex.Settings = func() engine.Settings { return settings }
+			ex.Log = log
+			return r.execute(ctx, ex, settings, stdout, stderr)
+		},
+	}
+}
+
+// flowRun is one invocation of `plaita run`.
+type flowRun struct {
+	flowPath    string
+	stateDir    string
+	stateDirSet bool // --state-dir was given: the resume command repeats it
+	asJSON      bool
+	input       any
+	resumeID    string
+	resumeType  engine.ResumeType
+	data        any
+	mem         *store.Memory
+}
+
+// executionIDRe bounds what --resume accepts; the id becomes a file name.
+var executionIDRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+
+func usageError(format string, args ...any) error {
+	return &exitError{code: ExitRejected, err: fmt.Errorf("run: "+format, args...)}
+}
+
+// newFlowRun checks the arguments and flags; every mistake here is bad usage (exit 2).
+func newFlowRun(cmd *cli.Command) (*flowRun, error) {
+	r := &flowRun{asJSON: cmd.Bool("json"), mem: store.NewMemory()}
+	switch cmd.Args().Len() {
+	case 0:
+		return nil, usageError("name the flow file: plaita run FLOW.json")
+	case 1:
+		r.flowPath = cmd.Args().First()
+	default:
+		return nil, usageError("one flow file at a time, got %d arguments: %s", cmd.Args().Len(), strings.Join(cmd.Args().Slice(), " "))
+	}
+	r.resumeID = cmd.String("resume")
+	resuming := cmd.IsSet("resume")
+	switch {
+	case resuming && r.resumeID == "":
+		return nil, usageError("--resume needs an execution id")
+	case resuming && !executionIDRe.MatchString(r.resumeID):
+		return nil, usageError("--resume %q is not an execution id", r.resumeID)
+	case resuming && !cmd.IsSet("type"):
+		return nil, usageError("--resume needs --type continue|retry|event|timeout|cancel|approval")
+	case resuming && cmd.IsSet("input"):
+		return nil, usageError("--input starts a new execution; with --resume, pass --data")
+	case !resuming && cmd.IsSet("type"):
+		return nil, usageError("--type goes with --resume EXECUTION_ID")
+	case !resuming && cmd.IsSet("data"):
+		return nil, usageError("--data goes with --resume EXECUTION_ID; a new execution takes --input")
+	}
+	var err error
+	if resuming {
+		if r.resumeType, err = engine.ParseResumeType(cmd.String("type")); err != nil {
+			return nil, usageError("--type %q: use continue, retry, event, timeout, cancel or approval", cmd.String("type"))
+		}
+		if cmd.IsSet("data") {
+			if r.data, err = readJSONFlag("data", cmd.String("data")); err != nil {
+				return nil, err
+			}
+		}
+	} else {
+		r.input = map[string]any{}
+		if cmd.IsSet("input") {
+			if r.input, err = readJSONFlag("input", cmd.String("input")); err != nil {
+				return nil, err
+			}
+		}
+	}
+	r.stateDirSet = cmd.IsSet("state-dir")
+	if r.stateDir, err = resolveStateDir(cmd.String("state-dir"), r.stateDirSet); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readJSONFlag reads a flag holding inline JSON or @path.
+func readJSONFlag(name, value string) (any, error) {
+	src, data := "--"+name, []byte(value)
+	if path, ok := strings.CutPrefix(value, "@"); ok {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, usageError("--%s %s: %v", name, value, unwrapPathError(err))
+		}
+		src, data = fmt.Sprintf("--%s %s", name, value), b
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, usageError("%s: empty; give a JSON value such as {} (or @path to read a file)", src)
+		}
+		return nil, usageError("%s: not valid JSON: %s", src, jsonError(data, err))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		hint := ""
+		if !strings.HasPrefix(value, "@") {
+			hint = " (quote the whole document for the shell)"
+		}
+		return nil, usageError("%s: not valid JSON: more than one value%s", src, hint)
+	}
+	return v, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// jsonError adds the line and column to a syntax error.
+func jsonError(data []byte, err error) string {
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return "unexpected end of JSON input"
+		}
+		return err.Error()
+	}
+	line, col := 1, 1
+	for _, c := range data[:min(int(se.Offset), len(data))] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf("%s at line %d, column %d", se.Error(), line, col)
+}
+
+// resolveStateDir applies the default: $XDG_STATE_HOME/plaita/run, else ~/.local/state/plaita/run.
+func resolveStateDir(flag string, set bool) (string, error) {
+	if set {
+		if flag == "" {
+			return "", usageError("--state-dir must not be empty")
+		}
+		return flag, nil
+	}
+	// The XDG base directory spec says a relative XDG_STATE_HOME is to be ignored.
+	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+		return filepath.Join(x, "plaita", "run"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", usageError("no state directory: $XDG_STATE_HOME and $HOME are unset; pass --state-dir (%v)", err)
+	}
+	return filepath.Join(home, ".local", "state", "plaita", "run"), nil
+}
+
+func (r *flowRun) stateFile(id string) string { return filepath.Join(r.stateDir, id+".json") }
+
+// execute parses the flow, starts or resumes the execution, keeps its state file in step and
+// prints the outcome.
+func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, settings engine.Settings, stdout, stderr io.Writer) error {
+	def, err := os.ReadFile(r.flowPath)
+	if err != nil {
+		return usageError("flow file %s: %v", r.flowPath, unwrapPathError(err))
+	}
+	f, err := engine.Parse(def, engine.NewRegistry(), settings.Expr)
+	if err != nil {
+		// A *engine.ValidationError lists every problem, one per line, each with its JSON path.
+		return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", r.flowPath, err)}
+	}
+
+	var (
+		st     *state.Execution
+		runErr error
+		id     string
+	)
+	if r.resumeID != "" {
+		id = r.resumeID
+		if err := r.load(f); err != nil {
+			return err
+		}
+		st, runErr = ex.Resume(ctx, f, id, r.resumeType, r.data)
+		if runErr != nil && refused(runErr) {
+			return r.refusal(id, runErr, stderr)
+		}
+	} else {
+		id = engine.NewExecutionID()
+		st, runErr = ex.Start(ctx, f, engine.StartRequest{ExecutionID: id, Input: r.input})
+	}
+
+	// The memory store holds the last state saved at a step boundary: that is what is kept.
+	raw, ok := r.mem.Raw(id)
+	if ok {
+		if saved, err := store.Decode(raw); err == nil {
+			st = saved
+		}
+	}
+	if st == nil {
+		if runErr == nil {
+			runErr = errors.New("no state was saved")
+		}
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: execution %s: %w", id, runErr)}
+	}
+	stateFile, saveErr := r.persist(st, raw, ok)
+
+	interrupted := runErr != nil && ctx.Err() != nil && errors.Is(runErr, ctx.Err())
+	if r.asJSON {
+		if err := writeStateJSON(stdout, st, raw, ok); err != nil {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("run: write state: %w", err)}
+		}
+	} else if !interrupted {
+		r.writeHuman(stdout, st, stateFile)
+	}
+	if saveErr != nil {
+		fmt.Fprintf(stderr, "plaita: run: execution %s is %s but its state could not be saved: %v\n", id, st.Status, saveErr)
+		return &exitError{code: ExitFailure, err: saveErr, printed: true}
+	}
+	switch {
+	case interrupted:
+		fmt.Fprintf(stderr, "plaita: run: interrupted: execution %s stopped at node %q after %d step(s); its state is saved in %s\n",
+			id, st.CurrentNode, st.StepCount, stateFile)
+		fmt.Fprintf(stderr, "continue it with:\n  %s\n", r.resumeCommand(id, "continue", ""))
+		return &exitError{code: ExitFailure, err: runErr, printed: true}
+	case runErr != nil:
+		fmt.Fprintf(stderr, "plaita: run: execution %s: %v\n", id, runErr)
+		if stateFile != "" {
+			fmt.Fprintf(stderr, "its last checkpoint is saved in %s\n", stateFile)
+		}
+		return &exitError{code: ExitFailure, err: runErr, printed: true}
+	}
+	switch st.Status {
+	case state.Completed, state.Suspended:
+		return nil
+	case state.Error, state.Cancelled:
+		// The summary (or the JSON state) on stdout says why.
+		return &exitError{code: ExitFailure, err: fmt.Errorf("execution %s ended %s", id, st.Status), printed: true}
+	}
+	fmt.Fprintf(stderr, "plaita: run: execution %s stopped while %s\n", id, st.Status)
+	return &exitError{code: ExitFailure, err: fmt.Errorf("execution %s is %s", id, st.Status), printed: true}
+}
+
+// load puts the saved state of the execution to resume into the memory store.
+func (r *flowRun) load(f *engine.Flow) error {
+	path := r.stateFile(r.resumeID)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: no saved execution %s: looked for %s (a completed or cancelled execution leaves no state; pass --state-dir if it was saved elsewhere)", r.resumeID, path)}
+	}
+	if err != nil {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: read state of %s: %w", r.resumeID, err)}
+	}
+	st, err := r.mem.Put(b)
+	if err != nil {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: state file %s: %w", path, err)}
+	}
+	if st.ExecutionID != r.resumeID {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: state file %s holds execution %s, not %s", path, st.ExecutionID, r.resumeID)}
+	}
+	if st.FlowID != f.ID {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("run: execution %s runs flow %q, but %s defines flow %q", r.resumeID, st.FlowID, r.flowPath, f.ID)}
+	}
+	return nil
+}
+
+// refused reports whether Resume turned the request down and left the state untouched.
+func refused(err error) bool {
+	return errors.Is(err, engine.ErrInvalidResume) || errors.Is(err, engine.ErrEventMismatch) ||
+		errors.Is(err, engine.ErrFlowChanged) || errors.Is(err, engine.ErrFlowHashMismatch)
+}
+
+// refusal reports a refused resume; the state file is left as it was.
+func (r *flowRun) refusal(id string, err error, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "plaita: run: resume refused: %v\n", err)
+	if raw, ok := r.mem.Raw(id); ok {
+		if st, derr := store.Decode(raw); derr == nil {
+			fmt.Fprintf(stderr, "execution %s is unchanged (%s", id, st.Status)
+			if s := st.Suspend; s != nil {
+				fmt.Fprintf(stderr, ", %s at node %q", describeSuspend(s), s.Node)
+			}
+			fmt.Fprintf(stderr, "); its state stays in %s\n", r.stateFile(id))
+		}
+	}
+	return &exitError{code: ExitFailure, err: err, printed: true}
+}
+
+// persist keeps the state file in step with the execution: written while it can go on
+// (suspended, in error, or interrupted while running), removed once it is completed or
+// cancelled. It returns the file's path when one is kept.
+func (r *flowRun) persist(st *state.Execution, raw []byte, ok bool) (string, error) {
+	path := r.stateFile(st.ExecutionID)
+	if st.Status == state.Completed || st.Status == state.Cancelled {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("remove %s: %w", path, err)
+		}
+		return "", nil
+	}
+	if !ok {
+		return "", fmt.Errorf("no state was saved for execution %s", st.ExecutionID)
+	}
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, raw, "", "  "); err != nil {
+		return "", err
+	}
+	buf.WriteByte('\n')
+	if err := os.MkdirAll(r.stateDir, 0o700); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(r.stateDir, "."+st.ExecutionID+".*.tmp") // created 0600
+	if err != nil {
+		return "", err
+	}
+	_, werr := tmp.Write(buf.Bytes())
+	if err := errors.Join(werr, tmp.Chmod(0o600), tmp.Close()); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	return path, nil
+}
+
+// writeStateJSON prints the execution state exactly as it is stored, indented.
+func writeStateJSON(w io.Writer, st *state.Execution, raw []byte, ok bool) error {
+	var buf bytes.Buffer
+	if ok {
+		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+			return err
+		}
+	} else {
+		b, err := json.MarshalIndent(st, "", "  ")
+		if err != nil {
+			return err
+		}
+		buf.Write(b)
+	}
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// writeHuman prints the summary, what to do next, and the timeline.
+func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string) {
+	fmt.Fprintf(w, "execution %s: %s\n", st.ExecutionID, st.Status)
+	flow := st.FlowID
+	if st.FlowVersion != "" {
+		flow += " (version " + st.FlowVersion + ")"
+	}
+	end := st.LastUpdate
+	if st.EndTime != nil {
+		end = *st.EndTime
+	}
+	fmt.Fprintf(w, "  flow:      %s\n", flow)
+	fmt.Fprintf(w, "  steps:     %d\n", st.StepCount)
+	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
+
+	switch st.Status {
+	case state.Completed:
+		if out := indentJSON(st.Output, "    "); strings.Contains(out, "\n") {
+			fmt.Fprintf(w, "  output:\n    %s\n", out)
+		} else {
+			fmt.Fprintf(w, "  output:    %s\n", out)
+		}
+	case state.Error:
+		if e := st.Error; e != nil {
+			at := ""
+			if e.Node != "" {
+				at = fmt.Sprintf(" at node %q", e.Node)
+			}
+			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
+		}
+		fmt.Fprintf(w, "  state:     %s\n", stateFile)
+		fmt.Fprintf(w, "  retry the failed node with:\n    %s\n", r.resumeCommand(st.ExecutionID, "retry", ""))
+	case state.Suspended:
+		r.writeSuspend(w, st, stateFile)
+	case state.Running:
+		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
+		if stateFile != "" {
+			fmt.Fprintf(w, "  state:     %s\n", stateFile)
+			fmt.Fprintf(w, "  continue with:\n    %s\n", r.resumeCommand(st.ExecutionID, "continue", ""))
+		}
+	}
+
+	fmt.Fprintln(w, "timeline:")
+	if st.TimelineDropped > 0 {
+		fmt.Fprintf(w, "  (%d earlier entries dropped)\n", st.TimelineDropped)
+	}
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	for _, e := range st.Timeline {
+		ms := ""
+		if e.Millis > 0 || e.Event == "step" || e.Event == "suspended" {
+			ms = fmt.Sprintf("%dms", e.Millis)
+		}
+		node := e.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), node, e.Event, ms, e.Detail)
+	}
+	tw.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		if line != "" {
+			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+		}
+	}
+}
+
+func (r *flowRun) writeSuspend(w io.Writer, st *state.Execution, stateFile string) {
+	s := st.Suspend
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "  waiting:   %s at node %q since %s\n", describeSuspend(s), s.Node, s.Since.UTC().Format(time.RFC3339))
+	if s.Match != "" {
+		fmt.Fprintf(w, "  match:     %s\n", s.Match)
+	}
+	if s.Message != "" {
+		fmt.Fprintf(w, "  message:   %s\n", s.Message)
+	}
+	if s.Due != nil {
+		label := "times out:"
+		if s.Kind == state.SuspendDelay {
+			label = "due:      "
+		}
+		fmt.Fprintf(w, "  %s %s (%s)\n", label, s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
+	}
+	fmt.Fprintf(w, "  state:     %s\n", stateFile)
+	id := st.ExecutionID
+	switch s.Kind {
+	case state.SuspendApproval:
+		fmt.Fprintf(w, "  approve with:\n    %s\n", r.resumeCommand(id, "approval", `{"approved": true, "comment": "ok"}`))
+		fmt.Fprintf(w, "  reject with:\n    %s\n", r.resumeCommand(id, "approval", `{"approved": false, "comment": "why not"}`))
+	case state.SuspendEvent:
+		typ, _ := json.Marshal(s.EventType)
+		fmt.Fprintf(w, "  deliver the event with (--data is the event, EVENT in the match):\n    %s\n",
+			r.resumeCommand(id, "event", fmt.Sprintf(`{"type": %s}`, typ)))
+	case state.SuspendDelay:
+		fmt.Fprintf(w, "  continue with (the delay is not awaited in this process):\n    %s\n", r.resumeCommand(id, "continue", ""))
+	default:
+		fmt.Fprintf(w, "  resume with:\n    %s\n", r.resumeCommand(id, "continue", ""))
+	}
+	if s.Due != nil && s.Kind != state.SuspendDelay {
+		fmt.Fprintf(w, "  time it out with:\n    %s\n", r.resumeCommand(id, "timeout", ""))
+	}
+	fmt.Fprintf(w, "  cancel with:\n    %s\n", r.resumeCommand(id, "cancel", ""))
+}
+
+func describeSuspend(s *state.Suspend) string {
+	switch s.Kind {
+	case state.SuspendEvent:
+		return fmt.Sprintf("event %q", s.EventType)
+	case state.SuspendApproval:
+		return "approval"
+	case state.SuspendDelay:
+		return "delay"
+	}
+	return s.Kind
+}
+
+// resumeCommand is the exact shell command that resumes the execution.
+func (r *flowRun) resumeCommand(id, rt, data string) string {
+	parts := []string{"plaita", "run", shellQuote(r.flowPath)}
+	if r.stateDirSet {
+		parts = append(parts, "--state-dir", shellQuote(r.stateDir))
+	}
+	parts = append(parts, "--resume", shellQuote(id), "--type", rt)
+	if data != "" {
+		parts = append(parts, "--data", shellQuote(data))
+	}
+	return strings.Join(parts, " ")
+}
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func indentJSON(v any, prefix string) string {
+	b, err := json.MarshalIndent(v, prefix, "  ")
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	return string(b)
+}
+
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func relative(d time.Duration) string {
+	if d < 0 {
+		return "passed " + roundDuration(-d) + " ago"
+	}
+	return "in " + roundDuration(d)
+}
