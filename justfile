@@ -19,10 +19,16 @@ lint:
 generate:
     go generate ./...
 
-# Fuzz the configuration parsers for a while.
+# Fuzz the configuration parsers, the flow parser and templates for a while each.
 fuzz time="60s":
     go test ./config -run '^$' -fuzz FuzzParsers -fuzztime {{time}}
     go test ./config -run '^$' -fuzz FuzzMaskURL -fuzztime {{time}}
+    go test ./engine -run '^$' -fuzz FuzzParse -fuzztime {{time}}
+    go test ./engine -run '^$' -fuzz FuzzTemplate -fuzztime {{time}}
+
+# Executor throughput on a 100-node linear flow, with allocations.
+bench:
+    go test ./engine -run '^$' -bench . -benchmem
 
 # Every role in one process, for a laptop.
 dev:
