@@ -63,8 +63,12 @@ func (c *Call) Limits() ExprLimits { return c.limits }
 
 // Registry maps node type names to their implementations.
 type Registry struct {
-	types map[string]NodeType
+	types    map[string]NodeType
+	fallback func(name string) (NodeType, bool)
 }
+
+// SetFallback resolves node types that are not registered (external node executables).
+func (r *Registry) SetFallback(f func(name string) (NodeType, bool)) { r.fallback = f }
 
 // NewRegistry returns a registry holding the control nodes.
 func NewRegistry() *Registry {
@@ -90,8 +94,13 @@ func (r *Registry) Types() []string {
 }
 
 func (r *Registry) lookup(name string) (NodeType, bool) {
-	t, ok := r.types[name]
-	return t, ok
+	if t, ok := r.types[name]; ok {
+		return t, true
+	}
+	if r.fallback != nil && name != "" {
+		return r.fallback(name)
+	}
+	return nil, false
 }
 
 // PrepareContext is what a node type's Prepare uses to read params and compile expressions;
@@ -162,6 +171,27 @@ func (p Params) Seconds(name string, required bool) float64 {
 		p.pc.Problem(p.pc.ParamsPath(name), "must be a non-negative number of seconds")
 	}
 	return f
+}
+
+// Int reads an integer param.
+func (p Params) Int(name string, required bool) int {
+	var n int
+	p.read(name, required, &n, "an integer")
+	return n
+}
+
+// Bool reads a boolean param.
+func (p Params) Bool(name string) bool {
+	var b bool
+	p.read(name, false, &b, "true or false")
+	return b
+}
+
+// Strings reads an array of strings.
+func (p Params) Strings(name string, required bool) []string {
+	var ss []string
+	p.read(name, required, &ss, "an array of strings")
+	return ss
 }
 
 // Raw returns a param's JSON value decoded into Go values.
