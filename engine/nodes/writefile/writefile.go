@@ -1,0 +1,391 @@
+package writefile
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"plaita/engine"
+)
+
+// ErrEscapes is what every refused write matches with errors.Is.
+var ErrEscapes = errors.New("escapes workspace_root")
+
+// EscapeError is a write refused because its path leaves the jail root ("..", an absolute
+// path elsewhere, or a symbolic link pointing out).
+type EscapeError struct {
+	Path  string // the path the flow asked for
+	Root  string // the jail root
+	Rule  Rule   // which rule chose the root
+	Cause error  // what os.Root reported, when it was the one to refuse; nil for lexical refusals
+}
+
+func (e *EscapeError) Error() string {
+	how := "set by " + VarWorkspaceRoot
+	if e.Rule != RuleExplicit {
+		how = fmt.Sprintf("derived from the %s; set %s to choose another", e.Rule, VarWorkspaceRoot)
+	}
+	msg := fmt.Sprintf("writefile: path %q %s %s (%s)", e.Path, ErrEscapes, e.Root, how)
+	if e.Cause != nil {
+		msg += ": " + e.Cause.Error()
+	}
+	return msg
+}
+
+func (e *EscapeError) Unwrap() error { return ErrEscapes }
+
+// Type is the writefile node type:
+//
+//	{"type": "writefile", "params": {"path": "out/{{ INPUT.name }}.json", "content": {...},
+//	 "mode": "overwrite"|"append", "create_dirs": false}}
+//
+// Output: {"path": the absolute path written, "bytes": how many bytes were written}.
+type Type struct {
+	root Root
+	abs  string // root.Path made absolute, for reports and for absolute paths in params
+	real string // abs with its symbolic links resolved (best effort), likewise
+	log  zerolog.Logger
+}
+
+// New returns the node type writing under root. The root is opened at every write, so it may
+// be created after start-up; a root that cannot be opened fails the write (retryably).
+func New(root Root, log zerolog.Logger) *Type {
+	t := &Type{root: root, log: log}
+	if !root.Unrestricted {
+		t.abs = root.Path
+		if a, err := filepath.Abs(root.Path); err == nil {
+			t.abs = a
+		}
+		if r, err := filepath.EvalSymlinks(t.abs); err == nil && r != t.abs {
+			t.real = r
+		}
+	}
+	return t
+}
+
+// Root is the jail root the type writes under.
+func (t *Type) Root() Root { return t.root }
+
+type node struct {
+	t          *Type
+	path       *engine.Value
+	content    *engine.Value
+	append     bool
+	createDirs bool
+}
+
+// Prepare implements engine.NodeType.
+func (t *Type) Prepare(n *engine.Node, pc *engine.PrepareContext) engine.Runner {
+	p := pc.Params("path", "content", "mode", "create_dirs")
+	path := p.String("path", true)
+	content := p.Raw("content", true)
+	hasContent := p.Has("content")
+	mode := p.String("mode", false)
+	switch mode {
+	case "", "overwrite", "append":
+	default:
+		pc.Problem(pc.ParamsPath("mode"), "%q: use overwrite or append", mode)
+	}
+	createDirs := p.Bool("create_dirs")
+	var pv, cv *engine.Value // both compiled, so that every problem is reported at once
+	if path != "" {
+		pv = pc.Value(pc.ParamsPath("path"), path)
+	}
+	if hasContent {
+		cv = pc.Value(pc.ParamsPath("content"), content)
+	}
+	if pv == nil || cv == nil {
+		return nil
+	}
+	return &node{t: t, path: pv, content: cv, append: mode == "append", createDirs: createDirs}
+}
+
+// Run implements engine.Runner.
+func (n *node) Run(ctx context.Context, call *engine.Call) (engine.Outcome, error) {
+	pv, err := n.path.Eval(call.Env(), call.Limits())
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	path, ok := pv.(string)
+	if !ok {
+		return engine.Outcome{}, engine.Permanent(fmt.Errorf("writefile: path is %s, not a string", jsonType(pv)))
+	}
+	if path == "" {
+		return engine.Outcome{}, engine.Permanent(errors.New("writefile: path is empty"))
+	}
+	cv, err := n.content.Eval(call.Env(), call.Limits())
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	data, err := contentBytes(cv)
+	if err != nil {
+		return engine.Outcome{}, engine.Permanent(fmt.Errorf("writefile: content: %w", err))
+	}
+	if err := ctx.Err(); err != nil {
+		return engine.Outcome{}, err
+	}
+	abs, written, err := n.t.Write(path, data, n.append, n.createDirs)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	n.t.log.Debug().Str("node", call.Node.ID).Str("path", abs).Int("bytes", written).Bool("append", n.append).Msg("writefile")
+	return engine.Outcome{Output: map[string]any{"path": abs, "bytes": written}}, nil
+}
+
+// contentBytes: a string is written as it is, anything else as compact JSON.
+func contentBytes(v any) ([]byte, error) {
+	if s, ok := v.(string); ok {
+		return []byte(s), nil
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	}
+	return "a number"
+}
+
+// fsys is what a write goes through: the jail (*os.Root) or, unrestricted, the plain os
+// functions.
+type fsys interface {
+	MkdirAll(name string, perm os.FileMode) error
+	OpenFile(name string, flag int, perm os.FileMode) (*os.File, error)
+	OpenRoot(name string) (*os.Root, error)
+}
+
+type osFS struct{}
+
+func (osFS) MkdirAll(name string, perm os.FileMode) error { return os.MkdirAll(name, perm) }
+func (osFS) OpenFile(name string, flag int, perm os.FileMode) (*os.File, error) {
+	return os.OpenFile(name, flag, perm)
+}
+func (osFS) OpenRoot(name string) (*os.Root, error) { return os.OpenRoot(name) }
+
+var (
+	errNotRegular = errors.New("not a regular file")
+	errNotFile    = errors.New("names a directory, not a file")
+)
+
+// Write writes data to path (relative to the jail root, or absolute) and returns the absolute
+// path written and the byte count. Overwrites are atomic (a temporary file in the same
+// directory, renamed over the target) unless the target is a symbolic link, which is written
+// through in place. Every refusal to leave the root is an *EscapeError; errors that retrying
+// cannot fix are engine.Permanent.
+func (t *Type) Write(path string, data []byte, appendMode, createDirs bool) (string, int, error) {
+	var (
+		fsy fsys
+		rel string
+		abs string
+	)
+	if t.root.Unrestricted {
+		fsy, rel = osFS{}, path
+		abs = path
+		if a, err := filepath.Abs(path); err == nil {
+			abs = a
+		}
+	} else {
+		var ok bool
+		if rel, ok = t.relative(path); !ok {
+			return "", 0, engine.Permanent(&EscapeError{Path: path, Root: t.abs, Rule: t.root.Rule})
+		}
+		r, err := os.OpenRoot(t.root.Path)
+		if err != nil {
+			return "", 0, fmt.Errorf("writefile: opening workspace_root (%s): %w", VarWorkspaceRoot, err)
+		}
+		defer r.Close()
+		fsy, abs = r, filepath.Join(t.abs, rel)
+	}
+	dir, base := split(rel)
+	if base == "" || base == "." || base == ".." {
+		return "", 0, engine.Permanent(fmt.Errorf("writefile: path %q %w", path, errNotFile))
+	}
+	if createDirs && dir != "." {
+		if err := fsy.MkdirAll(dir, 0o755); err != nil {
+			return "", 0, t.failed(path, "creating its directories", err, createDirs)
+		}
+	}
+	var (
+		n   int
+		err error
+	)
+	if appendMode {
+		n, err = inPlace(fsy, rel, os.O_APPEND, data)
+	} else {
+		n, err = overwrite(fsy, rel, dir, base, data)
+	}
+	if err != nil {
+		return "", n, t.failed(path, "writing", err, createDirs)
+	}
+	return abs, n, nil
+}
+
+// relative turns a path from params into one relative to the root; false when it lies
+// outside (lexically: os.Root catches what only the file system can tell, symbolic links).
+func (t *Type) relative(p string) (string, bool) {
+	if filepath.IsAbs(p) {
+		c := filepath.Clean(p)
+		for _, base := range []string{t.abs, t.real} {
+			if base != "" && within(base, c) {
+				rel, err := filepath.Rel(base, c)
+				return rel, err == nil
+			}
+		}
+		return "", false
+	}
+	return p, filepath.IsLocal(p)
+}
+
+// split cuts a path at its last separator without cleaning it (os.Root resolves "..").
+func split(p string) (dir, base string) {
+	for i := len(p) - 1; i >= 0; i-- {
+		if os.IsPathSeparator(p[i]) {
+			if i == 0 {
+				return p[:1], p[1:]
+			}
+			return p[:i], p[i+1:]
+		}
+	}
+	return ".", p
+}
+
+// inPlace opens the file itself (following a final symbolic link, inside the root when
+// jailed) and writes data. O_NONBLOCK keeps a FIFO from hanging the open; only regular files
+// are written.
+func inPlace(fsy fsys, name string, flag int, data []byte) (int, error) {
+	f, err := fsy.OpenFile(name, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|flag, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		if err == nil {
+			err = &fs.PathError{Op: "write", Path: name, Err: errNotRegular}
+		}
+		return 0, err
+	}
+	n, err := f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}
+
+// overwrite replaces dir/base atomically: a temporary file in the same directory (through a
+// handle on that directory, so both live in the one directory whatever happens to the path
+// meanwhile), synced, then renamed over base. An existing regular file keeps its permission
+// bits. A symbolic link at base is written through instead (in place, not atomically), so
+// that it is resolved, and refused when it points out of the root.
+func overwrite(fsy fsys, rel, dir, base string, data []byte) (int, error) {
+	d, err := fsy.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer d.Close()
+	var (
+		existed bool        // replacing a regular file: keep its permission bits
+		keep    os.FileMode // (a new file gets 0644 less the umask)
+	)
+	fi, err := d.Lstat(base)
+	switch {
+	case err == nil && fi.Mode()&os.ModeSymlink != 0:
+		return inPlace(fsy, rel, os.O_TRUNC, data)
+	case err == nil && fi.IsDir():
+		return 0, &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
+	case err == nil && !fi.Mode().IsRegular():
+		return 0, &fs.PathError{Op: "write", Path: rel, Err: errNotRegular}
+	case err == nil:
+		existed, keep = true, fi.Mode().Perm()
+	case !errors.Is(err, fs.ErrNotExist):
+		return 0, err
+	}
+	var rnd [8]byte
+	_, _ = rand.Read(rnd[:])
+	tmp := ".plaita-writefile-" + hex.EncodeToString(rnd[:]) + ".tmp"
+	f, err := d.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := f.Write(data)
+	if err == nil && existed {
+		err = f.Chmod(keep) // fchmod on the open file: no path, no race
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = d.Rename(tmp, base)
+	}
+	if err != nil {
+		_ = d.Remove(tmp)
+		return 0, err
+	}
+	return n, nil
+}
+
+// failed turns a file system error into the node's error.
+func (t *Type) failed(path, doing string, err error, createDirs bool) error {
+	if !t.root.Unrestricted && isEscape(err) {
+		return engine.Permanent(&EscapeError{Path: path, Root: t.abs, Rule: t.root.Rule, Cause: err})
+	}
+	msg := fmt.Errorf("writefile: %s %q: %w", doing, path, err)
+	if errors.Is(err, fs.ErrNotExist) && !createDirs {
+		msg = fmt.Errorf("%w (set create_dirs to create missing directories)", msg)
+	}
+	if permanent(err) {
+		return engine.Permanent(msg)
+	}
+	return msg
+}
+
+// isEscape reports whether err is os.Root's refusal to leave the root. The standard library
+// does not export that error; its text is matched, and the tests pin it.
+func isEscape(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if e.Error() == "path escapes from parent" {
+			return true
+		}
+	}
+	return false
+}
+
+// permanent: errors that the same write would meet again. Out of space, quotas, I/O errors
+// and running out of descriptors may pass, and stay retryable.
+func permanent(err error) bool {
+	for _, target := range []error{fs.ErrNotExist, fs.ErrPermission, fs.ErrExist, errNotRegular,
+		syscall.ENOTDIR, syscall.EISDIR, syscall.ELOOP, syscall.ENAMETOOLONG, syscall.EINVAL, syscall.EROFS} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}
