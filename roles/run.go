@@ -19,6 +19,7 @@ import (
 
 	"plaita/config"
 	"plaita/engine"
+	"plaita/engine/nodes"
 	"plaita/engine/state"
 	"plaita/store"
 )
@@ -58,10 +59,14 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 				return err
 			}
 			settings := engine.SettingsFrom(cfg)
+			reg := engine.NewRegistry()
+			if err := nodes.Register(reg, cfg, log); err != nil {
+				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
+			}
 			ex := engine.NewExecutor(r.mem)
 			ex.Settings = func() engine.Settings { return settings }
 			ex.Log = log
-			return r.execute(ctx, ex, settings, stdout, stderr)
+			return r.execute(ctx, ex, reg, settings, stdout, stderr)
 		},
 	}
 }
@@ -217,12 +222,12 @@ func (r *flowRun) stateFile(id string) string { return filepath.Join(r.stateDir,
 
 // execute parses the flow, starts or resumes the execution, keeps its state file in step and
 // prints the outcome.
-func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, settings engine.Settings, stdout, stderr io.Writer) error {
+func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.Registry, settings engine.Settings, stdout, stderr io.Writer) error {
 	def, err := os.ReadFile(r.flowPath)
 	if err != nil {
 		return usageError("flow file %s: %v", r.flowPath, unwrapPathError(err))
 	}
-	f, err := engine.Parse(def, engine.NewRegistry(), settings.Expr)
+	f, err := engine.Parse(def, reg, settings.Expr)
 	if err != nil {
 		// A *engine.ValidationError lists every problem, one per line, each with its JSON path.
 		return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", r.flowPath, err)}

@@ -1,0 +1,118 @@
+package code
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"time"
+
+	"plaita/engine/nodes/sandbox"
+)
+
+// DefaultPidsLimit is docker --pids-limit of code containers.
+const DefaultPidsLimit = 64
+
+// DockerConfig is what the docker backend runs with (PLAITA_SANDBOX_DOCKER_*).
+type DockerConfig struct {
+	Bin       string // docker client
+	Image     string // python image
+	NodeImage string // js image
+	MemoryMB  int    // --memory <n>m; 0 and negative values are passed as they are
+	CPUs      string // --cpus
+	User      string // --user; "" = the image's user
+	PidsLimit int
+	Timeout   time.Duration
+}
+
+// DockerArgs is the docker client's argument list (without the program name) for one run of
+// language in a container called name. The code and the input are not in it: they go through
+// stdin (-i) as {"code": …, "input": …}; the command is the fixed wrapper.
+func DockerArgs(c DockerConfig, language, name string) []string {
+	args := []string{
+		"run", "--rm", "-i",
+		"--name", name,
+		"--network", "none",
+		"--read-only",
+		"--tmpfs", "/tmp",
+		"--memory", strconv.Itoa(c.MemoryMB) + "m",
+		"--cpus", c.CPUs,
+		"--pids-limit", strconv.Itoa(c.PidsLimit),
+	}
+	if c.User != "" {
+		args = append(args, "--user", c.User)
+	}
+	args = append(args, "--security-opt", "no-new-privileges", "--cap-drop", "ALL")
+	switch language {
+	case JS:
+		args = append(args, c.NodeImage, "node", "-e", jsWrapper)
+	default:
+		args = append(args, c.Image, "python3", "-I", "-c", pythonWrapper)
+	}
+	return args
+}
+
+// dockerClientEnv is the docker client's environment: what it needs to reach the daemon, and
+// nothing of the worker's secrets (the container gets none of it: docker run passes no host
+// variable without -e).
+func dockerClientEnv() []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{"PATH=" + path}
+	for _, k := range []string{"HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
+		"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR", "LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func containerName() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "plaita-code-" + hex.EncodeToString(b[:])
+}
+
+func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
+	stdin, err := r.stdin(input)
+	if err != nil {
+		return nil, err
+	}
+	d := r.t.docker
+	name := containerName()
+	env := dockerClientEnv()
+	res, err := sandbox.Run(ctx, sandbox.Command{
+		Path:    d.Bin,
+		Args:    DockerArgs(d, r.language, name),
+		Stdin:   stdin,
+		Timeout: r.timeout,
+		Env:     env,
+		// Killing the client does not stop the container: kill it by name. A container that
+		// was still being created when the client died is caught by the second, later rm -f.
+		OnKill: func() {
+			dockerCmd(d.Bin, env, 10*time.Second, "kill", name)
+			go func() {
+				time.Sleep(2 * time.Second)
+				dockerCmd(d.Bin, env, 10*time.Second, "rm", "-f", name)
+			}()
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("code node (%s, docker): cannot start the docker client %q: %w", r.language, d.Bin, err)
+	}
+	return r.result(res)
+}
+
+func dockerCmd(bin string, env []string, limit time.Duration, args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	c := exec.CommandContext(ctx, bin, args...)
+	c.Env = env
+	_ = c.Run()
+}

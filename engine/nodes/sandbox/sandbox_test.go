@@ -1,0 +1,162 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// WaitGone waits until pid no longer runs (gone, or a zombie waiting for init to reap it).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
+			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("process %d still runs", pid)
+}
+
+func readPid(t *testing.T, file string) int {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(file)
+		if s := strings.TrimSpace(string(b)); err == nil && s != "" {
+			pid, err := strconv.Atoi(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no pid in %s", file)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCancelKillsGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		readPid(t, pidFile)
+		cancel()
+	}()
+	start := time.Now()
+	res, err := Run(ctx, Command{Path: "/bin/sh", Args: []string{"-c", `sleep 300 & echo $! > "$1"; wait`, "sh", pidFile}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Cancelled || res.Err() == nil || !strings.Contains(res.Err().Error(), "cancelled") {
+		t.Fatalf("want cancelled, got %+v", res)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatalf("took %s", time.Since(start))
+	}
+	waitGone(t, readPid(t, pidFile))
+}
+
+func TestExitKillsLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "pid")
+	res, err := Run(context.Background(), Command{Path: "/bin/sh",
+		Args: []string{"-c", `sleep 300 >/dev/null 2>&1 & echo $! > "$1"; echo done`, "sh", pidFile}, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Err() != nil || strings.TrimSpace(string(res.Stdout)) != "done" {
+		t.Fatalf("got %+v", res)
+	}
+	waitGone(t, readPid(t, pidFile))
+}
+
+func TestStdoutBoundAndStderrTail(t *testing.T) {
+	res, err := Run(context.Background(), Command{Path: "/bin/sh",
+		Args:    []string{"-c", `i=0; while [ $i -lt 300 ]; do echo "err line $i" >&2; i=$((i+1)); done; yes`},
+		Timeout: 20 * time.Second, MaxStdout: 1000, StderrTail: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.StdoutOverflow || len(res.Stdout) != 1000 || res.TimedOut {
+		t.Fatalf("want overflow at 1000 bytes, got overflow=%v len=%d timedout=%v", res.StdoutOverflow, len(res.Stdout), res.TimedOut)
+	}
+	if len(res.Stderr) > 100 || !res.StderrCut || !strings.HasSuffix(res.Stderr, "err line 299\n") {
+		t.Fatalf("stderr tail %q (cut %v)", res.Stderr, res.StderrCut)
+	}
+	if msg := res.Err().Error(); !strings.Contains(msg, "more than 1000 bytes") || !strings.Contains(msg, "err line 299") {
+		t.Fatalf("message %q", msg)
+	}
+}
+
+func TestEnvAndWorkingDir(t *testing.T) {
+	t.Setenv("PLAITA_REDIS_URL", "redis://secret")
+	t.Setenv("MY_API_KEY", "k")
+	res, err := Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `env; echo "cwd=$(pwd)"`}, Timeout: 10 * time.Second})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	var home, cwd string
+	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		switch k {
+		case "PATH", "LANG", "LC_ALL", "TZ", "PWD", "SHLVL", "_":
+		case "HOME":
+			home = v
+		case "cwd":
+			cwd = v
+		default:
+			t.Errorf("unexpected variable %s", line)
+		}
+	}
+	if home == "" || home != cwd || !strings.Contains(home, "plaita-sandbox-") {
+		t.Fatalf("HOME %q, cwd %q", home, cwd)
+	}
+	if _, err := os.Stat(home); !os.IsNotExist(err) {
+		t.Fatalf("working directory %s not removed: %v", home, err)
+	}
+}
+
+func TestMemoryLimitSoftAndHard(t *testing.T) {
+	res, err := Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `ulimit -S -v; ulimit -H -v`}, MemoryMB: 64, Timeout: 10 * time.Second})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if got := strings.Fields(string(res.Stdout)); len(got) != 2 || got[0] != "65536" || got[1] != "65536" {
+		t.Fatalf("limits %q", got)
+	}
+}
+
+func TestMissingExecutable(t *testing.T) {
+	if _, err := Run(context.Background(), Command{Path: "/nonexistent/prog"}); err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestTailWriter(t *testing.T) {
+	w := &tailWriter{max: 5}
+	w.Write([]byte("abc"))
+	w.Write([]byte("defg"))
+	if s, cut := w.String(); s != "cdefg" || !cut {
+		t.Fatalf("%q %v", s, cut)
+	}
+	w = &tailWriter{max: 5}
+	w.Write([]byte("abcdefgh"))
+	if s, cut := w.String(); s != "defgh" || !cut {
+		t.Fatalf("%q %v", s, cut)
+	}
+}
