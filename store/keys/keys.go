@@ -1,0 +1,260 @@
+// Package keys builds every Redis key plaita uses, in one place. Per-execution keys put the
+// execution id inside a hash tag ({id}) so that all keys of one execution share a Redis
+// Cluster slot and every multi-key script touching them is cluster-safe.
+//
+// Layout, for root "plaita" (the default) and the default tenant:
+//
+//	plaita:execution:{<id>}                      execution state (JSON)
+//	plaita:execution:index                       ZSET of execution ids by start time
+//	plaita:execution:index:ready                 backfill done marker
+//	plaita:execution:index:backfill:cursor       SCAN cursor of an interrupted backfill
+//	plaita:execution:lease:{<id>}                resume lease (holder + token)
+//	plaita:execution:fence:{<id>}                current fence generation
+//	plaita:execution:fencegen:{<id>}             fence generation counter (survives delete)
+//	plaita:execution:cancel:{<id>}               cancel flag
+//	plaita:execution:noderetry:{<id>}[:<node>]   node retry counters
+//	plaita:execution:noderefetch:{<id>}          total refetch counter
+//	plaita:execution:g1wakeups:{<id>}            retry wake-ups
+//	plaita:execution:nofail:{<id>}               deterministic failures
+//	plaita:execution:affinityhandover:{<id>}     affinity handovers
+//	plaita:exec_tombstone:{<id>}                 deletion tombstone
+//	plaita:flow:<flow>:<version>, plaita:flow_list, plaita:flow_versions:<flow>
+//
+// Another tenant's keys insert its slug after the root: plaita:acme:execution:{<id>}.
+// Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
+// tenant.
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// DefaultRoot is the key root of a normal deployment; tests pass their own.
+const DefaultRoot = "plaita"
+
+// DefaultTenant is the tenant whose keys carry no slug.
+const DefaultTenant = "default"
+
+// MaxTenantLen bounds a tenant slug.
+const MaxTenantLen = 64
+
+// ErrBadTenant is what every invalid tenant slug matches with errors.Is.
+var ErrBadTenant = errors.New("invalid tenant slug")
+
+// ErrBadID is what every invalid execution id matches with errors.Is.
+var ErrBadID = errors.New("invalid execution id")
+
+var (
+	tenantRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	// reserved names would read as a key family where a tenant slug is expected.
+	reserved = []string{"execution", "exec_tombstone", "flow", "flow_list", "flow_versions", "tenant_status",
+		"tenant_quota", "tenant_running", "registry", "delay", "event", "events", "subscription", "subscriptions", "dispatch"}
+)
+
+// ValidTenant checks a tenant slug: lower-case letters, digits, _ and -, at most 64, not a
+// reserved family name. "" and "default" are the default tenant.
+func ValidTenant(t string) error {
+	if t == "" || t == DefaultTenant {
+		return nil
+	}
+	switch {
+	case len(t) > MaxTenantLen:
+		return fmt.Errorf("%w %q: longer than %d characters", ErrBadTenant, t, MaxTenantLen)
+	case !tenantRe.MatchString(t):
+		return fmt.Errorf("%w %q: use lower-case letters, digits, _ and - (no ':', '{', '}' or spaces)", ErrBadTenant, t)
+	case slices.Contains(reserved, t):
+		return fmt.Errorf("%w %q: reserved name", ErrBadTenant, t)
+	}
+	return nil
+}
+
+// validID keeps ids from breaking out of their hash tag or key segment.
+func validID(id string) error {
+	if id == "" || len(id) > 200 || strings.ContainsAny(id, "{}: \t\r\n*?[]") {
+		return fmt.Errorf("%w %q", ErrBadID, id)
+	}
+	return nil
+}
+
+// Space builds the keys of one tenant under one root.
+type Space struct {
+	root   string // "plaita"
+	prefix string // "plaita:" or "plaita:<tenant>:"
+	tenant string
+}
+
+// For returns the key space of a tenant under root ("" = DefaultRoot).
+func For(root, tenant string) (Space, error) {
+	if root == "" {
+		root = DefaultRoot
+	}
+	if strings.ContainsAny(root, "{}: \t\r\n") {
+		return Space{}, fmt.Errorf("invalid key root %q", root)
+	}
+	if err := ValidTenant(tenant); err != nil {
+		return Space{}, err
+	}
+	s := Space{root: root, prefix: root + ":", tenant: DefaultTenant}
+	if tenant != "" && tenant != DefaultTenant {
+		s.prefix, s.tenant = root+":"+tenant+":", tenant
+	}
+	return s, nil
+}
+
+// MustFor is For for literal arguments known to be valid.
+func MustFor(root, tenant string) Space {
+	s, err := For(root, tenant)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Tenant is the space's tenant ("default" for the default tenant).
+func (s Space) Tenant() string { return s.tenant }
+
+// Root is the key root.
+func (s Space) Root() string { return s.root }
+
+// Prefix is what every tenant key starts with.
+func (s Space) Prefix() string { return s.prefix }
+
+// Execution-scoped key families. Each is a mechanism key except Execution itself.
+const (
+	FamLease            = "lease"
+	FamFence            = "fence"
+	FamFenceGen         = "fencegen"
+	FamCancel           = "cancel"
+	FamNodeRetry        = "noderetry"
+	FamNodeRefetch      = "noderefetch"
+	FamG1Wakeups        = "g1wakeups"
+	FamNoFail           = "nofail"
+	FamAffinityHandover = "affinityhandover"
+)
+
+// MechanismFamilies lists every execution-scoped mechanism family. A new family is added here
+// and nowhere else: IsMechanismKey and deletion both read this list.
+func MechanismFamilies() []string {
+	return []string{FamLease, FamFence, FamFenceGen, FamCancel, FamNodeRetry, FamNodeRefetch, FamG1Wakeups, FamNoFail, FamAffinityHandover}
+}
+
+// CounterFamilies are the mechanism families that count something and expire after 7 days.
+func CounterFamilies() []string {
+	return []string{FamNodeRetry, FamNodeRefetch, FamG1Wakeups, FamNoFail, FamAffinityHandover}
+}
+
+func tag(id string) string { return "{" + id + "}" }
+
+// Execution is the state key of an execution.
+func (s Space) Execution(id string) (string, error) {
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return s.prefix + "execution:" + tag(id), nil
+}
+
+// Mechanism is the key of one mechanism family for an execution.
+func (s Space) Mechanism(family, id string) (string, error) {
+	if !slices.Contains(MechanismFamilies(), family) {
+		return "", fmt.Errorf("unknown key family %q", family)
+	}
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return s.prefix + "execution:" + family + ":" + tag(id), nil
+}
+
+// NodeRetry is the per-node retry counter of an execution.
+func (s Space) NodeRetry(id, node string) (string, error) {
+	k, err := s.Mechanism(FamNodeRetry, id)
+	if err != nil {
+		return "", err
+	}
+	if node == "" || strings.ContainsAny(node, "{} \t\r\n") {
+		return "", fmt.Errorf("invalid node id %q", node)
+	}
+	return k + ":" + node, nil
+}
+
+// Tombstone is the deletion tombstone of an execution.
+func (s Space) Tombstone(id string) (string, error) {
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return s.prefix + "exec_tombstone:" + tag(id), nil
+}
+
+// Index is the ZSET of execution ids by start time; IndexReady and IndexCursor belong to its
+// backfill.
+func (s Space) Index() string       { return s.prefix + "execution:index" }
+func (s Space) IndexReady() string  { return s.prefix + "execution:index:ready" }
+func (s Space) IndexCursor() string { return s.prefix + "execution:index:backfill:cursor" }
+
+// ExecutionPattern matches every execution-family key of the tenant (for the backfill SCAN,
+// never the hot path); IsMechanismKey sorts out what is state.
+func (s Space) ExecutionPattern() string { return s.prefix + "execution:*" }
+
+// Flow keys.
+func (s Space) Flow(flowID, version string) string {
+	return s.prefix + "flow:" + flowID + ":" + version
+}
+func (s Space) FlowList() string                  { return s.prefix + "flow_list" }
+func (s Space) FlowVersions(flowID string) string { return s.prefix + "flow_versions:" + flowID }
+
+// Platform keys: one per deployment, whatever the tenant.
+func (s Space) TenantStatus() string      { return s.root + ":tenant_status" }
+func (s Space) TenantStatusEpoch() string { return s.root + ":tenant_status:epoch" }
+func (s Space) TenantQuota() string       { return s.root + ":tenant_quota" }
+func (s Space) TenantRunning() string     { return s.root + ":tenant_running:" + s.tenant }
+func (s Space) RegistryInstances() string { return s.root + ":registry:instances" }
+func (s Space) RegistryInstance(instance string) string {
+	return s.root + ":registry:instance:" + instance
+}
+
+// ExecutionID extracts the execution id from a state key of this space ("" when key is not
+// one).
+func (s Space) ExecutionID(key string) string {
+	rest, ok := strings.CutPrefix(key, s.prefix+"execution:{")
+	if !ok || !strings.HasSuffix(rest, "}") {
+		return ""
+	}
+	id := strings.TrimSuffix(rest, "}")
+	if validID(id) != nil {
+		return ""
+	}
+	return id
+}
+
+// IsMechanismKey reports whether key is a mechanism key of any tenant under root: lease,
+// fence, fence generation, cancel, counters, the index and its markers, tombstones. Such a key
+// must never be read as an execution state.
+func IsMechanismKey(root, key string) bool {
+	if root == "" {
+		root = DefaultRoot
+	}
+	rest, ok := strings.CutPrefix(key, root+":")
+	if !ok {
+		return false
+	}
+	first, after, _ := strings.Cut(rest, ":")
+	if first != "execution" && first != "exec_tombstone" {
+		// A tenant slug comes first: "acme:execution:…".
+		if ValidTenant(first) != nil {
+			return false
+		}
+		rest = after
+		first, after, _ = strings.Cut(rest, ":")
+	}
+	switch first {
+	case "exec_tombstone":
+		return true
+	case "execution":
+		family, _, _ := strings.Cut(after, ":")
+		return family == "index" || slices.Contains(MechanismFamilies(), family)
+	}
+	return false
+}

@@ -1,0 +1,124 @@
+package keys
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestKeysOfTheDefaultTenant(t *testing.T) {
+	s := MustFor("", "")
+	exec, _ := s.Execution("ex_1")
+	lease, _ := s.Mechanism(FamLease, "ex_1")
+	retry, _ := s.NodeRetry("ex_1", "fetch")
+	tomb, _ := s.Tombstone("ex_1")
+	for got, want := range map[string]string{
+		exec:                "plaita:execution:{ex_1}",
+		lease:               "plaita:execution:lease:{ex_1}",
+		retry:               "plaita:execution:noderetry:{ex_1}:fetch",
+		tomb:                "plaita:exec_tombstone:{ex_1}",
+		s.Index():           "plaita:execution:index",
+		s.IndexReady():      "plaita:execution:index:ready",
+		s.IndexCursor():     "plaita:execution:index:backfill:cursor",
+		s.Flow("f", "3"):    "plaita:flow:f:3",
+		s.TenantStatus():    "plaita:tenant_status",
+		s.TenantRunning():   "plaita:tenant_running:default",
+		s.FlowVersions("f"): "plaita:flow_versions:f",
+	} {
+		if got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+	}
+	if d := MustFor("plaita", "default"); d.Prefix() != "plaita:" {
+		t.Errorf("explicit default tenant: %s", d.Prefix())
+	}
+}
+
+func TestKeysOfAnotherTenantAndRoot(t *testing.T) {
+	s := MustFor("t1", "acme")
+	exec, _ := s.Execution("ex_1")
+	fence, _ := s.Mechanism(FamFence, "ex_1")
+	if exec != "t1:acme:execution:{ex_1}" || fence != "t1:acme:execution:fence:{ex_1}" || s.TenantStatus() != "t1:tenant_status" {
+		t.Errorf("%s %s %s", exec, fence, s.TenantStatus())
+	}
+	if s.ExecutionID(exec) != "ex_1" || s.ExecutionID(fence) != "" || MustFor("t1", "").ExecutionID(exec) != "" {
+		t.Error("ExecutionID must only accept this space's state keys")
+	}
+}
+
+func TestAllKeysOfAnExecutionShareAHashTag(t *testing.T) {
+	s := MustFor("", "acme")
+	want := "{ex_9}"
+	keys := []string{}
+	k, _ := s.Execution("ex_9")
+	keys = append(keys, k)
+	for _, f := range MechanismFamilies() {
+		k, _ := s.Mechanism(f, "ex_9")
+		keys = append(keys, k)
+	}
+	k, _ = s.Tombstone("ex_9")
+	keys = append(keys, k)
+	for _, k := range keys {
+		if i := strings.Index(k, "{"); i < 0 || k[i:i+len(want)] != want {
+			t.Errorf("%s does not carry the hash tag %s", k, want)
+		}
+	}
+}
+
+func TestBadTenantsAndIDs(t *testing.T) {
+	for _, bad := range []string{"a:b", "{x}", "has space", "UPPER", strings.Repeat("a", 65), "execution", "-x", "é"} {
+		if _, err := For("", bad); !errors.Is(err, ErrBadTenant) {
+			t.Errorf("tenant %q: %v", bad, err)
+		}
+	}
+	s := MustFor("", "")
+	for _, bad := range []string{"", "a}b", "a{b", "a:b", "a b", "x*"} {
+		if _, err := s.Execution(bad); !errors.Is(err, ErrBadID) {
+			t.Errorf("id %q: %v", bad, err)
+		}
+	}
+	if _, err := s.Mechanism("bogus", "ex_1"); err == nil {
+		t.Error("unknown family accepted")
+	}
+	if _, err := For("a:b", ""); err == nil {
+		t.Error("bad root accepted")
+	}
+}
+
+func TestIsMechanismKey(t *testing.T) {
+	s := MustFor("", "")
+	a := MustFor("", "acme")
+	var mech, state []string
+	for _, sp := range []Space{s, a} {
+		for _, f := range MechanismFamilies() {
+			k, _ := sp.Mechanism(f, "ex_1")
+			mech = append(mech, k)
+		}
+		r, _ := sp.NodeRetry("ex_1", "n")
+		tomb, _ := sp.Tombstone("ex_1")
+		mech = append(mech, r, tomb, sp.Index(), sp.IndexReady(), sp.IndexCursor())
+		e, _ := sp.Execution("ex_1")
+		state = append(state, e)
+	}
+	for _, k := range mech {
+		if !IsMechanismKey("", k) {
+			t.Errorf("%s is a mechanism key", k)
+		}
+	}
+	for _, k := range append(state, "plaita:flow:f:1", "other:execution:lease:{x}", "plaita", "", "plaita:acme:flow_list") {
+		if IsMechanismKey("", k) {
+			t.Errorf("%s is not a mechanism key", k)
+		}
+	}
+}
+
+func FuzzIsMechanismKey(f *testing.F) {
+	f.Add("plaita:execution:lease:{x}")
+	f.Add("plaita:acme:execution:{x}")
+	f.Fuzz(func(t *testing.T, key string) {
+		mech := IsMechanismKey("", key)
+		if id := MustFor("", "").ExecutionID(key); id != "" && mech {
+			t.Fatalf("%q is both a state key and a mechanism key", key)
+		}
+	})
+}
