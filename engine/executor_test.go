@@ -647,6 +647,11 @@ func TestFlowHashGateOnResume(t *testing.T) {
 	if _, err := h.ex.Resume(ctx, changed, st.ExecutionID, ResumeApproval, allowed); !errors.Is(err, ErrFlowChanged) {
 		t.Fatalf("allow must not override a same-algorithm change: %v", err)
 	}
+	// Cancelling runs no node: it works even against a changed definition.
+	other := h.start(f, nil)
+	if st, err := h.ex.Resume(ctx, changed, other.ExecutionID, ResumeCancel, nil); err != nil || st.Status != state.Cancelled {
+		t.Fatalf("cancel with a changed flow: %v %v", st.Status, err)
+	}
 	// Same definition under another algorithm tag: resume and refresh the tag.
 	old := h.stored(st.ExecutionID)
 	old.FlowHashAlgo = "legacy-algo"
