@@ -558,8 +558,8 @@ func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) 
 func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {
 	limit := max(e.set.TimelineMax, 1)
 	entry.Seq = st.TimelineDropped + len(st.Timeline) + 1
-	if entry.Time.IsZero() {
-		entry.Time = e.Clock.Now().UTC()
+	if entry.Time == "" {
+		entry.Time = state.Stamp(e.Clock.Now())
 	}
 	if len(st.Timeline) >= limit {
 		drop := len(st.Timeline) - limit + 1
@@ -575,11 +575,11 @@ func timing(st *state.Execution, id string, start, end time.Time) {
 	}
 	t := st.NodeTimings[id]
 	if t == nil {
-		t = &state.NodeTiming{FirstStart: start}
+		t = &state.NodeTiming{FirstStart: state.Stamp(start)}
 		st.NodeTimings[id] = t
 	}
 	t.Runs++
-	t.LastStart, t.LastEnd = start, end
+	t.LastStart, t.LastEnd = state.Stamp(start), state.Stamp(end)
 	t.TotalMillis += end.Sub(start).Milliseconds()
 }
 

@@ -461,7 +461,7 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string)
 		if node == "" {
 			node = "-"
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.UTC().Format("2006-01-02T15:04:05.000Z"), node, e.Event, ms, e.Detail)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Time().Format("2006-01-02T15:04:05.000Z"), node, e.Event, ms, e.Detail)
 	}
 	tw.Flush()
 	for _, line := range strings.SplitAfter(table.String(), "\n") {

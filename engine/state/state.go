@@ -61,12 +61,27 @@ type Execution struct {
 	TimelineDropped int             `json:"timeline_dropped,omitempty"`
 }
 
+// Timestamp is a UTC time in RFC 3339 with nanoseconds, formatted once when it is recorded.
+// The timeline and the node timings hold hundreds of them and the state is encoded at every
+// step: a pre-formatted string keeps that encoding cheap, and the JSON is the same as a
+// time.Time's.
+type Timestamp string
+
+// Stamp formats t.
+func Stamp(t time.Time) Timestamp { return Timestamp(t.UTC().Format(time.RFC3339Nano)) }
+
+// Time parses the timestamp (the zero time when it is empty or malformed).
+func (ts Timestamp) Time() time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, string(ts))
+	return t
+}
+
 // NodeTiming aggregates the runs of one node.
 type NodeTiming struct {
 	Runs        int       `json:"runs"`
-	FirstStart  time.Time `json:"first_started"`
-	LastStart   time.Time `json:"last_started"`
-	LastEnd     time.Time `json:"last_ended"`
+	FirstStart  Timestamp `json:"first_started"`
+	LastStart   Timestamp `json:"last_started"`
+	LastEnd     Timestamp `json:"last_ended"`
 	TotalMillis int64     `json:"total_ms"`
 }
 
@@ -93,7 +108,7 @@ type ErrorInfo struct {
 // TimelineEntry is one event of the bounded per-execution timeline.
 type TimelineEntry struct {
 	Seq    int       `json:"seq"`
-	Time   time.Time `json:"time"`
+	Time   Timestamp `json:"time"`
 	Node   string    `json:"node,omitempty"`
 	Event  string    `json:"event"` // step, retry, suspended, resumed, completed, error, cancelled, log
 	Millis int64     `json:"ms,omitempty"`
