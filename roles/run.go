@@ -208,7 +208,7 @@ func resolveStateDir(flag string, set bool) (string, error) {
 		return flag, nil
 	}
 	// The XDG base directory spec says a relative XDG_STATE_HOME is to be ignored.
-	if x := os.Getenv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+	if x, _ := config.HostEnv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
 		return filepath.Join(x, "plaita", "run"), nil
 	}
 	home, err := os.UserHomeDir()

@@ -5,11 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 	"time"
 
+	"plaita/config"
 	"plaita/engine/nodes/sandbox"
 )
 
@@ -59,14 +59,14 @@ func DockerArgs(c DockerConfig, language, name string) []string {
 // nothing of the worker's secrets (the container gets none of it: docker run passes no host
 // variable without -e).
 func dockerClientEnv() []string {
-	path := os.Getenv("PATH")
+	path := hostPath()
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	env := []string{"PATH=" + path}
 	for _, k := range []string{"HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
 		"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR", "LANG", "LC_ALL", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := config.HostEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -115,4 +115,9 @@ func dockerCmd(bin string, env []string, limit time.Duration, args ...string) {
 	c := exec.CommandContext(ctx, bin, args...)
 	c.Env = env
 	_ = c.Run()
+}
+
+func hostPath() string {
+	v, _ := config.HostEnv("PATH")
+	return v
 }

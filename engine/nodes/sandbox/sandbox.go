@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"plaita/config"
 )
 
 // Defaults of Command.
@@ -119,18 +121,18 @@ func (r *Result) StderrSuffix() string {
 // HOME set to its temporary directory, LANG, LC_ALL and TZ when the worker has them (LANG
 // defaults to C.UTF-8). Nothing else — no PLAITA_*, REDIS*, credentials or tokens.
 func BaseEnv(home string) []string {
-	path := os.Getenv("PATH")
+	path := hostEnv("PATH")
 	if path == "" {
 		path = defaultPath
 	}
 	env := []string{"PATH=" + path, "HOME=" + home}
-	lang := os.Getenv("LANG")
+	lang := hostEnv("LANG")
 	if lang == "" {
 		lang = "C.UTF-8"
 	}
 	env = append(env, "LANG="+lang)
 	for _, k := range []string{"LC_ALL", "TZ"} {
-		if v, ok := os.LookupEnv(k); ok {
+		if v, ok := config.HostEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -343,4 +345,10 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
+}
+
+// hostEnv is a host variable's value, "" when unset.
+func hostEnv(name string) string {
+	v, _ := config.HostEnv(name)
+	return v
 }
