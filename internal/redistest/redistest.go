@@ -200,15 +200,17 @@ func StartCluster(t testing.TB, n int) (rueidis.Client, []*Server) {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
 	deadline := time.Now().Add(20 * time.Second)
-	for {
-		out, _ := exec.Command(cli, "-p", strconv.Itoa(servers[0].Port), "cluster", "info").Output()
-		if strings.Contains(string(out), "cluster_state:ok") {
-			break
+	for _, s := range servers { // every node must see the cluster healthy, not just one
+		for {
+			out, _ := exec.Command(cli, "-p", strconv.Itoa(s.Port), "cluster", "info").Output()
+			if strings.Contains(string(out), "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("cluster not ok on %s:\n%s", s, out)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not ok:\n%s", out)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
 	if err != nil {

@@ -180,6 +180,16 @@ func (s Space) NodeRetry(id, node string) (string, error) {
 	return k + ":" + node, nil
 }
 
+// NodeRetrySet is the SET naming the nodes of an execution that have a per-node retry
+// counter, so deletion finds them without a SCAN. Node ids cannot start with '#'.
+func (s Space) NodeRetrySet(id string) (string, error) {
+	k, err := s.Mechanism(FamNodeRetry, id)
+	if err != nil {
+		return "", err
+	}
+	return k + ":#nodes", nil
+}
+
 // Tombstone is the deletion tombstone of an execution.
 func (s Space) Tombstone(id string) (string, error) {
 	if err := validID(id); err != nil {

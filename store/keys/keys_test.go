@@ -95,6 +95,8 @@ func TestIsMechanismKey(t *testing.T) {
 			mech = append(mech, k)
 		}
 		r, _ := sp.NodeRetry("ex_1", "n")
+		set, _ := sp.NodeRetrySet("ex_1")
+		mech = append(mech, set)
 		tomb, _ := sp.Tombstone("ex_1")
 		mech = append(mech, r, tomb, sp.Index(), sp.IndexReady(), sp.IndexCursor())
 		e, _ := sp.Execution("ex_1")

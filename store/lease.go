@@ -1,0 +1,353 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+// Leases and fencing (SPEC §5 "Fenced writes").
+//
+// A worker takes the resume lease of an execution before running it: SET NX EX on the lease
+// key with "<holder>|<token>". Taking it bumps the execution's fence generation counter
+// (fencegen, no TTL, survives delete) and sets the current fence to the new value (7d TTL), in
+// the same script. Every save or delete through the lease is a CAS that writes only while both
+// fence and fencegen still equal the lease's generation: once another worker has taken the
+// lease, the old worker's late writes are refused with ErrLeaseLost and write nothing — even if
+// an operator restored an old state and fence, because fencegen only goes up.
+//
+// Acquire moves the fence even with PLAITA_DISABLE_FENCING=1 (which only makes saves and
+// deletes plain), so fencing can be turned back on without locking current holders out.
+//
+// The lease's TTL is PLAITA_LEASE_TTL_SECONDS. Lease expiry alone does not fence a worker out;
+// another worker taking the lease does. A worker keeps its lease with Watch (renewal every
+// TTL/3) unless PLAITA_DISABLE_LEASE_WATCHDOG is on: that is the caller's decision, e.g.
+//
+//	if !config.DisableLeaseWatchdog.In(cfg) { lost = lease.Watch(ctx) }
+
+// acquireScript takes the lease and bumps the fence.
+// KEYS: 1 lease, 2 fencegen, 3 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s).
+// Returns {1, generation} | {0, current lease value}.
+var acquireScript = rueidis.NewLuaScript(`
+local cur = redis.call('GET', KEYS[2])
+if cur and not tonumber(cur) then
+  return redis.error_reply('fencegen ' .. KEYS[2] .. ' is not an integer')
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  local g = redis.call('INCR', KEYS[2])
+  redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
+  return {1, g}
+end
+return {0, redis.call('GET', KEYS[1]) or ''}
+`)
+
+// renewScript extends the lease while it is still ours, and keeps our fence alive with it.
+// KEYS: 1 lease, 2 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 generation, 4 fence TTL (s).
+// Returns 1 | 0 (not ours any more).
+var renewScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
+return 1
+`)
+
+// releaseScript deletes the lease only while it is ours.
+// KEYS: 1 lease. ARGV: 1 holder|token. Returns 1 | 0.
+var releaseScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+// fencedSaveScript writes a state only while fence and fencegen both equal our generation.
+// KEYS: 1 state, 2 fence, 3 fencegen. ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none).
+// Returns {1} | {0, fence, fencegen}.
+var fencedSaveScript = rueidis.NewLuaScript(`
+local f = redis.call('GET', KEYS[2]) or ''
+local g = redis.call('GET', KEYS[3]) or ''
+if f ~= ARGV[1] or g ~= ARGV[1] then return {0, f, g} end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+return {1}
+`)
+
+// Lease is a held resume lease of one execution. Its methods are safe for concurrent use.
+type Lease struct {
+	ts       *TenantStore
+	id       string
+	holder   string
+	value    string // holder|token, the lease key's value while we hold it
+	gen      int64
+	ttl      time.Duration
+	leaseKey string
+	fenceKey string
+	genKey   string
+
+	mu         sync.Mutex
+	renewedAt  time.Time // start of the last call that (re)set the lease's TTL
+	indexed    bool      // the index holds our member with score indexScore
+	indexScore float64
+	stops      []context.CancelFunc // running watchdogs
+}
+
+// Acquire takes the resume lease of an execution for holder (the instance id). It fails with a
+// *LeaseHeldError (errors.Is ErrLeaseHeld) naming the current holder when the lease is taken,
+// and with ErrRedis (transient) when Redis does not answer. The lease TTL is
+// PLAITA_LEASE_TTL_SECONDS.
+func (ts *TenantStore) Acquire(ctx context.Context, executionID, holder string) (*Lease, error) {
+	if holder == "" {
+		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
+	}
+	l := &Lease{ts: ts, id: executionID, holder: holder, ttl: ts.r.leaseTTL()}
+	var err error
+	if l.leaseKey, err = ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
+		return nil, err
+	}
+	l.fenceKey, _ = ts.sp.Mechanism(keys.FamFence, executionID)
+	l.genKey, _ = ts.sp.Mechanism(keys.FamFenceGen, executionID)
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("lease token: %w", err)
+	}
+	l.value = holder + "|" + hex.EncodeToString(tok[:])
+
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	arr, err := acquireScript.Exec(ctx, ts.r.c, []string{l.leaseKey, l.genKey, l.fenceKey},
+		[]string{l.value, seconds(l.ttl), seconds(MechanismTTL)}).ToArray()
+	if err != nil {
+		return nil, transient(ErrRedis, "acquire lease of "+executionID, err)
+	}
+	if len(arr) != 2 {
+		return nil, fmt.Errorf("%w: acquire lease of %s: unexpected reply", ErrRedis, executionID)
+	}
+	if ok, _ := arr[0].AsInt64(); ok != 1 {
+		cur, _ := arr[1].ToString()
+		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(cur)}
+	}
+	if l.gen, err = arr[1].AsInt64(); err != nil {
+		return nil, fmt.Errorf("%w: acquire lease of %s: generation: %w", ErrRedis, executionID, err)
+	}
+	l.renewedAt = start
+	return l, nil
+}
+
+// leaseHolder extracts the holder from a lease value (holder|token).
+func leaseHolder(v string) string {
+	if i := strings.LastIndexByte(v, '|'); i >= 0 {
+		return v[:i]
+	}
+	return v
+}
+
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+
+// ExecutionID is the execution the lease is for.
+func (l *Lease) ExecutionID() string { return l.id }
+
+// Holder is the holder the lease was taken for.
+func (l *Lease) Holder() string { return l.holder }
+
+// Generation is the fence generation this lease writes with.
+func (l *Lease) Generation() int64 { return l.gen }
+
+// TTL is the lease's TTL (PLAITA_LEASE_TTL_SECONDS when it was taken).
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Renew extends the lease by its TTL while it is still ours (same holder and token), and
+// refreshes our fence's TTL; ErrLeaseLost when the lease expired or someone else holds it,
+// ErrRedis (transient) when Redis does not answer.
+func (l *Lease) Renew(ctx context.Context) error {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	n, err := renewScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey, l.fenceKey},
+		[]string{l.value, seconds(l.ttl), strconv.FormatInt(l.gen, 10), seconds(MechanismTTL)}).AsInt64()
+	if err != nil {
+		return transient(ErrRedis, "renew lease of "+l.id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: execution %s: the lease expired or another worker holds it", ErrLeaseLost, l.id)
+	}
+	l.mu.Lock()
+	l.renewedAt = start
+	l.mu.Unlock()
+	return nil
+}
+
+// Release gives the lease up and stops its watchdogs. Only the holder's own lease is deleted:
+// ErrLeaseLost when it was no longer ours (nothing deleted). The fence is left as it is; the
+// next Acquire moves it on.
+func (l *Lease) Release(ctx context.Context) error {
+	l.stopWatchdogs()
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	n, err := releaseScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey}, []string{l.value}).AsInt64()
+	if err != nil {
+		return transient(ErrRedis, "release lease of "+l.id, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: execution %s: the lease was no longer ours at release", ErrLeaseLost, l.id)
+	}
+	return nil
+}
+
+func (l *Lease) stopWatchdogs() {
+	l.mu.Lock()
+	stops := l.stops
+	l.stops = nil
+	l.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// Watch starts the lease watchdog: it renews the lease every TTL/3 until ctx ends or Release
+// is called. The returned channel carries at most one error, ErrLeaseLost, when the lease was
+// lost (someone else holds it, or no renewal succeeded for a whole TTL because Redis did not
+// answer), and is closed when the watchdog stops. Transient renewal failures are retried at the
+// next tick. The caller decides whether to run it at all (PLAITA_DISABLE_LEASE_WATCHDOG).
+func (l *Lease) Watch(ctx context.Context) <-chan error {
+	out := make(chan error, 1)
+	ctx, stop := context.WithCancel(ctx)
+	l.mu.Lock()
+	l.stops = append(l.stops, stop)
+	l.mu.Unlock()
+	interval := max(l.ttl/3, 10*time.Millisecond)
+	go func() {
+		defer close(out)
+		defer stop()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			rctx, cancel := context.WithTimeout(ctx, interval)
+			err := l.Renew(rctx)
+			cancel()
+			switch {
+			case err == nil:
+				continue
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, ErrLeaseLost):
+				out <- err
+				return
+			}
+			l.mu.Lock()
+			since := time.Since(l.renewedAt)
+			l.mu.Unlock()
+			if since >= l.ttl {
+				out <- fmt.Errorf("%w: execution %s: not renewed for %s (the lease TTL): %w", ErrLeaseLost, l.id, since.Round(time.Millisecond), err)
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Storage is the lease's fenced view of the tenant's storage; the executor of this execution
+// writes through it.
+func (l *Lease) Storage() *FencedStorage { return &FencedStorage{l: l} }
+
+// FencedStorage saves and deletes one execution under its lease's fence generation. Loads are
+// ordinary loads.
+type FencedStorage struct{ l *Lease }
+
+var _ Storage = (*FencedStorage)(nil)
+
+// Lease is the lease the writes are fenced by.
+func (s *FencedStorage) Lease() *Lease { return s.l }
+
+func (s *FencedStorage) check(id string) error {
+	if id != s.l.id {
+		return fmt.Errorf("%w: the lease is for execution %s, not %s; nothing written", ErrLeaseLost, s.l.id, id)
+	}
+	return nil
+}
+
+// Save writes the state if the lease's generation is still current (fence and fencegen both
+// equal it), else ErrLeaseLost and nothing is written. Terminal states get the state TTL,
+// others none. ErrStateSerialization (nothing sent) and ErrStateSave (transient) as for
+// TenantStore.Save. With PLAITA_DISABLE_FENCING=1 (read on every call) it is a plain save.
+func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
+	l := s.l
+	ts := l.ts
+	e, err := ts.encode(st)
+	if err != nil {
+		return err
+	}
+	if err := s.check(e.id); err != nil {
+		return err
+	}
+	if !ts.r.fencing() {
+		return ts.plainSave(ctx, e)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	arr, err := fencedSaveScript.Exec(ctx, c, []string{e.key, l.fenceKey, l.genKey},
+		[]string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl)}).ToArray()
+	if err != nil {
+		return transient(ErrStateSave, "execution "+e.id, err)
+	}
+	if ok, _ := arr[0].AsInt64(); ok != 1 {
+		return lostError(e.id, l.gen, arr)
+	}
+	l.mu.Lock()
+	indexed := l.indexed && l.indexScore == e.score
+	l.mu.Unlock()
+	if indexed {
+		return nil
+	}
+	if err := c.Do(ctx, ts.zaddCmd(e.id, e.score)).Error(); err != nil {
+		return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+	}
+	l.mu.Lock()
+	l.indexed, l.indexScore = true, e.score
+	l.mu.Unlock()
+	return nil
+}
+
+// Load is an ordinary load (TenantStore.Load).
+func (s *FencedStorage) Load(ctx context.Context, id string) (*state.Execution, error) {
+	return s.l.ts.Load(ctx, id)
+}
+
+// Delete removes the execution like TenantStore.Delete, but only while the lease's generation
+// is current: else ErrLeaseLost and nothing is deleted, no tombstone written. It ends the lease
+// (the lease key is deleted with the rest) and stops its watchdogs whatever the outcome: a
+// delete is a worker's last act on an execution. With PLAITA_DISABLE_FENCING=1 it is unfenced.
+func (s *FencedStorage) Delete(ctx context.Context, id string) error {
+	if err := s.check(id); err != nil {
+		return err
+	}
+	l := s.l
+	l.stopWatchdogs()
+	return l.ts.deleteExecution(ctx, id, l.ts.r.fencing(), l.gen)
+}
+
+// Cancelled reports the execution's cancel flag (engine.CancelChecker).
+func (s *FencedStorage) Cancelled(ctx context.Context, id string) (bool, error) {
+	return s.l.ts.Cancelled(ctx, id)
+}

@@ -1,0 +1,342 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+// Listing reads the tenant's execution index (a ZSET of execution ids scored by start time in
+// ms), newest first, and never SCANs the key space. Every index member is checked before its
+// state key is read: a member that is not a valid id, whose key would be a mechanism key, whose
+// state is missing, not JSON or another execution's is skipped and counted, never an error and
+// never returned. A Redis failure is an error (ErrRedis, transient).
+
+// List limits.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 1000
+	// listScanFactor bounds the index members one List call examines (limit × factor), so a
+	// page over an index full of garbage returns in bounded time, with a cursor to go on.
+	listScanFactor = 10
+)
+
+// ListRequest asks for one page of the tenant's executions, newest first.
+type ListRequest struct {
+	Cursor string // "" for the first page, else the previous Page.NextCursor
+	Limit  int    // items per page: 0 = DefaultListLimit, at most MaxListLimit
+	States bool   // also return each full state in Summary.State
+}
+
+// Summary describes one execution in a list.
+type Summary struct {
+	ExecutionID string           `json:"execution_id"`
+	TenantID    string           `json:"tenant_id"`
+	FlowID      string           `json:"flow_id"`
+	FlowVersion string           `json:"flow_version"`
+	Status      state.Status     `json:"status"`
+	CurrentNode string           `json:"current_node"`
+	StepCount   int              `json:"step_count"`
+	StartTime   time.Time        `json:"start_time"`
+	LastUpdate  time.Time        `json:"last_update_time"`
+	EndTime     *time.Time       `json:"end_time,omitempty"`
+	Suspend     *state.Suspend   `json:"suspend,omitempty"`
+	Error       *state.ErrorInfo `json:"error,omitempty"`
+	State       *state.Execution `json:"-"` // only with ListRequest.States
+}
+
+// Page is one page of a listing.
+type Page struct {
+	Items      []Summary
+	NextCursor string // "" when the listing is complete
+	Skipped    int    // index members skipped (invalid, missing, corrupt)
+	Degraded   bool   // Skipped > 0: the index holds members that are not valid executions
+}
+
+// cursor is the last index member a page examined. Opaque to callers (base64 JSON).
+type cursor struct {
+	Score  float64 `json:"s"`
+	Member string  `json:"m"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	if s == "" {
+		return c, nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err == nil && c.Member == "" {
+		err = fmt.Errorf("no member")
+	}
+	if err != nil {
+		return cursor{}, fmt.Errorf("%w: list cursor %q: %v", ErrInvalid, s, err)
+	}
+	return c, nil
+}
+
+// pageScript returns the next index rows after the cursor member, newest first. Anchoring on
+// the member's current rank keeps pages exact while newer executions are added in front.
+// When the member has left the index (deleted), it restarts at the first member with the
+// cursor's score and skips the members of that score that sort before it (byte order, as
+// Redis orders ties; compared byte by byte so the server's locale cannot matter).
+// KEYS: 1 index. ARGV: 1 cursor member ("" = from the top), 2 cursor score, 3 count.
+// Returns a flat [member, score, …] array.
+var pageScript = rueidis.NewLuaScript(`
+local idx, m, n = KEYS[1], ARGV[1], tonumber(ARGV[3])
+local start = 0
+if m ~= '' then
+  local r = redis.call('ZREVRANK', idx, m)
+  if r then
+    start = r + 1
+  else
+    local s = tonumber(ARGV[2])
+    local function after(a, b)
+      local la, lb = #a, #b
+      for i = 1, math.min(la, lb) do
+        local x, y = string.byte(a, i), string.byte(b, i)
+        if x ~= y then return x > y end
+      end
+      return la > lb
+    end
+    start = redis.call('ZCOUNT', idx, '(' .. ARGV[2], '+inf')
+    while true do
+      local rows = redis.call('ZREVRANGE', idx, start, start + 99, 'WITHSCORES')
+      local moved = 0
+      for i = 1, #rows, 2 do
+        if tonumber(rows[i + 1]) ~= s or not after(rows[i], m) then break end
+        moved = moved + 1
+      end
+      start = start + moved
+      if moved < #rows / 2 or #rows == 0 then break end
+    end
+  end
+end
+return redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
+`)
+
+// List returns one page of the tenant's executions, newest first (see the section comment for
+// what is skipped). A malformed cursor is ErrInvalid; a Redis failure ErrRedis (transient).
+func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) {
+	limit := req.Limit
+	if limit <= 0 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	cur, err := decodeCursor(req.Cursor)
+	if err != nil {
+		return Page{}, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	var page Page
+	scanned, exhausted := 0, false
+	for len(page.Items) < limit && scanned < limit*listScanFactor {
+		want := limit - len(page.Items)
+		rows, err := pageScript.Exec(ctx, c, []string{ts.sp.Index()},
+			[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(want)}).ToArray()
+		if err != nil {
+			return Page{}, transient(ErrRedis, "list executions", err)
+		}
+		type candidate struct{ id, key string }
+		var cands []candidate
+		for i := 0; i+1 < len(rows); i += 2 {
+			member, _ := rows[i].ToString()
+			score, err := rows[i+1].AsFloat64()
+			if err != nil {
+				return Page{}, fmt.Errorf("%w: list executions: index score of %q: %w", ErrRedis, member, err)
+			}
+			cur = cursor{Score: score, Member: member}
+			scanned++
+			key, err := ts.sp.Execution(member)
+			if err != nil || keys.IsMechanismKey(ts.r.root, key) || ts.sp.ExecutionID(key) != member {
+				page.Skipped++
+				continue
+			}
+			cands = append(cands, candidate{member, key})
+		}
+		if len(cands) > 0 {
+			cmds := make(rueidis.Commands, len(cands))
+			for i, cd := range cands {
+				cmds[i] = c.B().Get().Key(cd.key).Build()
+			}
+			for i, res := range c.DoMulti(ctx, cmds...) {
+				b, err := res.AsBytes()
+				switch {
+				case rueidis.IsRedisNil(err) || isWrongType(err):
+					page.Skipped++
+					continue
+				case err != nil:
+					return Page{}, transient(ErrRedis, "list executions: read "+cands[i].id, err)
+				}
+				st, err := decodeFor(cands[i].id, b)
+				if err != nil {
+					page.Skipped++
+					continue
+				}
+				page.Items = append(page.Items, summarize(st, req.States))
+			}
+		}
+		if len(rows)/2 < want {
+			exhausted = true
+			break
+		}
+	}
+	if !exhausted {
+		page.NextCursor = cur.encode()
+	}
+	page.Degraded = page.Skipped > 0
+	return page, nil
+}
+
+func summarize(st *state.Execution, full bool) Summary {
+	s := Summary{
+		ExecutionID: st.ExecutionID, TenantID: st.TenantID, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
+		Status: st.Status, CurrentNode: st.CurrentNode, StepCount: st.StepCount, StartTime: st.StartTime,
+		LastUpdate: st.LastUpdate, EndTime: st.EndTime, Suspend: st.Suspend, Error: st.Error,
+	}
+	if full {
+		s.State = st
+	}
+	return s
+}
+
+// IndexReady reports whether a backfill of the tenant's index has completed.
+func (ts *TenantStore) IndexReady(ctx context.Context) (bool, error) {
+	return ts.exists(ctx, ts.sp.IndexReady(), "read index ready marker")
+}
+
+// backfillCursor is the persisted position of an interrupted backfill: which node (by sorted
+// address) and that node's SCAN cursor. A changed node list restarts the backfill.
+type backfillCursor struct {
+	Nodes  []string `json:"nodes"`
+	Node   int      `json:"node"`
+	Cursor uint64   `json:"cursor"`
+}
+
+// backfillBatch is the SCAN COUNT of one backfill step.
+const backfillBatch = 500
+
+// Backfill adds every state key of the tenant to the index (ZADD NX with the state's start
+// time), by SCAN of the tenant's execution keys on every node: the one place this package
+// scans, for operators (plaita reindex) and never on a request path. budget bounds the keys
+// examined in this call (SCAN COUNT total; ≤0 means one batch); the position is kept in the
+// index's backfill cursor key (24h TTL) so the next call goes on. Mechanism keys and states
+// that do not decode are left out. When the scan completes, the index's ready marker is set,
+// the cursor deleted and done is true.
+func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err error) {
+	if budget <= 0 {
+		budget = backfillBatch
+	}
+	c := ts.r.c
+	nodes := c.Nodes()
+	addrs := make([]string, 0, len(nodes))
+	for a := range nodes {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	pos := backfillCursor{Nodes: addrs}
+	raw, err := c.Do(ctx, c.B().Get().Key(ts.sp.IndexCursor()).Build()).AsBytes()
+	switch {
+	case err == nil:
+		var saved backfillCursor
+		if json.Unmarshal(raw, &saved) == nil && slices.Equal(saved.Nodes, addrs) && saved.Node < len(addrs) {
+			pos = saved
+		}
+	case !rueidis.IsRedisNil(err):
+		return false, transient(ErrRedis, "backfill: read cursor", err)
+	}
+
+	for budget > 0 && pos.Node < len(addrs) {
+		count := min(budget, backfillBatch)
+		budget -= count
+		node := nodes[addrs[pos.Node]]
+		e, err := node.Do(ctx, node.B().Scan().Cursor(pos.Cursor).Match(ts.sp.ExecutionPattern()).Count(int64(count)).Build()).AsScanEntry()
+		if err != nil {
+			return false, transient(ErrRedis, "backfill: scan "+addrs[pos.Node], err)
+		}
+		if err := ts.indexKeys(ctx, e.Elements); err != nil {
+			return false, err
+		}
+		pos.Cursor = e.Cursor
+		if pos.Cursor == 0 {
+			pos.Node++
+		}
+	}
+	if pos.Node >= len(addrs) {
+		res := c.DoMulti(ctx, c.B().Set().Key(ts.sp.IndexReady()).Value("1").Build(), c.B().Del().Key(ts.sp.IndexCursor()).Build())
+		for _, r := range res {
+			if err := r.Error(); err != nil {
+				return false, transient(ErrRedis, "backfill: mark ready", err)
+			}
+		}
+		return true, nil
+	}
+	b, _ := json.Marshal(pos)
+	if err := c.Do(ctx, c.B().Set().Key(ts.sp.IndexCursor()).Value(string(b)).ExSeconds(int64(BackfillCursorTTL/time.Second)).Build()).Error(); err != nil {
+		return false, transient(ErrRedis, "backfill: save cursor", err)
+	}
+	return false, nil
+}
+
+// indexKeys adds the state keys among scanned keys to the index.
+func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) error {
+	c := ts.r.c
+	var ids []string
+	var cmds rueidis.Commands
+	for _, k := range scanned {
+		id := ts.sp.ExecutionID(k)
+		if id == "" || keys.IsMechanismKey(ts.r.root, k) {
+			continue
+		}
+		ids = append(ids, id)
+		cmds = append(cmds, c.B().Get().Key(k).Build())
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	zadd := c.B().Zadd().Key(ts.sp.Index()).Nx().ScoreMember()
+	added := 0
+	for i, res := range c.DoMulti(ctx, cmds...) {
+		b, err := res.AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err) || isWrongType(err):
+			continue // expired since the scan, or not a string
+		case err != nil:
+			return transient(ErrRedis, "backfill: read "+ids[i], err)
+		}
+		st, err := decodeFor(ids[i], b)
+		if err != nil {
+			continue
+		}
+		zadd = zadd.ScoreMember(indexScore(st), ids[i])
+		added++
+	}
+	if added == 0 {
+		return nil
+	}
+	if err := c.Do(ctx, zadd.Build()).Error(); err != nil {
+		return transient(ErrRedis, "backfill: index", err)
+	}
+	return nil
+}

@@ -1,0 +1,469 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/config"
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+// Redis execution storage.
+//
+// Every key comes from package keys. All keys of one execution carry the execution id as a
+// hash tag ({id}), so every multi-key Lua script below touches one Cluster slot and declares
+// every key it touches in KEYS. The execution index is one ZSET per tenant in its own slot: it
+// is never touched inside a per-execution script, always by a separate command.
+//
+// Round trips (one "RTT" = one request/response exchange; pipelined commands count once):
+//   - TenantStore.Save (unfenced, also the lease's save with PLAITA_DISABLE_FENCING=1):
+//     1 — SET and ZADD pipelined (2 against a cluster, where the ZADD waits for the SET);
+//   - FencedStorage.Save: 1 (the CAS script) once the lease has indexed the execution, 2 on
+//     the lease's first save or when the start time changes (the script, then ZADD);
+//   - Load: 1 — GET and ZSCORE pipelined; +1 (ZADD NX) only when the index member is missing;
+//   - Delete: 3 — SMEMBERS of the node-retry set, the delete script, ZREM.
+//
+// A script sent for the first time to a node costs one more exchange (EVALSHA → NOSCRIPT →
+// EVAL), once per node and process.
+
+// Fixed TTLs of the key space (SPEC §4).
+const (
+	// MechanismTTL is the TTL of the fence, the counters, the node-retry set and the cancel flag.
+	MechanismTTL = 7 * 24 * time.Hour
+	// BackfillCursorTTL is the TTL of an interrupted backfill's SCAN cursor.
+	BackfillCursorTTL = 24 * time.Hour
+	// DefaultOpTimeout bounds one storage call whose context has no deadline. rueidis retries
+	// read-only commands until the context ends, so without a bound a Load against a dead
+	// Redis would never return.
+	DefaultOpTimeout = 30 * time.Second
+)
+
+// Defaults used when NewRedis gets a nil configuration (library use, tools).
+const (
+	defaultLeaseTTL     = 120 * time.Second
+	defaultStateTTLDays = 30
+	defaultTombstoneTTL = 2592000 * time.Second
+)
+
+// Redis is the Redis execution storage of one deployment (one client, one key root). It is
+// safe for concurrent use; TenantStore scopes it to one tenant.
+type Redis struct {
+	c    rueidis.Client
+	cfg  *config.Config
+	root string
+}
+
+// NewRedis returns the storage over client c. cfg supplies PLAITA_LEASE_TTL_SECONDS (read at
+// each Acquire), and the call-timed PLAITA_EXECUTION_STATE_TTL_DAYS,
+// PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS and PLAITA_DISABLE_FENCING (read on every save or
+// delete); a nil cfg means the documented defaults. root "" is keys.DefaultRoot.
+func NewRedis(c rueidis.Client, cfg *config.Config, root string) *Redis {
+	if root == "" {
+		root = keys.DefaultRoot
+	}
+	return &Redis{c: c, cfg: cfg, root: root}
+}
+
+// Root is the key root.
+func (r *Redis) Root() string { return r.root }
+
+// Tenant scopes the storage to one tenant ("" or "default" is the default tenant). An invalid
+// slug is an error matching keys.ErrBadTenant.
+func (r *Redis) Tenant(tenant string) (*TenantStore, error) {
+	sp, err := keys.For(r.root, tenant)
+	if err != nil {
+		return nil, err
+	}
+	return &TenantStore{r: r, sp: sp}, nil
+}
+
+func (r *Redis) leaseTTL() time.Duration {
+	if r.cfg == nil {
+		return defaultLeaseTTL
+	}
+	if s := config.LeaseTTLSeconds.In(r.cfg); s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return defaultLeaseTTL
+}
+
+// stateTTL is the TTL of a terminal state; 0 means none.
+func (r *Redis) stateTTL() time.Duration {
+	days := defaultStateTTLDays
+	if r.cfg != nil {
+		days = config.ExecutionStateTTLDays.In(r.cfg)
+	}
+	return time.Duration(max(days, 0)) * 24 * time.Hour
+}
+
+func (r *Redis) tombstoneTTL() time.Duration {
+	if r.cfg == nil {
+		return defaultTombstoneTTL
+	}
+	if s := config.ExecutionTombstoneTTLSeconds.In(r.cfg); s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	return defaultTombstoneTTL
+}
+
+func (r *Redis) fencing() bool { return r.cfg == nil || !config.DisableFencing.In(r.cfg) }
+
+// opCtx bounds a call whose context has no deadline.
+func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, DefaultOpTimeout)
+}
+
+// TenantStore is the execution storage of one tenant. Its Save and Delete are unfenced: they
+// are for readers, tools and operators. Workers write through a Lease's Storage.
+type TenantStore struct {
+	r  *Redis
+	sp keys.Space
+}
+
+var _ Storage = (*TenantStore)(nil)
+
+// Space is the tenant's key space.
+func (ts *TenantStore) Space() keys.Space { return ts.sp }
+
+// Tenant is the tenant's slug ("default" for the default tenant).
+func (ts *TenantStore) Tenant() string { return ts.sp.Tenant() }
+
+// encoded is a state ready to be written.
+type encoded struct {
+	id      string
+	key     string
+	payload []byte
+	ttl     time.Duration // 0: no TTL (the SET also clears an earlier one)
+	score   float64       // index score: start time in ms
+}
+
+// encode serializes st and works out where and how it is written. Nothing here talks to
+// Redis, so an unencodable state fails before anything is sent.
+func (ts *TenantStore) encode(st *state.Execution) (encoded, error) {
+	if st == nil {
+		return encoded{}, fmt.Errorf("%w: nil execution state", ErrInvalid)
+	}
+	b, err := Encode(st)
+	if err != nil {
+		return encoded{}, err
+	}
+	key, err := ts.sp.Execution(st.ExecutionID)
+	if err != nil {
+		return encoded{}, err
+	}
+	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st)}
+	if st.Status.Terminal() {
+		e.ttl = ts.r.stateTTL()
+	}
+	return e, nil
+}
+
+// indexScore is the index score of a state: its start time in milliseconds (0 when unset).
+func indexScore(st *state.Execution) float64 {
+	if st.StartTime.IsZero() {
+		return 0
+	}
+	return float64(st.StartTime.UnixMilli())
+}
+
+func (ts *TenantStore) setCmd(e encoded) rueidis.Completed {
+	c := ts.r.c
+	v := c.B().Set().Key(e.key).Value(rueidis.BinaryString(e.payload))
+	if e.ttl > 0 {
+		return v.ExSeconds(int64(e.ttl / time.Second)).Build()
+	}
+	return v.Build() // a plain SET drops any TTL: running/suspended states persist
+}
+
+func (ts *TenantStore) zaddCmd(id string, score float64) rueidis.Completed {
+	c := ts.r.c
+	return c.B().Zadd().Key(ts.sp.Index()).ScoreMember().ScoreMember(score, id).Build()
+}
+
+// Save writes the state without any fencing (readers, tools, operators; and a lease's save
+// when PLAITA_DISABLE_FENCING=1). A state that cannot be encoded fails with
+// ErrStateSerialization and nothing is sent; a Redis failure is ErrStateSave (transient).
+func (ts *TenantStore) Save(ctx context.Context, st *state.Execution) error {
+	e, err := ts.encode(st)
+	if err != nil {
+		return err
+	}
+	return ts.plainSave(ctx, e)
+}
+
+// plainSave writes the state, then indexes it. On one server SET and ZADD go in one pipeline:
+// one connection, executed in order, so the ZADD runs after the SET (and an error reply that
+// fails the SET — OOM, READONLY — fails the ZADD too). In a cluster the two keys live on
+// different nodes and a pipeline would run them in parallel, so the ZADD is sent only once the
+// SET is confirmed (2 round trips). A lost ZADD leaves the state saved but unindexed: the error
+// says so, and Load puts the member back.
+func (ts *TenantStore) plainSave(ctx context.Context, e encoded) error {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	var res []rueidis.RedisResult
+	if c.Mode() == rueidis.ClientModeCluster {
+		res = []rueidis.RedisResult{c.Do(ctx, ts.setCmd(e))}
+		if res[0].Error() == nil {
+			res = append(res, c.Do(ctx, ts.zaddCmd(e.id, e.score)))
+		}
+	} else {
+		res = c.DoMulti(ctx, ts.setCmd(e), ts.zaddCmd(e.id, e.score))
+	}
+	if err := res[0].Error(); err != nil {
+		return transient(ErrStateSave, "execution "+e.id, err)
+	}
+	if err := res[1].Error(); err != nil {
+		return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+	}
+	return nil
+}
+
+// Load reads a state. Missing: ErrNotFound. Redis failure: ErrStateLoad (transient). Bytes
+// that are not a state of this id (bad JSON, wrong type, another id): ErrStateCorrupt. A state
+// whose index member is missing (a restored key, a lost ZADD) is put back in the index.
+func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, error) {
+	key, err := ts.sp.Execution(id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Zscore().Key(ts.sp.Index()).Member(id).Build())
+	b, err := res[0].AsBytes()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case isWrongType(err):
+		return nil, fmt.Errorf("%w: %s: %w", ErrStateCorrupt, id, err)
+	case err != nil:
+		return nil, transient(ErrStateLoad, "execution "+id, err)
+	}
+	st, err := decodeFor(id, b)
+	if err != nil {
+		return nil, err
+	}
+	if _, zerr := res[1].AsFloat64(); rueidis.IsRedisNil(zerr) {
+		// Best effort: the state is what the caller asked for; the index heals later if this
+		// fails (the next load, or Backfill).
+		c.Do(ctx, c.B().Zadd().Key(ts.sp.Index()).Nx().ScoreMember().ScoreMember(indexScore(st), id).Build())
+	}
+	return st, nil
+}
+
+// decodeFor decodes the bytes stored under id's state key.
+func decodeFor(id string, b []byte) (*state.Execution, error) {
+	st, err := Decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	if st.ExecutionID != id {
+		return nil, fmt.Errorf("%w: the state under %s says execution_id %q", ErrStateCorrupt, id, st.ExecutionID)
+	}
+	return st, nil
+}
+
+func isWrongType(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && !re.IsNil() && strings.HasPrefix(re.Error(), "WRONGTYPE")
+}
+
+// Delete removes an execution without fencing (operators): the state, lease, fence, cancel
+// flag and every counter (with the per-node retry keys), removes it from the index and writes
+// the tombstone (TTL PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS). The fence generation counter is
+// kept, so a worker still holding an older generation is refused and a re-created execution
+// continues from a higher generation. Deleting an id with no state still writes the tombstone.
+func (ts *TenantStore) Delete(ctx context.Context, id string) error {
+	return ts.deleteExecution(ctx, id, false, 0)
+}
+
+// deleteScript deletes one execution's keys in its slot, optionally fenced.
+//
+// KEYS: 1 state, 2 fence, 3 fencegen (kept), 4 lease, 5 cancel, 6 tombstone (written),
+// 7 node-retry set, 8… the counter families, then one key per node in the node-retry set.
+// ARGV: 1 "1" = fenced, 2 generation, 3 tombstone value, 4 tombstone TTL (s), 5 the set's size
+// when its members were read.
+// Returns {1, n deleted} | {0, fence, fencegen} (fence lost) | {2} (the set changed: re-read).
+var deleteScript = rueidis.NewLuaScript(`
+if ARGV[1] == '1' then
+  local f = redis.call('GET', KEYS[2]) or ''
+  local g = redis.call('GET', KEYS[3]) or ''
+  if f ~= ARGV[2] or g ~= ARGV[2] then return {0, f, g} end
+end
+if redis.call('SCARD', KEYS[7]) ~= tonumber(ARGV[5]) then return {2} end
+local n = 0
+for i, k in ipairs(KEYS) do
+  if i ~= 3 and i ~= 6 then n = n + redis.call('DEL', k) end
+end
+redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
+return {1, n}
+`)
+
+// nodeSetKey is the SET of node ids that have a per-node retry counter.
+func (ts *TenantStore) nodeSetKey(id string) (string, error) {
+	return ts.sp.NodeRetrySet(id)
+}
+
+// nodeSetPos is the node-retry set's position in deleteKeys (KEYS[7] of deleteScript).
+const nodeSetPos = 6
+
+// deleteKeys lists the fixed keys of deleteScript, in its KEYS order.
+func (ts *TenantStore) deleteKeys(id string) ([]string, error) {
+	var out []string
+	add := func(k string, err error) error {
+		out = append(out, k)
+		return err
+	}
+	if err := add(ts.sp.Execution(id)); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{keys.FamFence, keys.FamFenceGen, keys.FamLease, keys.FamCancel} {
+		if err := add(ts.sp.Mechanism(f, id)); err != nil {
+			return nil, err
+		}
+	}
+	if err := add(ts.sp.Tombstone(id)); err != nil {
+		return nil, err
+	}
+	if err := add(ts.nodeSetKey(id)); err != nil {
+		return nil, err
+	}
+	for _, f := range keys.CounterFamilies() {
+		if err := add(ts.sp.Mechanism(f, id)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+type tombstone struct {
+	ExecutionID string    `json:"execution_id"`
+	Tenant      string    `json:"tenant_id"`
+	DeletedAt   time.Time `json:"deleted_at"`
+	Generation  int64     `json:"generation,omitempty"` // the deleting lease's, when fenced
+}
+
+func (ts *TenantStore) deleteExecution(ctx context.Context, id string, fenced bool, gen int64) error {
+	fixed, err := ts.deleteKeys(id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	tomb, _ := json.Marshal(tombstone{ExecutionID: id, Tenant: ts.sp.Tenant(), DeletedAt: time.Now().UTC(), Generation: gen})
+	fencedArg := "0"
+	if fenced {
+		fencedArg = "1"
+	}
+	ttl := strconv.FormatInt(int64(ts.r.tombstoneTTL()/time.Second), 10)
+	for range 5 {
+		nodes, err := c.Do(ctx, c.B().Smembers().Key(fixed[nodeSetPos]).Build()).AsStrSlice()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return transient(ErrStateDelete, "execution "+id+": read node retry set", err)
+		}
+		ks := append([]string(nil), fixed...)
+		for _, n := range nodes {
+			if k, err := ts.sp.NodeRetry(id, n); err == nil {
+				ks = append(ks, k)
+			}
+		}
+		args := []string{fencedArg, strconv.FormatInt(gen, 10), string(tomb), ttl, strconv.Itoa(len(nodes))}
+		arr, err := deleteScript.Exec(ctx, c, ks, args).ToArray()
+		if err != nil {
+			return transient(ErrStateDelete, "execution "+id, err)
+		}
+		switch code, _ := arr[0].AsInt64(); code {
+		case 0:
+			return lostError(id, gen, arr)
+		case 2:
+			continue // a node counter was added between SMEMBERS and the script
+		}
+		if err := c.Do(ctx, c.B().Zrem().Key(ts.sp.Index()).Member(id).Build()).Error(); err != nil {
+			return transient(ErrStateDelete, "execution "+id+": deleted, but not removed from the index", err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: execution %s: its node retry counters kept changing during the delete", ErrStateDelete, id)
+}
+
+// lostError explains a refused fenced write from the script's {0, fence, fencegen} reply.
+func lostError(id string, gen int64, arr []rueidis.RedisMessage) error {
+	var f, g string
+	if len(arr) == 3 {
+		f, _ = arr[1].ToString()
+		g, _ = arr[2].ToString()
+	}
+	return fmt.Errorf("%w: execution %s: our generation %d, fence %q, fencegen %q (another worker took over); nothing written",
+		ErrLeaseLost, id, gen, f, g)
+}
+
+// SetCancel raises the cancel flag (TTL MechanismTTL); the executor checks it between steps.
+func (ts *TenantStore) SetCancel(ctx context.Context, id string) error {
+	key, err := ts.sp.Mechanism(keys.FamCancel, id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	if err := c.Do(ctx, c.B().Set().Key(key).Value("1").ExSeconds(int64(MechanismTTL/time.Second)).Build()).Error(); err != nil {
+		return transient(ErrRedis, "set cancel flag of "+id, err)
+	}
+	return nil
+}
+
+// ClearCancel lowers the cancel flag.
+func (ts *TenantStore) ClearCancel(ctx context.Context, id string) error {
+	key, err := ts.sp.Mechanism(keys.FamCancel, id)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	if err := c.Do(ctx, c.B().Del().Key(key).Build()).Error(); err != nil {
+		return transient(ErrRedis, "clear cancel flag of "+id, err)
+	}
+	return nil
+}
+
+// Cancelled reports the cancel flag (engine.CancelChecker).
+func (ts *TenantStore) Cancelled(ctx context.Context, id string) (bool, error) {
+	key, err := ts.sp.Mechanism(keys.FamCancel, id)
+	if err != nil {
+		return false, err
+	}
+	return ts.exists(ctx, key, "read cancel flag of "+id)
+}
+
+// Tombstoned reports whether the execution was deleted within the tombstone TTL.
+func (ts *TenantStore) Tombstoned(ctx context.Context, id string) (bool, error) {
+	key, err := ts.sp.Tombstone(id)
+	if err != nil {
+		return false, err
+	}
+	return ts.exists(ctx, key, "read tombstone of "+id)
+}
+
+func (ts *TenantStore) exists(ctx context.Context, key, what string) (bool, error) {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	n, err := c.Do(ctx, c.B().Exists().Key(key).Build()).AsInt64()
+	if err != nil {
+		return false, transient(ErrRedis, what, err)
+	}
+	return n > 0, nil
+}
