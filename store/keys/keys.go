@@ -22,7 +22,10 @@
 //
 // Another tenant's keys insert its slug after the root: plaita:acme:execution:{<id>}.
 // Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
-// tenant.
+// tenant. The task queue and its dead-letter stream are configured names (PLAITA_QUEUE_NAME,
+// PLAITA_DLQ_KEY); package queue keeps two marker families beside the DLQ:
+// <dlq>:lettered:<queue>:<id> (a source already dead-lettered, 7d) and <dlq>:replayed:<id>
+// (a DLQ entry already replayed, 90d).
 package keys
 
 import (

@@ -1,0 +1,392 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/store/keys"
+)
+
+// PayloadField is the one stream field that carries the envelope JSON.
+const PayloadField = "payload"
+
+// Kind says whether a task starts an execution or resumes one.
+type Kind string
+
+const (
+	KindStart  Kind = "start"
+	KindResume Kind = "resume"
+)
+
+var (
+	// ErrInvalidEnvelope is what Enqueue returns for an envelope it refuses to write.
+	ErrInvalidEnvelope = errors.New("invalid task envelope")
+	// ErrMissingExecutionID: a start without execution_id. Producers mint one with
+	// engine.NewExecutionID() so that a redelivered start finds the state it created.
+	ErrMissingExecutionID = errors.New("start task without execution_id")
+	// ErrMalformed is what decoding returns for an entry no worker can run: no payload field,
+	// not a JSON object, a known field of the wrong type, a missing or invalid required field.
+	ErrMalformed = errors.New("malformed task")
+	// ErrNewerSchema: the envelope's schema_version is newer than config.TaskSchemaVersion.
+	ErrNewerSchema = errors.New("task schema_version is newer than this build")
+)
+
+// Envelope is the task message (SPEC §5). Fields are only ever added; a change of meaning
+// bumps schema_version. Unknown fields of a payload are kept in Extra and written back when
+// the envelope is re-enqueued, so a copy made by an older worker does not strip what a newer
+// producer added.
+type Envelope struct {
+	SchemaVersion     int               `json:"schema_version"`
+	Kind              Kind              `json:"kind"`
+	TenantID          string            `json:"tenant_id,omitempty"` // "" or "default": the default tenant
+	FlowID            string            `json:"flow_id,omitempty"`
+	FlowVersion       string            `json:"flow_version,omitempty"`
+	ExecutionID       string            `json:"execution_id,omitempty"`
+	Input             json.RawMessage   `json:"input,omitempty"`
+	ResumeType        engine.ResumeType `json:"resume_type,omitempty"`
+	ResumeData        json.RawMessage   `json:"resume_data,omitempty"`
+	CreatedAt         time.Time         `json:"created_at,omitzero"`
+	TargetInstanceID  string            `json:"target_instance_id,omitempty"`
+	Repo              string            `json:"repo,omitempty"`
+	QuotaDeferCount   int               `json:"quota_defer_count,omitempty"`
+	QuotaBypass       bool              `json:"quota_bypass,omitempty"`
+	SourceMessageID   string            `json:"source_message_id,omitempty"`
+	ConfigFamily      string            `json:"config_family,omitempty"`
+	ConfigGeneration  string            `json:"config_generation,omitempty"`
+	BudgetGeneration  string            `json:"budget_generation,omitempty"`
+	ConfigEffectiveAt time.Time         `json:"config_effective_at,omitzero"`
+
+	// Extra holds payload fields this build does not know (added by a newer producer).
+	Extra map[string]json.RawMessage `json:"-"`
+}
+
+// knownFields are the envelope's JSON names; everything else goes to Extra.
+var knownFields = []string{"schema_version", "kind", "tenant_id", "flow_id", "flow_version", "execution_id",
+	"input", "resume_type", "resume_data", "created_at", "target_instance_id", "repo", "quota_defer_count",
+	"quota_bypass", "source_message_id", "config_family", "config_generation", "budget_generation",
+	"config_effective_at"}
+
+// Tenant is the envelope's tenant, "default" when the field is missing.
+func (e Envelope) Tenant() string {
+	if e.TenantID == "" {
+		return keys.DefaultTenant
+	}
+	return e.TenantID
+}
+
+// Legacy reports whether the envelope carries no config generation (never gated).
+func (e Envelope) Legacy() bool { return e.ConfigFamily == "" && e.BudgetGeneration == "" }
+
+// Stamp writes a producer's config generations into a fresh envelope. Copies of an existing
+// message never call it: they inherit the source's values, or stay legacy.
+func (e *Envelope) Stamp(g config.Generations, effectiveAt time.Time) {
+	e.ConfigFamily, e.ConfigGeneration, e.BudgetGeneration = g.Family, g.Config, g.Budget
+	e.ConfigEffectiveAt = effectiveAt.UTC()
+}
+
+// inheritFrom copies what a redelivery, handover or replay must keep from its source.
+func (e *Envelope) inheritFrom(src Envelope) {
+	e.SchemaVersion = src.SchemaVersion
+	e.ConfigFamily, e.ConfigGeneration, e.BudgetGeneration = src.ConfigFamily, src.ConfigGeneration, src.BudgetGeneration
+	e.ConfigEffectiveAt = src.ConfigEffectiveAt
+}
+
+// Clone returns a deep copy.
+func (e Envelope) Clone() Envelope {
+	c := e
+	c.Input = bytes.Clone(e.Input)
+	c.ResumeData = bytes.Clone(e.ResumeData)
+	if e.Extra != nil {
+		c.Extra = make(map[string]json.RawMessage, len(e.Extra))
+		for k, v := range e.Extra {
+			c.Extra[k] = bytes.Clone(v)
+		}
+	}
+	return c
+}
+
+// Validate checks what every written envelope must satisfy. Enqueue calls it after stamping
+// schema_version and created_at.
+func (e Envelope) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidEnvelope, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case e.SchemaVersion < 1:
+		return bad("schema_version %d (must be at least 1)", e.SchemaVersion)
+	case e.SchemaVersion > config.TaskSchemaVersion:
+		return fmt.Errorf("%w: %w: %d > %d", ErrInvalidEnvelope, ErrNewerSchema, e.SchemaVersion, config.TaskSchemaVersion)
+	}
+	if err := keys.ValidTenant(e.TenantID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	}
+	switch e.Kind {
+	case KindStart:
+		if e.FlowID == "" {
+			return bad("start without flow_id")
+		}
+		if e.ResumeType != "" {
+			return bad("start with resume_type %q (only a resume has one)", e.ResumeType)
+		}
+		if e.ExecutionID == "" {
+			return fmt.Errorf("%w: %w (mint it with engine.NewExecutionID())", ErrInvalidEnvelope, ErrMissingExecutionID)
+		}
+	case KindResume:
+		if e.ExecutionID == "" {
+			return bad("resume without execution_id")
+		}
+		if _, err := engine.ParseResumeType(string(e.ResumeType)); err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+		}
+	default:
+		return bad("kind %q (start or resume)", e.Kind)
+	}
+	if _, err := keys.MustFor(keys.DefaultRoot, keys.DefaultTenant).Execution(e.ExecutionID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	}
+	if e.QuotaDeferCount < 0 {
+		return bad("negative quota_defer_count %d", e.QuotaDeferCount)
+	}
+	return nil
+}
+
+// envelopeJSON has Envelope's fields without its methods, so MarshalJSON can use the default
+// encoding.
+type envelopeJSON Envelope
+
+// MarshalJSON writes the known fields and then the Extra fields the known ones do not shadow.
+func (e Envelope) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(envelopeJSON(e))
+	if err != nil || len(e.Extra) == 0 {
+		return b, err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range e.Extra {
+		if !slices.Contains(knownFields, k) {
+			m[k] = v
+		}
+	}
+	return json.Marshal(m)
+}
+
+// Enqueue is the one way a task enters a stream: it stamps schema_version (when absent) and
+// created_at (when zero), validates, and XADDs the JSON in the field "payload". A copy of an
+// existing message keeps its source's schema_version and generations (see Queue.Requeue); a
+// fresh envelope gets the producer's generations from Envelope.Stamp.
+func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope) (id string, err error) {
+	if stream == "" {
+		return "", fmt.Errorf("%w: empty stream name", ErrInvalidEnvelope)
+	}
+	if env.SchemaVersion == 0 {
+		env.SchemaVersion = config.TaskSchemaVersion
+	}
+	if env.CreatedAt.IsZero() {
+		env.CreatedAt = time.Now().UTC()
+	}
+	if err := env.Validate(); err != nil {
+		return "", err
+	}
+	payload, err := json.Marshal(env)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	}
+	id, err = c.Do(ctx, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue(PayloadField, string(payload)).Build()).ToString()
+	if err != nil {
+		return "", fmt.Errorf("enqueue to %s: %w", stream, err)
+	}
+	return id, nil
+}
+
+// DeterministicExecutionID is the execution id of a legacy start that carries none: the same
+// for every delivery and every DLQ replay of one source message, so a redelivered or replayed
+// start resumes the execution its first delivery created. The stream name is part of the hash
+// because stream ids repeat across streams.
+func DeterministicExecutionID(stream, sourceID string) string {
+	sum := sha256.Sum256([]byte(stream + "\x00" + sourceID))
+	return "ex_" + hex.EncodeToString(sum[:])[:24]
+}
+
+// Decode parses one stream entry's payload.
+//
+// Policy: unknown fields are tolerated at every schema version (SPEC §5: fields are only ever
+// added, so a newer producer may add one without bumping the schema) and are kept in Extra.
+// Known fields are strict: a wrong JSON type, a missing or invalid required field is
+// ErrMalformed. A schema_version newer than this build is ErrNewerSchema and nothing past the
+// gating fields is interpreted, since the newer schema may have changed their meaning.
+//
+// The returned envelope carries whatever could be read even on error (at least the gating
+// fields config_family and budget_generation when they were well-formed), which is what Gate
+// needs. A legacy start without execution_id gets DeterministicExecutionID(stream, id) and
+// derived = true.
+func Decode(stream, id string, payload []byte) (env Envelope, derived bool, err error) {
+	malformed := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrMalformed, fmt.Sprintf(format, a...))
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return env, false, malformed("payload is not a JSON object: %v", err)
+	}
+	if raw == nil {
+		return env, false, malformed("payload is null")
+	}
+	d := fieldDecoder{raw: raw}
+	// Gating fields first, each on its own, so a bad field elsewhere does not hide them.
+	d.str("config_family", &env.ConfigFamily)
+	d.str("budget_generation", &env.BudgetGeneration)
+	d.str("config_generation", &env.ConfigGeneration)
+	// Best effort, for dead-letter records of entries we will not run.
+	probe := fieldDecoder{raw: raw}
+	probe.str("tenant_id", &env.TenantID)
+	probe.str("execution_id", &env.ExecutionID)
+	probe.str("kind", (*string)(&env.Kind))
+
+	if _, ok := raw["schema_version"]; !ok {
+		return env, false, malformed("no schema_version")
+	}
+	d.int("schema_version", &env.SchemaVersion)
+	if d.err != nil {
+		return env, false, malformed("%v", d.err)
+	}
+	if env.SchemaVersion > config.TaskSchemaVersion {
+		return env, false, fmt.Errorf("%w: %d > %d", ErrNewerSchema, env.SchemaVersion, config.TaskSchemaVersion)
+	}
+
+	env.TenantID, env.ExecutionID, env.Kind = "", "", ""
+	d.str("kind", (*string)(&env.Kind))
+	d.str("tenant_id", &env.TenantID)
+	d.str("flow_id", &env.FlowID)
+	d.version("flow_version", &env.FlowVersion)
+	d.str("execution_id", &env.ExecutionID)
+	d.rawJSON("input", &env.Input)
+	d.str("resume_type", (*string)(&env.ResumeType))
+	d.rawJSON("resume_data", &env.ResumeData)
+	d.time("created_at", &env.CreatedAt)
+	d.str("target_instance_id", &env.TargetInstanceID)
+	d.str("repo", &env.Repo)
+	d.int("quota_defer_count", &env.QuotaDeferCount)
+	d.bool("quota_bypass", &env.QuotaBypass)
+	d.str("source_message_id", &env.SourceMessageID)
+	d.time("config_effective_at", &env.ConfigEffectiveAt)
+	if d.err != nil {
+		return env, false, malformed("%v", d.err)
+	}
+	for k, v := range raw {
+		if !slices.Contains(knownFields, k) {
+			if env.Extra == nil {
+				env.Extra = map[string]json.RawMessage{}
+			}
+			env.Extra[k] = v
+		}
+	}
+	if env.Kind == KindStart && env.ExecutionID == "" && id != "" {
+		env.ExecutionID, derived = DeterministicExecutionID(stream, id), true
+	}
+	if err := env.Validate(); err != nil {
+		return env, derived, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return env, derived, nil
+}
+
+// fieldDecoder reads known fields by their exact name (encoding/json matches struct fields
+// case-insensitively, which would let "Kind" stand in for "kind"). null counts as absent. The
+// first error sticks.
+type fieldDecoder struct {
+	raw map[string]json.RawMessage
+	err error
+}
+
+func (d *fieldDecoder) get(name string) (json.RawMessage, bool) {
+	v, ok := d.raw[name]
+	if !ok || d.err != nil || string(bytes.TrimSpace(v)) == "null" {
+		return nil, false
+	}
+	return v, true
+}
+
+func (d *fieldDecoder) fail(name, want string, v json.RawMessage) {
+	if d.err == nil {
+		s := string(v)
+		if len(s) > 40 {
+			s = s[:40] + "…"
+		}
+		d.err = fmt.Errorf("field %s: want %s, got %s", name, want, s)
+	}
+}
+
+// decodeField reads one field of type T; want names the type in the error.
+func decodeField[T any](d *fieldDecoder, name, want string, dst *T) {
+	if v, ok := d.get(name); ok {
+		if json.Unmarshal(v, dst) != nil {
+			d.fail(name, want, v)
+		}
+	}
+}
+
+func (d *fieldDecoder) str(name string, dst *string) { decodeField(d, name, "a string", dst) }
+func (d *fieldDecoder) int(name string, dst *int)    { decodeField(d, name, "an integer", dst) }
+func (d *fieldDecoder) bool(name string, dst *bool)  { decodeField(d, name, "true or false", dst) }
+
+func (d *fieldDecoder) rawJSON(name string, dst *json.RawMessage) {
+	if v, ok := d.get(name); ok {
+		*dst = bytes.Clone(v)
+	}
+}
+
+// version accepts a string or an integer (older producers wrote numeric versions).
+func (d *fieldDecoder) version(name string, dst *string) {
+	v, ok := d.get(name)
+	if !ok {
+		return
+	}
+	if json.Unmarshal(v, dst) == nil {
+		return
+	}
+	var n int64
+	if json.Unmarshal(v, &n) == nil {
+		*dst = strconv.FormatInt(n, 10)
+		return
+	}
+	d.fail(name, "a string or an integer", v)
+}
+
+// time accepts RFC 3339 (what this build writes) or Unix seconds as a number (what the
+// Python producers wrote).
+func (d *fieldDecoder) time(name string, dst *time.Time) {
+	v, ok := d.get(name)
+	if !ok {
+		return
+	}
+	var s string
+	if json.Unmarshal(v, &s) == nil {
+		t, err := time.Parse(time.RFC3339Nano, s)
+		if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
+			d.fail(name, "an RFC 3339 time between years 1 and 9999 (UTC)", v)
+			return
+		}
+		*dst = t
+		return
+	}
+	var f float64
+	if json.Unmarshal(v, &f) == nil && !math.IsNaN(f) && f >= 0 && f < 1e11 {
+		sec, frac := math.Modf(f)
+		*dst = time.Unix(int64(sec), int64(frac*1e9)).UTC()
+		return
+	}
+	d.fail(name, "an RFC 3339 time or Unix seconds", v)
+}

@@ -1,0 +1,170 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+const (
+	// ResidueBatch is the most residue entries one sweep round removes.
+	ResidueBatch = 256
+	// DefaultSweepInterval is the worker's residue sweep period (it also sweeps at start).
+	DefaultSweepInterval = 300 * time.Second
+	// residueScanBudget bounds the entries one round examines, so a long backlog of pending
+	// entries at the head of the stream cannot make a round unbounded; a cursor carries the
+	// scan over to the next round.
+	residueScanBudget = 16 * ResidueBatch
+	// sweepRoundTimeout bounds one round of RunSweeper (rueidis retries reads while Redis is
+	// down).
+	sweepRoundTimeout = time.Minute
+)
+
+// groupInfo is what the sweeper needs from XINFO GROUPS.
+type groupInfo struct {
+	name          string
+	lastDelivered streamID
+}
+
+func (q *Queue) groups(ctx context.Context) ([]groupInfo, error) {
+	c := q.c
+	rows, err := c.Do(ctx, c.B().XinfoGroups().Key(q.stream).Build()).ToArray()
+	if err != nil {
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(re.Error()), "no such key") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+	}
+	out := make([]groupInfo, 0, len(rows))
+	for _, r := range rows {
+		m, err := r.AsStrMap()
+		if err != nil {
+			return nil, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+		}
+		last, ok := parseID(m["last-delivered-id"])
+		if !ok {
+			return nil, fmt.Errorf("xinfo groups %s: group %q has last-delivered-id %q", q.stream, m["name"], m["last-delivered-id"])
+		}
+		out = append(out, groupInfo{name: m["name"], lastDelivered: last})
+	}
+	return out, nil
+}
+
+// SweepResidue is one round of the residue sweeper: it deletes up to ResidueBatch entries
+// that are still in the stream but were already delivered and are no longer pending, i.e.
+// acknowledged but not deleted (the process died between XACK and XDEL, or XDEL failed). Only
+// entries every consumer group of the stream has been handed (id ≤ each group's
+// last-delivered-id) and that no group has pending are touched; the undelivered backlog never
+// is. Each removal is counted in residue_swept.
+func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
+	c := q.c
+	groups, err := q.groups(ctx)
+	if err != nil || len(groups) == 0 {
+		return 0, err
+	}
+	bound := groups[0].lastDelivered
+	for _, g := range groups[1:] {
+		if g.lastDelivered.less(bound) {
+			bound = g.lastDelivered
+		}
+	}
+	if bound == (streamID{}) {
+		return 0, nil
+	}
+	q.mu.Lock()
+	start := q.sweepCursor
+	q.mu.Unlock()
+
+	removed, scanned := 0, 0
+	for removed < ResidueBatch && scanned < residueScanBudget {
+		es, err := c.Do(ctx, c.B().Xrange().Key(q.stream).Start(start).End(bound.String()).Count(ResidueBatch).Build()).AsXRange()
+		if err != nil {
+			return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: %w", q.stream, err))
+		}
+		if len(es) == 0 {
+			start = "-"
+			break
+		}
+		scanned += len(es)
+		cmds := make(rueidis.Commands, 0, len(es)*len(groups))
+		for _, e := range es {
+			for _, g := range groups {
+				cmds = append(cmds, c.B().Xpending().Key(q.stream).Group(g.name).Start(e.ID).End(e.ID).Count(1).Build())
+			}
+		}
+		res := c.DoMulti(ctx, cmds...)
+		var residue []string
+		for i, e := range es {
+			pending := false
+			for j := range groups {
+				rows, err := res[i*len(groups)+j].ToArray()
+				if err != nil {
+					return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: xpending: %w", q.stream, err))
+				}
+				pending = pending || len(rows) > 0
+			}
+			if !pending {
+				residue = append(residue, e.ID)
+			}
+		}
+		next := "(" + es[len(es)-1].ID
+		if room := ResidueBatch - removed; len(residue) > room {
+			residue = residue[:room]
+			next = "(" + residue[room-1]
+		}
+		if len(residue) > 0 {
+			n, err := c.Do(ctx, c.B().Xdel().Key(q.stream).Id(residue...).Build()).AsInt64()
+			if err != nil {
+				return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: xdel: %w", q.stream, err))
+			}
+			removed += int(n)
+		}
+		start = next
+		if len(es) < ResidueBatch {
+			start = "-"
+			break
+		}
+	}
+	q.mu.Lock()
+	q.sweepCursor = start
+	q.mu.Unlock()
+	return removed, q.sweepDone(removed, nil)
+}
+
+func (q *Queue) sweepDone(removed int, err error) error {
+	if removed > 0 {
+		q.m.residueSwept.Add(removed)
+		q.log.Info().Str("event", "queue.residue_swept").Int("removed", removed).
+			Msg("removed acknowledged entries left in the stream")
+	}
+	return err
+}
+
+// RunSweeper sweeps residue at once and then every interval (<= 0: DefaultSweepInterval)
+// until ctx ends. Errors are logged; the next tick tries again.
+func (q *Queue) RunSweeper(ctx context.Context, every time.Duration) {
+	if every <= 0 {
+		every = DefaultSweepInterval
+	}
+	round := func() {
+		rctx, cancel := context.WithTimeout(ctx, min(every, sweepRoundTimeout))
+		defer cancel()
+		if _, err := q.SweepResidue(rctx); err != nil && ctx.Err() == nil {
+			q.log.Warn().Err(err).Str("event", "queue.residue_sweep_failed").Msg("residue sweep failed; retrying next round")
+		}
+	}
+	round()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			round()
+		}
+	}
+}
