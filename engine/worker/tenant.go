@@ -1,0 +1,531 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/queue"
+	"plaita/store/keys"
+)
+
+// gateOpTimeout bounds one gate's Redis round trips when the caller's context has no deadline.
+const gateOpTimeout = 10 * time.Second
+
+func gateCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, gateOpTimeout)
+}
+
+// ---- deployment epochs ---------------------------------------------------------------------
+
+// LegacyEpoch is the deployment epoch of a deployment that configured none; it is older than
+// every other epoch.
+const LegacyEpoch = "legacy"
+
+// CompareEpochs orders two deployment epochs (PLAITA_DEPLOYMENT_EPOCH values): -1 when a is
+// older than b, 0 when they are the same epoch, +1 when a is newer. ok is false when the two
+// cannot be ordered. The rule, after trimming spaces:
+//
+//  1. identical strings are the same epoch;
+//  2. "legacy" is older than any other value;
+//  3. two decimal integers (any length, optional sign) compare as numbers ("10" > "9");
+//  4. two times — RFC 3339 ("2026-10-01T12:00:00Z", any fraction or offset) or a plain date
+//     ("2026-10-01", midnight UTC) — compare as instants (the same instant is the same epoch);
+//  5. anything else (e.g. "v2" against "v10", an integer against a time) cannot be ordered.
+//
+// Strings are never compared lexically: "v10" < "v9" would silently invert the gate.
+func CompareEpochs(a, b string) (cmp int, ok bool) {
+	a, b = strings.TrimSpace(a), strings.TrimSpace(b)
+	switch {
+	case a == b:
+		return 0, true
+	case a == LegacyEpoch:
+		return -1, true
+	case b == LegacyEpoch:
+		return 1, true
+	}
+	if x, okx := new(big.Int).SetString(a, 10); okx {
+		if y, oky := new(big.Int).SetString(b, 10); oky {
+			return x.Cmp(y), true
+		}
+		return 0, false
+	}
+	if x, okx := epochTime(a); okx {
+		if y, oky := epochTime(b); oky {
+			return x.Compare(y), true
+		}
+	}
+	return 0, false
+}
+
+func epochTime(s string) (time.Time, bool) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, true
+	}
+	if t, err := time.Parse(time.DateOnly, s); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+// ---- tenant status -------------------------------------------------------------------------
+
+// Tenant status values in the HASH keys.TenantStatus().
+const (
+	TenantActive   = "active"
+	TenantDisabled = "disabled"
+)
+
+// TenantStatus is the worker's tenant-status gate (runbook "停用租户的跨进程生效" #27, #237, and
+// "租户状态纪元"). The console writes HASH <root>:tenant_status (tenant → active|disabled) and
+// refreshes <root>:tenant_status:epoch with its PLAITA_DEPLOYMENT_EPOCH on every write and
+// reconcile.
+//
+// The epoch gate (PLAITA_TENANT_STATUS_EPOCH_STRICT, startup): "0" off, "1" on, unset/"auto"
+// on when this worker has a deployment epoch (PLAITA_DEPLOYMENT_EPOCH other than "legacy").
+// With the gate on, the Redis epoch is compared with ours by CompareEpochs:
+//
+//   - same epoch: the snapshot is current;
+//   - Redis newer than ours: this worker is stale — it decides nothing for any tenant
+//     (VerdictHold: a current worker takes the message);
+//   - Redis missing, older, or not comparable: the snapshot may be a Redis-only restore whose
+//     "active" re-admits a deleted tenant — non-default tenants are held (VerdictHold), the
+//     default tenant keeps the #237 fail-open.
+//
+// Both epoch outcomes count plaita_tenant_status_stale_epoch_total and log a WARNING once per
+// distinct pair of epochs.
+//
+// Then the status: "disabled" → VerdictRefuse; "active" or no entry → VerdictRun (a missing
+// entry is active, #237: it cannot be told apart from a deployment that never published
+// statuses); any other value → VerdictRefuse for a non-default tenant, VerdictRun + WARNING for
+// the default tenant. Values are compared trimmed and case-insensitively.
+type TenantStatus struct {
+	c    rueidis.Client
+	cfg  *config.Config
+	sp   keys.Space
+	log  zerolog.Logger
+	once gateOnce
+
+	staleEpoch, refused *metrics.Counter
+}
+
+// NewTenantStatus returns the gate over client c; root "" is keys.DefaultRoot. cfg nil = the
+// defaults (epoch "legacy", gate auto, i.e. off).
+func NewTenantStatus(c rueidis.Client, cfg *config.Config, root string, set *metrics.Set, log zerolog.Logger) (*TenantStatus, error) {
+	sp, err := keys.For(root, keys.DefaultTenant)
+	if err != nil {
+		return nil, err
+	}
+	set = setOrNew(set)
+	return &TenantStatus{c: c, cfg: cfg, sp: sp, log: log,
+		staleEpoch: set.GetOrCreateCounter(`plaita_tenant_status_stale_epoch_total`),
+		refused:    set.GetOrCreateCounter(`plaita_tenant_status_refused_total`),
+	}, nil
+}
+
+// epochGate reports whether the epoch gate is on, and our deployment epoch.
+func (s *TenantStatus) epochGate() (on bool, ours string) {
+	ours, strict := LegacyEpoch, "auto"
+	if s.cfg != nil {
+		ours, strict = config.DeploymentEpoch.In(s.cfg), config.TenantStatusEpochStrict.In(s.cfg)
+	}
+	switch strict {
+	case "0":
+		return false, ours
+	case "1":
+		return true, ours
+	}
+	return strings.TrimSpace(ours) != LegacyEpoch, ours
+}
+
+// Check decides whether a start or resume of tenant ("" = default) may be dispatched. An
+// error is a Redis failure (transient: leave the message pending) or an invalid tenant slug.
+func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, error) {
+	if err := keys.ValidTenant(tenant); err != nil {
+		return Decision{}, err
+	}
+	if tenant == "" {
+		tenant = keys.DefaultTenant
+	}
+	isDefault := tenant == keys.DefaultTenant
+	gate, ours := s.epochGate()
+
+	ctx, cancel := gateCtx(ctx)
+	defer cancel()
+	cmds := rueidis.Commands{s.c.B().Hget().Key(s.sp.TenantStatus()).Field(tenant).Build()}
+	if gate {
+		cmds = append(cmds, s.c.B().Get().Key(s.sp.TenantStatusEpoch()).Build())
+	}
+	res := s.c.DoMulti(ctx, cmds...)
+	status, found, err := optString(res[0])
+	if err != nil {
+		return Decision{}, fmt.Errorf("read %s %s: %w", s.sp.TenantStatus(), tenant, err)
+	}
+	if gate {
+		redisEpoch, present, err := optString(res[1])
+		if err != nil {
+			return Decision{}, fmt.Errorf("read %s: %w", s.sp.TenantStatusEpoch(), err)
+		}
+		if d, held := s.epochDecision(tenant, isDefault, ours, strings.TrimSpace(redisEpoch), present && strings.TrimSpace(redisEpoch) != ""); held {
+			return d, nil
+		}
+	}
+
+	st := strings.ToLower(strings.TrimSpace(status))
+	switch {
+	case !found:
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q has no entry in %s: active (fail-open, #237)", tenant, s.sp.TenantStatus())}, nil
+	case st == TenantActive:
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q is active", tenant)}, nil
+	case st == TenantDisabled:
+		s.refused.Inc()
+		return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q is disabled (%s)", tenant, s.sp.TenantStatus())}, nil
+	case isDefault:
+		if s.once.first("status\x00" + tenant + "\x00" + status) {
+			s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", status).
+				Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
+		}
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("default tenant has unknown status %q in %s: fail-open", status, s.sp.TenantStatus())}, nil
+	}
+	s.refused.Inc()
+	return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q has status %q in %s (neither active nor disabled): refused", tenant, status, s.sp.TenantStatus())}, nil
+}
+
+// epochDecision applies the epoch gate; held is true when it decided (VerdictHold).
+func (s *TenantStatus) epochDecision(tenant string, isDefault bool, ours, redisEpoch string, present bool) (Decision, bool) {
+	const ctl = "PLAITA_DEPLOYMENT_EPOCH vs %s; PLAITA_TENANT_STATUS_EPOCH_STRICT=0 turns the gate off"
+	key := s.sp.TenantStatusEpoch()
+	var cmp int
+	var comparable bool
+	if present {
+		cmp, comparable = CompareEpochs(redisEpoch, ours)
+		if comparable && cmp == 0 {
+			return Decision{}, false
+		}
+	}
+	if present && comparable && cmp > 0 {
+		// Redis is newer: this worker is the stale side, for every tenant.
+		s.staleEpoch.Inc()
+		reason := fmt.Sprintf("this worker is stale: its deployment epoch %q is older than %q in Redis ("+ctl+")", ours, redisEpoch, key)
+		if s.once.first("worker\x00" + ours + "\x00" + redisEpoch) {
+			s.log.Warn().Str("event", "worker.tenant_status_stale_epoch").Str("side", "worker").
+				Str("ours", ours).Str("redis", redisEpoch).Msg(reason + ": dispatching nothing, messages stay pending for a current worker")
+		}
+		return Decision{VerdictHold, RuleTenantEpoch, reason}, true
+	}
+	if isDefault {
+		return Decision{}, false // the default tenant keeps the #237 fail-open
+	}
+	var what string
+	switch {
+	case !present:
+		what = fmt.Sprintf("%s is missing (our epoch %q)", key, ours)
+	case !comparable:
+		what = fmt.Sprintf("%s %q cannot be ordered against our epoch %q", key, redisEpoch, ours)
+	default:
+		what = fmt.Sprintf("%s %q is older than our epoch %q", key, redisEpoch, ours)
+	}
+	s.staleEpoch.Inc()
+	reason := fmt.Sprintf("tenant-status snapshot not proven current: %s; non-default tenant %q held ("+ctl+")", what, tenant, key)
+	if s.once.first("redis\x00" + ours + "\x00" + redisEpoch + "\x00" + strconv.FormatBool(present)) {
+		s.log.Warn().Str("event", "worker.tenant_status_stale_epoch").Str("side", "redis").
+			Str("ours", ours).Str("redis", redisEpoch).Bool("present", present).
+			Msg("tenant-status snapshot is not proven current (" + what + "): non-default tenants are held until the console reconciles (POST /api/cluster/tenant-status/reconcile)")
+	}
+	return Decision{VerdictHold, RuleTenantEpoch, reason}, true
+}
+
+// optString reads a string reply; a nil reply is found = false.
+func optString(r rueidis.RedisResult) (s string, found bool, err error) {
+	s, err = r.ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return s, true, nil
+}
+
+// ---- tenant running quota ------------------------------------------------------------------
+
+// Quota is the worker's per-tenant running quota (runbook PLAITA_TENANT_MAX_RUNNING,
+// PLAITA_TENANT_RUNNING_TTL_SECONDS, PLAITA_TENANT_QUOTA_DEFER_MAX, PLAITA_DISABLE_TENANT_QUOTA,
+// all re-read on every call).
+//
+// Limit: the tenant's field in HASH <root>:tenant_quota when present (0, negative or not an
+// integer there = unlimited for that tenant + WARNING; it never falls back to the env),
+// otherwise PLAITA_TENANT_MAX_RUNNING (0 = unlimited).
+//
+// Slots: ZSET <root>:tenant_running:<tenant>, member = execution id, score = expiry in Unix
+// milliseconds (now + PLAITA_TENANT_RUNNING_TTL_SECONDS), so a crashed worker's slot frees
+// itself. One Lua script, touching only that ZSET (cluster-safe), prunes expired slots, counts
+// and adds when under the limit. A start whose execution already holds a slot is admitted again
+// (redelivery) and its expiry refreshed. Slots are recorded even when the limit is unlimited, so
+// a limit set at run time sees the true count.
+//
+// Only starts are admitted: a resume belongs to an execution that was admitted when it started
+// and is never counted again.
+//
+// Release: the dispatch loop calls Release when it stops running an execution it admitted
+// (Admission.Counted), whatever the reason — the execution ended (completed/error/cancelled),
+// suspended (wait_event/approval/delay: it no longer runs; its resume is not counted), or the
+// run was abandoned (transient failure left pending, lease lost, drain). A redelivered start
+// simply re-admits.
+type Quota struct {
+	c    rueidis.Client
+	cfg  *config.Config
+	root string
+	sp   keys.Space
+	log  zerolog.Logger
+	once gateOnce
+	// Now is the clock of the slot scores (tests set it); nil = time.Now.
+	Now func() time.Time
+
+	admitted, deferred, bypassed *metrics.Counter
+}
+
+// NewQuota returns the quota gate over client c; root "" is keys.DefaultRoot. cfg nil = no
+// limit.
+func NewQuota(c rueidis.Client, cfg *config.Config, root string, set *metrics.Set, log zerolog.Logger) (*Quota, error) {
+	sp, err := keys.For(root, keys.DefaultTenant)
+	if err != nil {
+		return nil, err
+	}
+	set = setOrNew(set)
+	return &Quota{c: c, cfg: cfg, root: sp.Root(), sp: sp, log: log,
+		admitted: set.GetOrCreateCounter(`plaita_tenant_quota_admitted_total`),
+		deferred: set.GetOrCreateCounter(`plaita_tenant_quota_deferred_total`),
+		bypassed: set.GetOrCreateCounter(`plaita_tenant_quota_bypass_total`),
+	}, nil
+}
+
+// Admission is Quota.Admit's answer.
+type Admission struct {
+	Decision
+	// Limit is the effective limit (0 = unlimited); Running the tenant's slots after this
+	// admission (or at the refusal).
+	Limit, Running int
+	// Counted: the execution holds a slot; Release it when the run ends.
+	Counted bool
+	// DeferCount is the quota_defer_count the re-enqueued copy carries (VerdictDefer).
+	DeferCount int
+	// RetryAfter is the suggested delay before a deferred copy is run again (VerdictDefer):
+	// 1s doubling per deferral, at most 30s, so the PLAITA_TENANT_QUOTA_DEFER_MAX budget spans
+	// real time instead of a tight requeue loop.
+	RetryAfter time.Duration
+}
+
+// Mutate adjusts the copy the dispatch loop re-enqueues (queue.Queue.Requeue's mutate): a
+// deferral carries the new quota_defer_count; a bypassed run that has to be re-enqueued later
+// carries quota_bypass so it is not deferred again.
+func (a Admission) Mutate(e *queue.Envelope) {
+	switch a.Verdict {
+	case VerdictDefer:
+		e.QuotaDeferCount = a.DeferCount
+	case VerdictRunWithBypass:
+		e.QuotaBypass = true
+	}
+}
+
+const maxDeferDelay = 30 * time.Second
+
+func deferDelay(n int) time.Duration {
+	if n >= 6 {
+		return maxDeferDelay
+	}
+	return min(time.Duration(1<<max(n-1, 0))*time.Second, maxDeferDelay)
+}
+
+// admitScript: KEYS[1] = the tenant's running ZSET. ARGV: now (ms), expiry (ms), execution
+// id, limit (<=0 = unlimited), force (1 = add even over the limit), key TTL (ms).
+// Returns {admitted, running, over}: over = 1 when the slot was added over the limit (force).
+var admitScript = rueidis.NewLuaScript(`
+local key = KEYS[1]
+local now, expiry, member = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local limit, force, ttl = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+if redis.call('ZSCORE', key, member) then
+  redis.call('ZADD', key, expiry, member)
+  redis.call('PEXPIRE', key, ttl)
+  return {1, redis.call('ZCARD', key), 0}
+end
+local n = redis.call('ZCARD', key)
+local over = 0
+if limit > 0 and n >= limit then
+  if not force then return {0, n, 0} end
+  over = 1
+end
+redis.call('ZADD', key, expiry, member)
+redis.call('PEXPIRE', key, ttl)
+return {1, n + 1, over}
+`)
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+func (q *Quota) now() time.Time {
+	if q.Now != nil {
+		return q.Now()
+	}
+	return time.Now()
+}
+
+// limit is the tenant's effective limit (0 = unlimited) and where it came from.
+func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
+	raw, found, err := optString(q.c.Do(ctx, q.c.B().Hget().Key(q.sp.TenantQuota()).Field(tenant).Build()))
+	if err != nil {
+		return 0, "", fmt.Errorf("read %s %s: %w", q.sp.TenantQuota(), tenant, err)
+	}
+	if found {
+		src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, raw)
+		n, perr := strconv.Atoi(strings.TrimSpace(raw))
+		if perr == nil && n > 0 {
+			return n, src, nil
+		}
+		if q.once.first("quota\x00" + tenant + "\x00" + raw) {
+			what := "0 or negative"
+			if perr != nil {
+				what = "not an integer"
+			}
+			q.log.Warn().Str("event", "worker.tenant_quota_unlimited").Str("tenant", tenant).Str("value", raw).
+				Msgf("%s override is %s: tenant %q runs unlimited (the override never falls back to PLAITA_TENANT_MAX_RUNNING)", q.sp.TenantQuota(), what, tenant)
+		}
+		return 0, src + " (unlimited)", nil
+	}
+	n := 0
+	if q.cfg != nil {
+		n = max(config.TenantMaxRunning.In(q.cfg), 0)
+	}
+	return n, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", n), nil
+}
+
+// Admit decides about one delivered envelope. An error is a Redis failure (transient: leave
+// the message pending) or an unusable envelope.
+//
+//	resume                                   → VerdictRun (not counted)
+//	PLAITA_DISABLE_TENANT_QUOTA=1            → VerdictRun (not counted)
+//	slot free, or the execution holds one   → VerdictRun, Counted
+//	full, quota_defer_count < DEFER_MAX      → VerdictDefer (DeferCount = count+1)
+//	full, count ≥ DEFER_MAX or quota_bypass  → VerdictRunWithBypass, Counted, WARNING
+func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error) {
+	if env.Kind != queue.KindStart {
+		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, "resume of an admitted execution: not counted again"}}, nil
+	}
+	if q.cfg != nil && config.DisableTenantQuota.In(q.cfg) {
+		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, "per-tenant admission off: PLAITA_DISABLE_TENANT_QUOTA=1"}}, nil
+	}
+	tenant := env.Tenant()
+	sp, err := keys.For(q.root, tenant)
+	if err != nil {
+		return Admission{}, err
+	}
+	if env.ExecutionID == "" {
+		return Admission{}, fmt.Errorf("tenant quota: start without execution_id")
+	}
+	ttlSec, deferMax := 86400, 64
+	if q.cfg != nil {
+		if v := config.TenantRunningTTLSeconds.In(q.cfg); v > 0 {
+			ttlSec = v
+		}
+		if v := config.TenantQuotaDeferMax.In(q.cfg); v > 0 {
+			deferMax = v
+		}
+	}
+	ctx, cancel := gateCtx(ctx)
+	defer cancel()
+	limit, src, err := q.limit(ctx, tenant)
+	if err != nil {
+		return Admission{}, err
+	}
+	force := env.QuotaBypass || env.QuotaDeferCount >= deferMax
+	now := q.now().UnixMilli()
+	ttl := int64(ttlSec) * 1000
+	key := sp.TenantRunning()
+	arr, err := admitScript.Exec(ctx, q.c, []string{key}, []string{
+		strconv.FormatInt(now, 10), strconv.FormatInt(now+ttl, 10), env.ExecutionID,
+		strconv.Itoa(limit), boolArg(force), strconv.FormatInt(ttl, 10),
+	}).AsIntSlice()
+	if err != nil {
+		return Admission{}, fmt.Errorf("tenant quota admit %s: %w", key, err)
+	}
+	if len(arr) != 3 {
+		return Admission{}, fmt.Errorf("tenant quota admit %s: unexpected reply %v", key, arr)
+	}
+	adm := Admission{Limit: limit, Running: int(arr[1])}
+	limitText := "unlimited"
+	if limit > 0 {
+		limitText = strconv.Itoa(limit)
+	}
+	switch {
+	case arr[0] == 1 && arr[2] == 0:
+		q.admitted.Inc()
+		adm.Counted = true
+		adm.Decision = Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q: %d running of %s (%s)", tenant, adm.Running, limitText, src)}
+	case arr[0] == 1:
+		q.bypassed.Inc()
+		adm.Counted = true
+		why := fmt.Sprintf("deferred %d times (PLAITA_TENANT_QUOTA_DEFER_MAX=%d)", env.QuotaDeferCount, deferMax)
+		if env.QuotaBypass {
+			why = "the message carries quota_bypass"
+		}
+		adm.Decision = Decision{VerdictRunWithBypass, RuleTenantQuota,
+			fmt.Sprintf("tenant %q over its limit %s (%s) but %s: running with quota_bypass (liveness first)", tenant, limitText, src, why)}
+		q.log.Warn().Str("event", "worker.tenant_quota_bypass").Str("tenant", tenant).Str("execution_id", env.ExecutionID).
+			Int("limit", limit).Int("running", adm.Running).Int("quota_defer_count", env.QuotaDeferCount).Int("defer_max", deferMax).
+			Msg(adm.Reason)
+	default:
+		q.deferred.Inc()
+		adm.DeferCount = env.QuotaDeferCount + 1
+		adm.RetryAfter = deferDelay(adm.DeferCount)
+		adm.Decision = Decision{VerdictDefer, RuleTenantQuota,
+			fmt.Sprintf("tenant %q at its limit: %d running of %s (%s); deferral %d of %d (PLAITA_TENANT_QUOTA_DEFER_MAX)",
+				tenant, adm.Running, limitText, src, adm.DeferCount, deferMax)}
+	}
+	return adm, nil
+}
+
+// Release frees the slot of an execution (idempotent; a slot that expired or was never taken
+// is fine). See Quota for when the dispatch loop calls it.
+func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
+	sp, err := keys.For(q.root, tenant)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := gateCtx(ctx)
+	defer cancel()
+	if err := q.c.Do(ctx, q.c.B().Zrem().Key(sp.TenantRunning()).Member(executionID).Build()).Error(); err != nil {
+		return fmt.Errorf("tenant quota release %s %s: %w", sp.TenantRunning(), executionID, err)
+	}
+	return nil
+}
+
+// Running counts the tenant's unexpired slots (for status output and tests).
+func (q *Quota) Running(ctx context.Context, tenant string) (int, error) {
+	sp, err := keys.For(q.root, tenant)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := gateCtx(ctx)
+	defer cancel()
+	n, err := q.c.Do(ctx, q.c.B().Zcount().Key(sp.TenantRunning()).Min("("+strconv.FormatInt(q.now().UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("tenant quota count %s: %w", sp.TenantRunning(), err)
+	}
+	return int(n), nil
+}
