@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
@@ -102,8 +103,16 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 		Usage: spec.Summary,
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if _, _, err := preflight(cmd, role, stderr); err != nil {
+			cfg, log, err := preflight(cmd, role, stderr)
+			if err != nil {
 				return err
+			}
+			if run, ok := service(role); ok {
+				if err := run(ctx, cfg, log); err != nil {
+					log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
+					return &exitError{code: ExitFailure, err: err}
+				}
+				return nil
 			}
 			if !spec.Built {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version; `plaita roles` shows what is", role)}
@@ -111,6 +120,16 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// service returns the body of a role, when it exists; a role without one says it is not
+// built yet.
+func service(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
+	switch role {
+	case config.RoleWorker:
+		return runWorker, true
+	}
+	return nil, false
 }
 
 // opsCommand is an operator tool of the same binary; it runs the preflight of the role whose

@@ -33,7 +33,7 @@ type Spec struct {
 func Table() []Spec {
 	return []Spec{
 		{config.RoleWorker, "consumes the task stream and runs executions step by step",
-			[]string{DepRedis, DepMetrics, DepSandbox}, false},
+			[]string{DepRedis, DepMetrics, DepSandbox}, true},
 		{config.RoleConsole, "HTTP API and web UI; publishes flows, schedules and tenant status",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, false},
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
