@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"plaita/internal/testutil"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -228,40 +228,21 @@ func TestQueueMismatchWarns(t *testing.T) {
 	}
 }
 
-// hotEnv is an environment that changes while the process runs.
-type hotEnv struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (h *hotEnv) lookup(k string) (string, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	v, ok := h.m[k]
-	return v, ok
-}
-
-func (h *hotEnv) set(k, v string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.m[k] = v
-}
-
 func TestCallVariablesAreReread(t *testing.T) {
-	env := &hotEnv{m: map[string]string{"PLAITA_WORKER_CONCURRENCY": "2"}}
+	env := testutil.NewEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "2"})
 	var logs bytes.Buffer
-	cfg, err := Load(RoleWorker, true, WithLookup(env.lookup), WithLogger(zerolog.New(&logs)))
+	cfg, err := Load(RoleWorker, true, WithLookup(env.Lookup), WithLogger(zerolog.New(&logs)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := ExecutionDeadlineSeconds.In(cfg); got != 1800 {
 		t.Fatalf("deadline: %v", got)
 	}
-	env.set("PLAITA_EXECUTION_DEADLINE_SECONDS", "90.5")
+	env.Set("PLAITA_EXECUTION_DEADLINE_SECONDS", "90.5")
 	if got := ExecutionDeadlineSeconds.In(cfg); got != 90.5 {
 		t.Errorf("call variable not re-read: %v", got)
 	}
-	env.set("PLAITA_EXECUTION_DEADLINE_SECONDS", "-1")
+	env.Set("PLAITA_EXECUTION_DEADLINE_SECONDS", "-1")
 	for range 3 {
 		if got := ExecutionDeadlineSeconds.In(cfg); got != 1800 {
 			t.Errorf("invalid re-read value must fall back to 1800, got %v", got)
@@ -274,7 +255,7 @@ func TestCallVariablesAreReread(t *testing.T) {
 		t.Errorf("warning does not name the variable: %s", logs.String())
 	}
 	// A startup variable is read once.
-	env.set("PLAITA_WORKER_CONCURRENCY", "7")
+	env.Set("PLAITA_WORKER_CONCURRENCY", "7")
 	if got := WorkerConcurrency.In(cfg); got != 2 {
 		t.Errorf("startup variable changed after load: %d", got)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"maps"
+	"plaita/internal/testutil"
 	"strings"
 	"sync"
 	"testing"
@@ -39,30 +40,11 @@ func (l *logBuf) String() string {
 	return l.b.String()
 }
 
-// env is a mutable environment, so call-timed variables can change during a test.
-type env struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (e *env) lookup(k string) (string, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	v, ok := e.m[k]
-	return v, ok
-}
-
-func (e *env) set(k, v string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.m[k] = v
-}
-
 // bundle is one test's Redis root, queue and what it writes to.
 type bundle struct {
 	c    rueidis.Client
 	root string
-	env  *env
+	env  *testutil.Env
 	q    *Queue
 	set  *metrics.Set
 	logs *logBuf
@@ -80,7 +62,7 @@ func setup(t *testing.T, extra map[string]string) *bundle {
 		"PLAITA_CONSUMER_NAME":     "w1",
 	}
 	maps.Copy(m, extra)
-	b := &bundle{c: c, root: root, env: &env{m: m}}
+	b := &bundle{c: c, root: root, env: testutil.NewEnv(m)}
 	b.q, b.set, b.logs = b.newQueue(t, nil)
 	ctx := testCtx(t)
 	if err := b.q.EnsureGroup(ctx); err != nil {
@@ -93,14 +75,11 @@ func setup(t *testing.T, extra map[string]string) *bundle {
 // (another worker, possibly of another config generation).
 func (b *bundle) newQueue(t *testing.T, extra map[string]string) (*Queue, *metrics.Set, *logBuf) {
 	t.Helper()
-	m := map[string]string{}
-	b.env.mu.Lock()
-	maps.Copy(m, b.env.m)
-	b.env.mu.Unlock()
+	m := b.env.Snapshot()
 	maps.Copy(m, extra)
-	lookup := b.env.lookup
+	lookup := b.env.Lookup
 	if extra != nil {
-		lookup = (&env{m: m}).lookup
+		lookup = (testutil.NewEnv(m)).Lookup
 	}
 	cfg, err := config.Load(config.RoleWorker, true, config.WithLookup(lookup))
 	if err != nil {

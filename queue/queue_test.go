@@ -334,11 +334,11 @@ func TestTooOldTasksAreDropped(t *testing.T) {
 		t.Fatalf("two hours later: %s", v)
 	}
 	// Call-timed: 0 turns the gate off without a restart.
-	b.env.set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
+	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
 	if v := b.q.Gate(d); v != VerdictRun {
 		t.Fatalf("gate off: %s", v)
 	}
-	b.env.set("PLAITA_TASK_MAX_AGE_SECONDS", "3600")
+	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "3600")
 	if err := b.q.Apply(testCtx(t), d, VerdictDropTooOld); err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestUnknownAgeIsDroppedFailClosed(t *testing.T) {
 	if v := b.q.Gate(d); v != VerdictDropTooOld {
 		t.Fatalf("gate %s", v)
 	}
-	b.env.set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
+	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
 	if v := b.q.Gate(d); v != VerdictRun {
 		t.Fatalf("gate off: %s", v)
 	}

@@ -253,7 +253,7 @@ func TestDisableFencingIsTheBareLease(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	f.env.set("PLAITA_DISABLE_FENCING", "1")
+	f.env.Set("PLAITA_DISABLE_FENCING", "1")
 	if _, err := f.ts.Acquire(c, "e1", "worker-c"); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("bare lease must still exclude: %v", err)
 	}
@@ -269,11 +269,11 @@ func TestDisableFencingIsTheBareLease(t *testing.T) {
 		t.Errorf("bare save of a terminal state: TTL %v", d)
 	}
 
-	f.env.unset("PLAITA_DISABLE_FENCING")
+	f.env.Unset("PLAITA_DISABLE_FENCING")
 	if err := a.Storage().Save(c, late); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("fencing back on: %v", err)
 	}
-	f.env.set("PLAITA_DISABLE_FENCING", "1")
+	f.env.Set("PLAITA_DISABLE_FENCING", "1")
 	if err := a.Storage().Delete(c, "e1"); err != nil {
 		t.Fatalf("bare-lease delete: %v", err)
 	}

@@ -2,8 +2,8 @@ package store_test
 
 import (
 	"context"
+	"plaita/internal/testutil"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,37 +15,12 @@ import (
 	"plaita/store"
 )
 
-// env is a mutable environment for config.WithLookup, so tests can flip call-timed variables.
-type env struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (e *env) lookup(k string) (string, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	v, ok := e.m[k]
-	return v, ok
-}
-
-func (e *env) set(k, v string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.m[k] = v
-}
-
-func (e *env) unset(k string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.m, k)
-}
-
 // fixture is one test's storage over its own key root.
 type fixture struct {
 	t    testing.TB
 	c    rueidis.Client
 	root string
-	env  *env
+	env  *testutil.Env
 	r    *store.Redis
 	ts   *store.TenantStore
 }
@@ -59,11 +34,8 @@ func setup(t testing.TB, vars map[string]string) *fixture {
 
 func setupOn(t testing.TB, c rueidis.Client, root string, vars map[string]string) *fixture {
 	t.Helper()
-	e := &env{m: map[string]string{}}
-	for k, v := range vars {
-		e.m[k] = v
-	}
-	cfg, err := config.Load(config.RoleWorker, false, config.WithLookup(e.lookup))
+	e := testutil.NewEnv(vars)
+	cfg, err := config.Load(config.RoleWorker, false, config.WithLookup(e.Lookup))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func TestSaveLoadAndTTLs(t *testing.T) {
 	if d := f.ttl(f.key("e1")); d < 29*24*time.Hour || d > 30*24*time.Hour {
 		t.Errorf("completed state TTL %v, want 30d", d)
 	}
-	f.env.set("PLAITA_EXECUTION_STATE_TTL_DAYS", "2")
+	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "2")
 	st.Status = state.Error
 	if err := f.ts.Save(c, st); err != nil {
 		t.Fatal(err)
@@ -58,7 +58,7 @@ func TestSaveLoadAndTTLs(t *testing.T) {
 	if d := f.ttl(f.key("e1")); d < 47*time.Hour || d > 48*time.Hour {
 		t.Errorf("error state TTL %v, want 2d", d)
 	}
-	f.env.set("PLAITA_EXECUTION_STATE_TTL_DAYS", "0")
+	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "0")
 	st.Status = state.Cancelled
 	if err := f.ts.Save(c, st); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestSaveLoadAndTTLs(t *testing.T) {
 		t.Errorf("TTL days 0 means no TTL, got %v", d)
 	}
 	// Back to a live status: the TTL goes (PERSIST semantics of a plain SET).
-	f.env.set("PLAITA_EXECUTION_STATE_TTL_DAYS", "1")
+	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "1")
 	st.Status = state.Completed
 	if err := f.ts.Save(c, st); err != nil {
 		t.Fatal(err)
@@ -361,7 +361,7 @@ func TestDeleteClearsEverythingButFencegen(t *testing.T) {
 		t.Errorf("renew after the lease's own delete: %v", err)
 	}
 	// The tombstone TTL is read on every delete.
-	f.env.set("PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS", "4000000")
+	f.env.Set("PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS", "4000000")
 	if err := f.ts.Delete(c, "e2"); err != nil {
 		t.Fatal(err)
 	}

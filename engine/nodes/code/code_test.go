@@ -8,10 +8,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"plaita/internal/testutil"
 	"reflect"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -129,37 +128,6 @@ func wantProblem(t *testing.T, err error, path string, parts ...string) {
 	t.Fatalf("no problem at %s containing %q in %v", path, parts, ve.Problems)
 }
 
-// waitGone waits until pid no longer runs (gone, or a zombie waiting for init to reap it).
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("process %d still runs after the node ended", pid)
-}
-
-func readPid(t *testing.T, file string) int {
-	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pid
-}
-
 func haveNode(t *testing.T) bool {
 	t.Helper()
 	_, err := exec.LookPath("node")
@@ -259,7 +227,7 @@ time.sleep(300)
 	if d := time.Since(start); d > 15*time.Second {
 		t.Fatalf("the node took %s", d)
 	}
-	waitGone(t, readPid(t, filepath.Join(dir, "pid")))
+	testutil.WaitGone(t, testutil.ReadPid(t, filepath.Join(dir, "pid")))
 }
 
 func TestExitKillsBackgroundChildren(t *testing.T) {
@@ -273,7 +241,7 @@ result = "left a child behind"
 `
 	st := run(t, typ, map[string]any{"code": code, "input": map[string]any{"dir": dir}}, "", nil)
 	wantOutput(t, st, "left a child behind")
-	waitGone(t, readPid(t, filepath.Join(dir, "pid")))
+	testutil.WaitGone(t, testutil.ReadPid(t, filepath.Join(dir, "pid")))
 }
 
 // launcherVars are set by the interpreter or its launcher (pyenv shims, bash, python's locale

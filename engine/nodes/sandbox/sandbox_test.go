@@ -2,59 +2,20 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
-	"strconv"
+	"plaita/internal/testutil"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
-
-// WaitGone waits until pid no longer runs (gone, or a zombie waiting for init to reap it).
-func waitGone(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
-			return
-		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-			if f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("process %d still runs", pid)
-}
-
-func readPid(t *testing.T, file string) int {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		b, err := os.ReadFile(file)
-		if s := strings.TrimSpace(string(b)); err == nil && s != "" {
-			pid, err := strconv.Atoi(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return pid
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no pid in %s", file)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 func TestCancelKillsGroup(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
-		readPid(t, pidFile)
+		testutil.ReadPid(t, pidFile)
 		cancel()
 	}()
 	start := time.Now()
@@ -68,7 +29,7 @@ func TestCancelKillsGroup(t *testing.T) {
 	if time.Since(start) > 10*time.Second {
 		t.Fatalf("took %s", time.Since(start))
 	}
-	waitGone(t, readPid(t, pidFile))
+	testutil.WaitGone(t, testutil.ReadPid(t, pidFile))
 }
 
 func TestExitKillsLeftovers(t *testing.T) {
@@ -82,7 +43,7 @@ func TestExitKillsLeftovers(t *testing.T) {
 	if res.Err() != nil || strings.TrimSpace(string(res.Stdout)) != "done" {
 		t.Fatalf("got %+v", res)
 	}
-	waitGone(t, readPid(t, pidFile))
+	testutil.WaitGone(t, testutil.ReadPid(t, pidFile))
 }
 
 func TestStdoutBoundAndStderrTail(t *testing.T) {
