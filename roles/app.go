@@ -74,6 +74,8 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			roleCommand(config.RoleDev, stderr),
 			doctorCommand(stdout, stderr),
 			runCommand(stdout, stderr),
+			startCommand(stdout, stderr),
+			executionCommand(stdout, stderr),
 			{
 				Name:  "roles",
 				Usage: "print the role → dependency table",

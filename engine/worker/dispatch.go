@@ -722,6 +722,16 @@ func (p *Dispatcher) leaseConflict(ctx context.Context, t *task, holder string) 
 	}
 	noop := env.Kind == queue.KindStart ||
 		env.ResumeType == engine.ResumeContinue || env.ResumeType == engine.ResumeRetry
+	// A redelivery (count > 1) may be the very message the holder was running, reclaimed
+	// after the holder died (kill -9): its registry record stays fresh for up to
+	// RegistryTTLFactor heartbeats, far longer than the lease. Acking it then would drop the
+	// execution's only carrier and strand it in running. Leave it pending instead: a live
+	// holder acks it when it finishes (XACK is per group), a dead one's lease expires and a
+	// later reclaim takes over.
+	if noop && (t.dl.Reclaimed || t.dl.Count > 1) {
+		ev.Msg("lease held by a worker that looks alive, on a redelivery: left pending (the holder acks it, or its lease expires)")
+		return
+	}
 	if noop {
 		ev.Msg("lease held by a live worker that is running the execution: acked as a no-op")
 		p.noops.Inc()

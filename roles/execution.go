@@ -1,0 +1,293 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// executionCommand groups the operator commands over stored executions. They use the same
+// library calls as the console: the tenant store (List, Load, Delete, SetCancel) and
+// queue.Enqueue for resumes.
+func executionCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "execution",
+		Usage:     "list, show, cancel, resume or delete executions in Redis",
+		UsageText: "plaita execution list|show|cancel|resume|delete [ID] [flags]",
+		Description: "Every subcommand runs the worker's configuration preflight and connects to PLAITA_REDIS_URL.\n" +
+			"Exit status: 0 done; 1 failure or unknown execution id; 2 bad usage.",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() > 0 {
+				return cliUsage("execution", "unknown subcommand %q (list, show, cancel, resume, delete)", cmd.Args().First())
+			}
+			return cli.ShowSubcommandHelp(cmd)
+		},
+		Commands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list the tenant's executions, newest first",
+				UsageText: "plaita execution list [--tenant T] [--limit N] [--cursor C] [--json]",
+				Flags: cliFlags(tenantFlag(),
+					&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
+					&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
+					jsonFlag("print the page as JSON: items, next_cursor, skipped, degraded")),
+				Action: func(ctx context.Context, cmd *cli.Command) error { return executionList(ctx, cmd, stdout, stderr) },
+			},
+			{
+				Name:      "show",
+				Usage:     "print one execution's summary and timeline (or its state as JSON)",
+				UsageText: "plaita execution show ID [--tenant T] [--json]",
+				Flags:     cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON")),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					return withExecution(ctx, cmd, "show", stderr, func(k *conn, st *state.Execution) error {
+						if cmd.Bool("json") {
+							return writeJSON(stdout, st)
+						}
+						writeSummary(stdout, st)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "cancel",
+				Usage:     "cancel an execution (raises its cancel flag and enqueues a cancel resume)",
+				UsageText: "plaita execution cancel ID [--tenant T]",
+				Description: "A running execution stops at its next step boundary; a suspended one is ended by the\n" +
+					"cancel resume. A completed, failed or cancelled execution is refused (exit 1).",
+				Flags: cliFlags(tenantFlag()),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					return withExecution(ctx, cmd, "cancel", stderr, func(k *conn, st *state.Execution) error {
+						if st.Status.Terminal() {
+							return cliFail("cancel", "execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)
+						}
+						if err := k.ts.SetCancel(ctx, st.ExecutionID); err != nil {
+							return cliFail("cancel", "execution %s: %v", st.ExecutionID, err)
+						}
+						if _, err := k.enqueue(ctx, resumeEnvelope(st, engine.ResumeCancel, nil)); err != nil {
+							return cliFail("cancel", "execution %s: cancel flag raised, but the cancel resume was not enqueued: %v", st.ExecutionID, err)
+						}
+						fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", st.ExecutionID, st.Status)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "resume",
+				Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
+				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T]",
+				Description: "The flow id and version come from the stored state; a worker applies the resume (and refuses\n" +
+					"one that does not fit the execution). A completed or cancelled execution is refused (exit 1).",
+				Flags: cliFlags(tenantFlag(),
+					&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
+					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"}),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					if !cmd.IsSet("type") {
+						return cliUsage("resume", "--type continue|retry|event|timeout|cancel|approval is required")
+					}
+					rt, err := engine.ParseResumeType(cmd.String("type"))
+					if err != nil {
+						return cliUsage("resume", "--type %q: use continue, retry, event, timeout, cancel or approval", cmd.String("type"))
+					}
+					var data json.RawMessage
+					if cmd.IsSet("data") {
+						if data, err = jsonArg("resume", "data", cmd.String("data")); err != nil {
+							return err
+						}
+					}
+					return withExecution(ctx, cmd, "resume", stderr, func(k *conn, st *state.Execution) error {
+						if st.Status == state.Completed || st.Status == state.Cancelled {
+							return cliFail("resume", "execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)
+						}
+						if _, err := k.enqueue(ctx, resumeEnvelope(st, rt, data)); err != nil {
+							return cliFail("resume", "execution %s: %v", st.ExecutionID, err)
+						}
+						fmt.Fprintf(stdout, "execution %s: %s resume enqueued (was %s)\n", st.ExecutionID, rt, st.Status)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete an execution's state and keys (writes a tombstone)",
+				UsageText: "plaita execution delete ID [--tenant T] [--force]",
+				Flags: cliFlags(tenantFlag(),
+					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"}),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					return withExecution(ctx, cmd, "delete", stderr, func(k *conn, st *state.Execution) error {
+						if (st.Status == state.Running || st.Status == state.Pending) && !cmd.Bool("force") {
+							return cliFail("delete", "execution %s is %s; cancel it first, or pass --force", st.ExecutionID, st.Status)
+						}
+						if err := k.ts.Delete(ctx, st.ExecutionID); err != nil {
+							return cliFail("delete", "execution %s: %v", st.ExecutionID, err)
+						}
+						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", st.ExecutionID, st.Status)
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+// resumeEnvelope is a resume of st's execution, on the flow version it runs.
+func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
+	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
+		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+}
+
+// withExecution checks the ID argument, connects and loads the execution, then calls fn.
+func withExecution(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(*conn, *state.Execution) error) error {
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one execution id: plaita execution %s ID", name)
+	}
+	id := cmd.Args().First()
+	if _, err := keys.MustFor(keys.DefaultRoot, keys.DefaultTenant).Execution(id); err != nil {
+		return cliUsage(name, "%q is not an execution id: %v", id, err)
+	}
+	k, err := connect(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	st, err := k.ts.Load(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return cliFail(name, "no execution %s in tenant %s", id, k.sp.Tenant())
+	case err != nil:
+		return cliFail(name, "execution %s: %v", id, err)
+	}
+	return fn(k, st)
+}
+
+func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "list"
+	limit := cmd.Int("limit")
+	if limit < 1 || limit > store.MaxListLimit {
+		return cliUsage(name, "--limit %d: use 1 to %d", limit, store.MaxListLimit)
+	}
+	k, err := connect(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	page, err := k.ts.List(ctx, store.ListRequest{Cursor: cmd.String("cursor"), Limit: limit})
+	if err != nil {
+		if errors.Is(err, store.ErrInvalid) {
+			return cliUsage(name, "--cursor: %v", err)
+		}
+		return cliFail(name, "%v", err)
+	}
+	if cmd.Bool("json") {
+		items := page.Items
+		if items == nil {
+			items = []store.Summary{}
+		}
+		return writeJSON(stdout, map[string]any{"tenant_id": k.sp.Tenant(), "items": items,
+			"next_cursor": page.NextCursor, "skipped": page.Skipped, "degraded": page.Degraded})
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "EXECUTION\tSTATUS\tFLOW\tVERSION\tSTEPS\tSTARTED\tNODE")
+	for _, s := range page.Items {
+		node := s.CurrentNode
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", s.ExecutionID, s.Status, s.FlowID, s.FlowVersion, s.StepCount,
+			s.StartTime.UTC().Format(time.RFC3339), node)
+	}
+	tw.Flush()
+	stdout.Write(buf.Bytes())
+	fmt.Fprintf(stdout, "%d execution(s) in tenant %s\n", len(page.Items), k.sp.Tenant())
+	if page.Degraded {
+		fmt.Fprintf(stdout, "degraded: %d index member(s) skipped (invalid, missing or corrupt; `plaita reindex` rebuilds the index)\n", page.Skipped)
+	}
+	if page.NextCursor != "" {
+		fmt.Fprintf(stdout, "next page:\n  plaita execution list --limit %d --cursor %s\n", limit, shellQuote(page.NextCursor))
+	}
+	return nil
+}
+
+// writeSummary prints an execution stored in Redis: status, what it waits for with the
+// commands that answer it, and the timeline.
+func writeSummary(w io.Writer, st *state.Execution) {
+	fmt.Fprintf(w, "execution %s: %s\n", st.ExecutionID, st.Status)
+	flow := st.FlowID
+	if st.FlowVersion != "" {
+		flow += " (version " + st.FlowVersion + ")"
+	}
+	end := st.LastUpdate
+	if st.EndTime != nil {
+		end = *st.EndTime
+	}
+	fmt.Fprintf(w, "  flow:      %s\n", flow)
+	fmt.Fprintf(w, "  steps:     %d\n", st.StepCount)
+	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
+	id := shellQuote(st.ExecutionID)
+	switch st.Status {
+	case state.Completed:
+		fmt.Fprintf(w, "  output:    %s\n", indentJSON(st.Output, "    "))
+	case state.Error:
+		if e := st.Error; e != nil {
+			at := ""
+			if e.Node != "" {
+				at = fmt.Sprintf(" at node %q", e.Node)
+			}
+			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
+		}
+		fmt.Fprintf(w, "  retry the failed node with:\n    plaita execution resume %s --type retry\n", id)
+	case state.Running:
+		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
+	case state.Suspended:
+		if s := st.Suspend; s != nil {
+			fmt.Fprintf(w, "  waiting:   %s at node %q since %s\n", describeSuspend(s), s.Node, s.Since.UTC().Format(time.RFC3339))
+			if s.Message != "" {
+				fmt.Fprintf(w, "  message:   %s\n", s.Message)
+			}
+			if s.Due != nil {
+				fmt.Fprintf(w, "  due:       %s (%s)\n", s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
+			}
+			switch s.Kind {
+			case state.SuspendApproval:
+				fmt.Fprintf(w, "  approve with:\n    plaita execution resume %s --type approval --data '{\"approved\": true}'\n", id)
+			case state.SuspendEvent:
+				typ, _ := json.Marshal(s.EventType)
+				fmt.Fprintf(w, "  deliver the event with:\n    plaita execution resume %s --type event --data %s\n", id, shellQuote(fmt.Sprintf(`{"type": %s}`, typ)))
+			}
+		}
+		fmt.Fprintf(w, "  cancel with:\n    plaita execution cancel %s\n", id)
+	}
+	fmt.Fprintln(w, "timeline:")
+	if st.TimelineDropped > 0 {
+		fmt.Fprintf(w, "  (%d earlier entries dropped)\n", st.TimelineDropped)
+	}
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	for _, e := range st.Timeline {
+		node := e.Node
+		if node == "" {
+			node = "-"
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Time().Format("2006-01-02T15:04:05.000Z"), node, e.Event, e.Detail)
+	}
+	tw.Flush()
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		if line != "" {
+			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
+		}
+	}
+}

@@ -1,0 +1,346 @@
+package roles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/nodes"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// Flow publication format (what `plaita start FLOW.json` writes, and what the console will):
+//
+//	<prefix>flow:<flow_id>:<version>   STRING  the definition, byte for byte as read from the file
+//	<prefix>flow_versions:<flow_id>    ZSET    member <version>, score = publication time (unix ms)
+//	<prefix>flow_list                  ZSET    member <flow_id>, score = its last publication (unix ms)
+//
+// <prefix> is keys.For(root, tenant).Prefix(). The version is the file's "version" field, or
+// else the first 12 hex characters of engine.FlowHash of the definition (so an unchanged file
+// republishes the same version). Publishing again the same version overwrites the definition
+// and moves the version's score to now.
+//
+// "Latest" version of a flow is the member of flow_versions with the highest score: the most
+// recently published one (ties, which need the same millisecond, go to the greater version
+// string, as ZREVRANGE orders them).
+const flowHashVersionLen = 12
+
+// startDefaultTimeout bounds --wait when --timeout is not given.
+const startDefaultTimeout = 60 * time.Second
+
+// waitPollInterval is how often --wait reads the state.
+const waitPollInterval = 100 * time.Millisecond
+
+// cliFlags are the flags every command over the shared Redis has.
+func cliFlags(extra ...cli.Flag) []cli.Flag {
+	flags := append(extra, logFlags()...)
+	return append(flags, &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"})
+}
+
+func tenantFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tenant", Usage: "tenant slug (default: the default tenant)"}
+}
+
+func jsonFlag(usage string) cli.Flag { return &cli.BoolFlag{Name: "json", Usage: usage} }
+
+// cliUsage is bad usage of the named command: exit 2.
+func cliUsage(name, format string, args ...any) error {
+	return &exitError{code: ExitRejected, err: fmt.Errorf(name+": "+format, args...)}
+}
+
+// cliFail is a command that ran and failed: exit 1.
+func cliFail(name, format string, args ...any) error {
+	return &exitError{code: ExitFailure, err: fmt.Errorf(name+": "+format, args...)}
+}
+
+// jsonArg reads --input/--data (inline JSON or @path) as raw JSON for an envelope.
+func jsonArg(name, flag, value string) (json.RawMessage, error) {
+	v, err := readJSONFlag(flag, value)
+	if err != nil {
+		return nil, cliUsage(name, "%s", strings.TrimPrefix(err.Error(), "run: "))
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, cliUsage(name, "--%s: %v", flag, err)
+	}
+	return b, nil
+}
+
+// conn is a connected command: configuration, Redis, and the tenant's store.
+type conn struct {
+	cfg *config.Config
+	log zerolog.Logger
+	c   rueidis.Client
+	sp  keys.Space
+	ts  *store.TenantStore
+}
+
+// connect runs the worker's preflight and connects to PLAITA_REDIS_URL for the --tenant.
+func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
+	cfg, log, err := preflight(cmd, config.RoleWorker, stderr)
+	if err != nil {
+		return nil, err
+	}
+	tenant := cmd.String("tenant")
+	sp, err := keys.For(keys.DefaultRoot, tenant)
+	if err != nil {
+		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
+	}
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return nil, cliFail(name, "%v", err)
+	}
+	ts, err := store.NewRedis(c, cfg, keys.DefaultRoot).Tenant(tenant)
+	if err != nil {
+		c.Close()
+		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
+	}
+	return &conn{cfg: cfg, log: log, c: c, sp: sp, ts: ts}, nil
+}
+
+func (k *conn) close() { k.c.Close() }
+
+// enqueue stamps a fresh envelope with this process's config generations and writes it to
+// PLAITA_QUEUE_NAME.
+func (k *conn) enqueue(ctx context.Context, env queue.Envelope) (string, error) {
+	env.TenantID = k.sp.Tenant()
+	env.Stamp(k.cfg.Generations(), time.Now())
+	return queue.Enqueue(ctx, k.c, config.QueueName.In(k.cfg), env)
+}
+
+func startCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "start",
+		Usage:     "publish (from a file) or pick a published flow and enqueue a new execution of it",
+		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--wait] [--timeout SECONDS] [--json]",
+		Description: "A FLOW.json file is validated and published first (its \"version\" field, else the first 12 hex\n" +
+			"characters of its hash, is the version); a FLOW_ID starts the published --version, else the most\n" +
+			"recently published one. The execution id is printed; a worker runs it.\n\n" +
+			"Exit status: 0 enqueued (with --wait: completed); 1 failure, unknown flow or version, or with\n" +
+			"--wait any end other than completed (error, cancelled, suspended, timed out);\n" +
+			"2 bad usage, bad --input, or an invalid flow (every problem is listed with its JSON path).",
+		Flags: cliFlags(
+			&cli.StringFlag{Name: "version", Usage: "the flow version to start (a FLOW_ID), or to publish the file as"},
+			tenantFlag(),
+			&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait until the execution completes, fails, is cancelled or suspends"},
+			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+			jsonFlag("print a JSON object (with --wait: the execution state) instead of text"),
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return runStart(ctx, cmd, stdout, stderr)
+		},
+	}
+}
+
+func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "start"
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one flow file or flow id: plaita start FLOW.json|FLOW_ID")
+	}
+	arg := cmd.Args().First()
+	timeout := cmd.Float("timeout")
+	if cmd.IsSet("timeout") && !cmd.Bool("wait") {
+		return cliUsage(name, "--timeout goes with --wait")
+	}
+	if timeout <= 0 {
+		return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
+	}
+	input := json.RawMessage(`{}`)
+	if cmd.IsSet("input") {
+		var err error
+		if input, err = jsonArg(name, "input", cmd.String("input")); err != nil {
+			return err
+		}
+	}
+	version := cmd.String("version")
+	if cmd.IsSet("version") && version == "" {
+		return cliUsage(name, "--version must not be empty")
+	}
+	var def []byte
+	isFile := false
+	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
+		isFile = true
+	} else if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, os.PathSeparator) {
+		return cliUsage(name, "flow file %s: %v", arg, unwrapPathError(err))
+	}
+	if isFile {
+		var err error
+		if def, err = os.ReadFile(arg); err != nil {
+			return cliUsage(name, "flow file %s: %v", arg, unwrapPathError(err))
+		}
+	}
+
+	k, err := connect(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	reg := engine.NewRegistry()
+	if err := nodes.Register(reg, k.cfg, k.log); err != nil {
+		return cliFail(name, "%v", err)
+	}
+	lim := engine.SettingsFrom(k.cfg).Expr
+
+	var f *engine.Flow
+	published := false
+	if isFile {
+		if f, err = engine.Parse(def, reg, lim); err != nil {
+			return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", arg, err)}
+		}
+		if version, err = publishVersion(f, def, version); err != nil {
+			return cliUsage(name, "%s: %v", arg, err)
+		}
+		if err := publishFlow(ctx, k.c, k.sp, f.ID, version, def, time.Now()); err != nil {
+			return cliFail(name, "publish flow %s version %s: %v", f.ID, version, err)
+		}
+		published = true
+	} else {
+		if version == "" {
+			if version, err = latestVersion(ctx, k.c, k.sp, arg); err != nil {
+				return cliFail(name, "%v", err)
+			}
+		}
+		def, err = k.c.Do(ctx, k.c.B().Get().Key(k.sp.Flow(arg, version)).Build()).AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+			return cliFail(name, "flow %s version %q is not published in tenant %s", arg, version, k.sp.Tenant())
+		case err != nil:
+			return cliFail(name, "read flow %s: %v", arg, err)
+		}
+		if f, err = engine.Parse(def, reg, lim); err != nil {
+			return &exitError{code: ExitRejected, err: fmt.Errorf("published flow %s version %s: %w", arg, version, err)}
+		}
+	}
+
+	id := engine.NewExecutionID()
+	msgID, err := k.enqueue(ctx, queue.Envelope{Kind: queue.KindStart, FlowID: f.ID, FlowVersion: version, ExecutionID: id, Input: input})
+	if err != nil {
+		return cliFail(name, "%v", err)
+	}
+	if !cmd.Bool("wait") {
+		if cmd.Bool("json") {
+			return writeJSON(stdout, map[string]any{"execution_id": id, "tenant_id": k.sp.Tenant(), "flow_id": f.ID,
+				"flow_version": version, "published": published, "queue": config.QueueName.In(k.cfg), "message_id": msgID})
+		}
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+
+	st, err := waitSettled(ctx, k.ts, id, time.Duration(timeout*float64(time.Second)))
+	if st != nil {
+		if cmd.Bool("json") {
+			if werr := writeJSON(stdout, st); werr != nil {
+				return cliFail(name, "write state: %v", werr)
+			}
+		} else {
+			writeSummary(stdout, st)
+		}
+	}
+	if err != nil {
+		return cliFail(name, "execution %s: %v", id, err)
+	}
+	if st.Status != state.Completed {
+		return cliFail(name, "execution %s is %s, not completed", id, st.Status)
+	}
+	return nil
+}
+
+// publishVersion is the version a file is published as: its "version" field, else --version,
+// else the first 12 hex characters of its hash.
+func publishVersion(f *engine.Flow, def []byte, flag string) (string, error) {
+	switch {
+	case f.Version != "" && flag != "" && f.Version != flag:
+		return "", fmt.Errorf("the file says version %q but --version is %q", f.Version, flag)
+	case f.Version != "":
+		return f.Version, nil
+	case flag != "":
+		return flag, nil
+	}
+	h, err := engine.FlowHash(def)
+	if err != nil {
+		return "", err
+	}
+	return h[:flowHashVersionLen], nil
+}
+
+// publishFlow writes the definition and records the version (see the format above).
+func publishFlow(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, def []byte, at time.Time) error {
+	score := float64(at.UnixMilli())
+	for _, r := range c.DoMulti(ctx,
+		c.B().Set().Key(sp.Flow(flowID, version)).Value(rueidis.BinaryString(def)).Build(),
+		c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
+		c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
+	) {
+		if err := r.Error(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// latestVersion is the most recently published version of a flow.
+func latestVersion(ctx context.Context, c rueidis.Client, sp keys.Space, flowID string) (string, error) {
+	vs, err := c.Do(ctx, c.B().Zrevrange().Key(sp.FlowVersions(flowID)).Start(0).Stop(0).Build()).AsStrSlice()
+	if err != nil {
+		return "", fmt.Errorf("read versions of flow %s: %w", flowID, err)
+	}
+	if len(vs) == 0 {
+		return "", fmt.Errorf("flow %s is not published in tenant %s (no versions in %s); start a FLOW.json file to publish it", flowID, sp.Tenant(), sp.FlowVersions(flowID))
+	}
+	return vs[0], nil
+}
+
+// waitSettled polls the state until it is terminal or suspended, or until timeout. On a
+// timeout it returns the last state read (nil when none was) and an error.
+func waitSettled(ctx context.Context, ts *store.TenantStore, id string, timeout time.Duration) (*state.Execution, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last *state.Execution
+	for {
+		st, err := ts.Load(ctx, id)
+		switch {
+		case err == nil:
+			last = st
+			if st.Status.Terminal() || st.Status == state.Suspended {
+				return st, nil
+			}
+		case errors.Is(err, store.ErrNotFound), store.IsTransient(err) && ctx.Err() == nil:
+		default:
+			return last, err
+		}
+		select {
+		case <-ctx.Done():
+			status := "not picked up by a worker yet"
+			if last != nil {
+				status = "still " + string(last.Status)
+			}
+			return last, fmt.Errorf("%s after %s (--timeout %s)", status, roundDuration(timeout), strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		case <-time.After(waitPollInterval):
+		}
+	}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}

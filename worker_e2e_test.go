@@ -1,0 +1,500 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/internal/redistest"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// Acceptance scenarios for the real worker process. Each test has its own private
+// redis-server: the worker writes under the fixed key root "plaita".
+
+// e2e is one scenario's Redis, config and store.
+type e2e struct {
+	t   *testing.T
+	srv *redistest.Server
+	c   rueidis.Client
+	ctx context.Context
+	env map[string]string
+	cfg *config.Config
+	ts  *store.TenantStore
+}
+
+func newE2E(t *testing.T, timeout time.Duration, extra map[string]string, redisArgs ...string) *e2e {
+	t.Helper()
+	srv := redistest.StartServer(t, redisArgs...)
+	c := srv.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	env := map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
+		"PLAITA_WORKER_DRAIN_TIMEOUT": "10"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := store.NewRedis(c, cfg, "").Tenant("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &e2e{t: t, srv: srv, c: c, ctx: ctx, env: env, cfg: cfg, ts: ts}
+}
+
+func (e *e2e) publish(id, flow string) {
+	e.t.Helper()
+	if err := e.c.Do(e.ctx, e.c.B().Set().Key(keys.MustFor("", "").Flow(id, "1")).Value(flow).Build()).Error(); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *e2e) enqueue(flowID string) string {
+	e.t.Helper()
+	id := engine.NewExecutionID()
+	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: flowID,
+		FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}); err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+func (e *e2e) streamLen() int64 {
+	n, err := e.c.Do(e.ctx, e.c.B().Xlen().Key(config.QueueName.In(e.cfg)).Build()).AsInt64()
+	if err != nil {
+		e.t.Fatalf("xlen: %v", err)
+	}
+	return n
+}
+
+func (e *e2e) dlqLen() int64 {
+	n, _ := e.c.Do(e.ctx, e.c.B().Xlen().Key(config.DLQKey.In(e.cfg)).Build()).AsInt64()
+	return n
+}
+
+func (e *e2e) pending() int64 {
+	arr, err := e.c.Do(e.ctx, e.c.B().Xpending().Key(config.QueueName.In(e.cfg)).Group(config.ConsumerGroup.In(e.cfg)).Build()).ToArray()
+	if err != nil || len(arr) == 0 {
+		e.t.Fatalf("xpending: %v", err)
+	}
+	n, _ := arr[0].AsInt64()
+	return n
+}
+
+// waitTerminal waits for the execution to reach a terminal status.
+func (e *e2e) waitTerminal(id string, timeout time.Duration, ws ...*e2eWorker) *state.Execution {
+	e.t.Helper()
+	var st *state.Execution
+	var err error
+	for deadline := time.Now().Add(timeout); ; {
+		st, err = e.ts.Load(e.ctx, id)
+		if err == nil && st.Status.Terminal() {
+			return st
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("execution %s not finished (last: %v %v)\n%s", id, st, err, logs(ws))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (e *e2e) registryKeys() []string {
+	ks, err := e.c.Do(e.ctx, e.c.B().Keys().Pattern(keys.DefaultRoot+":registry:instance:*").Build()).AsStrSlice()
+	if err != nil {
+		e.t.Fatalf("keys: %v", err)
+	}
+	return ks
+}
+
+// e2eWorker is one real worker process.
+type e2eWorker struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+func (e *e2e) startWorker(extra map[string]string) *e2eWorker {
+	e.t.Helper()
+	cmd := exec.Command(binary, "worker")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.t.TempDir()}
+	for k, v := range e.env {
+		if _, ok := extra[k]; !ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	for k, v := range extra {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	w := &e2eWorker{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		e.t.Fatal(err)
+	}
+	go func() { w.err = cmd.Wait(); close(w.exited) }()
+	e.t.Cleanup(func() {
+		select {
+		case <-w.exited:
+		default:
+			cmd.Process.Kill()
+			<-w.exited
+		}
+	})
+	return w
+}
+
+// wait reports whether the process exited within timeout.
+func (w *e2eWorker) wait(timeout time.Duration) bool {
+	select {
+	case <-w.exited:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+func logs(ws []*e2eWorker) string {
+	var b strings.Builder
+	for i, w := range ws {
+		fmt.Fprintf(&b, "--- worker %d stderr:\n%s\n", i, w.stderr.String())
+	}
+	return b.String()
+}
+
+// pathServer is an HTTP server that counts requests per path and sleeps per path.
+type pathServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	counts map[string]int
+	seen   chan string
+}
+
+func newPathServer(t *testing.T, delays map[string]time.Duration) *pathServer {
+	s := &pathServer{counts: map[string]int{}, seen: make(chan string, 100)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.counts[r.URL.Path]++
+		s.mu.Unlock()
+		select {
+		case s.seen <- r.URL.Path:
+		default:
+		}
+		if d := delays[r.URL.Path]; d > 0 {
+			select {
+			case <-time.After(d):
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"ok":true}`)
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *pathServer) count(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.counts[path]
+}
+
+func (s *pathServer) waitSeen(t *testing.T, path string, timeout time.Duration, ws ...*e2eWorker) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case p := <-s.seen:
+			if p == path {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the server never saw %s\n%s", path, logs(ws))
+		}
+	}
+}
+
+// slowFlow: a quick http step, then a slow one, then end.
+func slowFlow(url string) string {
+	return `{"id":"slow","start":"quick","nodes":[
+		{"id":"quick","type":"http","params":{"url":"` + url + `/quick","timeout":20},"next":"slow"},
+		{"id":"slow","type":"http","params":{"url":"` + url + `/slow","timeout":20},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"ok"}}]}`
+}
+
+func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
+	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
+	e.publish("slow", slowFlow(hs.URL))
+	id := e.enqueue("slow")
+
+	a := e.startWorker(nil)
+	hs.waitSeen(t, "/slow", 20*time.Second, a)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !a.wait(10 * time.Second) {
+		t.Fatal("worker A survived kill -9")
+	}
+	start := time.Now()
+	b := e.startWorker(nil)
+	st := e.waitTerminal(id, 45*time.Second, a, b)
+	t.Logf("worker B finished the execution %.2fs after the crash", time.Since(start).Seconds())
+	if st.Status != state.Completed {
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*e2eWorker{a, b}))
+	}
+	t.Logf("requests: /quick %d, /slow %d", hs.count("/quick"), hs.count("/slow"))
+	if n := hs.count("/quick"); n != 1 {
+		t.Errorf("the step before the slow one ran %d times, want exactly 1", n)
+	}
+	if n := hs.count("/slow"); n < 1 || n > 2 {
+		t.Errorf("the slow step was requested %d times, want 1 or 2 (replayed at most once)", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %d, pending %d after completion\n%s", e.streamLen(), e.pending(), logs([]*e2eWorker{a, b}))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestE2EDrainFinishesTheStepAndDeregisters(t *testing.T) {
+	e := newE2E(t, 90*time.Second, nil)
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
+	e.publish("slow", slowFlow(hs.URL))
+	id := e.enqueue("slow")
+
+	w := e.startWorker(nil)
+	hs.waitSeen(t, "/slow", 20*time.Second, w)
+	if ks := e.registryKeys(); len(ks) != 1 {
+		t.Fatalf("registry keys %v, want one", ks)
+	}
+	regKey := e.registryKeys()[0]
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	sawDraining := false
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		select {
+		case <-w.exited:
+		default:
+			raw, err := e.c.Do(e.ctx, e.c.B().Get().Key(regKey).Build()).ToString()
+			if err == nil {
+				var rec struct {
+					Status string `json:"status"`
+				}
+				if json.Unmarshal([]byte(raw), &rec) == nil && rec.Status == "draining" {
+					sawDraining = true
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("worker did not exit\n%s", w.stderr.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+			continue
+		}
+		break
+	}
+	if w.err != nil {
+		t.Fatalf("exit status: %v\n%s", w.err, w.stderr.String())
+	}
+	if !sawDraining {
+		t.Errorf("the registry never showed draining")
+	}
+	if ks := e.registryKeys(); len(ks) != 0 {
+		t.Errorf("registry keys after the drain: %v", ks)
+	}
+	st, err := e.ts.Load(e.ctx, id)
+	if err != nil || st.Status != state.Completed {
+		t.Fatalf("state after the drain: %v %v\n%s", st, err, w.stderr.String())
+	}
+	if l, p := e.streamLen(), e.pending(); l != 0 || p != 0 {
+		t.Errorf("stream %d, pending %d: the message was not acked", l, p)
+	}
+	if n := hs.count("/slow"); n != 1 {
+		t.Errorf("slow step requested %d times", n)
+	}
+}
+
+func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
+	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
+		"PLAITA_WORKER_DRAIN_TIMEOUT": "1"})
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
+	e.publish("slow", slowFlow(hs.URL))
+	id := e.enqueue("slow")
+
+	a := e.startWorker(nil)
+	hs.waitSeen(t, "/slow", 20*time.Second, a)
+	sent := time.Now()
+	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if !a.wait(8 * time.Second) {
+		t.Fatalf("worker did not exit within 8s of SIGTERM with a 1s drain timeout\n%s", a.stderr.String())
+	}
+	t.Logf("worker exited %.2fs after SIGTERM", time.Since(sent).Seconds())
+	if a.err != nil {
+		t.Errorf("exit status: %v", a.err)
+	}
+	if p := e.pending(); p != 1 {
+		t.Fatalf("pending %d after the drain timeout, want 1\n%s", p, a.stderr.String())
+	}
+	if st, err := e.ts.Load(e.ctx, id); err == nil && st.Status.Terminal() {
+		t.Fatalf("execution already terminal (%s) after the cancelled drain", st.Status)
+	}
+	b := e.startWorker(nil)
+	st := e.waitTerminal(id, 45*time.Second, a, b)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*e2eWorker{a, b}))
+	}
+	if n := hs.count("/quick"); n != 1 {
+		t.Errorf("quick step ran %d times, want 1", n)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %d, pending %d after completion", e.streamLen(), e.pending())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestE2EDefect004NaNIsAStateSerializationError(t *testing.T) {
+	e := newE2E(t, 60*time.Second, nil)
+	e.publish("nan", `{"id":"nan","start":"bad","nodes":[
+		{"id":"bad","type":"set","params":{"vars":{"x":"{{ 0.0 / 0.0 }}"}},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"{{ VARS.x }}"}}]}`)
+	id := e.enqueue("nan")
+	w := e.startWorker(nil)
+	st := e.waitTerminal(id, 30*time.Second, w)
+	if st.Status != state.Error || st.Error == nil {
+		t.Fatalf("status %s error %+v, want error\n%s", st.Status, st.Error, w.stderr.String())
+	}
+	if st.Error.Type != engine.ErrTypeSerialization {
+		t.Errorf("error type %q, want %q", st.Error.Type, engine.ErrTypeSerialization)
+	}
+	if st.Error.Node != "bad" && !strings.Contains(st.Error.Message, "bad") {
+		t.Errorf("error does not name the node: %+v", st.Error)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %d, pending %d: not acked\n%s", e.streamLen(), e.pending(), w.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := e.dlqLen(); n != 0 {
+		t.Errorf("DLQ holds %d entries, want 0", n)
+	}
+	if n := strings.Count(w.stderr.String(), `"event":"worker.task_done"`); n != 1 {
+		t.Errorf("%d task_done events, want exactly 1 delivery run\n%s", n, w.stderr.String())
+	}
+}
+
+const shortFlow = `{"id":"short","start":"a","nodes":[
+	{"id":"a","type":"set","params":{"vars":{"x":"1"}},"next":"b"},
+	{"id":"b","type":"set","params":{"vars":{"y":"{{ VARS.x }}2"}},"next":"done"},
+	{"id":"done","type":"end","params":{"output":"{{ VARS.y }}"}}]}`
+
+func TestE2ERedisRestartMidRun(t *testing.T) {
+	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
+		"PLAITA_WORKER_CONCURRENCY": "1"}, "--appendonly", "yes", "--appendfsync", "always")
+	e.publish("short", shortFlow)
+	ids := make([]string, 50)
+	for i := range ids {
+		ids[i] = e.enqueue("short")
+	}
+	w := e.startWorker(nil)
+	// Restart once the worker is under way but not done.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if n := e.streamLen(); n < 50 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker never started\n%s", w.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	before := e.streamLen()
+	e.srv.Restart()
+	t.Logf("redis restarted with %d of 50 messages left", before)
+	for _, id := range ids {
+		st := e.waitTerminal(id, 45*time.Second, w)
+		if st.Status != state.Completed || st.Output != "12" {
+			t.Fatalf("%s: status %s output %v error %+v", id, st.Status, st.Output, st.Error)
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %d, pending %d after every execution completed\n%s", e.streamLen(), e.pending(), w.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := e.dlqLen(); n != 0 {
+		t.Errorf("DLQ holds %d entries after the restart", n)
+	}
+	select {
+	case <-w.exited:
+		t.Fatalf("worker exited: %v\n%s", w.err, w.stderr.String())
+	default:
+	}
+}
+
+func TestE2EThroughputThreeWorkers(t *testing.T) {
+	const total = 1000
+	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
+	e.publish("one", `{"id":"one","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"ok"}}]}`)
+	ids := make([]string, total)
+	for i := range ids {
+		ids[i] = e.enqueue("one")
+	}
+	start := time.Now()
+	ws := []*e2eWorker{e.startWorker(nil), e.startWorker(nil), e.startWorker(nil)}
+	for deadline := time.Now().Add(60 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("stream %d, pending %d after 60s\n%s", e.streamLen(), e.pending(), logs(ws))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d executions across 3 workers × 4 in %.2fs: %.0f executions/s", total, elapsed.Seconds(), float64(total)/elapsed.Seconds())
+	for _, id := range ids {
+		st, err := e.ts.Load(e.ctx, id)
+		if err != nil || st.Status != state.Completed {
+			t.Fatalf("%s: %v %v", id, st, err)
+		}
+		n := 0
+		for _, te := range st.Timeline {
+			if te.Event == string(state.Completed) {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Fatalf("%s: %d completed timeline entries, want 1: %+v", id, n, st.Timeline)
+		}
+	}
+	done := 0
+	for _, w := range ws {
+		done += strings.Count(w.stderr.String(), `"event":"worker.task_done"`)
+	}
+	if done != total {
+		t.Errorf("%d task_done events across the workers, want %d (each terminal state written once)", done, total)
+	}
+}
