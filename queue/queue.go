@@ -349,6 +349,21 @@ func (q *Queue) Ack(ctx context.Context, d Delivery) error {
 	return nil
 }
 
+// Touch resets the idle time of entries a consumer is still working on, so siblings do not
+// reclaim a message whose task runs longer than PLAITA_CLAIM_MIN_IDLE_MS. XCLAIM … JUSTID by
+// the owner does not count as a delivery.
+func (q *Queue) Touch(ctx context.Context, consumer string, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	c := q.c
+	if err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(consumer).MinIdleTime("0").
+		Id(ids...).Justid().Build()).Error(); err != nil {
+		return fmt.Errorf("touch %s %v: %w", q.stream, ids, err)
+	}
+	return nil
+}
+
 // Requeue writes a copy of d through Enqueue (a redelivery, handover or quota deferral) and
 // then acknowledges d. The copy keeps d's schema_version and generation fields whatever
 // mutate does, and its source_message_id is d's id. A crash between the two leaves both: the

@@ -316,7 +316,7 @@ func (p *Dispatcher) consume(readCtx, runCtx context.Context, i int) {
 		}
 		idle = len(ds) == 0
 		for _, dl := range ds {
-			p.handle(runCtx, dl)
+			p.handle(runCtx, consumer, dl)
 		}
 	}
 }
@@ -354,9 +354,42 @@ type task struct {
 	log zerolog.Logger
 }
 
-func (p *Dispatcher) handle(ctx context.Context, dl queue.Delivery) {
+// keepClaimed refreshes the pending entry's idle time while its task runs (every third of
+// PLAITA_CLAIM_MIN_IDLE_MS), so a sibling never reclaims a message whose long step is still
+// running here and burns its deliveries. A crashed worker stops touching, and its messages
+// become reclaimable after the idle time as before. The returned function stops it.
+func (p *Dispatcher) keepClaimed(ctx context.Context, consumer, id string) func() {
+	every := 20 * time.Second
+	if cfg := p.d.Config; cfg != nil {
+		every = time.Duration(config.ClaimMinIdleMS.In(cfg)) * time.Millisecond / 3
+	}
+	every = max(every, 50*time.Millisecond)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				octx, ocancel := opCtx(ctx)
+				if err := p.d.Queue.Touch(octx, consumer, id); err != nil && ctx.Err() == nil {
+					p.log.Debug().Err(err).Str("message_id", id).Msg("could not refresh the pending entry")
+				}
+				ocancel()
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Delivery) {
 	p.setActive(1)
 	defer p.setActive(-1)
+	defer p.keepClaimed(ctx, consumer, dl.ID)()
 	q := p.d.Queue
 	t := &task{dl: dl, env: dl.Envelope}
 	t.log = p.log.With().Str("message_id", dl.ID).Str("execution_id", t.env.ExecutionID).

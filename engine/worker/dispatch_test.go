@@ -770,3 +770,39 @@ func TestDispatchRefusedStartOfExistingExecutionEndsInError(t *testing.T) {
 		t.Fatalf("dead-lettered: %+v", d)
 	}
 }
+
+// A step longer than the claim idle time: the owner keeps its pending entry fresh, so the
+// sibling consumer never reclaims it and no delivery is burned.
+func TestDispatchLongStepIsNotReclaimedBySiblings(t *testing.T) {
+	f := newDispatchFix(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "300", "PLAITA_MAX_DELIVERIES": "1"})
+	f.reg.Register("test_sleep", sleepType{d: 1500 * time.Millisecond})
+	f.publish(t, "slow", "1", slowFlow)
+	env := f.startEnv("slow")
+	f.enqueue(t, env)
+	f.start(t) // two consumers: w1 and w1#1
+	c := f.c
+	deadline := time.Now().Add(10 * time.Second)
+	sawPending := false
+	for time.Now().Before(deadline) {
+		res, err := c.Do(dctx(t), c.B().Xpending().Key(f.q.Stream()).Group(f.q.Group()).Start("-").End("+").Count(10).Build()).ToArray()
+		if err == nil && len(res) == 1 {
+			sawPending = true
+			entry, _ := res[0].ToArray()
+			if n, _ := entry[3].AsInt64(); n != 1 {
+				t.Fatalf("the running entry was delivered %d times: a sibling reclaimed it", n)
+			}
+		}
+		if st, err := f.ts(t).Load(dctx(t), env.ExecutionID); err == nil && st.Status == state.Completed {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !sawPending {
+		t.Fatal("never saw the entry pending while it ran")
+	}
+	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+	f.waitSettled(t)
+	if d := f.depth(t); d.DLQLength != 0 {
+		t.Errorf("dead letters: %d", d.DLQLength)
+	}
+}
