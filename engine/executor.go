@@ -113,6 +113,19 @@ type Executor struct {
 	Clock    Clock
 	Settings func() Settings
 	Log      zerolog.Logger
+	// OnEvent, when set, hears every timeline entry as it is recorded and a node_started
+	// event before each node runs (metrics, live views). It runs on the step loop: it must not
+	// block.
+	OnEvent func(Event)
+}
+
+// Event is one thing an execution did.
+type Event struct {
+	ExecutionID string
+	TenantID    string
+	FlowID      string
+	Status      state.Status // the execution's status after the event
+	Entry       state.TimelineEntry
 }
 
 // NewExecutor returns an executor with the system clock and default settings.
@@ -360,6 +373,7 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow, node *Node) error {
 	set := e.set
 	start := e.Clock.Now().UTC()
+	e.emit(st, state.TimelineEntry{Time: state.Stamp(start), Node: node.ID, Event: "node_started", Detail: node.Type})
 	call := e.call(st, f, node, start)
 	out, err := node.runner.Run(runCtx, call)
 	end := e.Clock.Now().UTC()
@@ -567,6 +581,13 @@ func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {
 		st.TimelineDropped += drop
 	}
 	st.Timeline = append(st.Timeline, entry)
+	e.emit(st, entry)
+}
+
+func (e *execRun) emit(st *state.Execution, entry state.TimelineEntry) {
+	if e.OnEvent != nil {
+		e.OnEvent(Event{ExecutionID: st.ExecutionID, TenantID: st.TenantID, FlowID: st.FlowID, Status: st.Status, Entry: entry})
+	}
 }
 
 func timing(st *state.Execution, id string, start, end time.Time) {

@@ -766,3 +766,29 @@ func TestExpressionLimitsNameTheNode(t *testing.T) {
 	st = h.start(f, map[string]any{"n": 1e9})
 	wantError(t, st, ErrTypeNode, "s")
 }
+
+func TestOnEventHearsEveryStep(t *testing.T) {
+	h := newHarness(t)
+	var events []Event
+	h.ex.OnEvent = func(ev Event) { events = append(events, ev) }
+	st := h.start(h.flow(countFlow), map[string]any{"to": 2})
+	var started, steps int
+	for _, ev := range events {
+		if ev.ExecutionID != st.ExecutionID || ev.FlowID != "count" {
+			t.Fatalf("event %+v", ev)
+		}
+		switch ev.Entry.Event {
+		case "node_started":
+			started++
+		case "step":
+			steps++
+		}
+	}
+	if started != st.StepCount || steps != st.StepCount {
+		t.Errorf("%d node_started, %d step events for %d steps", started, steps, st.StepCount)
+	}
+	last := events[len(events)-1]
+	if last.Entry.Event != "completed" || last.Status != state.Completed {
+		t.Errorf("last event %+v", last)
+	}
+}

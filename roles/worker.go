@@ -79,13 +79,15 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	deny := worker.DenyRepos(cfg)
 	alerter := worker.NewAlerter(config.AlertWebhook.In(cfg), info.InstanceID, set, log)
 	alerter.Start(ctx)
+	observer := worker.NewObserver(c, cfg, keys.DefaultRoot, set, log)
+	observer.Start(context.WithoutCancel(ctx))
 
 	d := worker.NewDispatcher(worker.Deps{
 		Client: c, Config: cfg, Root: keys.DefaultRoot, Queue: q, Store: st,
 		Flows: engine.NewFlowCache(reg, engine.SettingsFrom(cfg).Expr, 1024), Nodes: reg,
 		Registry: registry, DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
 		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota,
-		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter,
+		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter, Observer: observer,
 		Log: log, Metrics: set, InstanceID: info.InstanceID, Clock: engine.SystemClock{},
 	})
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
@@ -120,6 +122,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	stopSweep()
 	<-sweeperDone
 	alerter.Stop(stopCtx)
+	observer.Stop(stopCtx)
 	server.Stop(stopCtx)
 	stopRun()
 	log.Info().Str("event", "worker.stopped").Msg("worker stopped")

@@ -54,8 +54,9 @@ type Deps struct {
 	Affinity     *Affinity
 	Quota        *Quota
 
-	Disk    *DiskGuard // nil = always allow
-	Alerter *Alerter   // nil ok; set as Queue.OnDeadLetter when that is unset
+	Disk     *DiskGuard // nil = always allow
+	Alerter  *Alerter   // nil ok; set as Queue.OnDeadLetter when that is unset
+	Observer *Observer  // nil = no step metrics and no live events
 
 	Log         zerolog.Logger
 	Metrics     *metrics.Set
@@ -655,6 +656,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 	}
 	ex := &engine.Executor{
 		Store: lease.Storage(), Cancel: ts, Clock: p.d.Clock, Log: t.log,
+		OnEvent: observe(p.d.Observer),
 		Settings: func() engine.Settings {
 			if cfg == nil {
 				return engine.DefaultSettings()
@@ -871,4 +873,12 @@ func (p *Dispatcher) refuseStart(ctx context.Context, t *task, dec Decision) boo
 		Msg("start refused by an admission gate; its execution exists: ended in error (if it was not terminal) and acked")
 	p.ack(ctx, t)
 	return true
+}
+
+// observe is the engine hook of an optional observer.
+func observe(o *Observer) func(engine.Event) {
+	if o == nil {
+		return nil
+	}
+	return o.Event
 }

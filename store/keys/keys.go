@@ -193,6 +193,14 @@ func (s Space) NodeRetrySet(id string) (string, error) {
 	return k + ":#nodes", nil
 }
 
+// ExecutionEvents is the pub/sub channel of an execution's live events (a channel, not a key).
+func (s Space) ExecutionEvents(id string) (string, error) {
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return s.prefix + "execution_events:" + tag(id), nil
+}
+
 // Tombstone is the deletion tombstone of an execution.
 func (s Space) Tombstone(id string) (string, error) {
 	if err := validID(id); err != nil {

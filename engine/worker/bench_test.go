@@ -1,0 +1,141 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/internal/redistest"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// newBenchFix is newDispatchFix for a benchmark (newDispatchFix takes a *testing.T): the shared
+// test Redis under a private root, deleted when the benchmark ends.
+func newBenchFix(tb testing.TB, extra map[string]string) *dispatchFix {
+	tb.Helper()
+	c := redistest.Client(tb)
+	root := redistest.Root(tb, c)
+	env := map[string]string{
+		"PLAITA_QUEUE_NAME":        root + ":flow:queue",
+		"PLAITA_DELAY_QUEUE":       root + ":delay:queue",
+		"PLAITA_CLAIM_MIN_IDLE_MS": "30000",
+		"PLAITA_CONSUMER_NAME":     "w1",
+		"PLAITA_INSTANCE_ID":       "inst-w1",
+	}
+	maps.Copy(env, extra)
+	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(env))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q, err := queue.New(c, cfg, metrics.NewSet(), zerolog.Nop())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := q.EnsureGroup(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return &dispatchFix{c: c, root: root, cfg: cfg, q: q, st: store.NewRedis(c, cfg, root), reg: engine.NewRegistry()}
+}
+
+const benchOneNodeFlow = `{"id":"one","version":"1","start":"done","nodes":[
+ {"id":"done","type":"end","params":{"output":{"ok":true}}}]}`
+
+// BenchmarkDispatchThroughput: b.N starts of a 1-node flow are enqueued beforehand (untimed);
+// then ONE Dispatcher with Concurrency 10 is started and the time until the stream and the
+// pending list are empty is measured. A sample of the executions is checked to be completed.
+//
+//	go test -run XXX -bench DispatchThroughput -benchtime 20000x ./engine/worker/
+func BenchmarkDispatchThroughput(b *testing.B) {
+	f := newBenchFix(b, nil)
+	ctx := context.Background()
+	key := keys.MustFor(f.root, keys.DefaultTenant).Flow("one", "1")
+	if err := f.c.Do(ctx, f.c.B().Set().Key(key).Value(benchOneNodeFlow).Build()).Error(); err != nil {
+		b.Fatal(err)
+	}
+
+	ids := make([]string, b.N)
+	for i := range ids {
+		ids[i] = engine.NewExecutionID()
+	}
+	const producers = 32
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < len(ids); i += producers {
+				env := queue.Envelope{Kind: queue.KindStart, FlowID: "one", FlowVersion: "1", ExecutionID: ids[i],
+					Input: json.RawMessage(`{"n":1}`)}
+				if _, err := queue.Enqueue(ctx, f.c, f.q.Stream(), env); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+
+	b.ResetTimer()
+	began := time.Now()
+	p := NewDispatcher(Deps{
+		Client: f.c, Config: f.cfg, Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg,
+		Log: zerolog.Nop(), Metrics: metrics.NewSet(), InstanceID: "inst-w1", Concurrency: 10,
+		ReadBlock: 200 * time.Millisecond,
+	})
+	p.Start(ctx)
+	b.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Stop(sctx)
+	})
+	deadline := began.Add(10*time.Minute + time.Duration(b.N)*time.Millisecond)
+	for {
+		d, err := f.q.Depth(ctx)
+		if err == nil && d.StreamLength == 0 && d.Pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("not drained in time: %+v (%v)", d, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(began)
+	b.StopTimer()
+
+	ts, err := f.st.Tenant(keys.DefaultTenant)
+	if err != nil {
+		b.Fatal(err)
+	}
+	step := max(len(ids)/100, 1)
+	for i := 0; i < len(ids); i += step {
+		st, err := ts.Load(ctx, ids[i])
+		if err != nil {
+			b.Fatalf("execution %s: %v", ids[i], err)
+		}
+		if st.Status != state.Completed {
+			b.Fatalf("execution %s is %s, want completed", ids[i], st.Status)
+		}
+	}
+	if d, _ := f.q.Depth(ctx); d.DLQLength != 0 {
+		b.Fatalf("%d dead letters", d.DLQLength)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "executions/s")
+}

@@ -1,0 +1,122 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
+	f := newDispatchFix(t, nil)
+	f.publish(t, "simple", "1", simpleFlow)
+	env := f.startEnv("simple")
+	channel, err := keys.MustFor(f.root, "").ExecutionEvents(env.ExecutionID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []LiveEvent
+	subCtx, stopSub := context.WithCancel(context.Background())
+	defer stopSub()
+	go f.c.Receive(subCtx, f.c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+		var ev LiveEvent
+		if json.Unmarshal([]byte(m.Message), &ev) == nil {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	})
+	// Wait until the subscription is live, so no event is published into the void.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		res, err := f.c.Do(dctx(t), f.c.B().PubsubNumsub().Channel(channel).Build()).ToArray()
+		if err == nil && len(res) == 2 {
+			if n, _ := res[1].AsInt64(); n == 1 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("subscription never became active")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	set := metrics.NewSet()
+	obs := NewObserver(f.c, f.cfg, f.root, set, zerolog.Nop())
+	obs.Start(context.Background())
+	defer obs.Stop(context.Background())
+	f.enqueue(t, env)
+	f.start(t, func(d *Deps) { d.Observer = obs; d.Metrics = set })
+	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		mu.Lock()
+		n := len(got)
+		last := LiveEvent{}
+		if n > 0 {
+			last = got[n-1]
+		}
+		mu.Unlock()
+		if last.Event == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no completed event (got %d events)", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	mu.Lock()
+	var started, steps int
+	for _, ev := range got {
+		if ev.ExecutionID != env.ExecutionID || ev.FlowID != "simple" {
+			t.Errorf("event %+v", ev)
+		}
+		switch ev.Event {
+		case "node_started":
+			started++
+		case "step":
+			steps++
+		}
+	}
+	mu.Unlock()
+	if started == 0 || started != steps {
+		t.Errorf("%d node_started and %d step events", started, steps)
+	}
+	var b strings.Builder
+	set.WritePrometheus(&b)
+	for _, want := range []string{`plaita_executions_total{status="completed"} 1`, `plaita_step_duration_seconds_count`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, b.String())
+		}
+	}
+}
+
+func TestObserverPublishOffOnlyCounts(t *testing.T) {
+	f := newDispatchFix(t, map[string]string{"PLAITA_EXECUTION_EVENTS_PUBLISH": "0"})
+	set := metrics.NewSet()
+	obs := NewObserver(f.c, f.cfg, f.root, set, zerolog.Nop())
+	obs.Start(context.Background())
+	f.publish(t, "simple", "1", simpleFlow)
+	env := f.startEnv("simple")
+	f.enqueue(t, env)
+	f.start(t, func(d *Deps) { d.Observer = obs })
+	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	obs.Stop(ctx)
+	obs.Stop(ctx)
+	var b strings.Builder
+	set.WritePrometheus(&b)
+	if !strings.Contains(b.String(), "plaita_execution_events_published_total 0") || !strings.Contains(b.String(), `plaita_executions_total{status="completed"} 1`) {
+		t.Errorf("with publishing off: %s", b.String())
+	}
+}
