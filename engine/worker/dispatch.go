@@ -484,6 +484,17 @@ func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Deliv
 			return
 		}
 		if !adm.Runs() {
+			if adm.Verdict == VerdictDefer && adm.RetryAfter > 0 {
+				// Spread the deferral budget over real time: re-enqueued at once, a deferred
+				// start would circle the stream and spend PLAITA_TENANT_QUOTA_DEFER_MAX in
+				// milliseconds, then run with quota_bypass while the tenant is still full.
+				// This consumer waits meanwhile; a drain interrupts the wait and the message
+				// stays pending.
+				p.sleep(ctx, adm.RetryAfter)
+				if ctx.Err() != nil {
+					return
+				}
+			}
 			p.decide(ctx, t, adm.Decision, adm.Mutate)
 			return
 		}
