@@ -71,8 +71,10 @@ type Deps struct {
 	// CancelPoll is how often a running execution's cancel flag is read (the in-step cancel
 	// listener, off with PLAITA_DISABLE_CANCEL_INTERRUPT=1); default 1s.
 	CancelPoll time.Duration
-	// DeterministicFailureMax bounds the crashed (panicked) runs of one execution, counted in
-	// its nofail counter across deliveries and DLQ replays (default 12).
+	// DeterministicFailureMax is DETERMINISTIC_FAILURE_MAX (default 12): the execution's
+	// consecutive deterministic failures — runs ending in a node error or a deadline, and
+	// crashed (panicked) runs — counted in its nofail counter and cleared when any node moves
+	// forward. At the limit a retry wake-up is refused and a crashing run ends in error.
 	DeterministicFailureMax int
 }
 
@@ -665,9 +667,19 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 	if cfg == nil || !config.DisableCancelInterrupt.In(cfg) {
 		go p.cancelListener(runCtx, cancel, ts, env.ExecutionID)
 	}
+	// A run that moves any node forward clears the execution's deterministic-failure count.
+	var progressed atomic.Bool
+	hook := observe(p.d.Observer)
 	ex := &engine.Executor{
 		Store: lease.Storage(), Cancel: ts, Clock: p.d.Clock, Log: t.log,
-		OnEvent: observe(p.d.Observer),
+		OnEvent: func(ev engine.Event) {
+			if ev.Entry.Event == "step" {
+				progressed.Store(true)
+			}
+			if hook != nil {
+				hook(ev)
+			}
+		},
 		Settings: func() engine.Settings {
 			if cfg == nil {
 				return engine.DefaultSettings()
@@ -687,6 +699,13 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 			return
 		}
 	}
+	rt := env.ResumeType
+	if env.Kind != queue.KindStart && rt == engine.ResumeRetry {
+		var refused bool
+		if rt, refused = p.retryBudget(ctx, t, ts); refused {
+			return
+		}
+	}
 	st, err := func() (st *state.Execution, err error) {
 		defer func() {
 			if r := recover(); r != nil {
@@ -697,7 +716,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 			return ex.Start(runCtx, f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: ts.Tenant(),
 				FlowVersion: env.FlowVersion, Input: input})
 		}
-		return ex.Resume(runCtx, f, env.ExecutionID, env.ResumeType, data)
+		return ex.Resume(runCtx, f, env.ExecutionID, rt, data)
 	}()
 	var pe *panicError
 	if errors.As(err, &pe) {
@@ -719,6 +738,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 		p.settleErr(ctx, t, err)
 		return
 	}
+	p.countFailures(ctx, t, ts, st, progressed.Load())
 	switch {
 	case st == nil:
 		p.transient(ctx, t, errors.New("the executor returned no state"))
@@ -892,4 +912,75 @@ func observe(o *Observer) func(engine.Event) {
 		return nil
 	}
 	return o.Event
+}
+
+// G1MaxWakeups is G1_MAX_WAKEUPS: how often one execution in error may be woken by a retry
+// (manual and automatic retries share it). A retry resets the node retry budget; without this
+// cap "wake → spend the budget → error → wake" loops forever.
+const G1MaxWakeups = 2
+
+// retryBudget applies the runbook's two retry gates (only to an execution in error; a retry of
+// a running execution is a continue from its checkpoint and always goes through). It returns
+// the resume type to run, or refused = true when the task was acked with the state kept.
+func (p *Dispatcher) retryBudget(ctx context.Context, t *task, ts *store.TenantStore) (engine.ResumeType, bool) {
+	id := t.env.ExecutionID
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := ts.Load(octx, id)
+	if err != nil {
+		return engine.ResumeRetry, false // the executor reports it
+	}
+	if st.Status == state.Running {
+		return engine.ResumeContinue, false
+	}
+	if st.Status != state.Error {
+		return engine.ResumeRetry, false
+	}
+	wakeups, err1 := ts.Counter(octx, keys.FamG1Wakeups, id)
+	nofail, err2 := ts.Counter(octx, keys.FamNoFail, id)
+	if err := errors.Join(err1, err2); err != nil {
+		p.transient(ctx, t, err)
+		return "", true
+	}
+	refuse := func(msg string) (engine.ResumeType, bool) {
+		t.log.Warn().Str("event", "worker.retry_refused").Int64("g1wakeups", wakeups).Int64("nofail", nofail).Msg(msg)
+		p.noops.Inc()
+		p.ack(ctx, t)
+		return "", true
+	}
+	switch {
+	case wakeups >= G1MaxWakeups:
+		return refuse(fmt.Sprintf("retry wake-ups of this execution reached the limit (%d/%d): the error state is kept; "+
+			"after fixing the cause, delete its g1wakeups counter and retry", wakeups, G1MaxWakeups))
+	case nofail >= int64(p.d.DeterministicFailureMax):
+		return refuse(fmt.Sprintf("this execution failed deterministically %d times in a row (limit %d): the error state is kept; "+
+			"after fixing the cause, delete its nofail counter and retry", nofail, p.d.DeterministicFailureMax))
+	}
+	if _, err := ts.Incr(octx, keys.FamG1Wakeups, id); err != nil {
+		p.transient(ctx, t, err)
+		return "", true
+	}
+	return engine.ResumeRetry, false
+}
+
+// countFailures keeps the deterministic-failure count: any node moving forward clears it, a run
+// that ends in a node failure or a deadline adds one.
+func (p *Dispatcher) countFailures(ctx context.Context, t *task, ts *store.TenantStore, st *state.Execution, progressed bool) {
+	if st == nil {
+		return
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	id := t.env.ExecutionID
+	var err error
+	if progressed {
+		err = ts.ResetCounter(octx, keys.FamNoFail, id)
+	}
+	if st.Status == state.Error && st.Error != nil && (st.Error.Type == engine.ErrTypeNode || st.Error.Type == engine.ErrTypeDeadline) {
+		_, ierr := ts.Incr(octx, keys.FamNoFail, id)
+		err = errors.Join(err, ierr)
+	}
+	if err != nil {
+		t.log.Warn().Err(err).Str("event", "worker.nofail_update_failed").Msg("could not update the deterministic-failure counter")
+	}
 }

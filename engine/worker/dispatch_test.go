@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"testing"
 	"time"
@@ -239,7 +240,7 @@ func TestDispatchApprovalSuspendsAndResumes(t *testing.T) {
 	}
 	f.waitSettled(t)
 	sp := keys.MustFor(f.root, keys.DefaultTenant)
-	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(ApprovalKey(sp, env.ExecutionID)).Build()).ToString()
+	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(sp.Approval(env.ExecutionID)).Build()).ToString()
 	if err != nil {
 		t.Fatalf("approval record: %v", err)
 	}
@@ -250,7 +251,7 @@ func TestDispatchApprovalSuspendsAndResumes(t *testing.T) {
 	if ap.ExecutionID != env.ExecutionID || ap.Node != "ask" || ap.Message != "ship it?" || ap.FlowID != "appr" || ap.TenantID != "default" {
 		t.Fatalf("approval record %+v", ap)
 	}
-	if n, _ := f.c.Do(dctx(t), f.c.B().Zcard().Key(ApprovalIndexKey(sp)).Build()).AsInt64(); n != 1 {
+	if n, _ := f.c.Do(dctx(t), f.c.B().Zcard().Key(sp.ApprovalIndex()).Build()).AsInt64(); n != 1 {
 		t.Fatalf("approval index holds %d members", n)
 	}
 
@@ -440,7 +441,7 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 	st := f.waitState(t, env.ExecutionID, statusIs(state.Suspended))
 	f.waitSettled(t)
 	sp := keys.MustFor(f.root, keys.DefaultTenant)
-	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(SubscriptionKey(sp, env.ExecutionID)).Build()).ToString()
+	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(sp.Subscription(env.ExecutionID)).Build()).ToString()
 	if err != nil {
 		t.Fatalf("subscription: %v", err)
 	}
@@ -452,7 +453,7 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 		sub.ExpiresAt != st.Suspend.Due.UTC().Format(time.RFC3339Nano) {
 		t.Fatalf("subscription %+v", sub)
 	}
-	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(SubscriptionIndexKey(sp, "order.paid")).Member(env.ExecutionID).Build()).AsFloat64()
+	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(sp.SubscriptionIndex("order.paid")).Member(env.ExecutionID).Build()).AsFloat64()
 	if err != nil || int64(sc) != st.Suspend.Due.UnixMilli() {
 		t.Fatalf("index score %v %v", sc, err)
 	}
@@ -805,4 +806,87 @@ func TestDispatchLongStepIsNotReclaimedBySiblings(t *testing.T) {
 	if d := f.depth(t); d.DLQLength != 0 {
 		t.Errorf("dead letters: %d", d.DLQLength)
 	}
+}
+
+// failType always fails, retryably.
+type failType struct{}
+
+func (failType) Prepare(*engine.Node, *engine.PrepareContext) engine.Runner { return failNode{} }
+
+type failNode struct{}
+
+func (failNode) Run(context.Context, *engine.Call) (engine.Outcome, error) {
+	return engine.Outcome{}, errors.New("upstream said no")
+}
+
+const failingFlow = `{"id":"failing","version":"1","start":"ok","nodes":[
+ {"id":"ok","type":"log","params":{"message":"fine"},"next":"bad"},
+ {"id":"bad","type":"test_fail","next":"done"},
+ {"id":"done","type":"end"}]}`
+
+// The runbook's retry gates: an execution in error can be woken by retry G1MaxWakeups times;
+// the next retry is refused and the error state is kept. nofail counts the failed runs.
+func TestDispatchRetryWakeupBudget(t *testing.T) {
+	f := newDispatchFix(t, nil)
+	f.reg.Register("test_fail", failType{})
+	f.publish(t, "failing", "1", failingFlow)
+	env := f.startEnv("failing")
+	f.enqueue(t, env)
+	f.start(t)
+	st := f.waitState(t, env.ExecutionID, statusIs(state.Error))
+	ts := f.ts(t)
+	retry := func() {
+		f.enqueue(t, queue.Envelope{Kind: queue.KindResume, FlowID: "failing", FlowVersion: "1", ExecutionID: env.ExecutionID,
+			ResumeType: engine.ResumeRetry})
+		f.waitSettled(t)
+	}
+	for i := 1; i <= G1MaxWakeups; i++ {
+		before := st.StepCount
+		retry()
+		st = f.waitState(t, env.ExecutionID, func(s *state.Execution) bool { return s.Status == state.Error && s.StepCount > before })
+		if n, _ := ts.Counter(dctx(t), keys.FamG1Wakeups, env.ExecutionID); n != int64(i) {
+			t.Fatalf("after retry %d: g1wakeups %d", i, n)
+		}
+	}
+	if n, _ := ts.Counter(dctx(t), keys.FamNoFail, env.ExecutionID); n != 1+G1MaxWakeups {
+		t.Errorf("nofail %d, want %d failed runs", n, 1+G1MaxWakeups)
+	}
+	before := st.StepCount
+	retry() // over the budget: refused, acked, state kept
+	if st = f.waitState(t, env.ExecutionID, statusIs(state.Error)); st.StepCount != before {
+		t.Fatalf("a refused retry ran the flow again: steps %d → %d", before, st.StepCount)
+	}
+	if n, _ := ts.Counter(dctx(t), keys.FamG1Wakeups, env.ExecutionID); n != G1MaxWakeups {
+		t.Errorf("g1wakeups %d after a refusal", n)
+	}
+	// The operator's way out: delete the counter, retry again.
+	if err := ts.ResetCounter(dctx(t), keys.FamG1Wakeups, env.ExecutionID); err != nil {
+		t.Fatal(err)
+	}
+	retry()
+	f.waitState(t, env.ExecutionID, func(s *state.Execution) bool { return s.StepCount > before })
+}
+
+// A retry of a running execution is a continue from its checkpoint, whatever the counters say.
+func TestDispatchRetryOfRunningExecutionContinues(t *testing.T) {
+	f := newDispatchFix(t, nil)
+	f.publish(t, "simple", "1", simpleFlow)
+	env := f.startEnv("simple")
+	f.enqueue(t, env)
+	f.start(t)
+	done := f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+	// Put it back to running at its last node, as a crashed worker would leave it, and spend
+	// the wake-up budget.
+	ts := f.ts(t)
+	done.Status, done.EndTime, done.Output = state.Running, nil, nil
+	if err := ts.Save(dctx(t), done); err != nil {
+		t.Fatal(err)
+	}
+	for range G1MaxWakeups {
+		ts.Incr(dctx(t), keys.FamG1Wakeups, env.ExecutionID)
+	}
+	f.enqueue(t, queue.Envelope{Kind: queue.KindResume, FlowID: "simple", FlowVersion: "1", ExecutionID: env.ExecutionID,
+		ResumeType: engine.ResumeRetry})
+	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+	f.waitSettled(t)
 }

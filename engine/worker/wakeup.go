@@ -33,25 +33,6 @@ func DelayScheduledKey(cfg *config.Config) string {
 	return config.DelayQueue.In(cfg) + ":scheduled"
 }
 
-// SubscriptionKey is the subscription record of a waiting execution.
-func SubscriptionKey(sp keys.Space, executionID string) string {
-	return sp.Prefix() + "subscription:" + executionID
-}
-
-// SubscriptionIndexKey is the ZSET of execution ids waiting for an event type (score =
-// expires_at unix ms, +inf when the wait has no timeout).
-func SubscriptionIndexKey(sp keys.Space, eventType string) string {
-	return sp.Prefix() + "subscription_index:" + eventType
-}
-
-// ApprovalKey is the approval record of an execution waiting for a human.
-func ApprovalKey(sp keys.Space, executionID string) string {
-	return sp.Prefix() + "approval:" + executionID
-}
-
-// ApprovalIndexKey is the ZSET of the tenant's pending approvals (score = since unix ms).
-func ApprovalIndexKey(sp keys.Space) string { return sp.Prefix() + "approval_index" }
-
 // DelayEntry is a member of the delay ZSET.
 type DelayEntry struct {
 	ExecutionID string            `json:"execution_id"`
@@ -155,9 +136,9 @@ func RegisterWakeup(ctx context.Context, c rueidis.Client, cfg *config.Config, r
 			return err
 		}
 		ttl := recordTTL(s.Due)
-		idx := SubscriptionIndexKey(sp, s.EventType)
+		idx := sp.SubscriptionIndex(s.EventType)
 		cmds = append(cmds,
-			c.B().Set().Key(SubscriptionKey(sp, st.ExecutionID)).Value(string(b)).Ex(ttl).Build(),
+			c.B().Set().Key(sp.Subscription(st.ExecutionID)).Value(string(b)).Ex(ttl).Build(),
 			c.B().Arbitrary("ZADD").Keys(idx).Args(score, st.ExecutionID).Build(),
 			c.B().Expire().Key(idx).Seconds(int64(ttl/time.Second)).Build())
 		if s.Due != nil {
@@ -176,8 +157,8 @@ func RegisterWakeup(ctx context.Context, c rueidis.Client, cfg *config.Config, r
 			return err
 		}
 		cmds = append(cmds,
-			c.B().Set().Key(ApprovalKey(sp, st.ExecutionID)).Value(string(b)).Ex(recordTTL(s.Due)).Build(),
-			c.B().Zadd().Key(ApprovalIndexKey(sp)).ScoreMember().ScoreMember(float64(s.Since.UnixMilli()), st.ExecutionID).Build())
+			c.B().Set().Key(sp.Approval(st.ExecutionID)).Value(string(b)).Ex(recordTTL(s.Due)).Build(),
+			c.B().Zadd().Key(sp.ApprovalIndex()).ScoreMember().ScoreMember(float64(s.Since.UnixMilli()), st.ExecutionID).Build())
 		if s.Due != nil {
 			if err := delay(engine.ResumeTimeout, *s.Due); err != nil {
 				return err

@@ -201,6 +201,24 @@ func (s Space) ExecutionEvents(id string) (string, error) {
 	return s.prefix + "execution_events:" + tag(id), nil
 }
 
+// Subscription is the record of an execution waiting for an event (written by the worker,
+// read by the filter).
+func (s Space) Subscription(executionID string) string {
+	return s.prefix + "subscription:" + executionID
+}
+
+// SubscriptionIndex is the ZSET of execution ids waiting for an event type (score = expires_at
+// unix ms, +inf without a timeout).
+func (s Space) SubscriptionIndex(eventType string) string {
+	return s.prefix + "subscription_index:" + eventType
+}
+
+// Approval is the record of an execution waiting for a human decision.
+func (s Space) Approval(executionID string) string { return s.prefix + "approval:" + executionID }
+
+// ApprovalIndex is the ZSET of the tenant's pending approvals (score = since unix ms).
+func (s Space) ApprovalIndex() string { return s.prefix + "approval_index" }
+
 // Tombstone is the deletion tombstone of an execution.
 func (s Space) Tombstone(id string) (string, error) {
 	if err := validID(id); err != nil {
