@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -21,33 +20,18 @@ import (
 // waits for the drain.
 func startWorker(t *testing.T, env map[string]string) {
 	t.Helper()
-	cmd := exec.Command(binary, "worker")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	w := spawnWorker(t, env)
+	t.Cleanup(func() { // registered after spawnWorker's kill, so it runs first
+		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Errorf("SIGTERM: %v", err)
 		}
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("worker exit: %v\n%s", err, stderr.String())
-			}
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("worker did not drain and exit\n%s", stderr.String())
+		if !w.wait(30 * time.Second) {
+			t.Errorf("worker did not drain and exit\n%s", w.stderr.String())
+		} else if w.err != nil {
+			t.Errorf("worker exit: %v\n%s", w.err, w.stderr.String())
 		}
 		if t.Failed() {
-			t.Logf("worker stderr:\n%s", stderr.String())
+			t.Logf("worker stderr:\n%s", w.stderr.String())
 		}
 	})
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -125,41 +124,11 @@ func (e *e2e) registryKeys() []string {
 	return ks
 }
 
-// e2eWorker is one real worker process.
-type e2eWorker struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	exited chan struct{}
-	err    error
-}
-
 func (e *e2e) startWorker(extra map[string]string) *e2eWorker {
 	e.t.Helper()
-	cmd := exec.Command(binary, "worker")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + e.t.TempDir()}
-	for k, v := range e.env {
-		if _, ok := extra[k]; !ok {
-			cmd.Env = append(cmd.Env, k+"="+v)
-		}
-	}
-	for k, v := range extra {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	w := &e2eWorker{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = w.stderr
-	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { w.err = cmd.Wait(); close(w.exited) }()
-	e.t.Cleanup(func() {
-		select {
-		case <-w.exited:
-		default:
-			cmd.Process.Kill()
-			<-w.exited
-		}
-	})
-	return w
+	env := maps.Clone(e.env)
+	maps.Copy(env, extra)
+	return spawnWorker(e.t, env)
 }
 
 // wait reports whether the process exited within timeout.

@@ -65,23 +65,8 @@ func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(binary, "worker")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	var stderr syncBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-		}
-	}()
+	w := spawnWorker(t, env)
+	stderr := w.stderr
 
 	ts, err := store.NewRedis(c, cfg, "").Tenant("")
 	if err != nil {
@@ -110,16 +95,14 @@ func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
 		t.Errorf("%d registered instances, want 1", n)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("worker exit: %v\n%s", err, stderr.String())
-		}
-	case <-time.After(30 * time.Second):
+	if !w.wait(30 * time.Second) {
 		t.Fatalf("worker did not drain and exit\n%s", stderr.String())
+	}
+	if w.err != nil {
+		t.Fatalf("worker exit: %v\n%s", w.err, stderr.String())
 	}
 	for _, ev := range []string{`"event":"worker.started"`, `"event":"worker.draining"`, `"event":"worker.stopped"`} {
 		if !strings.Contains(stderr.String(), ev) {
@@ -129,4 +112,38 @@ func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
 	if n, _ := c.Do(ctx, c.B().Scard().Key(keys.MustFor("", "").RegistryInstances()).Build()).AsInt64(); n != 0 {
 		t.Errorf("%d registered instances after the drain, want 0", n)
 	}
+}
+
+// e2eWorker is one real `plaita worker` process.
+type e2eWorker struct {
+	cmd    *exec.Cmd
+	stderr *syncBuffer
+	exited chan struct{}
+	err    error
+}
+
+// spawnWorker starts `plaita worker` with exactly env (plus PATH and HOME); a process still
+// running when the test ends is killed.
+func spawnWorker(t testing.TB, env map[string]string) *e2eWorker {
+	t.Helper()
+	cmd := exec.Command(binary, "worker")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	w := &e2eWorker{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stderr = w.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { w.err = cmd.Wait(); close(w.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-w.exited:
+		default:
+			cmd.Process.Kill()
+			<-w.exited
+		}
+	})
+	return w
 }

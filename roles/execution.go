@@ -225,18 +225,7 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 // writeSummary prints an execution stored in Redis: status, what it waits for with the
 // commands that answer it, and the timeline.
 func writeSummary(w io.Writer, st *state.Execution) {
-	fmt.Fprintf(w, "execution %s: %s\n", st.ExecutionID, st.Status)
-	flow := st.FlowID
-	if st.FlowVersion != "" {
-		flow += " (version " + st.FlowVersion + ")"
-	}
-	end := st.LastUpdate
-	if st.EndTime != nil {
-		end = *st.EndTime
-	}
-	fmt.Fprintf(w, "  flow:      %s\n", flow)
-	fmt.Fprintf(w, "  steps:     %d\n", st.StepCount)
-	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
+	writeHeader(w, st)
 	id := shellQuote(st.ExecutionID)
 	switch st.Status {
 	case state.Completed:

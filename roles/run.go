@@ -404,8 +404,8 @@ func writeStateJSON(w io.Writer, st *state.Execution, raw []byte, ok bool) error
 	return err
 }
 
-// writeHuman prints the summary, what to do next, and the timeline.
-func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string) {
+// writeHeader prints the lines every execution summary starts with.
+func writeHeader(w io.Writer, st *state.Execution) {
 	fmt.Fprintf(w, "execution %s: %s\n", st.ExecutionID, st.Status)
 	flow := st.FlowID
 	if st.FlowVersion != "" {
@@ -418,6 +418,11 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string)
 	fmt.Fprintf(w, "  flow:      %s\n", flow)
 	fmt.Fprintf(w, "  steps:     %d\n", st.StepCount)
 	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
+}
+
+// writeHuman prints the summary, what to do next, and the timeline.
+func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string) {
+	writeHeader(w, st)
 
 	switch st.Status {
 	case state.Completed:

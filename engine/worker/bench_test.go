@@ -3,7 +3,6 @@ package worker
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -11,44 +10,11 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
-	"plaita/store"
 	"plaita/store/keys"
 )
-
-// newBenchFix is newDispatchFix for a benchmark (newDispatchFix takes a *testing.T): the shared
-// test Redis under a private root, deleted when the benchmark ends.
-func newBenchFix(tb testing.TB, extra map[string]string) *dispatchFix {
-	tb.Helper()
-	c := redistest.Client(tb)
-	root := redistest.Root(tb, c)
-	env := map[string]string{
-		"PLAITA_QUEUE_NAME":        root + ":flow:queue",
-		"PLAITA_DELAY_QUEUE":       root + ":delay:queue",
-		"PLAITA_CLAIM_MIN_IDLE_MS": "30000",
-		"PLAITA_CONSUMER_NAME":     "w1",
-		"PLAITA_INSTANCE_ID":       "inst-w1",
-	}
-	maps.Copy(env, extra)
-	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(env))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	q, err := queue.New(c, cfg, metrics.NewSet(), zerolog.Nop())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	if err := q.EnsureGroup(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	return &dispatchFix{c: c, root: root, cfg: cfg, q: q, st: store.NewRedis(c, cfg, root), reg: engine.NewRegistry()}
-}
 
 const benchOneNodeFlow = `{"id":"one","version":"1","start":"done","nodes":[
  {"id":"done","type":"end","params":{"output":{"ok":true}}}]}`
@@ -59,7 +25,7 @@ const benchOneNodeFlow = `{"id":"one","version":"1","start":"done","nodes":[
 //
 //	go test -run XXX -bench DispatchThroughput -benchtime 20000x ./engine/worker/
 func BenchmarkDispatchThroughput(b *testing.B) {
-	f := newBenchFix(b, nil)
+	f := newDispatchFix(b, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "30000"})
 	ctx := context.Background()
 	key := keys.MustFor(f.root, keys.DefaultTenant).Flow("one", "1")
 	if err := f.c.Do(ctx, f.c.B().Set().Key(key).Value(benchOneNodeFlow).Build()).Error(); err != nil {

@@ -32,7 +32,7 @@ type dispatchFix struct {
 	reg  *engine.Registry
 }
 
-func newDispatchFix(t *testing.T, extra map[string]string) *dispatchFix {
+func newDispatchFix(t testing.TB, extra map[string]string) *dispatchFix {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
@@ -58,7 +58,7 @@ func newDispatchFix(t *testing.T, extra map[string]string) *dispatchFix {
 	return &dispatchFix{c: c, root: root, cfg: cfg, q: q, st: store.NewRedis(c, cfg, root), reg: engine.NewRegistry()}
 }
 
-func dctx(t *testing.T) context.Context {
+func dctx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
