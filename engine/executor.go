@@ -193,19 +193,37 @@ func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*stat
 	return e.run(ctx, f, st)
 }
 
+// ResumeRequest is one resume of an execution.
+type ResumeRequest struct {
+	ExecutionID string
+	Type        ResumeType
+	Data        any
+	// Key identifies the carrier (the task message; a copy of it keeps its source's id). It is
+	// recorded with the applied resume, so that a redelivery of the same carrier is recognised.
+	Key string
+}
+
 // Resume continues an execution: from a suspension with the data that woke it, from its
 // checkpoint, or by retrying the node it failed at. A refused resume (wrong type, changed flow,
 // event not matching) returns an error and leaves the state untouched.
 func (ex *Executor) Resume(ctx context.Context, f *Flow, executionID string, rt ResumeType, data any) (*state.Execution, error) {
+	return ex.ResumeWith(ctx, f, ResumeRequest{ExecutionID: executionID, Type: rt, Data: data})
+}
+
+// ResumeWith is Resume with the carrier's identity. A resume whose effect is already in the
+// state — the execution is running and its last applied resume is this one — continues from
+// the checkpoint: its first delivery applied it, and the worker died before settling.
+func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) (*state.Execution, error) {
 	e := ex.begin()
-	st, err := e.Store.Load(ctx, executionID)
+	st, err := e.Store.Load(ctx, req.ExecutionID)
 	if err != nil {
 		return nil, err
 	}
-	data, err = normalize(data)
+	data, err := normalize(req.Data)
 	if err != nil {
 		return st, fmt.Errorf("%w: resume data: %w", ErrInvalidResume, err)
 	}
+	rt := req.Type
 	// Cancelling runs no node, so it works whatever happened to the definition.
 	if rt != ResumeCancel {
 		if err := e.checkHash(st, f, data); err != nil {
@@ -213,77 +231,149 @@ func (ex *Executor) Resume(ctx context.Context, f *Flow, executionID string, rt 
 		}
 	}
 	now := e.Clock.Now().UTC()
-	switch rt {
-	case ResumeCancel:
-		if st.Status.Terminal() {
-			return st, fmt.Errorf("%w: execution is already %s", ErrInvalidResume, st.Status)
-		}
+	p, err := e.plan(st, f, rt, data, req.Key, now)
+	if err != nil {
+		return st, err
+	}
+	mark := &state.ResumeMark{Type: string(rt), Node: st.CurrentNode, Key: req.Key, At: state.Stamp(now)}
+	switch p.action {
+	case actionCancel:
 		e.finish(st, state.Cancelled, nil)
 		e.timeline(st, state.TimelineEntry{Event: "cancelled", Detail: "cancel requested"})
 		return st, e.save(ctx, st, "")
-	case ResumeRetry:
-		if st.Status != state.Error {
-			return st, fmt.Errorf("%w: only an execution in error can be retried (it is %s)", ErrInvalidResume, st.Status)
-		}
-		if st.Error != nil && st.Error.Type == ErrTypeStepLimit {
-			// Its step budget is spent: a retry would stop again at once. The flow loops
-			// without a guard; fix it (or raise max_steps) and start a new execution.
-			return st, fmt.Errorf("%w: the execution used all its steps (%s); start a new execution of a fixed flow", ErrInvalidResume, st.Error.Message)
-		}
+	case actionContinue:
+		return e.run(ctx, f, st)
+	case actionRetry:
 		if st.Error != nil && st.Error.Node != "" {
 			st.CurrentNode = st.Error.Node
 		}
 		delete(st.NodeAttempts, st.CurrentNode)
 		st.Status, st.Error, st.EndTime = state.Running, nil, nil
+		mark.Node = st.CurrentNode
+		st.LastResume = mark
 		e.timeline(st, state.TimelineEntry{Event: "retry", Node: st.CurrentNode, Detail: "retry from the failed node"})
 		if err := e.save(ctx, st, ""); err != nil {
 			return st, err
 		}
 		return e.run(ctx, f, st)
 	}
-	if st.Status == state.Running && rt == ResumeContinue {
-		return e.run(ctx, f, st)
+	// actionApply: the suspension's node took the resume.
+	node := p.node
+	if p.err != nil {
+		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeNode, Message: p.err.Error(), Node: node.ID, Permanent: true})
 	}
-	if st.Status != state.Suspended || st.Suspend == nil {
-		return st, fmt.Errorf("%w: execution is %s, not suspended", ErrInvalidResume, st.Status)
-	}
-	node, ok := f.Node(st.Suspend.Node)
-	if !ok {
-		return st, fmt.Errorf("%w: suspended at node %q, which the flow no longer has", ErrInvalidResume, st.Suspend.Node)
-	}
-	res, ok := node.runner.(Resumer)
-	if !ok || !slices.Contains(res.Accepts(), rt) {
-		return st, fmt.Errorf("%w: the %s suspension at node %q does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
-	}
-	if st.Context == nil {
-		st.Context = map[string]any{}
-	}
-	prevEvent, hadEvent := st.Context[contextEvent]
 	if rt == ResumeEvent {
 		st.Context[contextEvent] = data
 	}
-	call := e.call(st, f, node, now)
-	out, err := res.Resume(ctx, call, rt, data)
-	if err != nil {
-		if errors.Is(err, ErrEventMismatch) || errors.Is(err, ErrInvalidResume) {
-			if hadEvent {
-				st.Context[contextEvent] = prevEvent
-			} else {
-				delete(st.Context, contextEvent)
-			}
-			return st, err
-		}
-		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeNode, Message: err.Error(), Node: node.ID, Permanent: true})
-	}
 	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt)})
 	st.Status, st.Suspend = state.Running, nil
-	if err := e.apply(st, node, out, now); err != nil {
+	mark.Node = node.ID
+	st.LastResume = mark
+	if err := e.apply(st, node, p.out, now); err != nil {
 		return e.fail(ctx, st, serializationError(node.ID, err))
 	}
 	if err := e.save(ctx, st, node.ID); err != nil {
 		return st, err
 	}
 	return e.run(ctx, f, st)
+}
+
+// resumeAction is what a resume does to an execution.
+type resumeAction int
+
+const (
+	actionApply    resumeAction = iota // the suspended node takes it (out, or err: the node failed)
+	actionCancel                       // end the execution as cancelled
+	actionRetry                        // re-run the node an errored execution stopped at
+	actionContinue                     // run on from the checkpoint
+)
+
+type resumePlan struct {
+	action resumeAction
+	node   *Node
+	out    Outcome
+	err    error // actionApply: the node's own failure (the execution ends in error)
+}
+
+// plan decides what a resume does, or why it is refused; it changes nothing in st.
+func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, key string, now time.Time) (resumePlan, error) {
+	switch rt {
+	case ResumeCancel:
+		if st.Status.Terminal() {
+			return resumePlan{}, fmt.Errorf("%w: execution is already %s", ErrInvalidResume, st.Status)
+		}
+		return resumePlan{action: actionCancel}, nil
+	case ResumeRetry:
+		if st.Status == state.Running && redelivered(st, rt, key) {
+			return resumePlan{action: actionContinue}, nil
+		}
+		if st.Status != state.Error {
+			return resumePlan{}, fmt.Errorf("%w: only an execution in error can be retried (it is %s)", ErrInvalidResume, st.Status)
+		}
+		if st.Error != nil && st.Error.Type == ErrTypeStepLimit {
+			// Its step budget is spent: a retry would stop again at once. The flow loops
+			// without a guard; fix it (or raise max_steps) and start a new execution.
+			return resumePlan{}, fmt.Errorf("%w: the execution used all its steps (%s); start a new execution of a fixed flow", ErrInvalidResume, st.Error.Message)
+		}
+		return resumePlan{action: actionRetry}, nil
+	}
+	if st.Status == state.Running && (rt == ResumeContinue || redelivered(st, rt, key)) {
+		return resumePlan{action: actionContinue}, nil
+	}
+	if st.Status != state.Suspended || st.Suspend == nil {
+		return resumePlan{}, fmt.Errorf("%w: execution is %s, not suspended", ErrInvalidResume, st.Status)
+	}
+	node, ok := f.Node(st.Suspend.Node)
+	if !ok {
+		return resumePlan{}, fmt.Errorf("%w: suspended at node %q, which the flow no longer has", ErrInvalidResume, st.Suspend.Node)
+	}
+	res, ok := node.runner.(Resumer)
+	if !ok || !slices.Contains(res.Accepts(), rt) {
+		return resumePlan{}, fmt.Errorf("%w: the %s suspension at node %q does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
+	}
+	// The node sees EVENT = the event being delivered; the state itself is left alone.
+	call := e.call(st, f, node, now)
+	if rt == ResumeEvent {
+		call.env["EVENT"], call.Event = data, data
+	}
+	out, err := res.Resume(context.Background(), call, rt, data)
+	if err != nil {
+		if errors.Is(err, ErrEventMismatch) || errors.Is(err, ErrInvalidResume) {
+			return resumePlan{}, err
+		}
+		return resumePlan{action: actionApply, node: node, err: err}, nil
+	}
+	return resumePlan{action: actionApply, node: node, out: out}, nil
+}
+
+// redelivered reports whether a resume of a running execution is the one last applied to it
+// (same type and, when both are known, the same carrier): its effect is in the state.
+func redelivered(st *state.Execution, rt ResumeType, key string) bool {
+	m := st.LastResume
+	return m != nil && m.Type == string(rt) && (key == "" || m.Key == "" || m.Key == key)
+}
+
+// CheckResume reports whether a resume would be accepted, without changing st or running
+// anything: nil when the worker would take it, else the error Resume would return (a
+// changed flow, a type the execution does not take, an event its match refuses …). It is
+// advice for producers such as the CLI; the worker decides again when it runs the resume.
+func CheckResume(f *Flow, st *state.Execution, rt ResumeType, data any, limits ExprLimits, now time.Time) error {
+	data, err := normalize(data)
+	if err != nil {
+		return fmt.Errorf("%w: resume data: %w", ErrInvalidResume, err)
+	}
+	if rt != ResumeCancel {
+		allow := false
+		if m, ok := data.(map[string]any); ok {
+			allow, _ = m["allow_flow_hash_change"].(bool)
+		}
+		if _, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, allow); err != nil {
+			return err
+		}
+	}
+	e := &execRun{Executor: &Executor{}, set: Settings{Expr: limits}}
+	_, err = e.plan(st, f, rt, data, "", now)
+	return err
 }
 
 func (e *execRun) checkHash(st *state.Execution, f *Flow, data any) error {

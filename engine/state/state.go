@@ -55,6 +55,9 @@ type Execution struct {
 	LastUpdate   time.Time              `json:"last_update_time"`
 	EndTime      *time.Time             `json:"end_time,omitempty"`
 
+	// LastResume is the last resume applied to the execution (absent before the first).
+	LastResume *ResumeMark `json:"last_resume,omitempty"`
+
 	// NodeAttempts counts failed attempts of the node being retried; cleared when it succeeds.
 	NodeAttempts    map[string]int  `json:"node_attempts,omitempty"`
 	Timeline        []TimelineEntry `json:"timeline,omitempty"`
@@ -95,6 +98,17 @@ type Suspend struct {
 	EventType string `json:"event_type,omitempty"` // event
 	Match     string `json:"match,omitempty"`      // event: expression over EVENT
 	Message   string `json:"message,omitempty"`    // approval: what the approver is asked
+}
+
+// ResumeMark records a resume that was applied. When the worker that applied it dies before
+// the execution settles, the redelivered resume meets a running execution: the mark tells it
+// apart from a resume that does not fit, so it continues from the checkpoint instead of being
+// refused (which would strand the execution in running).
+type ResumeMark struct {
+	Type string    `json:"type"`           // continue, retry, event, timeout, approval
+	Node string    `json:"node,omitempty"` // the node it was applied at
+	Key  string    `json:"key,omitempty"`  // the carrier's identity (task message id), when known
+	At   Timestamp `json:"at"`
 }
 
 // ErrorInfo describes why an execution ended in error.
