@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"plaita/engine/state"
 )
