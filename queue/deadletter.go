@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -51,70 +52,61 @@ type DeadLetterInfo struct {
 	At            time.Time `json:"ts"`
 }
 
+// letteredKey is the one-shot marker of a dead-lettered source. It lives in the DLQ stream's
+// Cluster slot (sameSlot), so the dead-letter script writes the entry and the marker together.
 func (q *Queue) letteredKey(sourceID string) string {
-	return q.dlq + ":lettered:" + q.stream + ":" + sourceID
+	return sameSlot(q.dlq) + ":lettered:" + q.stream + ":" + sourceID
 }
 
 func (q *Queue) replayedKey(dlqID string) string { return q.dlq + ":replayed:" + dlqID }
 
-// DeadLetter moves d to the dead-letter stream: XADD with the reason, the source id, the
-// delivery count, the schema version and the original payload, XTRIM MAXLEN =
-// PLAITA_DLQ_MAX_LEN (exact: the DLQ is small, and "0 keeps 1" must keep exactly one), then
-// XACK + XDEL of the source. A source already dead-lettered (its ack failed last time) is only
-// acked, so a message is dead-lettered once.
+// sameSlot returns a key prefix that hashes to key's Redis Cluster slot: key itself when it
+// carries a hash tag (its first {…} is then the prefix's too), else key wrapped in braces. A
+// name with a '}' but no tag cannot be wrapped; it is returned as is (on one server the slot
+// does not matter; in a cluster give such a DLQ name a hash tag).
+func sameSlot(key string) string {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			return key
+		}
+	}
+	if strings.IndexByte(key, '}') >= 0 {
+		return key
+	}
+	return "{" + key + "}"
+}
+
+// deadLetterScript writes a dead letter and its source's one-shot marker in one step, so that
+// a worker killed between the two cannot leave an entry without its marker (its redelivery
+// would dead-letter the message a second time).
+// KEYS: 1 DLQ stream, 2 marker. ARGV: 1 MAXLEN, 2 marker TTL (s), 3… the entry's field/value
+// pairs. Returns {0, previous DLQ id} (already dead-lettered) | {1, DLQ id, trimmed, length}.
+var deadLetterScript = rueidis.NewLuaScript(`
+local prev = redis.call('GET', KEYS[2])
+if prev then return {0, prev} end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
+local trimmed = redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])
+redis.call('SET', KEYS[2], id, 'EX', ARGV[2])
+return {1, id, trimmed, redis.call('XLEN', KEYS[1])}
+`)
+
+// DeadLetter moves d to the dead-letter stream: in one script, the entry (reason, source id,
+// delivery count, schema version, the original payload), XTRIM MAXLEN = PLAITA_DLQ_MAX_LEN
+// (exact: the DLQ is small, and "0 keeps 1" must keep exactly one) and the source's one-shot
+// marker; then XACK + XDEL of the source. A source already dead-lettered (its worker died or
+// its ack failed after the script) is only acked, so a message is dead-lettered once.
 func (q *Queue) DeadLetter(ctx context.Context, d Delivery, reason string) error {
-	c := q.c
 	if reason == "" {
 		reason = "unspecified"
 	}
-	marker := q.letteredKey(d.ID)
-	prev, err := c.Do(ctx, c.B().Get().Key(marker).Build()).ToString()
-	switch {
-	case err == nil:
-		q.log.Info().Str("event", "dead_letter.repeat").Str("message_id", d.ID).Str("dlq_id", prev).
+	info, repeat, err := q.letter(ctx, d, reason)
+	if err != nil {
+		return err
+	}
+	if repeat {
+		q.log.Info().Str("event", "dead_letter.repeat").Str("message_id", d.ID).Str("dlq_id", info.DLQID).
 			Msg("message was already dead-lettered; acking it")
 		return q.Ack(ctx, d)
-	case !rueidis.IsRedisNil(err):
-		return fmt.Errorf("dead-letter %s: %w", d.ID, err)
-	}
-
-	now := q.now().UTC()
-	info := DeadLetterInfo{
-		Queue: q.stream, DLQKey: q.dlq, MessageID: d.ID, Reason: reason, DeliveryCount: d.Count,
-		SchemaVersion: d.Envelope.SchemaVersion, TenantID: d.Envelope.Tenant(),
-		ExecutionID: d.Envelope.ExecutionID, DLQMaxLen: int64(q.dlqMaxLen), At: now,
-	}
-	if d.Err != nil {
-		info.Detail = d.Err.Error()
-	}
-	fv := c.B().Xadd().Key(q.dlq).Id("*").FieldValue().
-		FieldValue(dlqReason, reason).
-		FieldValue(dlqSourceID, d.ID).
-		FieldValue(dlqQueue, q.stream).
-		FieldValue(dlqConsumer, d.Consumer).
-		FieldValue(dlqDeliveryCount, strconv.FormatInt(d.Count, 10)).
-		FieldValue(dlqSchema, strconv.Itoa(d.Envelope.SchemaVersion)).
-		FieldValue(dlqTenant, info.TenantID).
-		FieldValue(dlqExecution, d.Envelope.ExecutionID).
-		FieldValue(dlqKind, string(d.Envelope.Kind)).
-		FieldValue(dlqAt, now.Format(time.RFC3339Nano))
-	if info.Detail != "" {
-		fv = fv.FieldValue(dlqDetail, info.Detail)
-	}
-	if d.HasPayload {
-		fv = fv.FieldValue(PayloadField, d.Payload)
-	}
-	res := c.DoMulti(ctx, fv.Build(),
-		c.B().Xtrim().Key(q.dlq).Maxlen().Exact().Threshold(strconv.Itoa(q.dlqMaxLen)).Build(),
-		c.B().Xlen().Key(q.dlq).Build())
-	if info.DLQID, err = res[0].ToString(); err != nil {
-		return fmt.Errorf("dead-letter %s to %s: %w", d.ID, q.dlq, err)
-	}
-	info.TrimmedCount, _ = res[1].AsInt64()
-	info.DLQLength, _ = res[2].AsInt64()
-
-	if err := c.Do(ctx, c.B().Set().Key(marker).Value(info.DLQID).Ex(letteredTTL).Build()).Error(); err != nil {
-		q.log.Warn().Err(err).Str("message_id", d.ID).Msg("dead-letter marker not written; a failed ack would dead-letter the message again")
 	}
 	q.m.deadLettered.Inc()
 	q.log.Warn().Str("event", "dead_letter").Str("dlq_key", q.dlq).Str("dlq_id", info.DLQID).
@@ -130,6 +122,54 @@ func (q *Queue) DeadLetter(ctx context.Context, d Delivery, reason string) error
 		return fmt.Errorf("dead-lettered %s as %s but the source stays pending: %w", d.ID, info.DLQID, err)
 	}
 	return nil
+}
+
+// letter writes the dead letter and its marker (the script); repeat reports a source that was
+// dead-lettered before (info.DLQID is that entry).
+func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info DeadLetterInfo, repeat bool, err error) {
+	now := q.now().UTC()
+	info = DeadLetterInfo{
+		Queue: q.stream, DLQKey: q.dlq, MessageID: d.ID, Reason: reason, DeliveryCount: d.Count,
+		SchemaVersion: d.Envelope.SchemaVersion, TenantID: d.Envelope.Tenant(),
+		ExecutionID: d.Envelope.ExecutionID, DLQMaxLen: int64(q.dlqMaxLen), At: now,
+	}
+	if d.Err != nil {
+		info.Detail = d.Err.Error()
+	}
+	args := []string{strconv.Itoa(q.dlqMaxLen), strconv.FormatInt(int64(letteredTTL/time.Second), 10),
+		dlqReason, reason,
+		dlqSourceID, d.ID,
+		dlqQueue, q.stream,
+		dlqConsumer, d.Consumer,
+		dlqDeliveryCount, strconv.FormatInt(d.Count, 10),
+		dlqSchema, strconv.Itoa(d.Envelope.SchemaVersion),
+		dlqTenant, info.TenantID,
+		dlqExecution, d.Envelope.ExecutionID,
+		dlqKind, string(d.Envelope.Kind),
+		dlqAt, now.Format(time.RFC3339Nano)}
+	if info.Detail != "" {
+		args = append(args, dlqDetail, info.Detail)
+	}
+	if d.HasPayload {
+		args = append(args, PayloadField, d.Payload)
+	}
+	arr, err := deadLetterScript.Exec(ctx, q.c, []string{q.dlq, q.letteredKey(d.ID)}, args).ToArray()
+	if err != nil {
+		return info, false, fmt.Errorf("dead-letter %s to %s: %w", d.ID, q.dlq, err)
+	}
+	if len(arr) < 2 {
+		return info, false, fmt.Errorf("dead-letter %s to %s: unexpected reply", d.ID, q.dlq)
+	}
+	wrote, _ := arr[0].AsInt64()
+	info.DLQID, _ = arr[1].ToString()
+	if wrote != 1 {
+		return info, true, nil
+	}
+	if len(arr) == 4 {
+		info.TrimmedCount, _ = arr[2].AsInt64()
+		info.DLQLength, _ = arr[3].AsInt64()
+	}
+	return info, false, nil
 }
 
 // DLQEntry is one dead letter.

@@ -29,8 +29,10 @@ const (
 	// VerdictLeavePendingFamilyMismatch: the message and this worker both carry a config_family
 	// and they differ: do not execute, leave it pending for a worker of its family.
 	VerdictLeavePendingFamilyMismatch Verdict = "leave_pending_family_mismatch"
-	// VerdictLeavePendingBudgetStale: budget_generation differs: leave it pending for a worker
-	// of its budget generation; no delivery is burned.
+	// VerdictLeavePendingBudgetStale: a redelivery whose budget_generation differs: leave it
+	// pending for a worker of its budget generation (or a drain); no delivery is burned. A first
+	// delivery is never gated on its budget: producers stamp their own, and a budget change is
+	// not an incompatibility.
 	VerdictLeavePendingBudgetStale Verdict = "leave_pending_budget_stale"
 )
 
@@ -44,12 +46,14 @@ const (
 func ReasonMaxDeliveries(n int) string { return fmt.Sprintf("max_deliveries=%d", n) }
 
 // generationVerdict is the config generation gate (SPEC §3): it applies only when both sides
-// carry the field; a message without them is legacy and never gated.
-func (q *Queue) generationVerdict(env Envelope) Verdict {
+// carry the field; a message without them is legacy and never gated. config_family gates every
+// delivery; budget_generation only a redelivery (an entry of the old budget's PEL), never a
+// first delivery.
+func (q *Queue) generationVerdict(env Envelope, redelivery bool) Verdict {
 	if env.ConfigFamily != "" && q.gens.Family != "" && env.ConfigFamily != q.gens.Family {
 		return VerdictLeavePendingFamilyMismatch
 	}
-	if env.BudgetGeneration != "" && q.gens.Budget != "" && env.BudgetGeneration != q.gens.Budget {
+	if redelivery && env.BudgetGeneration != "" && q.gens.Budget != "" && env.BudgetGeneration != q.gens.Budget {
 		return VerdictLeavePendingBudgetStale
 	}
 	return VerdictRun
@@ -57,8 +61,9 @@ func (q *Queue) generationVerdict(env Envelope) Verdict {
 
 // Gate decides what to do with a delivery, in this order:
 //
-//  1. the generation gate: another config_family, then another budget_generation → leave
-//     pending (the entry is not ours to judge, not even to dead-letter);
+//  1. the generation gate: another config_family, then (redeliveries only) another
+//     budget_generation → leave pending (the entry is not ours to judge, not even to
+//     dead-letter);
 //  2. schema_version newer than ours → dead-letter once;
 //  3. malformed → dead-letter;
 //  4. age = now − max(created_at, stream id time) above PLAITA_TASK_MAX_AGE_SECONDS (read on
@@ -68,7 +73,7 @@ func (q *Queue) generationVerdict(env Envelope) Verdict {
 //
 // Gate has no side effects; Apply carries a verdict out.
 func (q *Queue) Gate(d Delivery) Verdict {
-	if v := q.generationVerdict(d.Envelope); v != VerdictRun {
+	if v := q.generationVerdict(d.Envelope, d.Reclaimed || d.Count > 1); v != VerdictRun {
 		return v
 	}
 	switch {

@@ -291,7 +291,7 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 			continue
 		}
 		d := q.delivery(p.id, es[0].FieldValues, consumer, p.count+1, true)
-		if v := q.generationVerdict(d.Envelope); v != VerdictRun {
+		if v := q.generationVerdict(d.Envelope, true); v != VerdictRun {
 			q.noteGated(d, v)
 			continue
 		}

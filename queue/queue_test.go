@@ -488,16 +488,23 @@ func TestBudgetStaleStaysPending(t *testing.T) {
 	if s := b.q.Stats(); s.BudgetStale != 1 {
 		t.Fatalf("budget stale %d", s.BudgetStale)
 	}
-	// A first delivery of the old generation is not run either, and burns no delivery.
-	id2 := b.enqueue(t, e)
+	// A first delivery stamped with another budget runs: producers stamp their own budget,
+	// and a budget change is not an incompatibility.
+	b.enqueue(t, e)
 	d2 := b.readOne(t, b.q, "w-new")
+	if v := b.q.Gate(d2); v != VerdictRun {
+		t.Fatalf("first delivery of another budget: gate %s, want run", v)
+	}
+	// Its redelivery, by contrast, belongs to the old budget's PEL: left pending, no delivery
+	// burned.
+	d2.Count, d2.Reclaimed = 2, true
 	if v := b.q.Gate(d2); v != VerdictLeavePendingBudgetStale {
-		t.Fatalf("gate %s", v)
+		t.Fatalf("redelivery of another budget: gate %s", v)
 	}
 	if err := b.q.Apply(testCtx(t), d2, VerdictLeavePendingBudgetStale); err != nil {
 		t.Fatal(err)
 	}
-	if _, n := b.pendingOf(t, id2); n != 0 {
+	if _, n := b.pendingOf(t, d2.ID); n != 1 {
 		t.Fatalf("delivery burned: count %d", n)
 	}
 	got := b.reclaimOne(t, old, "w-old2")
@@ -655,7 +662,8 @@ func TestGateOrder(t *testing.T) {
 	}{
 		{"family before newer schema", Delivery{ID: fresh, Count: 1, Err: newer, Envelope: Envelope{ConfigFamily: "cf1-x"}}, VerdictLeavePendingFamilyMismatch},
 		{"family before malformed", Delivery{ID: fresh, Count: 1, Err: bad, Envelope: Envelope{ConfigFamily: "cf1-x"}}, VerdictLeavePendingFamilyMismatch},
-		{"budget before malformed", Delivery{ID: fresh, Count: 1, Err: bad, Envelope: Envelope{ConfigFamily: g.Family, BudgetGeneration: "bg1-x"}}, VerdictLeavePendingBudgetStale},
+		{"budget before malformed", Delivery{ID: fresh, Count: 2, Reclaimed: true, Err: bad, Envelope: Envelope{ConfigFamily: g.Family, BudgetGeneration: "bg1-x"}}, VerdictLeavePendingBudgetStale},
+		{"budget never gates a first delivery", Delivery{ID: fresh, Count: 1, Envelope: Envelope{ConfigFamily: g.Family, BudgetGeneration: "bg1-x"}}, VerdictRun},
 		{"newer schema", Delivery{ID: fresh, Count: 9, Err: newer}, VerdictDeadLetterNewerSchema},
 		{"malformed", Delivery{ID: fresh, Count: 9, Err: bad}, VerdictDeadLetterMalformed},
 		{"too old before max deliveries", Delivery{ID: "1000-0", Count: 9}, VerdictDropTooOld},

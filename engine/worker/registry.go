@@ -204,8 +204,11 @@ func (r *Registry) opTimeout() time.Duration {
 }
 
 // Start registers the instance at once (status running unless SetStatus moved it before) and
-// then refreshes the key every Interval until Stop or ctx ends. A failing first write is
-// returned and no heartbeat runs; Stop is still safe.
+// then refreshes the key every Interval until Stop. ctx bounds only the first write: the
+// heartbeat lives as long as the instance, through a drain, whatever the caller's start-up
+// deadline (a heartbeat tied to it stopped 30 s after start, and a healthy worker looked
+// dead to every liveness check one TTL later). A failing first write is returned and no
+// heartbeat runs; Stop is still safe.
 func (r *Registry) Start(ctx context.Context) error {
 	r.mu.Lock()
 	if r.closed.Load() {
@@ -216,7 +219,7 @@ func (r *Registry) Start(ctx context.Context) error {
 		r.mu.Unlock()
 		return errors.New("registry: already started")
 	}
-	loopCtx, cancel := context.WithCancel(ctx)
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	r.cancel = cancel
 	r.started.Store(true)
 	r.mu.Unlock()

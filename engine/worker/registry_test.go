@@ -511,3 +511,40 @@ func TestRegistryInstanceInfoFromConfig(t *testing.T) {
 		t.Fatalf("info %+v", info)
 	}
 }
+
+// The heartbeat outlives the context Start was given: a role bounds its start-up with a
+// deadline, and a heartbeat tied to it stopped (the instance looked dead one TTL later).
+func TestRegistryHeartbeatOutlivesTheStartContext(t *testing.T) {
+	t.Parallel()
+	b := regSetup(t)
+	r, _ := b.registry(t, "worker-hb", 50*time.Millisecond)
+	startCtx, cancelStart := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := r.Start(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	cancelStart()
+	first, _, ok := b.record(t, "worker-hb")
+	if !ok {
+		t.Fatal("not registered")
+	}
+	// Positive evidence: the heartbeat keeps moving for well over three TTLs (3 × 150 ms).
+	deadline := time.Now().Add(10 * time.Second)
+	var last InstanceRecord
+	for beats := 0; beats < 12; {
+		rec, _, ok := b.record(t, "worker-hb")
+		if !ok {
+			t.Fatalf("registry key gone after %d heartbeats since the start context ended", beats)
+		}
+		if rec.HeartbeatAt.After(last.HeartbeatAt) {
+			last = rec
+			beats++
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d heartbeats in 10s after the start context ended", beats)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !last.HeartbeatAt.After(first.HeartbeatAt.Add(450 * time.Millisecond)) {
+		t.Fatalf("heartbeat at %s, first at %s: not three TTLs later", last.HeartbeatAt, first.HeartbeatAt)
+	}
+}

@@ -24,8 +24,9 @@
 // Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
 // tenant. The task queue and its dead-letter stream are configured names (PLAITA_QUEUE_NAME,
 // PLAITA_DLQ_KEY); package queue keeps two marker families beside the DLQ:
-// <dlq>:lettered:<queue>:<id> (a source already dead-lettered, 7d) and <dlq>:replayed:<id>
-// (a DLQ entry already replayed, 90d).
+// {<dlq>}:lettered:<queue>:<id> (a source already dead-lettered, 7d; in the DLQ's Cluster slot —
+// <dlq> itself when it carries a hash tag — so that one script writes the entry and its
+// marker) and <dlq>:replayed:<id> (a DLQ entry already replayed, 90d).
 package keys
 
 import (

@@ -1,0 +1,70 @@
+package queue
+
+import (
+	"testing"
+)
+
+// A worker killed after the dead-letter step and before the ack: the entry and the marker were
+// written together, so the redelivery only acks the source — one dead letter, never two.
+func TestDeadLetterCrashBeforeAckLettersOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	id := b.enqueue(t, startEnv("f"))
+	d := b.readOne(t, b.q, "w1")
+	info, repeat, err := b.q.letter(testCtx(t), d, "poison") // the step; then "kill -9"
+	if err != nil || repeat || info.DLQID == "" {
+		t.Fatalf("letter: %+v %v %v", info, repeat, err)
+	}
+	if _, n := b.pendingOf(t, id); n != 1 {
+		t.Fatalf("source not pending after the crash (count %d)", n)
+	}
+	// The marker is in the DLQ stream's slot: the script could write both at once.
+	if got, want := slotTag(b.q.letteredKey(id)), slotTag(b.q.DLQKey()); got != want {
+		t.Fatalf("marker hashes on %q, the DLQ on %q", got, want)
+	}
+	redelivered := d
+	redelivered.Count, redelivered.Reclaimed = 2, true
+	if err := b.q.DeadLetter(testCtx(t), redelivered, "poison"); err != nil {
+		t.Fatal(err)
+	}
+	if es := b.dlq(t); len(es) != 1 || es[0].ID != info.DLQID {
+		t.Fatalf("DLQ %+v, want only %s", es, info.DLQID)
+	}
+	if _, n := b.pendingOf(t, id); n != 0 {
+		t.Fatalf("source still pending (count %d)", n)
+	}
+	if s := b.q.Stats(); s.DeadLettered != 0 {
+		// letter alone does not count; the repeat only acks.
+		t.Fatalf("dead-lettered counted %d times", s.DeadLettered)
+	}
+}
+
+func TestSameSlot(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"plaita:flow:queue:dlq", "plaita:flow:queue:dlq"},
+		{"{q}:dlq", "q"},
+		{"x{tag}y{z}", "tag"},
+	} {
+		if got := slotTag(sameSlot(tc.key) + ":lettered:q:1-1"); got != tc.want || slotTag(tc.key) != tc.want {
+			t.Errorf("%q: marker tag %q, key tag %q, want %q", tc.key, got, slotTag(tc.key), tc.want)
+		}
+	}
+}
+
+// slotTag is what Redis Cluster hashes for key: the first non-empty {…}, else the whole key.
+func slotTag(key string) string {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '{' {
+			for j := i + 1; j < len(key); j++ {
+				if key[j] == '}' {
+					if j > i+1 {
+						return key[i+1 : j]
+					}
+					return key
+				}
+			}
+			return key
+		}
+	}
+	return key
+}
