@@ -151,6 +151,12 @@ func (q *Queue) Apply(ctx context.Context, d Delivery, v Verdict) error {
 	return fmt.Errorf("queue: unknown verdict %q", v)
 }
 
+// LeavePending leaves d pending for a later redelivery without spending a delivery: its
+// counter goes back to what it was before this delivery and its idle time restarts, so it is
+// reclaimed again after PLAITA_CLAIM_MIN_IDLE_MS. A delivery that waits for another holder's
+// execution lease uses it: waiting must not use up the budget of a message nobody ran.
+func (q *Queue) LeavePending(ctx context.Context, d Delivery) error { return q.restoreCount(ctx, d) }
+
 // restoreCount sets the entry's delivery counter back to what it was before this delivery
 // (XCLAIM to the same consumer with RETRYCOUNT and JUSTID, which does not increment it).
 func (q *Queue) restoreCount(ctx context.Context, d Delivery) error {

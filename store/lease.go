@@ -36,20 +36,30 @@ import (
 //
 //	if !config.DisableLeaseWatchdog.In(cfg) { lost = lease.Watch(ctx) }
 
-// acquireScript takes the lease and bumps the fence.
-// KEYS: 1 lease, 2 fencegen, 3 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s).
-// Returns {1, generation} | {0, current lease value}.
+// acquireScript takes the lease and bumps the fence. With a takeover holder (ARGV[4]), a lease
+// held by that holder is taken over too: an earlier life of this instance that runs nothing of
+// the execution any more (its release failed, or it was killed and restarted under the same
+// instance id). Bumping the fence generation fences out whatever that life might still write.
+// KEYS: 1 lease, 2 fencegen, 3 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s),
+// 4 takeover holder (” = none).
+// Returns {1, generation, took over (0|1)} | {0, current lease value}.
 var acquireScript = rueidis.NewLuaScript(`
 local cur = redis.call('GET', KEYS[2])
 if cur and not tonumber(cur) then
   return redis.error_reply('fencegen ' .. KEYS[2] .. ' is not an integer')
 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
-  local g = redis.call('INCR', KEYS[2])
-  redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
-  return {1, g}
+local took = 0
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  local held = redis.call('GET', KEYS[1]) or ''
+  if ARGV[4] == '' or string.sub(held, 1, #ARGV[4] + 1) ~= ARGV[4] .. '|' then
+    return {0, held}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  took = 1
 end
-return {0, redis.call('GET', KEYS[1]) or ''}
+local g = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
+return {1, g, took}
 `)
 
 // renewScript extends the lease while it is still ours, and keeps our fence alive with it.
@@ -98,6 +108,7 @@ type Lease struct {
 	leaseKey string
 	fenceKey string
 	genKey   string
+	tookOver bool // AcquireOwn replaced a leftover lease of the same holder
 
 	mu         sync.Mutex
 	renewedAt  time.Time // start of the last call that (re)set the lease's TTL
@@ -111,6 +122,19 @@ type Lease struct {
 // and with ErrRedis (transient) when Redis does not answer. The lease TTL is
 // PLAITA_LEASE_TTL_SECONDS.
 func (ts *TenantStore) Acquire(ctx context.Context, executionID, holder string) (*Lease, error) {
+	return ts.acquire(ctx, executionID, holder, false)
+}
+
+// AcquireOwn is Acquire that also takes over a lease held by holder itself. Call it only when
+// nothing in this process runs the execution: the lease is then a leftover of an earlier life
+// of the instance (a release that failed while Redis was away, or a restart under the same
+// PLAITA_INSTANCE_ID), which would otherwise look like a live holder until it expired. The
+// fence generation moves on, so nothing of that earlier life can write any more.
+func (ts *TenantStore) AcquireOwn(ctx context.Context, executionID, holder string) (*Lease, error) {
+	return ts.acquire(ctx, executionID, holder, true)
+}
+
+func (ts *TenantStore) acquire(ctx context.Context, executionID, holder string, takeover bool) (*Lease, error) {
 	if holder == "" {
 		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
 	}
@@ -130,12 +154,16 @@ func (ts *TenantStore) Acquire(ctx context.Context, executionID, holder string) 
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	start := time.Now()
+	from := ""
+	if takeover {
+		from = holder
+	}
 	arr, err := acquireScript.Exec(ctx, ts.r.c, []string{l.leaseKey, l.genKey, l.fenceKey},
-		[]string{l.value, seconds(l.ttl), seconds(MechanismTTL)}).ToArray()
+		[]string{l.value, seconds(l.ttl), seconds(MechanismTTL), from}).ToArray()
 	if err != nil {
 		return nil, transient(ErrRedis, "acquire lease of "+executionID, err)
 	}
-	if len(arr) != 2 {
+	if len(arr) < 2 {
 		return nil, fmt.Errorf("%w: acquire lease of %s: unexpected reply", ErrRedis, executionID)
 	}
 	if ok, _ := arr[0].AsInt64(); ok != 1 {
@@ -144,6 +172,10 @@ func (ts *TenantStore) Acquire(ctx context.Context, executionID, holder string) 
 	}
 	if l.gen, err = arr[1].AsInt64(); err != nil {
 		return nil, fmt.Errorf("%w: acquire lease of %s: generation: %w", ErrRedis, executionID, err)
+	}
+	if len(arr) > 2 {
+		took, _ := arr[2].AsInt64()
+		l.tookOver = took == 1
 	}
 	l.renewedAt = start
 	return l, nil
@@ -167,6 +199,9 @@ func (l *Lease) Holder() string { return l.holder }
 
 // Generation is the fence generation this lease writes with.
 func (l *Lease) Generation() int64 { return l.gen }
+
+// TookOver reports whether AcquireOwn replaced a leftover lease of the same holder.
+func (l *Lease) TookOver() bool { return l.tookOver }
 
 // TTL is the lease's TTL (PLAITA_LEASE_TTL_SECONDS when it was taken).
 func (l *Lease) TTL() time.Duration { return l.ttl }

@@ -350,3 +350,44 @@ func TestWatchdogReportsLossWhenRedisIsGone(t *testing.T) {
 		t.Fatal("the watchdog did not give the lease up after a TTL without renewal")
 	}
 }
+
+// AcquireOwn takes over a leftover lease of the same holder (an earlier life of the instance)
+// and fences that life out; another holder's lease is never taken.
+func TestAcquireOwnTakesOverOnlyTheSameHolder(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	old := f.acquire("e1", "worker-a") // its release will never come: Redis was away, then it moved on
+	if _, err := f.ts.AcquireOwn(c, "e1", "worker-b"); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("another holder's lease taken over: %v", err)
+	}
+	if _, err := f.ts.Acquire(c, "e1", "worker-a"); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("plain Acquire took the same holder's lease: %v", err)
+	}
+	l, err := f.ts.AcquireOwn(c, "e1", "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !l.TookOver() || l.Generation() != old.Generation()+1 {
+		t.Fatalf("took over %v, generation %d after %d", l.TookOver(), l.Generation(), old.Generation())
+	}
+	// The earlier life is fenced out; the new lease writes.
+	st := &state.Execution{ExecutionID: "e1", Status: state.Running, StartTime: time.Now()}
+	if err := old.Storage().Save(c, st); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale save: %v", err)
+	}
+	if err := l.Storage().Save(c, st); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Release(c); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the stale release deleted the new lease: %v", err)
+	}
+	if err := l.Release(c); err != nil {
+		t.Fatal(err)
+	}
+	// With no lease at all it is a plain acquire.
+	l2, err := f.ts.AcquireOwn(c, "e1", "worker-a")
+	if err != nil || l2.TookOver() {
+		t.Fatalf("free lease: %v took over %v", err, l2.TookOver())
+	}
+}

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -104,10 +105,15 @@ var errCancelInterrupt = errors.New("cancel flag set: run interrupted")
 // Dispatcher is the worker's dispatch loop: it reads tasks, gates them, runs them under the
 // execution lease and settles each delivery (ack, leave pending, dead-letter, requeue).
 //
-// Order per delivery: queue.Gate (non-run verdicts through Queue.Apply) → DenyRepos → Target →
-// TenantStatus → flow definition (missing: dead-letter flow_not_found; unparsable:
-// invalid_flow; a cancel resume goes on without it) → Affinity → Quota → tombstone check
-// (deleted: ack, no-op) → lease (held: see leaseConflict) → run.
+// Order per delivery: queue.Gate (non-run verdicts through Queue.Apply; used-up deliveries
+// through exhausted) → DenyRepos → Target → TenantStatus → flow definition (missing:
+// dead-letter flow_not_found; unparsable: invalid_flow; a cancel resume goes on without it) →
+// Affinity → Quota → tombstone check (deleted: ack, no-op) → lease (held: see leaseConflict;
+// a leftover lease of this instance for an execution it does not run is taken over) → run.
+//
+// A delivery that waits for another holder's lease is left pending with its delivery count
+// restored: waiting spends no delivery. A delivery past PLAITA_MAX_DELIVERIES ends its
+// running execution in error (DeliveriesExhausted, retryable) before it is dead-lettered.
 //
 // Outcomes of a run:
 //
@@ -119,7 +125,8 @@ var errCancelInterrupt = errors.New("cancel flag set: run interrupted")
 //	                                  stop, write nothing more, no ack
 //	cancel flag set mid-step          Resume(cancel) from the checkpoint, ack
 //	transient / context (drain)       no ack, IncFailed; the last allowed delivery is
-//	                                  dead-lettered (max_deliveries=N) instead
+//	                                  dead-lettered (max_deliveries=N) instead, its running
+//	                                  execution ended in error first
 //	panic                             nofail counter; at DeterministicFailureMax the execution
 //	                                  ends in error (DeterministicFailure) and is acked, else
 //	                                  as transient
@@ -142,6 +149,11 @@ type Dispatcher struct {
 	done     chan struct{}      // closed when every consumer has returned
 	stopping atomic.Bool
 	active   atomic.Int64
+
+	// runs are the executions a consumer of this process holds (or is taking) the lease of: a
+	// lease of this instance for any other execution is a leftover of an earlier life.
+	runsMu sync.Mutex
+	runs   map[string]struct{}
 
 	dispatched, acked, conflicts, noops, failed *metrics.Counter
 }
@@ -200,6 +212,7 @@ func NewDispatcher(d Deps) *Dispatcher {
 	set := setOrNew(d.Metrics)
 	return &Dispatcher{
 		d: d, log: d.Log.With().Str("component", "dispatch").Logger(), flows: flows, root: root, self: self, n: max(n, 1),
+		runs:       map[string]struct{}{},
 		dispatched: set.GetOrCreateCounter(`plaita_dispatch_runs_total`),
 		acked:      set.GetOrCreateCounter(`plaita_dispatch_acked_total`),
 		conflicts:  set.GetOrCreateCounter(`plaita_dispatch_lease_conflicts_total`),
@@ -352,9 +365,11 @@ func (p *Dispatcher) setActive(delta int64) {
 
 // task is one delivery being handled.
 type task struct {
-	dl  queue.Delivery
-	env queue.Envelope
-	log zerolog.Logger
+	dl    queue.Delivery
+	env   queue.Envelope
+	log   zerolog.Logger
+	ts    *store.TenantStore
+	lease *store.Lease // held while the task runs its execution
 }
 
 // keepClaimed refreshes the pending entry's idle time while its task runs (every third of
@@ -399,7 +414,10 @@ func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Deliv
 		Str("tenant_id", t.env.Tenant()).Str("kind", string(t.env.Kind)).Str("resume_type", string(t.env.ResumeType)).
 		Int64("delivery_count", dl.Count).Logger()
 
-	if v := q.Gate(dl); v != queue.VerdictRun {
+	if v := q.Gate(dl); v == queue.VerdictDeadLetterMaxDeliveries {
+		p.exhausted(ctx, t)
+		return
+	} else if v != queue.VerdictRun {
 		octx, cancel := opCtx(ctx)
 		defer cancel()
 		if err := q.Apply(octx, dl, v); err != nil {
@@ -440,6 +458,7 @@ func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Deliv
 		p.deadLetter(ctx, t, ReasonInvalidTenant)
 		return
 	}
+	t.ts = ts
 	flowID, version := env.FlowID, env.FlowVersion
 	if env.Kind == queue.KindResume && (flowID == "" || version == "") {
 		st, err := ts.Load(ctx, env.ExecutionID)
@@ -590,7 +609,9 @@ func (p *Dispatcher) transient(ctx context.Context, t *task, err error) {
 	next.Count++
 	if ctx.Err() == nil && p.d.Queue.ShouldDeadLetter(next) {
 		t.log.Error().Err(err).Str("event", "worker.task_failed").Msg("transient failure on the last allowed delivery: dead-lettering")
-		p.deadLetter(ctx, t, queue.ReasonMaxDeliveries(p.d.Queue.MaxDeliveries()))
+		last := *t
+		last.dl.Err = err // becomes the dead letter's detail and the execution's error
+		p.exhausted(ctx, &last)
 		return
 	}
 	t.log.Warn().Err(err).Str("event", "worker.task_failed").Msg("transient failure: not acked, the message is redelivered and resumes from the checkpoint")
@@ -634,9 +655,13 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 		p.ack(ctx, t)
 		return
 	}
-	lctx, lcancel := opCtx(ctx)
-	lease, err := ts.Acquire(lctx, env.ExecutionID, p.self)
-	lcancel()
+	if !p.claimRun(env.ExecutionID) {
+		// Another consumer of this process runs the execution: a live holder.
+		p.leaseConflict(ctx, t, p.self)
+		return
+	}
+	defer p.endRun(env.ExecutionID)
+	lease, err := p.acquire(ctx, t, ts)
 	if err != nil {
 		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
@@ -646,11 +671,13 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 		p.settleErr(ctx, t, err)
 		return
 	}
+	t.lease = lease
 	defer func() {
+		t.lease = nil
 		octx, cancel := opCtx(ctx)
 		defer cancel()
 		if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires)")
+			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
 		}
 	}()
 
@@ -716,7 +743,9 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 			return ex.Start(runCtx, f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: ts.Tenant(),
 				FlowVersion: env.FlowVersion, Input: input})
 		}
-		return ex.Resume(runCtx, f, env.ExecutionID, rt, data)
+		// The carrier's identity: a copy (requeue, replay) keeps its source's.
+		key := cmp.Or(env.SourceMessageID, t.dl.ID)
+		return ex.ResumeWith(runCtx, f, engine.ResumeRequest{ExecutionID: env.ExecutionID, Type: rt, Data: data, Key: key})
 	}()
 	var pe *panicError
 	if errors.As(err, &pe) {
@@ -759,7 +788,9 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 	}
 }
 
-// leaseConflict handles a delivery whose execution lease another holder has.
+// leaseConflict handles a delivery whose execution lease another holder has. Every delivery it
+// leaves pending waits for the lease without spending a delivery (queue.LeavePending): while
+// the lease lives, the budget is not the message's to lose.
 func (p *Dispatcher) leaseConflict(ctx context.Context, t *task, holder string) {
 	p.conflicts.Inc()
 	p.d.Queue.IncLeaseConflicts()
@@ -784,6 +815,7 @@ func (p *Dispatcher) leaseConflict(ctx context.Context, t *task, holder string) 
 	}
 	if !alive {
 		ev.Msg("lease held by a dead worker: left pending until its lease expires and a redelivery takes over")
+		p.leavePending(ctx, t)
 		return
 	}
 	noop := env.Kind == queue.KindStart ||
@@ -796,6 +828,7 @@ func (p *Dispatcher) leaseConflict(ctx context.Context, t *task, holder string) 
 	// later reclaim takes over.
 	if noop && (t.dl.Reclaimed || t.dl.Count > 1) {
 		ev.Msg("lease held by a worker that looks alive, on a redelivery: left pending (the holder acks it, or its lease expires)")
+		p.leavePending(ctx, t)
 		return
 	}
 	if noop {
@@ -805,6 +838,117 @@ func (p *Dispatcher) leaseConflict(ctx context.Context, t *task, holder string) 
 		return
 	}
 	ev.Msg("lease held by a live worker: left pending for redelivery (the resume carries data)")
+	p.leavePending(ctx, t)
+}
+
+// leavePending leaves the delivery pending with its delivery counter restored.
+func (p *Dispatcher) leavePending(ctx context.Context, t *task) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	if err := p.d.Queue.LeavePending(octx, t.dl); err != nil {
+		t.log.Warn().Err(err).Str("event", "worker.leave_pending_failed").Msg("could not restore the delivery count; this delivery counts")
+	}
+}
+
+// claimRun marks an execution as run by this process; false when a consumer already does.
+func (p *Dispatcher) claimRun(id string) bool {
+	p.runsMu.Lock()
+	defer p.runsMu.Unlock()
+	if _, ok := p.runs[id]; ok {
+		return false
+	}
+	p.runs[id] = struct{}{}
+	return true
+}
+
+func (p *Dispatcher) endRun(id string) {
+	p.runsMu.Lock()
+	delete(p.runs, id)
+	p.runsMu.Unlock()
+}
+
+// acquire takes the execution lease for a task whose execution this process claimed
+// (claimRun). A lease this instance holds is then a leftover — a release that failed while
+// Redis was away, or an earlier process under the same PLAITA_INSTANCE_ID — and is taken over
+// at once rather than waited out as if a live holder ran it.
+func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore) (*store.Lease, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	lease, err := ts.AcquireOwn(octx, t.env.ExecutionID, p.self)
+	if err == nil && lease.TookOver() {
+		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
+			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
+	}
+	return lease, err
+}
+
+// ErrTypeDeliveriesExhausted is the error type of an execution whose task message used up
+// PLAITA_MAX_DELIVERIES without settling: it is ended in error before the message is
+// dead-lettered, so it never stays running with its only carrier in the dead-letter stream.
+const ErrTypeDeliveriesExhausted = "DeliveriesExhausted"
+
+// exhausted dead-letters a delivery that used up PLAITA_MAX_DELIVERIES. Its execution, when
+// it exists and is not settled (running or pending), is first ended in error under its lease
+// (a retry can take it up again once the cause is fixed). While another holder's lease on the
+// execution lives, the message is not dead-lettered: it waits for the lease without spending a
+// delivery. A suspended execution stays suspended (its wake-up is still recorded).
+func (p *Dispatcher) exhausted(ctx context.Context, t *task) {
+	reason := queue.ReasonMaxDeliveries(p.d.Queue.MaxDeliveries())
+	env := t.env
+	ts := t.ts
+	if ts == nil && env.ExecutionID != "" && p.d.Store != nil {
+		ts, _ = p.d.Store.Tenant(env.Tenant())
+	}
+	if ts == nil || env.ExecutionID == "" {
+		p.deadLetter(ctx, t, reason)
+		return
+	}
+	lease := t.lease
+	if lease == nil {
+		if !p.claimRun(env.ExecutionID) {
+			t.log.Info().Str("event", "worker.exhausted_wait").Msg("deliveries used up, but this instance runs the execution: left pending")
+			p.leavePending(ctx, t)
+			return
+		}
+		defer p.endRun(env.ExecutionID)
+		var err error
+		if lease, err = p.acquire(ctx, t, ts); err != nil {
+			var held *store.LeaseHeldError
+			if errors.As(err, &held) {
+				t.log.Info().Str("event", "worker.exhausted_wait").Str("holder", held.Holder).
+					Msg("deliveries used up while another holder's lease lives: left pending until it ends")
+				p.leavePending(ctx, t)
+				return
+			}
+			t.log.Warn().Err(err).Str("event", "worker.dead_letter_failed").Msg("deliveries used up; the lease cannot be read: left pending")
+			return
+		}
+		defer func() {
+			octx, cancel := opCtx(ctx)
+			defer cancel()
+			_ = lease.Release(octx) // best effort: it expires otherwise
+		}()
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := ts.Load(octx, env.ExecutionID)
+	switch {
+	case err == nil && (st.Status == state.Running || st.Status == state.Pending):
+		msg := fmt.Sprintf("its task message was delivered %d times without settling (PLAITA_MAX_DELIVERIES=%d) and was dead-lettered; "+
+			"after fixing the cause, resume it with --type retry", t.dl.Count, p.d.Queue.MaxDeliveries())
+		if t.dl.Err != nil {
+			msg += "; last error: " + t.dl.Err.Error()
+		}
+		if err := p.endInError(octx, lease, st, ErrTypeDeliveriesExhausted, msg, false); err != nil {
+			t.log.Warn().Err(err).Str("event", "worker.dead_letter_failed").Msg("deliveries used up; the execution could not be ended in error: left pending")
+			return
+		}
+		t.log.Error().Str("event", "worker.deliveries_exhausted").Msg("execution ended in error: its task used up its deliveries")
+	case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrStateCorrupt):
+		t.log.Warn().Err(err).Str("event", "worker.dead_letter_failed").Msg("deliveries used up; the state cannot be read: left pending")
+		return
+	}
+	p.deadLetter(ctx, t, reason)
 }
 
 // cancelListener polls the execution's cancel flag while it runs and interrupts the run (its
@@ -849,7 +993,7 @@ func (p *Dispatcher) deterministicFailure(ctx context.Context, t *task, ts *stor
 	}
 	if !st.Status.Terminal() {
 		msg := fmt.Sprintf("%d runs of this execution crashed (limit %d); last: %v", n, p.d.DeterministicFailureMax, pe.value)
-		if err := p.endInError(octx, lease, st, ErrTypeDeterministicFailure, msg); err != nil {
+		if err := p.endInError(octx, lease, st, ErrTypeDeterministicFailure, msg, true); err != nil {
 			p.settleErr(ctx, t, err)
 			return
 		}
@@ -860,10 +1004,10 @@ func (p *Dispatcher) deterministicFailure(ctx context.Context, t *task, ts *stor
 
 // endInError ends a non-terminal execution in error (permanent) through the lease's fenced
 // storage, for failures the executor did not see.
-func (p *Dispatcher) endInError(ctx context.Context, lease *store.Lease, st *state.Execution, typ, msg string) error {
+func (p *Dispatcher) endInError(ctx context.Context, lease *store.Lease, st *state.Execution, typ, msg string, permanent bool) error {
 	now := p.d.Clock.Now().UTC()
 	st.Status, st.Suspend, st.EndTime, st.LastUpdate = state.Error, nil, &now, now
-	st.Error = &state.ErrorInfo{Type: typ, Node: st.CurrentNode, Permanent: true, Message: msg}
+	st.Error = &state.ErrorInfo{Type: typ, Node: st.CurrentNode, Permanent: permanent, Message: msg}
 	st.Timeline = append(st.Timeline, state.TimelineEntry{Seq: st.TimelineDropped + len(st.Timeline) + 1,
 		Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode, Detail: typ + ": " + msg})
 	return lease.Storage().Save(ctx, st)
@@ -885,7 +1029,12 @@ func (p *Dispatcher) refuseStart(ctx context.Context, t *task, dec Decision) boo
 		return false
 	}
 	if !st.Status.Terminal() {
-		lease, err := ts.Acquire(octx, env.ExecutionID, p.self)
+		if !p.claimRun(env.ExecutionID) {
+			return false
+		}
+		defer p.endRun(env.ExecutionID)
+		t.ts = ts
+		lease, err := p.acquire(ctx, t, ts)
 		if err != nil {
 			return false
 		}
@@ -894,7 +1043,7 @@ func (p *Dispatcher) refuseStart(ctx context.Context, t *task, dec Decision) boo
 			return false
 		}
 		if !st.Status.Terminal() {
-			if err := p.endInError(octx, lease, st, ErrTypeAdmissionRefused, dec.Rule+": "+dec.Reason); err != nil {
+			if err := p.endInError(octx, lease, st, ErrTypeAdmissionRefused, dec.Rule+": "+dec.Reason, true); err != nil {
 				t.log.Warn().Err(err).Str("event", "worker.refuse_failed").Msg("could not end the refused execution in error")
 				return false
 			}
