@@ -656,7 +656,7 @@ func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) 
 			"attempt": st.NodeAttempts[node.ID] + 1,
 		},
 	}
-	return &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], env: env, limits: e.set.Expr}
+	return &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], env: env, limits: e.set.Expr, log: e.Log}
 }
 
 func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {

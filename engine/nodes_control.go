@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"plaita/engine/state"
 )
 
@@ -182,6 +184,23 @@ func (l *logNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	if err != nil {
 		return Outcome{}, Permanent(err)
 	}
+	var ev *zerolog.Event
+	switch log := c.Log(); l.level {
+	case "debug":
+		ev = log.Debug()
+	case "warn":
+		ev = log.Warn()
+	case "error":
+		ev = log.Error()
+	default:
+		ev = log.Info()
+	}
+	ex := c.Execution
+	ev = ev.Str("event", "flow.log").Str("execution_id", ex.ExecutionID)
+	if ex.TenantID != "" {
+		ev = ev.Str("tenant_id", ex.TenantID)
+	}
+	ev.Str("flow_id", ex.FlowID).Str("node", c.Node.ID).Msg(s)
 	return Outcome{Output: map[string]any{"message": s, "level": l.level}}, nil
 }
 

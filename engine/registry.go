@@ -9,6 +9,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"plaita/engine/state"
 )
 
@@ -53,7 +55,12 @@ type Call struct {
 	Event     any // the event that resumed the execution, when there is one
 	env       map[string]any
 	limits    ExprLimits
+	log       zerolog.Logger
 }
+
+// Log is the executor's logger. Its lines name the execution and the node themselves (see
+// the log node): the executor's logger carries no per-execution fields.
+func (c *Call) Log() *zerolog.Logger { return &c.log }
 
 // Env is the expression environment of this call.
 func (c *Call) Env() map[string]any { return c.env }

@@ -1,5 +1,6 @@
 // Package store holds execution storage (Redis with leases and fencing, and an in-memory
-// backend that serializes exactly like it), the Redis key space, and the console's SQLite store.
+// backend that serializes exactly like it) and the Redis key space. The console's SQLite store
+// will live here too; it is not built yet.
 //
 // Every backend classifies failures the same way (defect report 004):
 //   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;

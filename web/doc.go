@@ -1,2 +1,3 @@
-// Package web holds the console's HTTP API, server-sent events and the embedded UI assets.
+// Package web will hold the console's HTTP API, server-sent events and the embedded UI assets.
+// It is not built yet: `plaita console` runs its preflight and exits with "not built yet".
 package web

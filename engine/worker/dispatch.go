@@ -698,7 +698,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 	var progressed atomic.Bool
 	hook := observe(p.d.Observer)
 	ex := &engine.Executor{
-		Store: lease.Storage(), Cancel: ts, Clock: p.d.Clock, Log: t.log,
+		Store: lease.Storage(), Cancel: ts, Clock: p.d.Clock, Log: p.log,
 		OnEvent: func(ev engine.Event) {
 			if ev.Entry.Event == "step" {
 				progressed.Store(true)

@@ -159,9 +159,19 @@ func (s *Server) Kill() {
 	}
 }
 
-// Restart starts the server again on the same port (its data is gone: persistence is off).
+// Restart starts the server again on the same port (its data is gone unless the server was
+// started with persistence, e.g. --appendonly yes).
 func (s *Server) Restart() {
 	s.Kill()
+	s.start()
+}
+
+// Start starts a killed server again on the same port and directory (for a restart after a
+// pause: Kill, wait, Start). It is a no-op while the server runs.
+func (s *Server) Start() {
+	if s.cmd != nil {
+		return
+	}
 	s.start()
 }
 

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/store/keys"
+)
+
+// Real `plaita worker` processes against private redis-servers, for the defects an operator
+// found by killing workers, restarting Redis and running for longer than a minute.
+
+// A worker stays registered with a fresh heartbeat for longer than three heartbeat TTLs (the
+// heartbeat once died with the 30-second start-up deadline; the key expired one TTL later).
+func TestE2EWorkerStaysRegisteredPastThreeTTLs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for 95 s")
+	}
+	t.Parallel()
+	e := newE2E(t, 150*time.Second, nil)
+	w := e.startWorker(map[string]string{"PLAITA_INSTANCE_ID": "hb-worker"})
+	key := keys.MustFor("", "").RegistryInstance("hb-worker")
+	ttl := time.Duration(3*10) * time.Second // RegistryTTLFactor × the 10 s heartbeat
+	start := time.Now()
+	var first, last time.Time
+	for time.Since(start) < 3*ttl+5*time.Second {
+		raw, err := e.c.Do(e.ctx, e.c.B().Get().Key(key).Build()).ToString()
+		if err != nil {
+			t.Fatalf("registry key gone %s after start: %v\n%s", time.Since(start).Round(time.Second), err, w.stderr.String())
+		}
+		var rec struct {
+			HeartbeatAt time.Time `json:"heartbeat_at"`
+		}
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if first.IsZero() {
+			first = rec.HeartbeatAt
+		}
+		last = rec.HeartbeatAt
+		if age := time.Since(rec.HeartbeatAt); age > 15*time.Second {
+			t.Fatalf("heartbeat %s old %s after start\n%s", age.Round(time.Second), time.Since(start).Round(time.Second), w.stderr.String())
+		}
+		time.Sleep(time.Second)
+	}
+	if last.Sub(first) < 3*ttl-10*time.Second {
+		t.Fatalf("heartbeat moved only %s in %s", last.Sub(first), time.Since(start))
+	}
+}
+
+const resumeSlowFlow = `{"id":"rs","start":"wait","nodes":[
+	{"id":"wait","type":"wait_event","params":{"event_type":"go"},"next":"call"},
+	{"id":"call","type":"http","params":{"url":"URL/slow","timeout":20},"next":"done"},
+	{"id":"done","type":"end","params":{"output":"{{ EVENT.n }}"}}]}`
+
+// The first delivery of a resume applies it and saves running; its worker is killed in the next
+// step; the redelivery must continue from the checkpoint (it was acked as a stale carrier and
+// the execution stayed running for ever).
+func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
+	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
+	e.publish("rs", strings.ReplaceAll(resumeSlowFlow, "URL", hs.URL))
+	id := e.enqueue("rs")
+	a := e.startWorker(nil)
+	waitFor(t, "suspended", 20*time.Second, func() bool {
+		st, err := e.ts.Load(e.ctx, id)
+		return err == nil && st.Status == state.Suspended
+	}, a)
+	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindResume, FlowID: "rs",
+		FlowVersion: "1", ExecutionID: id, ResumeType: engine.ResumeEvent, ResumeData: json.RawMessage(`{"type":"go","n":7}`)}); err != nil {
+		t.Fatal(err)
+	}
+	hs.waitSeen(t, "/slow", 20*time.Second, a)
+	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !a.wait(10 * time.Second) {
+		t.Fatal("worker survived kill -9")
+	}
+	if st, _ := e.ts.Load(e.ctx, id); st == nil || st.Status != state.Running {
+		t.Fatalf("after the kill the execution is %v, want running at its checkpoint", st)
+	}
+	b := e.startWorker(nil)
+	st := e.waitTerminal(id, 40*time.Second, a, b)
+	if st.Status != state.Completed || fmt.Sprint(st.Output) != "7" {
+		t.Fatalf("status %s output %v error %+v\n%s", st.Status, st.Output, st.Error, logs([]*e2eWorker{a, b}))
+	}
+	waitFor(t, "queue drained", 10*time.Second, func() bool { return e.streamLen() == 0 && e.pending() == 0 }, a, b)
+	if strings.Contains(b.stderr.String(), `"event":"worker.resume_refused"`) {
+		t.Errorf("the redelivered resume was refused:\n%s", b.stderr.String())
+	}
+}
+
+// Two workers killed in turn during one execution's step, then a third: the waits for the dead
+// holders' leases spend no deliveries, so the execution completes and nothing is dead-lettered
+// (it once reached the DLQ as max_deliveries=5 while its state stayed running).
+func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
+	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "300", "PLAITA_LEASE_TTL_SECONDS": "4"})
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
+	e.publish("one", `{"id":"one","start":"call","nodes":[
+		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"ok"}}]}`)
+	id := e.enqueue("one")
+	var ws []*e2eWorker
+	for range 2 {
+		w := e.startWorker(nil)
+		ws = append(ws, w)
+		hs.waitSeen(t, "/slow", 30*time.Second, ws...)
+		if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		w.wait(10 * time.Second)
+	}
+	c := e.startWorker(nil)
+	ws = append(ws, c)
+	st := e.waitTerminal(id, 60*time.Second, ws...)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs(ws))
+	}
+	if n := e.dlqLen(); n != 0 {
+		t.Fatalf("DLQ holds %d entries\n%s", n, logs(ws))
+	}
+	if n := hs.count("/slow"); n != 3 {
+		t.Errorf("the step ran %d times, want 3 (twice killed, once finished)", n)
+	}
+}
+
+// Redis is killed mid-step and comes back (AOF) 6 s later: the worker's lease release failed,
+// and the redelivery meets a lease held by this very instance. It is taken over at once instead
+// of being waited out as a live holder until the delivery budget is gone.
+func TestE2ERedisRestartLeavesOwnLeaseThatIsTakenOver(t *testing.T) {
+	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "2000", "PLAITA_LEASE_TTL_SECONDS": "120"},
+		"--appendonly", "yes", "--appendfsync", "always")
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 4 * time.Second})
+	e.publish("one", `{"id":"one","start":"call","nodes":[
+		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"ok"}}]}`)
+	id := e.enqueue("one")
+	w := e.startWorker(nil)
+	hs.waitSeen(t, "/slow", 20*time.Second, w)
+	e.srv.Kill()
+	time.Sleep(6 * time.Second) // the outage: the step ends, its save and the lease release fail
+	e.srv.Start()
+	st := e.waitTerminal(id, 60*time.Second, w)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, w.stderr.String())
+	}
+	if n := e.dlqLen(); n != 0 {
+		t.Fatalf("DLQ holds %d entries\n%s", n, w.stderr.String())
+	}
+	if !strings.Contains(w.stderr.String(), `"event":"worker.stale_own_lease"`) {
+		t.Errorf("no stale_own_lease takeover logged:\n%s", w.stderr.String())
+	}
+}
+
+// A producer whose budget differs from the workers' (here PLAITA_LEASE_TTL_SECONDS): its fresh
+// message runs at once; only config_family gates a first delivery.
+func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
+	e := newE2E(t, 60*time.Second, nil)
+	e.publish("short", shortFlow)
+	producer, err := config.Load(config.RoleWorker, true, config.WithEnv(map[string]string{
+		"PLAITA_REDIS_URL": e.srv.URL(), "PLAITA_LEASE_TTL_SECONDS": "60"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if producer.Generations().Budget == e.cfg.Generations().Budget || producer.Generations().Family != e.cfg.Generations().Family {
+		t.Fatal("want the same family and another budget")
+	}
+	id := engine.NewExecutionID()
+	env := queue.Envelope{Kind: queue.KindStart, FlowID: "short", FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}
+	env.Stamp(producer.Generations(), time.Now())
+	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), env); err != nil {
+		t.Fatal(err)
+	}
+	w := e.startWorker(nil)
+	if st := e.waitTerminal(id, 20*time.Second, w); st.Status != state.Completed {
+		t.Fatalf("status %s", st.Status)
+	}
+}
+
+// The log node logs through the process logger with the execution and node ids.
+func TestRunShowsTheLogNode(t *testing.T) {
+	flow, err := filepath.Abs("testdata/flows/hello.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, nil, "run", flow)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{`"event":"flow.log"`, `"node":"announce"`, `"message":"hello says: Hello, world!"`, `"execution_id":"ex_`} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("no %s in stderr:\n%s", want, r.stderr)
+		}
+	}
+}
