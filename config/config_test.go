@@ -183,6 +183,15 @@ func TestSandboxAllowLists(t *testing.T) {
 	if got := CodeBackend.In(mustLoad(t, RoleFilter, nil)); got != "docker" {
 		t.Errorf("library default backend: got %q, want docker", got)
 	}
+	// The console's default is docker; an explicit backend still joins the allowed set.
+	cfg = mustLoad(t, RoleConsole, map[string]string{"PLAITA_CODE_BACKEND": "subprocess"})
+	if got := fmt.Sprint(SandboxAllowedBackends.In(cfg)); got != "[docker subprocess]" {
+		t.Errorf("console with PLAITA_CODE_BACKEND=subprocess: allowed %s, want [docker subprocess]", got)
+	}
+	// dev runs the worker in process, on a laptop that may have no docker: the worker's default.
+	if got := CodeBackend.In(mustLoad(t, RoleDev, nil)); got != "subprocess" {
+		t.Errorf("dev default backend: got %q, want subprocess", got)
+	}
 	_, err := load(t, RoleWorker, true, map[string]string{"PLAITA_SANDBOX_ALLOWED_BACKENDS": "unsafe", "PLAITA_SANDBOX_ALLOWED_LANGUAGES": "ruby"})
 	if err == nil || !strings.Contains(err.Error(), `"unsafe"`) || !strings.Contains(err.Error(), `"ruby"`) {
 		t.Errorf("unknown backend and language must both be rejected: %v", err)

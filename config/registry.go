@@ -221,10 +221,10 @@ func registry() []*Var {
 			alias: map[string]string{"javascript": "js", "py": "python"}}, []string{"python"}).semantic().checked(keepPython).
 			doc("Languages code nodes may use; python is always kept, js needs an explicit opt-in."),
 		derivedEnum("PLAITA_CODE_BACKEND", rEngine, enumRule{allowed: backends, bad: dflt().R()},
-			"worker: subprocess; library: docker", codeBackendDefault).semantic().
+			"worker and dev: subprocess; console: docker (filter, schedule, delay: docker)", codeBackendDefault).semantic().
 			doc("Default code backend; an unavailable one refuses to start unless the subprocess fallback is allowed."),
 		listVar("PLAITA_SANDBOX_ALLOWED_BACKENDS", rEngine, listRule{seps: ",;:", ws: true, allowed: backends}, nil).
-			defDoc("docker ∪ the effective default backend").semantic().checked(unionBackend).
+			defDoc("docker ∪ the effective default backend (worker and dev: docker, subprocess; console: docker)").semantic().checked(unionBackend).
 			doc("Backends code nodes may use; always includes the effective default backend."),
 		boolVar("PLAITA_ALLOW_SUBPROCESS_FALLBACK", rEngine, KindExact01, false).semantic().
 			doc("Exact 1 lets an unavailable backend fall back to subprocess when subprocess is allow-listed."),
@@ -356,11 +356,12 @@ func clampTombstone(v any, c *Config) (any, string) {
 	return v, ""
 }
 
+// codeBackendDefault follows the runbook: the worker defaults to subprocess, the console (and
+// every library caller) to docker. dev runs a worker in its process, so it takes the worker's
+// default: a laptop without docker must still run code nodes out of the box.
 func codeBackendDefault(c *Config) string {
-	for _, r := range c.role.scope() {
-		if r == RoleWorker || r == RoleConsole {
-			return backendSubprocess
-		}
+	if slices.Contains(c.role.scope(), RoleWorker) {
+		return backendSubprocess
 	}
 	return backendDocker
 }
