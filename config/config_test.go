@@ -346,3 +346,31 @@ func TestDoctorJSONIsDocumented(t *testing.T) {
 		}
 	}
 }
+
+// TestHugeIntegersAreInvalid: integers are carried as float64 inside the parser, so a value
+// beyond 2^53 cannot be kept exactly (9223372036854775807 used to come out negative). Such a
+// value is treated as invalid, like any other number the variable cannot take.
+func TestHugeIntegersAreInvalid(t *testing.T) {
+	for _, name := range []string{"PLAITA_MAX_DELIVERIES", "PLAITA_CLAIM_MIN_IDLE_MS", "PLAITA_WORKER_CONCURRENCY", "PLAITA_EVENT_TTL_SECONDS"} {
+		for _, raw := range []string{"9223372036854775807", "-9223372036854775807", "9007199254740993"} {
+			env := map[string]string{name: raw}
+			strictCfg, err := load(t, RoleDev, true, env)
+			cfg, _ := load(t, RoleDev, false, env)
+			e, def := cfg.entries[name], cfg.entries[name].v.Default
+			if got := fmtValue(e.value); got != def {
+				t.Errorf("%s=%s: value %s, want the default %s", name, raw, got, def)
+			}
+			if len(e.warnings) == 0 || !strings.Contains(e.warnings[0], "out of range") {
+				t.Errorf("%s=%s: warnings %q", name, raw, e.warnings)
+			}
+			if strictCfg.entries[name].v.Strict != "" && err == nil {
+				t.Errorf("%s=%s: strict preflight accepted it", name, raw)
+			}
+		}
+		// The largest exact integer is still a number.
+		cfg := mustLoad(t, RoleDev, map[string]string{name: "9007199254740992"})
+		if got := fmtValue(cfg.entries[name].value); got != "9007199254740992" {
+			t.Errorf("%s=2^53: value %s", name, got)
+		}
+	}
+}
