@@ -196,6 +196,105 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 	}
 }
 
+// logLines returns the JSON log lines of stderr whose event is event.
+func logLines(stderr, event string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(stderr, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["event"] == event {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// TestEveryPreflightWarnsOnceAboutUnknownVariables: a misspelt variable is ignored, so every
+// command that runs a preflight says so once, naming the closest known variable, and goes on.
+func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
+	tr := newTrap(t)
+	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate"} {
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
+		want := 1 // not built yet: the preflight passed
+		if cmd == "worker" {
+			// The worker would go on to Redis: stop it at its preflight with a rejected value.
+			env["PLAITA_QUEUE_NAME"] = ""
+			want = 2
+		}
+		r := run(t, env, cmd, "--log-format", "json")
+		if r.code != want {
+			t.Errorf("%s: exit %d, want %d (an unknown variable is never a rejection)\n%s", cmd, r.code, want, r.stderr)
+			continue
+		}
+		lines := logLines(r.stderr, "config.unknown_variable")
+		byName := map[any]map[string]any{}
+		for _, l := range lines {
+			byName[l["variable"]] = l
+		}
+		if len(lines) != 2 || len(byName) != 2 {
+			t.Errorf("%s: want one line for each of the 2 unknown variables, got %d:\n%s", cmd, len(lines), r.stderr)
+			continue
+		}
+		typo := byName["PLAITA_WORKER_CONCURENCY"]
+		if typo["level"] != "warn" || typo["suggestion"] != "PLAITA_WORKER_CONCURRENCY" ||
+			!strings.Contains(typo["message"].(string), "did you mean PLAITA_WORKER_CONCURRENCY?") {
+			t.Errorf("%s: typo line: %v", cmd, typo)
+		}
+		if _, has := byName["PLAITA_RETIRED_KNOB"]["suggestion"]; has {
+			t.Errorf("%s: a name close to nothing got a suggestion: %v", cmd, byName["PLAITA_RETIRED_KNOB"])
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
+// TestReclaimBudgetWarningAtStart: a worker (and dev, which runs one) whose claim idle time
+// times its redeliveries is shorter than the lease says so in its start-up log.
+func TestReclaimBudgetWarningAtStart(t *testing.T) {
+	tr := newTrap(t)
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"worker", 2}, {"dev", 1}} {
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_CLAIM_MIN_IDLE_MS": "10000"}
+		if tc.cmd == "worker" {
+			env["PLAITA_QUEUE_NAME"] = "" // stop before Redis
+		}
+		r := run(t, env, tc.cmd, "--log-format", "json")
+		if r.code != tc.code {
+			t.Fatalf("%s: exit %d\n%s", tc.cmd, r.code, r.stderr)
+		}
+		var found int
+		for _, l := range logLines(r.stderr, "config.warning") {
+			msg, _ := l["message"].(string)
+			if l["variable"] != "PLAITA_CLAIM_MIN_IDLE_MS" || !strings.Contains(msg, "shorter than") {
+				continue
+			}
+			found++
+			for _, want := range []string{"PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS", "10000 ms × 4 = 40000 ms", "120 s"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s: message lacks %q: %s", tc.cmd, want, msg)
+				}
+			}
+			if l["level"] != "warn" {
+				t.Errorf("%s: level %v", tc.cmd, l["level"])
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s: want one reclaim budget warning, got %d:\n%s", tc.cmd, found, r.stderr)
+		}
+		// The defaults are consistent: no such warning.
+		delete(env, "PLAITA_CLAIM_MIN_IDLE_MS")
+		r = run(t, env, tc.cmd, "--log-format", "json")
+		if strings.Contains(r.stderr, "shorter than") {
+			t.Errorf("%s: defaults warned:\n%s", tc.cmd, r.stderr)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
 type doctorReport struct {
 	Schema      string            `json:"schema"`
 	OK          bool              `json:"ok"`
@@ -209,8 +308,13 @@ type doctorReport struct {
 		Warnings []string `json:"warnings"`
 	} `json:"variables"`
 	Warnings []struct {
-		Variable string `json:"variable"`
-		Used     string `json:"used"`
+		Event      string   `json:"event"`
+		Variable   string   `json:"variable"`
+		Raw        string   `json:"raw"`
+		Used       string   `json:"used"`
+		Message    string   `json:"message"`
+		Related    []string `json:"related"`
+		Suggestion string   `json:"suggestion"`
 	} `json:"warnings"`
 	Problems []struct {
 		Variable string `json:"variable"`

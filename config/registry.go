@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -297,6 +298,43 @@ func registry() []*Var {
 			doc("Python import path of the console (Python only)."),
 	)
 	return out
+}
+
+// crossCheck is a warning about a combination of values each of which is fine on its own.
+type crossCheck struct {
+	vars  []string // registered names; the warning is filed under the first, Related lists the rest
+	doc   string   // the rule in words, for docs/configuration.md
+	check func(c *Config) string
+}
+
+// crossChecks run after every variable is resolved, for the roles that read all of a check's
+// variables.
+func crossChecks() []crossCheck {
+	return []crossCheck{{
+		vars: []string{"PLAITA_CLAIM_MIN_IDLE_MS", "PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS"},
+		doc: "`PLAITA_CLAIM_MIN_IDLE_MS` × (`PLAITA_MAX_DELIVERIES` − 1) shorter than `PLAITA_LEASE_TTL_SECONDS` → WARNING: " +
+			"a crashed worker's message can use up its deliveries and be dead-lettered while the dead holder's lease still lives.",
+		check: reclaimOutlivesLease,
+	}}
+}
+
+// reclaimOutlivesLease warns when the reclaim budget runs out before a lease expires. A worker
+// that dies holding a lease leaves its message pending; siblings reclaim it at most once per
+// claim idle time, each reclaim costs a delivery, and a redelivery that finds the lease still
+// held cannot run. When every delivery is spent before the lease expires, the message is
+// dead-lettered without anyone having been able to resume it.
+func reclaimOutlivesLease(c *Config) string {
+	idle, deliveries, lease := c.int("PLAITA_CLAIM_MIN_IDLE_MS"), c.int("PLAITA_MAX_DELIVERIES"), c.int("PLAITA_LEASE_TTL_SECONDS")
+	// Every input may be as large as an int64: compare exactly.
+	window := new(big.Int).Mul(big.NewInt(int64(idle)), big.NewInt(int64(deliveries-1)))
+	leaseMS := new(big.Int).Mul(big.NewInt(int64(lease)), big.NewInt(1000))
+	if window.Cmp(leaseMS) >= 0 {
+		return ""
+	}
+	return fmt.Sprintf("PLAITA_CLAIM_MIN_IDLE_MS × (PLAITA_MAX_DELIVERIES − 1) = %d ms × %d = %s ms is shorter than "+
+		"PLAITA_LEASE_TTL_SECONDS = %d s: a crashed worker's message can use up its %d deliveries and be dead-lettered "+
+		"while the dead holder's lease still lives; raise PLAITA_CLAIM_MIN_IDLE_MS or PLAITA_MAX_DELIVERIES, or lower PLAITA_LEASE_TTL_SECONDS",
+		idle, deliveries-1, window, lease, deliveries)
 }
 
 // ---- variables with shapes of their own ----
