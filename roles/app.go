@@ -2,14 +2,18 @@ package roles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/engine"
 )
 
 // Exit statuses of the plaita binary.
@@ -59,7 +63,20 @@ func App(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		// main owns the exit: the CLI library must never call os.Exit itself.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		// The library's own --version prints through a package-level printer; these flags
+		// print through stdout like every other command. Local: subcommands keep their own
+		// --json.
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Usage: "print the version, VCS commit and Go version", Local: true},
+			&cli.BoolFlag{Name: "json", Usage: "with --version: print it as JSON", Local: true},
+		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Bool("version") {
+				return writeVersion(stdout, cmd.Bool("json"))
+			}
+			if cmd.Bool("json") {
+				return &exitError{code: ExitRejected, err: fmt.Errorf("--json goes with --version (or with the command that prints JSON)")}
+			}
 			if cmd.Args().Len() > 0 {
 				return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q; `plaita --help` lists the commands", cmd.Args().First())}
 			}
@@ -76,6 +93,15 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
+			{
+				Name:      "version",
+				Usage:     "print the version, VCS commit and Go version (same as plaita --version)",
+				UsageText: "plaita version [--json]",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print it as JSON"}},
+				Action: func(_ context.Context, cmd *cli.Command) error {
+					return writeVersion(stdout, cmd.Bool("json"))
+				},
+			},
 			{
 				Name:  "roles",
 				Usage: "print the role → dependency table",
@@ -155,4 +181,58 @@ func logFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "quiet", Usage: "log warnings and errors only (same as --log-level warn)"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "json, console, or auto (console when stderr is a terminal)"},
 	}
+}
+
+// Version is what `plaita --version` prints: enough to tell two binaries of a fleet apart.
+type Version struct {
+	Version    string `json:"version"`  // module version; "devel" for a build from a work tree
+	Commit     string `json:"commit"`   // vcs.revision, or "unknown"
+	Modified   string `json:"modified"` // vcs.modified ("true"/"false"), or "unknown"
+	Go         string `json:"go"`
+	Engine     string `json:"engine"`              // recorded in every execution state it starts
+	TaskSchema int    `json:"task_schema_version"` // the newest task envelope it accepts and the one it writes
+}
+
+// versionFrom reads a binary's build information. The go tool stamps VCS settings only when it
+// builds inside a repository with -buildvcs on; without them the commit is "unknown" rather
+// than a guess.
+func versionFrom(info *debug.BuildInfo, ok bool) Version {
+	v := Version{Version: "devel", Commit: "unknown", Modified: "unknown", Go: runtime.Version(),
+		Engine: engine.Version, TaskSchema: config.TaskSchemaVersion}
+	if !ok || info == nil {
+		return v
+	}
+	if m := info.Main.Version; m != "" && m != "(devel)" {
+		v.Version = m
+	}
+	if info.GoVersion != "" {
+		v.Go = info.GoVersion
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value
+		}
+	}
+	return v
+}
+
+func writeVersion(w io.Writer, asJSON bool) error {
+	v := versionFrom(debug.ReadBuildInfo())
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("version: %w", err)}
+		}
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "plaita %s\ncommit:   %s\nmodified: %s\ngo:       %s\nengine:   %s\ntask schema version: %d\n",
+		v.Version, v.Commit, v.Modified, v.Go, v.Engine, v.TaskSchema)
+	if err != nil {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("version: %w", err)}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -72,5 +73,24 @@ func TestLogFormats(t *testing.T) {
 	log.Warn().Str("event", "y").Msg("shown")
 	if out := buf.String(); strings.Contains(out, "hidden") || !strings.Contains(out, "WRN shown event=y") {
 		t.Errorf("console output: %q", out)
+	}
+}
+
+func TestVersionFromBuildInfo(t *testing.T) {
+	stamped := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "plaita", Version: "v1.2.3"},
+		Settings: []debug.BuildSetting{{Key: "vcs", Value: "git"}, {Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.modified", Value: "true"}}}
+	got := versionFrom(stamped, true)
+	if got.Version != "v1.2.3" || got.Commit != "0123abcd" || got.Modified != "true" || got.Go != "go1.26.8" {
+		t.Errorf("stamped build: %+v", got)
+	}
+	// go build -buildvcs=false, or a build outside a repository: no VCS settings.
+	got = versionFrom(&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "plaita", Version: "(devel)"}}, true)
+	if got.Version != "devel" || got.Commit != "unknown" || got.Modified != "unknown" || got.Go != "go1.26.8" {
+		t.Errorf("unstamped build: %+v", got)
+	}
+	// No build information at all (a binary built without module support).
+	got = versionFrom(nil, false)
+	if got.Version != "devel" || got.Commit != "unknown" || got.Modified != "unknown" || got.Go == "" {
+		t.Errorf("no build info: %+v", got)
 	}
 }
