@@ -474,3 +474,81 @@ func TestRolesTable(t *testing.T) {
 		t.Errorf("unknown command: exit %d, %s", r.code, r.stderr)
 	}
 }
+
+// TestLoggingFlagsOnEveryCommand: --log-level, --quiet and --log-format are accepted by every
+// command that logs or runs a preflight, and mean the same thing everywhere.
+func TestLoggingFlagsOnEveryCommand(t *testing.T) {
+	tr := newTrap(t)
+	type command struct {
+		args []string
+		code int  // exit status once the flags are accepted
+		logs bool // writes the preflight's lines to stderr
+	}
+	cmds := []command{
+		// Roles reading PLAITA_QUEUE_NAME stop at their preflight (it is empty: exit 2); the
+		// others pass it and are not built yet (exit 1).
+		{[]string{"worker"}, 2, true},
+		{[]string{"console"}, 1, true}, {[]string{"filter"}, 2, true}, {[]string{"schedule"}, 2, true},
+		{[]string{"delay"}, 1, true}, {[]string{"dev"}, 2, true},
+		{[]string{"reap"}, 2, true}, {[]string{"reindex"}, 2, true}, {[]string{"dlq"}, 2, true},
+		{[]string{"drain-list"}, 2, true}, {[]string{"migrate"}, 1, true},
+		{[]string{"doctor", "--role", "console"}, 0, false}, {[]string{"roles"}, 0, false},
+	}
+	for _, c := range cmds {
+		name := c.args[0]
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_QUEUE_NAME": "", "PLAITA_WORKER_CONCURENCY": "4"}
+		flagged := func(extra ...string) result { return run(t, env, append(append([]string{}, c.args...), extra...)...) }
+
+		r := flagged("--log-level", "debug", "--log-format", "json")
+		if r.code != c.code || strings.Contains(r.stderr, "flag provided but not defined") {
+			t.Errorf("%s --log-level debug --log-format json: exit %d, want %d\n%s", name, r.code, c.code, r.stderr)
+			continue
+		}
+		if c.logs {
+			if len(logLines(r.stderr, "config.unknown_variable")) != 1 {
+				t.Errorf("%s --log-format json: no JSON warning line:\n%s", name, r.stderr)
+			}
+		}
+
+		r = flagged("--quiet", "--log-format", "console")
+		if r.code != c.code {
+			t.Errorf("%s --quiet --log-format console: exit %d, want %d\n%s", name, r.code, c.code, r.stderr)
+			continue
+		}
+		if strings.Contains(r.stderr, "INF") || strings.Contains(r.stderr, `"level":"info"`) {
+			t.Errorf("%s --quiet still logs info:\n%s", name, r.stderr)
+		}
+		if c.logs && (!strings.Contains(r.stderr, "WRN") || !strings.Contains(r.stderr, "event=config.unknown_variable")) {
+			t.Errorf("%s --log-format console: no console-format warning:\n%s", name, r.stderr)
+		}
+
+		if r := flagged("--log-format", "xml"); r.code != 2 || !strings.Contains(r.stderr, `--log-format "xml"`) {
+			t.Errorf("%s --log-format xml: exit %d\n%s", name, r.code, r.stderr)
+		}
+		if r := flagged("--log-level", "loud"); r.code != 2 || !strings.Contains(r.stdout+r.stderr, `--log-level: "loud" is not one of debug, info, warn, error`) {
+			t.Errorf("%s --log-level loud: exit %d\n%s%s", name, r.code, r.stdout, r.stderr)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
+// TestDoctorTakesTheRoleLogLevel: doctor's --log-level and --quiet set the level it checks, as
+// they would for the role.
+func TestDoctorTakesTheRoleLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{[]string{"--log-level", "debug"}, "debug"}, {[]string{"--quiet"}, "warn"}, {[]string{"--quiet", "--log-level", "error"}, "error"}} {
+		rep, r := doctor(t, map[string]string{"PLAITA_LOG_LEVEL": "info"}, append([]string{"--role", "worker"}, tc.args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", tc.args, r.code, r.stderr)
+		}
+		for _, v := range rep.Variables {
+			if v.Name == "PLAITA_LOG_LEVEL" && (v.Value != tc.want || v.Source != "flag") {
+				t.Errorf("%v: PLAITA_LOG_LEVEL %v from %s, want %s from flag", tc.args, v.Value, v.Source, tc.want)
+			}
+		}
+	}
+}

@@ -287,6 +287,22 @@ func (c *Config) get(name string) any {
 	return value
 }
 
+// ParseLogLevel checks a --log-level value with PLAITA_LOG_LEVEL's own rule and returns the
+// canonical level; a bad value is a *PreflightError worded as a role's preflight words it. It
+// serves commands that take --log-level without loading a configuration.
+func ParseLogLevel(raw string) (string, error) {
+	for _, v := range registry() {
+		if v.Name == "PLAITA_LOG_LEVEL" {
+			out := v.parse(input{raw: raw, set: true}, nil)
+			if out.reject != "" {
+				return "", &PreflightError{Problems: []Problem{{Variable: "--" + v.Flag, Raw: raw, Message: out.reject, Hint: out.hint}}}
+			}
+			return out.value.(string), nil
+		}
+	}
+	panic("config: PLAITA_LOG_LEVEL is not registered")
+}
+
 // SetLogger replaces where warnings of re-read (call/request) variables go.
 func (c *Config) SetLogger(l zerolog.Logger) {
 	c.mu.Lock()

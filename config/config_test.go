@@ -374,3 +374,15 @@ func TestHugeIntegersAreInvalid(t *testing.T) {
 		}
 	}
 }
+
+func TestParseLogLevel(t *testing.T) {
+	for raw, want := range map[string]string{"debug": "debug", " WARN ": "warn", "warning": "warn", "critical": "error"} {
+		if got, err := ParseLogLevel(raw); err != nil || got != want {
+			t.Errorf("ParseLogLevel(%q) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+	_, err := ParseLogLevel("loud")
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), `--log-level: "loud" is not one of debug, info, warn, error`) {
+		t.Errorf("ParseLogLevel(loud): %v", err)
+	}
+}

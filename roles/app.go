@@ -105,7 +105,13 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:  "roles",
 				Usage: "print the role → dependency table",
-				Action: func(context.Context, *cli.Command) error {
+				// It logs nothing, but takes the logging flags like every command, so one set of
+				// flags fits every invocation in a script.
+				Flags: append(logFlags(), logLevelFlag()),
+				Action: func(_ context.Context, cmd *cli.Command) error {
+					if err := checkLogFlags(cmd); err != nil {
+						return err
+					}
 					return WriteTable(stdout)
 				},
 			},
@@ -166,7 +172,7 @@ func opsCommand(name, usage string, role config.Role, stderr io.Writer) *cli.Com
 	return &cli.Command{
 		Name:  name,
 		Usage: usage,
-		Flags: append(logFlags(), &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"}),
+		Flags: append(logFlags(), logLevelFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if _, _, err := preflight(cmd, role, stderr); err != nil {
 				return err
@@ -176,6 +182,14 @@ func opsCommand(name, usage string, role config.Role, stderr io.Writer) *cli.Com
 	}
 }
 
+// logLevelFlag is --log-level for commands whose role flags do not already bring it (a role's
+// comes from config.Flags, since it overrides PLAITA_LOG_LEVEL). It is not part of logFlags:
+// commands that take those add their own --log-level, and a flag defined twice is an error.
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"}
+}
+
+// logFlags are --quiet and --log-format, which every command that logs takes.
 func logFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "quiet", Usage: "log warnings and errors only (same as --log-level warn)"},

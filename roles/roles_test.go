@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
 
 	"plaita/config"
 )
@@ -92,5 +94,40 @@ func TestVersionFromBuildInfo(t *testing.T) {
 	got = versionFrom(nil, false)
 	if got.Version != "devel" || got.Commit != "unknown" || got.Modified != "unknown" || got.Go == "" {
 		t.Errorf("no build info: %+v", got)
+	}
+}
+
+// TestEveryCommandTakesTheLoggingFlags walks the command tree: every command that does
+// something (not help, not version) takes --log-level, --quiet and --log-format, so one set of
+// flags fits every invocation.
+func TestEveryCommandTakesTheLoggingFlags(t *testing.T) {
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if c.Name == "help" || c.Name == "version" {
+				continue
+			}
+			if len(c.Commands) > 0 {
+				walk(name, c.Commands)
+				continue
+			}
+			have := map[string]bool{}
+			for _, f := range c.Flags {
+				for _, n := range f.Names() {
+					have[n] = true
+				}
+			}
+			for _, want := range []string{"log-level", "quiet", "log-format"} {
+				if !have[want] {
+					t.Errorf("%s does not take --%s", name, want)
+				}
+			}
+		}
+	}
+	app := App(io.Discard, io.Discard)
+	walk("", app.Commands)
+	if len(app.Commands) < 10 {
+		t.Fatalf("only %d commands: the walk found nothing to check", len(app.Commands))
 	}
 }
