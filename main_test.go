@@ -470,8 +470,31 @@ func TestRolesTable(t *testing.T) {
 			t.Errorf("role %s missing:\n%s", role, r.stdout)
 		}
 	}
+	for _, tool := range []string{"reap", "reindex", "dlq", "drain-list", "migrate"} {
+		if !strings.Contains(r.stdout, "\n"+tool+" ") {
+			t.Errorf("tool %s missing:\n%s", tool, r.stdout)
+		}
+	}
 	if r := run(t, nil, "nosuch"); r.code != 2 || !strings.Contains(r.stderr, `unknown command "nosuch"`) {
 		t.Errorf("unknown command: exit %d, %s", r.code, r.stderr)
+	}
+	// --help marks what is not built, as the table does.
+	help := run(t, nil, "--help")
+	for _, line := range strings.Split(help.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "worker":
+			if strings.Contains(line, "not built") {
+				t.Errorf("the worker is built: %q", line)
+			}
+		case "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate":
+			if !strings.HasSuffix(line, "(not built yet)") {
+				t.Errorf("--help does not mark %s: %q", f[0], line)
+			}
+		}
 	}
 }
 

@@ -104,7 +104,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			},
 			{
 				Name:  "roles",
-				Usage: "print the role → dependency table",
+				Usage: "print the roles and operator tools: what each needs and whether it is built",
 				// It logs nothing, but takes the logging flags like every command, so one set of
 				// flags fits every invocation in a script.
 				Flags: append(logFlags(), logLevelFlag()),
@@ -115,12 +115,10 @@ func App(stdout, stderr io.Writer) *cli.Command {
 					return WriteTable(stdout)
 				},
 			},
-			opsCommand("reap", "find and settle zombie executions", config.RoleWorker, stderr),
-			opsCommand("reindex", "rebuild the execution index", config.RoleWorker, stderr),
-			opsCommand("dlq", "list or replay dead letters", config.RoleWorker, stderr),
-			opsCommand("drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, stderr),
-			opsCommand("migrate", "apply or roll back console database migrations", config.RoleConsole, stderr),
 		},
+	}
+	for _, tool := range Tools() {
+		app.Commands = append(app.Commands, opsCommand(tool, stderr))
 	}
 	return app
 }
@@ -134,7 +132,7 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  string(role),
-		Usage: spec.Summary,
+		Usage: helpUsage(spec.Summary, spec.Built),
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			cfg, log, err := preflight(cmd, role, stderr)
@@ -168,16 +166,16 @@ func service(role config.Role) (func(context.Context, *config.Config, zerolog.Lo
 
 // opsCommand is an operator tool of the same binary; it runs the preflight of the role whose
 // configuration it uses.
-func opsCommand(name, usage string, role config.Role, stderr io.Writer) *cli.Command {
+func opsCommand(tool Tool, stderr io.Writer) *cli.Command {
 	return &cli.Command{
-		Name:  name,
-		Usage: usage,
+		Name:  tool.Name,
+		Usage: helpUsage(tool.Summary, tool.Built),
 		Flags: append(logFlags(), logLevelFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if _, _, err := preflight(cmd, role, stderr); err != nil {
+			if _, _, err := preflight(cmd, tool.Role, stderr); err != nil {
 				return err
 			}
-			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version", name)}
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version", tool.Name)}
 		},
 	}
 }
