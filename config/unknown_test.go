@@ -128,7 +128,7 @@ func TestUnknownVariablesCaseAndSpelling(t *testing.T) {
 		"PLAITA_FOO":                  "",                           // close to nothing
 		"PLAITA_TENANT_ID":            "",                           // an internal marker of the Python build
 		"PLAITA_SCRIPT":               "",                           // same
-		"PLAITA_COPILOT_MODEL":        "",                           // not configuration of this build
+		"PLAITA_NODES_API_TOKEN":      "",                           // a business node's own variable
 		"PLAITA_REDIS":                "",                           // too short to guess
 		"PLAITA_WORKER_CONCURRENCY_":  "PLAITA_WORKER_CONCURRENCY",  // trailing separator
 		"PLAITA_EXECUTION_DEADLINE":   "",                           // a whole word missing is not a typo
