@@ -196,6 +196,105 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 	}
 }
 
+// logLines returns the JSON log lines of stderr whose event is event.
+func logLines(stderr, event string) []map[string]any {
+	var out []map[string]any
+	for _, line := range strings.Split(stderr, "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) == nil && rec["event"] == event {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// TestEveryPreflightWarnsOnceAboutUnknownVariables: a misspelt variable is ignored, so every
+// command that runs a preflight says so once, naming the closest known variable, and goes on.
+func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
+	tr := newTrap(t)
+	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate"} {
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
+		want := 1 // not built yet: the preflight passed
+		if cmd == "worker" {
+			// The worker would go on to Redis: stop it at its preflight with a rejected value.
+			env["PLAITA_QUEUE_NAME"] = ""
+			want = 2
+		}
+		r := run(t, env, cmd, "--log-format", "json")
+		if r.code != want {
+			t.Errorf("%s: exit %d, want %d (an unknown variable is never a rejection)\n%s", cmd, r.code, want, r.stderr)
+			continue
+		}
+		lines := logLines(r.stderr, "config.unknown_variable")
+		byName := map[any]map[string]any{}
+		for _, l := range lines {
+			byName[l["variable"]] = l
+		}
+		if len(lines) != 2 || len(byName) != 2 {
+			t.Errorf("%s: want one line for each of the 2 unknown variables, got %d:\n%s", cmd, len(lines), r.stderr)
+			continue
+		}
+		typo := byName["PLAITA_WORKER_CONCURENCY"]
+		if typo["level"] != "warn" || typo["suggestion"] != "PLAITA_WORKER_CONCURRENCY" ||
+			!strings.Contains(typo["message"].(string), "did you mean PLAITA_WORKER_CONCURRENCY?") {
+			t.Errorf("%s: typo line: %v", cmd, typo)
+		}
+		if _, has := byName["PLAITA_RETIRED_KNOB"]["suggestion"]; has {
+			t.Errorf("%s: a name close to nothing got a suggestion: %v", cmd, byName["PLAITA_RETIRED_KNOB"])
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
+// TestReclaimBudgetWarningAtStart: a worker (and dev, which runs one) whose claim idle time
+// times its redeliveries is shorter than the lease says so in its start-up log.
+func TestReclaimBudgetWarningAtStart(t *testing.T) {
+	tr := newTrap(t)
+	for _, tc := range []struct {
+		cmd  string
+		code int
+	}{{"worker", 2}, {"dev", 1}} {
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_CLAIM_MIN_IDLE_MS": "10000"}
+		if tc.cmd == "worker" {
+			env["PLAITA_QUEUE_NAME"] = "" // stop before Redis
+		}
+		r := run(t, env, tc.cmd, "--log-format", "json")
+		if r.code != tc.code {
+			t.Fatalf("%s: exit %d\n%s", tc.cmd, r.code, r.stderr)
+		}
+		var found int
+		for _, l := range logLines(r.stderr, "config.warning") {
+			msg, _ := l["message"].(string)
+			if l["variable"] != "PLAITA_CLAIM_MIN_IDLE_MS" || !strings.Contains(msg, "shorter than") {
+				continue
+			}
+			found++
+			for _, want := range []string{"PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS", "10000 ms × 4 = 40000 ms", "120 s"} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s: message lacks %q: %s", tc.cmd, want, msg)
+				}
+			}
+			if l["level"] != "warn" {
+				t.Errorf("%s: level %v", tc.cmd, l["level"])
+			}
+		}
+		if found != 1 {
+			t.Errorf("%s: want one reclaim budget warning, got %d:\n%s", tc.cmd, found, r.stderr)
+		}
+		// The defaults are consistent: no such warning.
+		delete(env, "PLAITA_CLAIM_MIN_IDLE_MS")
+		r = run(t, env, tc.cmd, "--log-format", "json")
+		if strings.Contains(r.stderr, "shorter than") {
+			t.Errorf("%s: defaults warned:\n%s", tc.cmd, r.stderr)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
 type doctorReport struct {
 	Schema      string            `json:"schema"`
 	OK          bool              `json:"ok"`
@@ -209,8 +308,13 @@ type doctorReport struct {
 		Warnings []string `json:"warnings"`
 	} `json:"variables"`
 	Warnings []struct {
-		Variable string `json:"variable"`
-		Used     string `json:"used"`
+		Event      string   `json:"event"`
+		Variable   string   `json:"variable"`
+		Raw        string   `json:"raw"`
+		Used       string   `json:"used"`
+		Message    string   `json:"message"`
+		Related    []string `json:"related"`
+		Suggestion string   `json:"suggestion"`
 	} `json:"warnings"`
 	Problems []struct {
 		Variable string `json:"variable"`
@@ -366,7 +470,108 @@ func TestRolesTable(t *testing.T) {
 			t.Errorf("role %s missing:\n%s", role, r.stdout)
 		}
 	}
+	for _, tool := range []string{"reap", "reindex", "dlq", "drain-list", "migrate"} {
+		if !strings.Contains(r.stdout, "\n"+tool+" ") {
+			t.Errorf("tool %s missing:\n%s", tool, r.stdout)
+		}
+	}
 	if r := run(t, nil, "nosuch"); r.code != 2 || !strings.Contains(r.stderr, `unknown command "nosuch"`) {
 		t.Errorf("unknown command: exit %d, %s", r.code, r.stderr)
+	}
+	// --help marks what is not built, as the table does.
+	help := run(t, nil, "--help")
+	for _, line := range strings.Split(help.stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		switch f[0] {
+		case "worker":
+			if strings.Contains(line, "not built") {
+				t.Errorf("the worker is built: %q", line)
+			}
+		case "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate":
+			if !strings.HasSuffix(line, "(not built yet)") {
+				t.Errorf("--help does not mark %s: %q", f[0], line)
+			}
+		}
+	}
+}
+
+// TestLoggingFlagsOnEveryCommand: --log-level, --quiet and --log-format are accepted by every
+// command that logs or runs a preflight, and mean the same thing everywhere.
+func TestLoggingFlagsOnEveryCommand(t *testing.T) {
+	tr := newTrap(t)
+	type command struct {
+		args []string
+		code int  // exit status once the flags are accepted
+		logs bool // writes the preflight's lines to stderr
+	}
+	cmds := []command{
+		// Roles reading PLAITA_QUEUE_NAME stop at their preflight (it is empty: exit 2); the
+		// others pass it and are not built yet (exit 1).
+		{[]string{"worker"}, 2, true},
+		{[]string{"console"}, 1, true}, {[]string{"filter"}, 2, true}, {[]string{"schedule"}, 2, true},
+		{[]string{"delay"}, 1, true}, {[]string{"dev"}, 2, true},
+		{[]string{"reap"}, 2, true}, {[]string{"reindex"}, 2, true}, {[]string{"dlq"}, 2, true},
+		{[]string{"drain-list"}, 2, true}, {[]string{"migrate"}, 1, true},
+		{[]string{"doctor", "--role", "console"}, 0, false}, {[]string{"roles"}, 0, false},
+	}
+	for _, c := range cmds {
+		name := c.args[0]
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_QUEUE_NAME": "", "PLAITA_WORKER_CONCURENCY": "4"}
+		flagged := func(extra ...string) result { return run(t, env, append(append([]string{}, c.args...), extra...)...) }
+
+		r := flagged("--log-level", "debug", "--log-format", "json")
+		if r.code != c.code || strings.Contains(r.stderr, "flag provided but not defined") {
+			t.Errorf("%s --log-level debug --log-format json: exit %d, want %d\n%s", name, r.code, c.code, r.stderr)
+			continue
+		}
+		if c.logs {
+			if len(logLines(r.stderr, "config.unknown_variable")) != 1 {
+				t.Errorf("%s --log-format json: no JSON warning line:\n%s", name, r.stderr)
+			}
+		}
+
+		r = flagged("--quiet", "--log-format", "console")
+		if r.code != c.code {
+			t.Errorf("%s --quiet --log-format console: exit %d, want %d\n%s", name, r.code, c.code, r.stderr)
+			continue
+		}
+		if strings.Contains(r.stderr, "INF") || strings.Contains(r.stderr, `"level":"info"`) {
+			t.Errorf("%s --quiet still logs info:\n%s", name, r.stderr)
+		}
+		if c.logs && (!strings.Contains(r.stderr, "WRN") || !strings.Contains(r.stderr, "event=config.unknown_variable")) {
+			t.Errorf("%s --log-format console: no console-format warning:\n%s", name, r.stderr)
+		}
+
+		if r := flagged("--log-format", "xml"); r.code != 2 || !strings.Contains(r.stderr, `--log-format "xml"`) {
+			t.Errorf("%s --log-format xml: exit %d\n%s", name, r.code, r.stderr)
+		}
+		if r := flagged("--log-level", "loud"); r.code != 2 || !strings.Contains(r.stdout+r.stderr, `--log-level: "loud" is not one of debug, info, warn, error`) {
+			t.Errorf("%s --log-level loud: exit %d\n%s%s", name, r.code, r.stdout, r.stderr)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made", n)
+	}
+}
+
+// TestDoctorTakesTheRoleLogLevel: doctor's --log-level and --quiet set the level it checks, as
+// they would for the role.
+func TestDoctorTakesTheRoleLogLevel(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{[]string{"--log-level", "debug"}, "debug"}, {[]string{"--quiet"}, "warn"}, {[]string{"--quiet", "--log-level", "error"}, "error"}} {
+		rep, r := doctor(t, map[string]string{"PLAITA_LOG_LEVEL": "info"}, append([]string{"--role", "worker"}, tc.args...)...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d\n%s", tc.args, r.code, r.stderr)
+		}
+		for _, v := range rep.Variables {
+			if v.Name == "PLAITA_LOG_LEVEL" && (v.Value != tc.want || v.Source != "flag") {
+				t.Errorf("%v: PLAITA_LOG_LEVEL %v from %s, want %s from flag", tc.args, v.Value, v.Source, tc.want)
+			}
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 
@@ -25,12 +26,27 @@ type Problem struct {
 	Hint     string `json:"hint,omitempty"`
 }
 
+// Events of the structured lines configuration warnings are logged as.
+const (
+	// EventWarning is a value that was clamped or defaulted, or a combination of values worth
+	// an operator's attention.
+	EventWarning = "config.warning"
+	// EventUnknownVariable is a PLAITA_ variable that is set but not in the registry: a typo or
+	// a retired name. It is ignored, never rejected, so old deployment files keep working.
+	EventUnknownVariable = "config.unknown_variable"
+)
+
 // Warning is one value that was clamped, defaulted or is worth an operator's attention.
 type Warning struct {
+	Event    string `json:"event"` // EventWarning or EventUnknownVariable
 	Variable string `json:"variable"`
-	Raw      string `json:"raw"`  // masked for secrets
-	Used     string `json:"used"` // the value in effect, masked for secrets
+	Raw      string `json:"raw"`  // masked for secrets; "" for unknown variables
+	Used     string `json:"used"` // the value in effect, masked for secrets; "" for unknown variables
 	Message  string `json:"message"`
+	// Related names the other variables of a warning about a combination of values.
+	Related []string `json:"related,omitempty"`
+	// Suggestion is the registered name closest to an unknown variable, when one is close.
+	Suggestion string `json:"suggestion,omitempty"`
 }
 
 // PreflightError aggregates every problem of one Load into one error.
@@ -87,6 +103,7 @@ type Config struct {
 	role     Role
 	strict   bool
 	lookup   func(string) (string, bool)
+	names    func() []string   // every variable name set, to find unknown PLAITA_ names
 	flags    map[string]string // variable name → raw flag value
 	pid      int
 	hostname string
@@ -96,6 +113,8 @@ type Config struct {
 	entries map[string]*entry
 	order   []*entry
 	gens    Generations
+	cross   []Warning // combinations of values, see crossChecks
+	unknown []Warning // PLAITA_ names set but not registered
 
 	mu   sync.Mutex
 	hot  map[string]hotValue // last re-read of call/request variables
@@ -111,12 +130,40 @@ type hotValue struct {
 // Option adjusts Load; tests use them to inject the environment and process facts.
 type Option func(*Config)
 
-// WithLookup replaces os.LookupEnv.
+// WithLookup replaces os.LookupEnv. A lookup cannot list what is set, so unless WithNames is
+// given too, no variable is reported as unknown (the process's own environment is not a
+// stand-in for the one the lookup serves).
 func WithLookup(f func(string) (string, bool)) Option { return func(c *Config) { c.lookup = f } }
+
+// WithNames lists the variable names that are set, for the unknown-variable check; it goes
+// with WithLookup.
+func WithNames(f func() []string) Option { return func(c *Config) { c.names = f } }
 
 // WithEnv reads the environment from a map instead of the process.
 func WithEnv(env map[string]string) Option {
-	return WithLookup(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	return func(c *Config) {
+		c.lookup = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+		c.names = func() []string {
+			out := make([]string, 0, len(env))
+			for k := range env {
+				out = append(out, k)
+			}
+			return out
+		}
+	}
+}
+
+// environNames returns the names of os.Environ-style KEY=VALUE entries. Windows keeps
+// per-drive directories as "=C:=C:\..." entries; they have no name and are skipped.
+func environNames(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "" {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // WithFlags passes role flag values, keyed by variable name; they win over the environment and
@@ -138,7 +185,7 @@ func WithLogger(l zerolog.Logger) Option { return func(c *Config) { c.log = l } 
 func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 	host, _ := os.Hostname()
 	c := &Config{
-		role: role, strict: strict, lookup: os.LookupEnv,
+		role: role, strict: strict,
 		pid: os.Getpid(), hostname: host, numCPU: runtime.NumCPU(),
 		log:     zerolog.Nop(),
 		entries: map[string]*entry{},
@@ -147,6 +194,12 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.lookup == nil {
+		c.lookup = os.LookupEnv
+		if c.names == nil {
+			c.names = func() []string { return environNames(os.Environ()) }
+		}
 	}
 	var problems []Problem
 	for _, v := range registry() {
@@ -171,6 +224,8 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 			}
 		}
 	}
+	c.cross = c.crossWarnings()
+	c.unknown = c.unknownVariables()
 	c.gens = c.generations()
 	if len(problems) > 0 {
 		return c, &PreflightError{Role: role, Problems: problems}
@@ -225,11 +280,27 @@ func (c *Config) get(name string) any {
 			continue
 		}
 		c.said[key] = true
-		c.log.Warn().Str("event", "config.warning").Str("variable", from).
+		c.log.Warn().Str("event", EventWarning).Str("variable", from).
 			Str("raw", c.mask(e.v, raw)).Str("used", c.mask(e.v, fmtValue(value))).
 			Msg(c.maskText(e.v, raw, msg))
 	}
 	return value
+}
+
+// ParseLogLevel checks a --log-level value with PLAITA_LOG_LEVEL's own rule and returns the
+// canonical level; a bad value is a *PreflightError worded as a role's preflight words it. It
+// serves commands that take --log-level without loading a configuration.
+func ParseLogLevel(raw string) (string, error) {
+	for _, v := range registry() {
+		if v.Name == "PLAITA_LOG_LEVEL" {
+			out := v.parse(input{raw: raw, set: true}, nil)
+			if out.reject != "" {
+				return "", &PreflightError{Problems: []Problem{{Variable: "--" + v.Flag, Raw: raw, Message: out.reject, Hint: out.hint}}}
+			}
+			return out.value.(string), nil
+		}
+	}
+	panic("config: PLAITA_LOG_LEVEL is not registered")
 }
 
 // SetLogger replaces where warnings of re-read (call/request) variables go.
@@ -253,7 +324,8 @@ type Key[T any] string
 // In returns the variable's effective value in c.
 func (k Key[T]) In(c *Config) T { return c.get(string(k)).(T) }
 
-// Warnings lists the warnings of the variables the role reads, in registry order.
+// Warnings lists the warnings of the variables the role reads in registry order, then the
+// warnings about combinations of values, then the unknown PLAITA_ variables by name.
 func (c *Config) Warnings() []Warning {
 	var out []Warning
 	for _, e := range c.order {
@@ -261,18 +333,89 @@ func (c *Config) Warnings() []Warning {
 			continue
 		}
 		for _, w := range e.warnings {
-			out = append(out, Warning{Variable: e.from, Raw: c.mask(e.v, e.raw), Used: c.mask(e.v, fmtValue(e.value)), Message: w})
+			out = append(out, Warning{Event: EventWarning, Variable: e.from, Raw: c.mask(e.v, e.raw), Used: c.mask(e.v, fmtValue(e.value)), Message: w})
 		}
+	}
+	out = append(out, c.cross...)
+	return append(out, c.unknown...)
+}
+
+// LogWarnings writes every warning once as a structured line: event=config.warning for values,
+// event=config.unknown_variable for names the registry does not know.
+func (c *Config) LogWarnings(log zerolog.Logger) {
+	for _, w := range c.Warnings() {
+		ev := log.Warn().Str("event", w.Event).Str("variable", w.Variable)
+		if w.Event == EventUnknownVariable {
+			// No raw value: an unknown name may be a misspelled secret.
+			if w.Suggestion != "" {
+				ev = ev.Str("suggestion", w.Suggestion)
+			}
+		} else {
+			ev = ev.Str("raw", w.Raw).Str("used", w.Used)
+			if len(w.Related) > 0 {
+				ev = ev.Strs("related", w.Related)
+			}
+		}
+		ev.Msg(w.Message)
+	}
+}
+
+// crossWarnings runs the checks of value combinations over the variables the role reads. A
+// check is skipped when one of its variables was rejected: the role stops anyway, and a
+// message about the default standing in for the rejected value would only mislead.
+func (c *Config) crossWarnings() []Warning {
+	var out []Warning
+	for _, x := range crossChecks() {
+		usable := true
+		for _, n := range x.vars {
+			if e := c.entries[n]; !e.inScope || e.problem != nil {
+				usable = false
+			}
+		}
+		if !usable {
+			continue
+		}
+		msg := x.check(c)
+		if msg == "" {
+			continue
+		}
+		first := c.entries[x.vars[0]]
+		w := Warning{Event: EventWarning, Variable: first.from, Raw: c.mask(first.v, first.raw),
+			Used: c.mask(first.v, fmtValue(first.value)), Message: msg}
+		for _, n := range x.vars[1:] {
+			w.Related = append(w.Related, c.entries[n].from)
+		}
+		out = append(out, w)
 	}
 	return out
 }
 
-// LogWarnings writes every warning once as a structured line with event=config.warning.
-func (c *Config) LogWarnings(log zerolog.Logger) {
-	for _, w := range c.Warnings() {
-		log.Warn().Str("event", "config.warning").Str("variable", w.Variable).
-			Str("raw", w.Raw).Str("used", w.Used).Msg(w.Message)
+// unknownVariables reports every PLAITA_ name that is set but not registered, once each, with
+// the closest registered name when one is close enough to be a typo. The prefix is matched
+// in any case: plaita_log_level is as silently ignored as a misspelling.
+func (c *Config) unknownVariables() []Warning {
+	if c.names == nil {
+		return nil
 	}
+	var out []Warning
+	seen := map[string]bool{}
+	for _, name := range slices.Sorted(slices.Values(c.names())) {
+		if seen[name] || !strings.HasPrefix(strings.ToUpper(name), "PLAITA_") || notConfiguration(name) {
+			continue
+		}
+		seen[name] = true
+		if _, known := c.entries[name]; known {
+			continue
+		}
+		w := Warning{Event: EventUnknownVariable, Variable: name, Suggestion: closestName(name, c.order)}
+		if w.Suggestion != "" {
+			w.Message = fmt.Sprintf("%s is not a plaita variable and is ignored; did you mean %s?", name, w.Suggestion)
+		} else {
+			w.Message = fmt.Sprintf("%s is not a plaita variable and is ignored (misspelt, or not used by this build)", name)
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 // LogEffective writes the event=config.effective line with the three generations.

@@ -183,6 +183,15 @@ func TestSandboxAllowLists(t *testing.T) {
 	if got := CodeBackend.In(mustLoad(t, RoleFilter, nil)); got != "docker" {
 		t.Errorf("library default backend: got %q, want docker", got)
 	}
+	// The console's default is docker; an explicit backend still joins the allowed set.
+	cfg = mustLoad(t, RoleConsole, map[string]string{"PLAITA_CODE_BACKEND": "subprocess"})
+	if got := fmt.Sprint(SandboxAllowedBackends.In(cfg)); got != "[docker subprocess]" {
+		t.Errorf("console with PLAITA_CODE_BACKEND=subprocess: allowed %s, want [docker subprocess]", got)
+	}
+	// dev runs the worker in process, on a laptop that may have no docker: the worker's default.
+	if got := CodeBackend.In(mustLoad(t, RoleDev, nil)); got != "subprocess" {
+		t.Errorf("dev default backend: got %q, want subprocess", got)
+	}
 	_, err := load(t, RoleWorker, true, map[string]string{"PLAITA_SANDBOX_ALLOWED_BACKENDS": "unsafe", "PLAITA_SANDBOX_ALLOWED_LANGUAGES": "ruby"})
 	if err == nil || !strings.Contains(err.Error(), `"unsafe"`) || !strings.Contains(err.Error(), `"ruby"`) {
 		t.Errorf("unknown backend and language must both be rejected: %v", err)
@@ -335,5 +344,45 @@ func TestDoctorJSONIsDocumented(t *testing.T) {
 				t.Errorf("docs/doctor.md does not document %s.%s (`%s`)", typ.Name(), typ.Field(i).Name, name)
 			}
 		}
+	}
+}
+
+// TestHugeIntegersAreInvalid: integers are carried as float64 inside the parser, so a value
+// beyond 2^53 cannot be kept exactly (9223372036854775807 used to come out negative). Such a
+// value is treated as invalid, like any other number the variable cannot take.
+func TestHugeIntegersAreInvalid(t *testing.T) {
+	for _, name := range []string{"PLAITA_MAX_DELIVERIES", "PLAITA_CLAIM_MIN_IDLE_MS", "PLAITA_WORKER_CONCURRENCY", "PLAITA_EVENT_TTL_SECONDS"} {
+		for _, raw := range []string{"9223372036854775807", "-9223372036854775807", "9007199254740993"} {
+			env := map[string]string{name: raw}
+			strictCfg, err := load(t, RoleDev, true, env)
+			cfg, _ := load(t, RoleDev, false, env)
+			e, def := cfg.entries[name], cfg.entries[name].v.Default
+			if got := fmtValue(e.value); got != def {
+				t.Errorf("%s=%s: value %s, want the default %s", name, raw, got, def)
+			}
+			if len(e.warnings) == 0 || !strings.Contains(e.warnings[0], "out of range") {
+				t.Errorf("%s=%s: warnings %q", name, raw, e.warnings)
+			}
+			if strictCfg.entries[name].v.Strict != "" && err == nil {
+				t.Errorf("%s=%s: strict preflight accepted it", name, raw)
+			}
+		}
+		// The largest exact integer is still a number.
+		cfg := mustLoad(t, RoleDev, map[string]string{name: "9007199254740992"})
+		if got := fmtValue(cfg.entries[name].value); got != "9007199254740992" {
+			t.Errorf("%s=2^53: value %s", name, got)
+		}
+	}
+}
+
+func TestParseLogLevel(t *testing.T) {
+	for raw, want := range map[string]string{"debug": "debug", " WARN ": "warn", "warning": "warn", "critical": "error"} {
+		if got, err := ParseLogLevel(raw); err != nil || got != want {
+			t.Errorf("ParseLogLevel(%q) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+	_, err := ParseLogLevel("loud")
+	if !errors.Is(err, ErrRejected) || !strings.Contains(err.Error(), `--log-level: "loud" is not one of debug, info, warn, error`) {
+		t.Errorf("ParseLogLevel(loud): %v", err)
 	}
 }

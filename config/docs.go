@@ -46,6 +46,19 @@ func Markdown() []byte {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", name, cell(v.Doc), v.Kind, cell(defaultText(v)), v.Timing,
 			roleList(v.Roles), cell(rule), cell(v.Strict))
 	}
+	b.WriteString("\n## Checks across variables\n\n")
+	b.WriteString("Values that pass one by one can still be wrong together. These are logged as `event=config.warning`\n")
+	b.WriteString("(with `related` naming the other variables) by the roles that read every variable involved; they never\n")
+	b.WriteString("stop a role.\n\n")
+	for _, x := range crossChecks() {
+		fmt.Fprintf(&b, "- %s\n", x.doc)
+	}
+	b.WriteString("\n## Unknown variables\n\n")
+	b.WriteString("A `PLAITA_` variable that is set but is not listed here (in any letter case) is ignored and logged\n")
+	b.WriteString("once as `event=config.unknown_variable`, with `suggestion` naming the closest variable when the name\n")
+	b.WriteString("looks like a typo (`PLAITA_WORKER_CONCURENCY` → `PLAITA_WORKER_CONCURRENCY`). It is a warning, never a\n")
+	b.WriteString("rejection, so deployment files that still carry retired names keep working. Its value is not shown:\n")
+	b.WriteString("a misspelt secret is still a secret. `PLAITA_TEST_REDIS_URL` (the test suite's Redis) is not reported.\n")
 	b.WriteString("\n## Config generations\n\n")
 	b.WriteString("Computed at start, logged as `event=config.effective`, shown by `plaita doctor`.\n\n")
 	fmt.Fprintf(&b, "- `config_family` = `cf1-` + sha256 of %s, the task schema version (%d) and the namespace (`%s`), first 12 hex digits.\n",

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -177,6 +179,21 @@ var matrix = map[string]row{
 	"PLAITA_CONSOLE_NODE_PATH":    listRow,
 }
 
+// roleMatrix holds the rows of variables whose outcome depends on the role: the matrix above
+// is loaded for dev, these rows for the role named. PLAITA_CODE_BACKEND defaults to subprocess
+// for the worker and to docker for the console, and the allowed backends are docker ∪ that
+// default, so a console never runs code outside a container unless told to.
+var roleMatrix = map[Role]map[string]row{
+	RoleWorker: {
+		"PLAITA_CODE_BACKEND":             {unset: `"subprocess"`, empty: `"subprocess" W R`, zero: `"subprocess" W R`, neg: `"subprocess" W R`, bad: `"subprocess" W R`},
+		"PLAITA_SANDBOX_ALLOWED_BACKENDS": {unset: "[docker,subprocess]", empty: "[docker,subprocess]", zero: "[docker,subprocess] W R", neg: "[docker,subprocess] W R", bad: "[docker,subprocess] W R"},
+	},
+	RoleConsole: {
+		"PLAITA_CODE_BACKEND":             {unset: `"docker"`, empty: `"docker" W R`, zero: `"docker" W R`, neg: `"docker" W R`, bad: `"docker" W R`},
+		"PLAITA_SANDBOX_ALLOWED_BACKENDS": {unset: "[docker]", empty: "[docker]", zero: "[docker] W R", neg: "[docker] W R", bad: "[docker] W R"},
+	},
+}
+
 type matrixCase struct {
 	name   string
 	raw    string
@@ -229,13 +246,13 @@ func casesFor(v *Var, r row) (cases []matrixCase, missing []string) {
 	return cases, missing
 }
 
-func loadOne(t *testing.T, name, raw string, set, strict bool) (*Config, error) {
+func loadOne(t *testing.T, role Role, name, raw string, set, strict bool) (*Config, error) {
 	t.Helper()
 	env := map[string]string{}
 	if set {
 		env[name] = raw
 	}
-	return Load(RoleDev, strict, WithEnv(env), WithProcess(4242, "host-a", 8))
+	return Load(role, strict, WithEnv(env), WithProcess(4242, "host-a", 8))
 }
 
 func TestMatrixCoversRegistry(t *testing.T) {
@@ -259,54 +276,88 @@ func TestMatrix(t *testing.T) {
 		if !ok {
 			continue // reported by TestMatrixCoversRegistry
 		}
-		cases, missing := casesFor(v, r)
-		for _, m := range missing {
-			t.Errorf("%s: matrix row incomplete: %s", v.Name, m)
+		checkRow(t, RoleDev, v, r)
+	}
+}
+
+// TestRoleMatrix checks the rows whose outcome depends on the role, loaded for that role.
+func TestRoleMatrix(t *testing.T) {
+	vars := map[string]*Var{}
+	for _, v := range registry() {
+		vars[v.Name] = v
+	}
+	for _, role := range []Role{RoleWorker, RoleConsole} {
+		rows := roleMatrix[role]
+		if len(rows) == 0 {
+			t.Errorf("role %s has no rows", role)
 		}
-		for _, tc := range cases {
-			t.Run(v.Name+"/"+tc.name, func(t *testing.T) {
-				wantValue, wantWarn, wantReject := parseCell(tc.expect)
-
-				// Strict preflight.
-				cfg, err := loadOne(t, v.Name, tc.raw, tc.set, true)
-				e := cfg.entries[v.Name]
-				if wantReject {
-					if err == nil || e.problem == nil {
-						t.Fatalf("input %q: strict preflight accepted it (value %s), want a rejection", tc.raw, fmtValue(e.value))
-					}
-					if !strings.Contains(err.Error(), v.Name+": ") {
-						t.Fatalf("rejection does not name the variable: %v", err)
-					}
-				} else {
-					if e.problem != nil {
-						t.Fatalf("input %q: strict preflight rejected it: %s", tc.raw, e.problem.Message)
-					}
-					if got := fmtValue(e.value); got != wantValue {
-						t.Fatalf("input %q: value %s, want %s", tc.raw, got, wantValue)
-					}
-					if got := len(e.warnings) > 0; got != wantWarn {
-						t.Fatalf("input %q: warning=%v (%q), want warning=%v", tc.raw, got, e.warnings, wantWarn)
-					}
+		t.Run(string(role), func(t *testing.T) {
+			for _, name := range slices.Sorted(maps.Keys(rows)) {
+				v, ok := vars[name]
+				if !ok {
+					t.Errorf("%s: role matrix row for a variable the registry does not have", name)
+					continue
 				}
-
-				// Non-strict mode never fails; what strict rejects becomes a warning.
-				cfg, err = loadOne(t, v.Name, tc.raw, tc.set, false)
-				if err != nil {
-					t.Fatalf("non-strict Load failed: %v", err)
+				if !v.inRole(role) {
+					t.Errorf("%s: row for role %s, which does not read it", name, role)
+					continue
 				}
-				e = cfg.entries[v.Name]
+				checkRow(t, role, v, rows[name])
+			}
+		})
+	}
+}
+
+// checkRow runs every input class of one row through strict and non-strict loads for role.
+func checkRow(t *testing.T, role Role, v *Var, r row) {
+	t.Helper()
+	cases, missing := casesFor(v, r)
+	for _, m := range missing {
+		t.Errorf("%s: matrix row incomplete: %s", v.Name, m)
+	}
+	for _, tc := range cases {
+		t.Run(v.Name+"/"+tc.name, func(t *testing.T) {
+			wantValue, wantWarn, wantReject := parseCell(tc.expect)
+
+			// Strict preflight.
+			cfg, err := loadOne(t, role, v.Name, tc.raw, tc.set, true)
+			e := cfg.entries[v.Name]
+			if wantReject {
+				if err == nil || e.problem == nil {
+					t.Fatalf("input %q: strict preflight accepted it (value %s), want a rejection", tc.raw, fmtValue(e.value))
+				}
+				if !strings.Contains(err.Error(), v.Name+": ") {
+					t.Fatalf("rejection does not name the variable: %v", err)
+				}
+			} else {
+				if e.problem != nil {
+					t.Fatalf("input %q: strict preflight rejected it: %s", tc.raw, e.problem.Message)
+				}
 				if got := fmtValue(e.value); got != wantValue {
-					t.Fatalf("non-strict, input %q: value %s, want %s", tc.raw, got, wantValue)
+					t.Fatalf("input %q: value %s, want %s", tc.raw, got, wantValue)
 				}
-				if got := len(e.warnings) > 0; got != (wantWarn || wantReject) {
-					t.Fatalf("non-strict, input %q: warning=%v (%q), want %v", tc.raw, got, e.warnings, wantWarn || wantReject)
+				if got := len(e.warnings) > 0; got != wantWarn {
+					t.Fatalf("input %q: warning=%v (%q), want warning=%v", tc.raw, got, e.warnings, wantWarn)
 				}
-				// The typed accessor returns the same value.
-				if got := fmtValue(cfg.get(v.Name)); got != wantValue {
-					t.Fatalf("accessor: %s, want %s", got, wantValue)
-				}
-			})
-		}
+			}
+
+			// Non-strict mode never fails; what strict rejects becomes a warning.
+			cfg, err = loadOne(t, role, v.Name, tc.raw, tc.set, false)
+			if err != nil {
+				t.Fatalf("non-strict Load failed: %v", err)
+			}
+			e = cfg.entries[v.Name]
+			if got := fmtValue(e.value); got != wantValue {
+				t.Fatalf("non-strict, input %q: value %s, want %s", tc.raw, got, wantValue)
+			}
+			if got := len(e.warnings) > 0; got != (wantWarn || wantReject) {
+				t.Fatalf("non-strict, input %q: warning=%v (%q), want %v", tc.raw, got, e.warnings, wantWarn || wantReject)
+			}
+			// The typed accessor returns the same value.
+			if got := fmtValue(cfg.get(v.Name)); got != wantValue {
+				t.Fatalf("accessor: %s, want %s", got, wantValue)
+			}
+		})
 	}
 }
 

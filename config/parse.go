@@ -96,6 +96,9 @@ type numRule struct {
 	want    string  // what is allowed, e.g. "a positive integer"
 }
 
+// maxExactInt is the largest integer a float64 holds exactly, 2^53.
+const maxExactInt = 1 << 53
+
 func (r numRule) format(v float64) any {
 	if r.isFloat {
 		return v
@@ -146,6 +149,11 @@ func (r numRule) parse(in input) outcome {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
 			return r.apply(r.bad, 0, in.raw, "is not an integer")
+		}
+		// The matrix works on float64, which holds integers exactly only up to 2^53; beyond
+		// that the value would change (and 2^63-1 would wrap to a negative int).
+		if n > maxExactInt || n < -maxExactInt {
+			return r.apply(r.bad, 0, in.raw, "is out of range")
 		}
 		v = float64(n)
 	}

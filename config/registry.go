@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -221,10 +222,10 @@ func registry() []*Var {
 			alias: map[string]string{"javascript": "js", "py": "python"}}, []string{"python"}).semantic().checked(keepPython).
 			doc("Languages code nodes may use; python is always kept, js needs an explicit opt-in."),
 		derivedEnum("PLAITA_CODE_BACKEND", rEngine, enumRule{allowed: backends, bad: dflt().R()},
-			"worker: subprocess; library: docker", codeBackendDefault).semantic().
+			"worker and dev: subprocess; console: docker (filter, schedule, delay: docker)", codeBackendDefault).semantic().
 			doc("Default code backend; an unavailable one refuses to start unless the subprocess fallback is allowed."),
 		listVar("PLAITA_SANDBOX_ALLOWED_BACKENDS", rEngine, listRule{seps: ",;:", ws: true, allowed: backends}, nil).
-			defDoc("docker ∪ the effective default backend").semantic().checked(unionBackend).
+			defDoc("docker ∪ the effective default backend (worker and dev: docker, subprocess; console: docker)").semantic().checked(unionBackend).
 			doc("Backends code nodes may use; always includes the effective default backend."),
 		boolVar("PLAITA_ALLOW_SUBPROCESS_FALLBACK", rEngine, KindExact01, false).semantic().
 			doc("Exact 1 lets an unavailable backend fall back to subprocess when subprocess is allow-listed."),
@@ -299,6 +300,43 @@ func registry() []*Var {
 	return out
 }
 
+// crossCheck is a warning about a combination of values each of which is fine on its own.
+type crossCheck struct {
+	vars  []string // registered names; the warning is filed under the first, Related lists the rest
+	doc   string   // the rule in words, for docs/configuration.md
+	check func(c *Config) string
+}
+
+// crossChecks run after every variable is resolved, for the roles that read all of a check's
+// variables.
+func crossChecks() []crossCheck {
+	return []crossCheck{{
+		vars: []string{"PLAITA_CLAIM_MIN_IDLE_MS", "PLAITA_MAX_DELIVERIES", "PLAITA_LEASE_TTL_SECONDS"},
+		doc: "`PLAITA_CLAIM_MIN_IDLE_MS` × (`PLAITA_MAX_DELIVERIES` − 1) shorter than `PLAITA_LEASE_TTL_SECONDS` → WARNING: " +
+			"a crashed worker's message can use up its deliveries and be dead-lettered while the dead holder's lease still lives.",
+		check: reclaimOutlivesLease,
+	}}
+}
+
+// reclaimOutlivesLease warns when the reclaim budget runs out before a lease expires. A worker
+// that dies holding a lease leaves its message pending; siblings reclaim it at most once per
+// claim idle time, each reclaim costs a delivery, and a redelivery that finds the lease still
+// held cannot run. When every delivery is spent before the lease expires, the message is
+// dead-lettered without anyone having been able to resume it.
+func reclaimOutlivesLease(c *Config) string {
+	idle, deliveries, lease := c.int("PLAITA_CLAIM_MIN_IDLE_MS"), c.int("PLAITA_MAX_DELIVERIES"), c.int("PLAITA_LEASE_TTL_SECONDS")
+	// Every input may be as large as an int64: compare exactly.
+	window := new(big.Int).Mul(big.NewInt(int64(idle)), big.NewInt(int64(deliveries-1)))
+	leaseMS := new(big.Int).Mul(big.NewInt(int64(lease)), big.NewInt(1000))
+	if window.Cmp(leaseMS) >= 0 {
+		return ""
+	}
+	return fmt.Sprintf("PLAITA_CLAIM_MIN_IDLE_MS × (PLAITA_MAX_DELIVERIES − 1) = %d ms × %d = %s ms is shorter than "+
+		"PLAITA_LEASE_TTL_SECONDS = %d s: a crashed worker's message can use up its %d deliveries and be dead-lettered "+
+		"while the dead holder's lease still lives; raise PLAITA_CLAIM_MIN_IDLE_MS or PLAITA_MAX_DELIVERIES, or lower PLAITA_LEASE_TTL_SECONDS",
+		idle, deliveries-1, window, lease, deliveries)
+}
+
 // ---- variables with shapes of their own ----
 
 func delayQueueVar() *Var {
@@ -356,11 +394,12 @@ func clampTombstone(v any, c *Config) (any, string) {
 	return v, ""
 }
 
+// codeBackendDefault follows the runbook: the worker defaults to subprocess, the console (and
+// every library caller) to docker. dev runs a worker in its process, so it takes the worker's
+// default: a laptop without docker must still run code nodes out of the box.
 func codeBackendDefault(c *Config) string {
-	for _, r := range c.role.scope() {
-		if r == RoleWorker || r == RoleConsole {
-			return backendSubprocess
-		}
+	if slices.Contains(c.role.scope(), RoleWorker) {
+		return backendSubprocess
 	}
 	return backendDocker
 }

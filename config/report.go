@@ -155,6 +155,28 @@ func (r Report) WriteText(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	// Warnings that belong to no single row of the table above.
+	var cross, unknown []Warning
+	for _, x := range r.Warnings {
+		switch {
+		case x.Event == EventUnknownVariable:
+			unknown = append(unknown, x)
+		case len(x.Related) > 0:
+			cross = append(cross, x)
+		}
+	}
+	for _, group := range []struct {
+		title string
+		list  []Warning
+	}{{"Cross-variable checks", cross}, {"Unknown variables (ignored)", unknown}} {
+		if len(group.list) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s\n", group.title)
+		for _, x := range group.list {
+			fmt.Fprintf(w, "  WARNING: %s\n", x.Message)
+		}
+	}
 	fmt.Fprintf(w, "\nGenerations\n  config_family      %s\n  config_generation  %s\n  budget_generation  %s\n",
 		r.Generations.Family, r.Generations.Config, r.Generations.Budget)
 	fmt.Fprintf(w, "\n%d warning%s, %d problem%s\n", len(r.Warnings), plural(len(r.Warnings)), len(r.Problems), plural(len(r.Problems)))

@@ -2,14 +2,18 @@ package roles
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
+	"runtime/debug"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/engine"
 )
 
 // Exit statuses of the plaita binary.
@@ -59,7 +63,20 @@ func App(stdout, stderr io.Writer) *cli.Command {
 		ErrWriter: stderr,
 		// main owns the exit: the CLI library must never call os.Exit itself.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
+		// The library's own --version prints through a package-level printer; these flags
+		// print through stdout like every other command. Local: subcommands keep their own
+		// --json.
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "version", Usage: "print the version, VCS commit and Go version", Local: true},
+			&cli.BoolFlag{Name: "json", Usage: "with --version: print it as JSON", Local: true},
+		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Bool("version") {
+				return writeVersion(stdout, cmd.Bool("json"))
+			}
+			if cmd.Bool("json") {
+				return &exitError{code: ExitRejected, err: fmt.Errorf("--json goes with --version (or with the command that prints JSON)")}
+			}
 			if cmd.Args().Len() > 0 {
 				return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q; `plaita --help` lists the commands", cmd.Args().First())}
 			}
@@ -77,18 +94,31 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			startCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
 			{
+				Name:      "version",
+				Usage:     "print the version, VCS commit and Go version (same as plaita --version)",
+				UsageText: "plaita version [--json]",
+				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print it as JSON"}},
+				Action: func(_ context.Context, cmd *cli.Command) error {
+					return writeVersion(stdout, cmd.Bool("json"))
+				},
+			},
+			{
 				Name:  "roles",
-				Usage: "print the role → dependency table",
-				Action: func(context.Context, *cli.Command) error {
+				Usage: "print the roles and operator tools: what each needs and whether it is built",
+				// It logs nothing, but takes the logging flags like every command, so one set of
+				// flags fits every invocation in a script.
+				Flags: append(logFlags(), logLevelFlag()),
+				Action: func(_ context.Context, cmd *cli.Command) error {
+					if err := checkLogFlags(cmd); err != nil {
+						return err
+					}
 					return WriteTable(stdout)
 				},
 			},
-			opsCommand("reap", "find and settle zombie executions", config.RoleWorker, stderr),
-			opsCommand("reindex", "rebuild the execution index", config.RoleWorker, stderr),
-			opsCommand("dlq", "list or replay dead letters", config.RoleWorker, stderr),
-			opsCommand("drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, stderr),
-			opsCommand("migrate", "apply or roll back console database migrations", config.RoleConsole, stderr),
 		},
+	}
+	for _, tool := range Tools() {
+		app.Commands = append(app.Commands, opsCommand(tool, stderr))
 	}
 	return app
 }
@@ -102,7 +132,7 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 	}
 	return &cli.Command{
 		Name:  string(role),
-		Usage: spec.Summary,
+		Usage: helpUsage(spec.Summary, spec.Built),
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			cfg, log, err := preflight(cmd, role, stderr)
@@ -136,23 +166,85 @@ func service(role config.Role) (func(context.Context, *config.Config, zerolog.Lo
 
 // opsCommand is an operator tool of the same binary; it runs the preflight of the role whose
 // configuration it uses.
-func opsCommand(name, usage string, role config.Role, stderr io.Writer) *cli.Command {
+func opsCommand(tool Tool, stderr io.Writer) *cli.Command {
 	return &cli.Command{
-		Name:  name,
-		Usage: usage,
-		Flags: append(logFlags(), &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"}),
+		Name:  tool.Name,
+		Usage: helpUsage(tool.Summary, tool.Built),
+		Flags: append(logFlags(), logLevelFlag()),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if _, _, err := preflight(cmd, role, stderr); err != nil {
+			if _, _, err := preflight(cmd, tool.Role, stderr); err != nil {
 				return err
 			}
-			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version", name)}
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version", tool.Name)}
 		},
 	}
 }
 
+// logLevelFlag is --log-level for commands whose role flags do not already bring it (a role's
+// comes from config.Flags, since it overrides PLAITA_LOG_LEVEL). It is not part of logFlags:
+// commands that take those add their own --log-level, and a flag defined twice is an error.
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"}
+}
+
+// logFlags are --quiet and --log-format, which every command that logs takes.
 func logFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.BoolFlag{Name: "quiet", Usage: "log warnings and errors only (same as --log-level warn)"},
 		&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "json, console, or auto (console when stderr is a terminal)"},
 	}
+}
+
+// Version is what `plaita --version` prints: enough to tell two binaries of a fleet apart.
+type Version struct {
+	Version    string `json:"version"`  // module version; "devel" for a build from a work tree
+	Commit     string `json:"commit"`   // vcs.revision, or "unknown"
+	Modified   string `json:"modified"` // vcs.modified ("true"/"false"), or "unknown"
+	Go         string `json:"go"`
+	Engine     string `json:"engine"`              // recorded in every execution state it starts
+	TaskSchema int    `json:"task_schema_version"` // the newest task envelope it accepts and the one it writes
+}
+
+// versionFrom reads a binary's build information. The go tool stamps VCS settings only when it
+// builds inside a repository with -buildvcs on; without them the commit is "unknown" rather
+// than a guess.
+func versionFrom(info *debug.BuildInfo, ok bool) Version {
+	v := Version{Version: "devel", Commit: "unknown", Modified: "unknown", Go: runtime.Version(),
+		Engine: engine.Version, TaskSchema: config.TaskSchemaVersion}
+	if !ok || info == nil {
+		return v
+	}
+	if m := info.Main.Version; m != "" && m != "(devel)" {
+		v.Version = m
+	}
+	if info.GoVersion != "" {
+		v.Go = info.GoVersion
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			v.Commit = s.Value
+		case "vcs.modified":
+			v.Modified = s.Value
+		}
+	}
+	return v
+}
+
+func writeVersion(w io.Writer, asJSON bool) error {
+	v := versionFrom(debug.ReadBuildInfo())
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(v); err != nil {
+			return &exitError{code: ExitFailure, err: fmt.Errorf("version: %w", err)}
+		}
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "plaita %s\ncommit:   %s\nmodified: %s\ngo:       %s\nengine:   %s\ntask schema version: %d\n",
+		v.Version, v.Commit, v.Modified, v.Go, v.Engine, v.TaskSchema)
+	if err != nil {
+		return &exitError{code: ExitFailure, err: fmt.Errorf("version: %w", err)}
+	}
+	return nil
 }

@@ -17,23 +17,12 @@ import (
 // warning once, and refuse to go on (exit 2) when any value is rejected. Nothing in it opens a
 // network connection.
 func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
-	flags := map[string]string{}
-	for _, f := range config.Flags(role) {
-		if cmd.IsSet(f.Name) {
-			flags[f.Var] = cmd.String(f.Name)
-		}
-	}
-	if cmd.Bool("quiet") {
-		if _, explicit := flags["PLAITA_LOG_LEVEL"]; !explicit {
-			flags["PLAITA_LOG_LEVEL"] = "warn"
-		}
-	}
 	format, err := parseLogFormat(cmd.String("log-format"))
 	if err != nil {
 		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
 	}
 	// The logger needs the level the configuration names, so it is built after loading.
-	cfg, loadErr := config.Load(role, true, config.WithFlags(flags))
+	cfg, loadErr := config.Load(role, true, config.WithFlags(overrides(cmd, role)))
 	level := zerolog.InfoLevel
 	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
 		level = lvl
@@ -47,6 +36,37 @@ func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Co
 	}
 	cfg.LogEffective(log)
 	return cfg, log, nil
+}
+
+// overrides collects the flags of cmd that override role's variables, keyed by variable name.
+// --quiet stands for --log-level warn unless the level is given too.
+func overrides(cmd *cli.Command, role config.Role) map[string]string {
+	flags := map[string]string{}
+	for _, f := range config.Flags(role) {
+		if cmd.IsSet(f.Name) {
+			flags[f.Var] = cmd.String(f.Name)
+		}
+	}
+	if cmd.Bool("quiet") {
+		if _, explicit := flags["PLAITA_LOG_LEVEL"]; !explicit {
+			flags["PLAITA_LOG_LEVEL"] = "warn"
+		}
+	}
+	return flags
+}
+
+// checkLogFlags validates the logging flags of a command that loads no configuration, with the
+// rules a role applies to them, so a script can pass the same flags to every command.
+func checkLogFlags(cmd *cli.Command) error {
+	if _, err := parseLogFormat(cmd.String("log-format")); err != nil {
+		return &exitError{code: ExitRejected, err: err}
+	}
+	if cmd.IsSet("log-level") {
+		if _, err := config.ParseLogLevel(cmd.String("log-level")); err != nil {
+			return &exitError{code: ExitRejected, err: err}
+		}
+	}
+	return nil
 }
 
 // LogFormat is how log lines are written.

@@ -3,6 +3,7 @@
 package roles
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -47,6 +48,27 @@ func Table() []Spec {
 	}
 }
 
+// Tool is an operator command of the same binary (the runbook's scripts). It runs the
+// preflight of the role whose configuration it uses.
+type Tool struct {
+	Name    string
+	Summary string
+	Role    config.Role // whose preflight it runs
+	Needs   []string
+	Built   bool
+}
+
+// Tools lists the operator commands, in the order `plaita roles` prints them.
+func Tools() []Tool {
+	return []Tool{
+		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, false},
+		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
+		{"dlq", "list or replay dead letters", config.RoleWorker, []string{DepRedis}, false},
+		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},
+		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, false},
+	}
+}
+
 func lookupSpec(r config.Role) Spec {
 	for _, s := range Table() {
 		if s.Role == r {
@@ -56,16 +78,44 @@ func lookupSpec(r config.Role) Spec {
 	panic("roles: no spec for role " + string(r))
 }
 
-// WriteTable prints the role table.
+// status is how a build status reads in `plaita roles` and `plaita --help`.
+func status(built bool) string {
+	if built {
+		return "built"
+	}
+	return "not built yet"
+}
+
+// helpUsage is a command's line in --help: its summary, marked when it is not built, so the
+// help and `plaita roles` say the same thing.
+func helpUsage(summary string, built bool) string {
+	if built {
+		return summary
+	}
+	return summary + " (" + status(built) + ")"
+}
+
+// WriteTable prints the role table and the operator tools, in one set of aligned columns.
 func WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tNEEDS\tSTATUS\tWHAT IT DOES")
 	for _, s := range Table() {
-		status := "built"
-		if !s.Built {
-			status = "not built yet"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Role, strings.Join(s.Needs, ", "), status, s.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Role, strings.Join(s.Needs, ", "), status(s.Built), s.Summary)
 	}
-	return tw.Flush()
+	// An empty row, not an empty line: an empty line would restart the column widths.
+	fmt.Fprintln(tw, "\t\t\t")
+	fmt.Fprintln(tw, "TOOL\tNEEDS\tSTATUS\tWHAT IT DOES")
+	for _, t := range Tools() {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, strings.Join(t.Needs, ", "), status(t.Built), t.Summary)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		if _, err := io.WriteString(w, strings.TrimRight(line, " ")+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
