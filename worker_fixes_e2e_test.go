@@ -30,6 +30,10 @@ func TestE2EWorkerStaysRegisteredPastThreeTTLs(t *testing.T) {
 	w := e.startWorker(map[string]string{"PLAITA_INSTANCE_ID": "hb-worker"})
 	key := keys.MustFor("", "").RegistryInstance("hb-worker")
 	ttl := time.Duration(3*10) * time.Second // RegistryTTLFactor × the 10 s heartbeat
+	waitFor(t, "registered", 20*time.Second, func() bool {
+		n, err := e.c.Do(e.ctx, e.c.B().Exists().Key(key).Build()).AsInt64()
+		return err == nil && n == 1
+	}, w)
 	start := time.Now()
 	var first, last time.Time
 	for time.Since(start) < 3*ttl+5*time.Second {

@@ -333,6 +333,9 @@ func (waitEventType) Prepare(n *Node, pc *PrepareContext) Runner {
 		timeout:   p.Seconds("timeout", false),
 		onTimeout: p.String("on_timeout", false),
 	}
+	if w.eventType != "" && !nameRe.MatchString(w.eventType) {
+		pc.Problem(pc.ParamsPath("event_type"), "%q: use letters, digits and _ . / - (at most 128; no ':', braces or spaces): the event type becomes part of a key", w.eventType)
+	}
 	if src := p.String("match", false); src != "" {
 		w.match = pc.Expr(pc.ParamsPath("match"), src)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 )
 
@@ -19,7 +20,14 @@ const (
 var (
 	flowIDRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
 	nodeIDRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$`)
+	// nameRe is the alphabet of names that become Redis key segments (versions, event types):
+	// the same rule as store/keys.ValidName, which checks again where the key is built.
+	nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$`)
 )
+
+// reservedFlowIDs would put a flow's keys on top of the task queue's default keys
+// (<root>:flow:queue is the stream, <root>:flow:queue:dlq its dead-letter stream).
+var reservedFlowIDs = []string{"queue"}
 
 // Parse reads a flow definition, validates it completely and prepares every node. All problems
 // are reported together in a *ValidationError, each with its JSON path.
@@ -46,6 +54,11 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 		ps.add("id", "is required")
 	case !flowIDRe.MatchString(f.ID):
 		ps.add("id", "%q: use letters, digits, _ . - (at most 128, no spaces or colons)", f.ID)
+	case slices.Contains(reservedFlowIDs, f.ID):
+		ps.add("id", "%q is reserved: the task queue's keys live under flow:%s", f.ID, f.ID)
+	}
+	if f.Version != "" && !nameRe.MatchString(f.Version) {
+		ps.add("version", "%q: use letters, digits and _ . / - (at most 128; no ':', braces or spaces)", f.Version)
 	}
 	if math.IsNaN(f.Timeout) || math.IsInf(f.Timeout, 0) || f.Timeout < 0 {
 		ps.add("timeout", "must be a non-negative number of seconds")

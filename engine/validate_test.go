@@ -29,6 +29,13 @@ const allowedTop = "unknown field (allowed: id, name, description, version, time
 // invalidFlows has one entry per file in testdata/flows/invalid; a file without an entry fails
 // TestValidateInvalidFlows.
 var invalidFlows = map[string]invalidFlow{
+	// Names that become key segments: a flow id on the task queue's keys, a version and an
+	// event type with ':' and braces (which once reached another tenant's execution keys).
+	"key-unsafe-names.json": {problems: []want{
+		{"id", `"queue" is reserved: the task queue's keys live under flow:queue`},
+		{"version", `"1:dlq": use letters, digits and _ . / -`},
+		{"nodes[0].params.event_type", `"execution:{ex_1}": use letters, digits and _ . / -`},
+	}},
 	"unknown-top-level-field.json": {problems: []want{
 		{"retries", allowedTop},
 	}},

@@ -240,7 +240,8 @@ func TestDispatchApprovalSuspendsAndResumes(t *testing.T) {
 	}
 	f.waitSettled(t)
 	sp := keys.MustFor(f.root, keys.DefaultTenant)
-	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(sp.Approval(env.ExecutionID)).Build()).ToString()
+	apKey, _ := sp.Approval(env.ExecutionID)
+	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(apKey).Build()).ToString()
 	if err != nil {
 		t.Fatalf("approval record: %v", err)
 	}
@@ -441,7 +442,8 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 	st := f.waitState(t, env.ExecutionID, statusIs(state.Suspended))
 	f.waitSettled(t)
 	sp := keys.MustFor(f.root, keys.DefaultTenant)
-	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(sp.Subscription(env.ExecutionID)).Build()).ToString()
+	subKey, _ := sp.Subscription(env.ExecutionID)
+	raw, err := f.c.Do(dctx(t), f.c.B().Get().Key(subKey).Build()).ToString()
 	if err != nil {
 		t.Fatalf("subscription: %v", err)
 	}
@@ -453,7 +455,8 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 		sub.ExpiresAt != st.Suspend.Due.UTC().Format(time.RFC3339Nano) {
 		t.Fatalf("subscription %+v", sub)
 	}
-	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(sp.SubscriptionIndex("order.paid")).Member(env.ExecutionID).Build()).AsFloat64()
+	idxKey, _ := sp.SubscriptionIndex("order.paid")
+	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(idxKey).Member(env.ExecutionID).Build()).AsFloat64()
 	if err != nil || int64(sc) != st.Suspend.Due.UnixMilli() {
 		t.Fatalf("index score %v %v", sc, err)
 	}

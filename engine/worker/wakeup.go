@@ -136,9 +136,16 @@ func RegisterWakeup(ctx context.Context, c rueidis.Client, cfg *config.Config, r
 			return err
 		}
 		ttl := recordTTL(s.Due)
-		idx := sp.SubscriptionIndex(s.EventType)
+		idx, err := sp.SubscriptionIndex(s.EventType)
+		if err != nil {
+			return fmt.Errorf("register wake-up of %s: %w", st.ExecutionID, err)
+		}
+		subKey, err := sp.Subscription(st.ExecutionID)
+		if err != nil {
+			return fmt.Errorf("register wake-up of %s: %w", st.ExecutionID, err)
+		}
 		cmds = append(cmds,
-			c.B().Set().Key(sp.Subscription(st.ExecutionID)).Value(string(b)).Ex(ttl).Build(),
+			c.B().Set().Key(subKey).Value(string(b)).Ex(ttl).Build(),
 			c.B().Arbitrary("ZADD").Keys(idx).Args(score, st.ExecutionID).Build(),
 			c.B().Expire().Key(idx).Seconds(int64(ttl/time.Second)).Build())
 		if s.Due != nil {
@@ -156,8 +163,12 @@ func RegisterWakeup(ctx context.Context, c rueidis.Client, cfg *config.Config, r
 		if err != nil {
 			return err
 		}
+		apKey, err := sp.Approval(st.ExecutionID)
+		if err != nil {
+			return fmt.Errorf("register wake-up of %s: %w", st.ExecutionID, err)
+		}
 		cmds = append(cmds,
-			c.B().Set().Key(sp.Approval(st.ExecutionID)).Value(string(b)).Ex(recordTTL(s.Due)).Build(),
+			c.B().Set().Key(apKey).Value(string(b)).Ex(recordTTL(s.Due)).Build(),
 			c.B().Zadd().Key(sp.ApprovalIndex()).ScoreMember().ScoreMember(float64(s.Since.UnixMilli()), st.ExecutionID).Build())
 		if s.Due != nil {
 			if err := delay(engine.ResumeTimeout, *s.Due); err != nil {

@@ -54,10 +54,60 @@ var ErrBadID = errors.New("invalid execution id")
 
 var (
 	tenantRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
-	// reserved names would read as a key family where a tenant slug is expected.
-	reserved = []string{"execution", "exec_tombstone", "flow", "flow_list", "flow_versions", "tenant_status",
-		"tenant_quota", "tenant_running", "registry", "delay", "event", "events", "subscription", "subscriptions", "dispatch"}
+	// nameRe is the alphabet of author-supplied names that become key segments (event types,
+	// flow ids and versions): no ':' (the segment separator), no braces (hash tags), no
+	// spaces or glob characters.
+	nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$`)
 )
+
+// ErrBadName is what every invalid event type, flow id or version matches with errors.Is.
+var ErrBadName = errors.New("invalid key name")
+
+// Family is one family of keys. Name is the key segment right after a tenant's prefix (tenant
+// families: "plaita:execution:…", "plaita:acme:execution:…") or after the root (platform
+// families: "plaita:registry:…"). A tenant slug equal to any family's name would make that
+// tenant's keys read as the default tenant's family, so every name here is reserved (see
+// ValidTenant); a new family is added here, and the key-space test fails for any key a Space
+// builds outside these families.
+type Family struct {
+	Name     string
+	Platform bool
+}
+
+// Families lists every key family, in a fixed order.
+func Families() []Family {
+	return []Family{
+		// Per tenant.
+		{Name: "execution"}, {Name: "execution_events"}, {Name: "exec_tombstone"},
+		{Name: "flow"}, {Name: "flow_list"}, {Name: "flow_versions"},
+		{Name: "subscription"}, {Name: "subscription_index"}, {Name: "approval"}, {Name: "approval_index"},
+		{Name: "event"}, {Name: "event_index"}, {Name: "events"}, {Name: "subscriptions"},
+		{Name: "schedule"}, {Name: "schedules"},
+		// Per deployment.
+		{Name: "tenant_status", Platform: true}, {Name: "tenant_quota", Platform: true}, {Name: "tenant_running", Platform: true},
+		{Name: "registry", Platform: true}, {Name: "delay", Platform: true}, {Name: "dispatch", Platform: true},
+	}
+}
+
+// reservedTenant reports whether t is a family name.
+func reservedTenant(t string) bool {
+	for _, f := range Families() {
+		if f.Name == t {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidName checks an author-supplied name that becomes a key segment (an event type, a flow
+// id, a flow version): letters, digits and _ . / -, starting with a letter, digit or _, at
+// most 128.
+func ValidName(kind, name string) error {
+	if !nameRe.MatchString(name) {
+		return fmt.Errorf("%w: %s %q: use letters, digits and _ . / - (at most 128; no ':', braces or spaces)", ErrBadName, kind, name)
+	}
+	return nil
+}
 
 // ValidTenant checks a tenant slug: lower-case letters, digits, _ and -, at most 64, not a
 // reserved family name. "" and "default" are the default tenant.
@@ -70,8 +120,8 @@ func ValidTenant(t string) error {
 		return fmt.Errorf("%w %q: longer than %d characters", ErrBadTenant, t, MaxTenantLen)
 	case !tenantRe.MatchString(t):
 		return fmt.Errorf("%w %q: use lower-case letters, digits, _ and - (no ':', '{', '}' or spaces)", ErrBadTenant, t)
-	case slices.Contains(reserved, t):
-		return fmt.Errorf("%w %q: reserved name", ErrBadTenant, t)
+	case reservedTenant(t):
+		return fmt.Errorf("%w %q: reserved name (a key family)", ErrBadTenant, t)
 	}
 	return nil
 }
@@ -204,18 +254,29 @@ func (s Space) ExecutionEvents(id string) (string, error) {
 
 // Subscription is the record of an execution waiting for an event (written by the worker,
 // read by the filter).
-func (s Space) Subscription(executionID string) string {
-	return s.prefix + "subscription:" + executionID
+func (s Space) Subscription(executionID string) (string, error) {
+	if err := validID(executionID); err != nil {
+		return "", err
+	}
+	return s.prefix + "subscription:" + executionID, nil
 }
 
 // SubscriptionIndex is the ZSET of execution ids waiting for an event type (score = expires_at
-// unix ms, +inf without a timeout).
-func (s Space) SubscriptionIndex(eventType string) string {
-	return s.prefix + "subscription_index:" + eventType
+// unix ms, +inf without a timeout). The event type comes from a flow: it must be a ValidName.
+func (s Space) SubscriptionIndex(eventType string) (string, error) {
+	if err := ValidName("event type", eventType); err != nil {
+		return "", err
+	}
+	return s.prefix + "subscription_index:" + eventType, nil
 }
 
 // Approval is the record of an execution waiting for a human decision.
-func (s Space) Approval(executionID string) string { return s.prefix + "approval:" + executionID }
+func (s Space) Approval(executionID string) (string, error) {
+	if err := validID(executionID); err != nil {
+		return "", err
+	}
+	return s.prefix + "approval:" + executionID, nil
+}
 
 // ApprovalIndex is the ZSET of the tenant's pending approvals (score = since unix ms).
 func (s Space) ApprovalIndex() string { return s.prefix + "approval_index" }
@@ -238,7 +299,8 @@ func (s Space) IndexCursor() string { return s.prefix + "execution:index:backfil
 // never the hot path); IsMechanismKey sorts out what is state.
 func (s Space) ExecutionPattern() string { return s.prefix + "execution:*" }
 
-// Flow keys.
+// Flow is the key of a published flow version. Flow ids and versions are ValidNames (callers
+// check them when a flow is published; a reader of an invalid name finds nothing).
 func (s Space) Flow(flowID, version string) string {
 	return s.prefix + "flow:" + flowID + ":" + version
 }
