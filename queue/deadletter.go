@@ -2,6 +2,8 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,6 +26,22 @@ const (
 	dlqExecution     = "execution_id"
 	dlqKind          = "kind"
 	dlqAt            = "dead_lettered_at"
+	// An oversized payload is kept as a prefix with these three fields.
+	dlqPayloadSize      = "payload_size"
+	dlqPayloadSHA256    = "payload_sha256"
+	dlqPayloadTruncated = "payload_truncated"
+)
+
+// Bounds of what a dead letter keeps of its payload. Whatever was XADDed to the task stream is
+// copied into the dead-letter stream, up to PLAITA_DLQ_MAX_LEN entries: without a bound, a
+// stream of 64 MB garbage entries would fill Redis a second time. A payload that decodes as an
+// envelope is kept whole up to MaxDLQPayload (above the largest start input an enqueue
+// accepts, so a legitimate dead letter stays replayable); one that does not decode, or is
+// larger, keeps its first DLQPayloadPrefix bytes, its size and its sha256, and cannot be
+// replayed.
+const (
+	MaxDLQPayload    = 32 << 20
+	DLQPayloadPrefix = 64 << 10
 )
 
 // letteredTTL is how long a source message is remembered as dead-lettered, so that a source
@@ -151,7 +169,14 @@ func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info Dea
 		args = append(args, dlqDetail, info.Detail)
 	}
 	if d.HasPayload {
-		args = append(args, PayloadField, d.Payload)
+		payload := d.Payload
+		if len(payload) > MaxDLQPayload || (d.Err != nil && len(payload) > DLQPayloadPrefix) {
+			sum := sha256.Sum256([]byte(payload))
+			args = append(args, dlqPayloadSize, strconv.Itoa(len(payload)), dlqPayloadSHA256, hex.EncodeToString(sum[:]),
+				dlqPayloadTruncated, "1")
+			payload = payload[:DLQPayloadPrefix]
+		}
+		args = append(args, PayloadField, payload)
 	}
 	arr, err := deadLetterScript.Exec(ctx, q.c, []string{q.dlq, q.letteredKey(d.ID)}, args).ToArray()
 	if err != nil {
@@ -188,6 +213,11 @@ type DLQEntry struct {
 	DeadLetteredAt time.Time `json:"dead_lettered_at,omitzero"`
 	Payload        string    `json:"payload"`
 	HasPayload     bool      `json:"has_payload"`
+	// Truncated: the payload was oversized; Payload is its first DLQPayloadPrefix bytes,
+	// PayloadSize and PayloadSHA256 describe the whole.
+	Truncated     bool   `json:"payload_truncated,omitempty"`
+	PayloadSize   int    `json:"payload_size,omitempty"`
+	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
 func dlqEntry(e rueidis.XRangeEntry) DLQEntry {
@@ -197,6 +227,9 @@ func dlqEntry(e rueidis.XRangeEntry) DLQEntry {
 		Consumer: f[dlqConsumer], TenantID: f[dlqTenant], ExecutionID: f[dlqExecution], Kind: f[dlqKind],
 	}
 	out.Payload, out.HasPayload = f[PayloadField]
+	out.Truncated = f[dlqPayloadTruncated] == "1"
+	out.PayloadSize, _ = strconv.Atoi(f[dlqPayloadSize])
+	out.PayloadSHA256 = f[dlqPayloadSHA256]
 	out.DeliveryCount, _ = strconv.ParseInt(f[dlqDeliveryCount], 10, 64)
 	out.SchemaVersion, _ = strconv.Atoi(f[dlqSchema])
 	out.DeadLetteredAt, _ = time.Parse(time.RFC3339Nano, f[dlqAt])
@@ -280,6 +313,9 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 	res.SourceMessageID = source
 	if !e.HasPayload {
 		return res, fmt.Errorf("%w: %s has no payload", ErrReplayRefused, dlqID)
+	}
+	if e.Truncated {
+		return res, fmt.Errorf("%w: %s kept only the first %d of its %d payload bytes (sha256 %s)", ErrReplayRefused, dlqID, len(e.Payload), e.PayloadSize, e.PayloadSHA256)
 	}
 	env, derived, err := Decode(stream, source, []byte(e.Payload))
 	res.SchemaVersion, res.TenantID, res.ExecutionID, res.DerivedExecutionID = env.SchemaVersion, env.Tenant(), env.ExecutionID, derived

@@ -1,6 +1,10 @@
 package queue
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
 	"testing"
 )
 
@@ -67,4 +71,45 @@ func slotTag(key string) string {
 		}
 	}
 	return key
+}
+
+// An oversized entry is dead-lettered as a bounded prefix with its size, its sha256 and the
+// reason; it cannot be replayed. A small malformed one is kept whole.
+func TestDeadLetterKeepsABoundedPrefixOfOversizedPayloads(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	big := strings.Repeat("garbage!", (8<<20)/8) // 8 MiB that is no envelope
+	bigID := b.xadd(t, "*", PayloadField, big)
+	smallID := b.xadd(t, "*", PayloadField, "not json")
+	for range 2 {
+		d := b.readOne(t, b.q, "w1")
+		if v := b.q.Gate(d); v != VerdictDeadLetterMalformed {
+			t.Fatalf("gate %s", v)
+		}
+		if err := b.q.Apply(testCtx(t), d, VerdictDeadLetterMalformed); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bySource := map[string]DLQEntry{}
+	for _, e := range b.dlq(t) {
+		bySource[e.SourceID] = e
+	}
+	e := bySource[bigID]
+	sum := sha256.Sum256([]byte(big))
+	if !e.Truncated || len(e.Payload) != DLQPayloadPrefix || e.Payload != big[:DLQPayloadPrefix] ||
+		e.PayloadSize != len(big) || e.PayloadSHA256 != hex.EncodeToString(sum[:]) || e.Reason != ReasonMalformed {
+		t.Fatalf("oversized dead letter: truncated %v, %d bytes kept, size %d, sha %s, reason %s",
+			e.Truncated, len(e.Payload), e.PayloadSize, e.PayloadSHA256, e.Reason)
+	}
+	if _, err := b.q.Replay(testCtx(t), e.ID); !errors.Is(err, ErrReplayRefused) {
+		t.Fatalf("replay of a truncated dead letter: %v", err)
+	}
+	if s := bySource[smallID]; s.Truncated || s.Payload != "not json" {
+		t.Fatalf("small dead letter %+v", s)
+	}
+	// Nothing of the 8 MiB is left in Redis beyond the prefix.
+	mem, err := b.c.Do(testCtx(t), b.c.B().MemoryUsage().Key(b.q.DLQKey()).Build()).AsInt64()
+	if err != nil || mem > 1<<20 {
+		t.Fatalf("the DLQ uses %d bytes (%v)", mem, err)
+	}
 }
