@@ -45,6 +45,7 @@ const (
 	SandboxLifecycle              Key[bool]     = "PLAITA_SANDBOX_LIFECYCLE"
 	ExecutionEventsPublish        Key[bool]     = "PLAITA_EXECUTION_EVENTS_PUBLISH"
 	ExecutionTimelineMax          Key[int]      = "PLAITA_EXECUTION_TIMELINE_MAX"
+	ExecutionStateMaxBytes        Key[int]      = "PLAITA_EXECUTION_STATE_MAX_BYTES"
 	EventReconcileInterval        Key[float64]  = "PLAITA_EVENT_RECONCILE_INTERVAL"
 	EventReconcileBackfill        Key[float64]  = "PLAITA_EVENT_RECONCILE_BACKFILL"
 	WorkerDenyRepos               Key[[]string] = "PLAITA_WORKER_DENY_REPOS"

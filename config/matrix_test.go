@@ -97,6 +97,7 @@ var matrix = map[string]row{
 	"PLAITA_SANDBOX_LIFECYCLE":               exactOnRow,
 	"PLAITA_EXECUTION_EVENTS_PUBLISH":        exactOnRow,
 	"PLAITA_EXECUTION_TIMELINE_MAX":          {unset: "500", empty: "500 W", def: "500", zero: "1 W", neg: "1 W", bad: "500 W", frac: "500 W"},
+	"PLAITA_EXECUTION_STATE_MAX_BYTES":       intWarnRow("16777216"),
 	"PLAITA_EVENT_RECONCILE_INTERVAL":        floatRejectRow("300"),
 	"PLAITA_EVENT_RECONCILE_BACKFILL":        {unset: "3600", empty: "3600 W", def: "3600", zero: "0", neg: "3600 W", bad: "3600 W", nan: "3600 W", inf: "3600 W"},
 	"PLAITA_WORKER_DENY_REPOS":               listRow,

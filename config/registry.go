@@ -169,6 +169,8 @@ func registry() []*Var {
 			doc("Live execution events (SSE); only byte-exact 0 disables."),
 		intVar("PLAITA_EXECUTION_TIMELINE_MAX", rEngine, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).semantic().
 			doc("Timeline events kept per execution; 0 keeps 1."),
+		intVar("PLAITA_EXECUTION_STATE_MAX_BYTES", rEngine, 16777216, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).semantic().
+			doc("Bound on an execution's encoded state and on a start's input (bytes); a node whose result crosses it ends the execution in error. Added by this port (not in the runbook)."),
 		numVar("PLAITA_EVENT_RECONCILE_INTERVAL", rFilter, numRule{def: 300, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
 			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Event reconcile period (seconds)."),
 		floatVar("PLAITA_EVENT_RECONCILE_BACKFILL", rFilter, 3600, keep(), dflt().W(), dflt().W()).timing(TimingCtor).

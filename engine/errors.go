@@ -32,6 +32,7 @@ const (
 	ErrTypeDeadline      = "ExecutionDeadlineError"
 	ErrTypeStepLimit     = "StepLimitExceeded"
 	ErrTypeSerialization = "StateSerializationError"
+	ErrTypeStateTooLarge = "StateTooLarge"
 	ErrTypeNoBranch      = "NoMatchingBranch"
 	ErrTypeFlowFailed    = "FlowFailed"
 	ErrTypeWaitTimeout   = "WaitTimeout"

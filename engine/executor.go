@@ -84,11 +84,18 @@ type Settings struct {
 	DisableNodeRetry        bool
 	DisableCancelCheckpoint bool
 	Expr                    ExprLimits
+	// MaxStateBytes bounds the execution state (PLAITA_EXECUTION_STATE_MAX_BYTES; < 1: 16 MiB).
+	// The store checks the encoded state at every save; the executor refuses, before encoding
+	// it, a node result that alone would cross it.
+	MaxStateBytes int
 }
+
+// DefaultMaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES's default.
+const DefaultMaxStateBytes = store.DefaultMaxStateBytes
 
 // DefaultSettings are the documented defaults.
 func DefaultSettings() Settings {
-	return Settings{Deadline: 1800 * time.Second, TimelineMax: 500, Expr: DefaultExprLimits}
+	return Settings{Deadline: 1800 * time.Second, TimelineMax: 500, Expr: DefaultExprLimits, MaxStateBytes: DefaultMaxStateBytes}
 }
 
 // SettingsFrom reads the settings from the configuration.
@@ -98,6 +105,7 @@ func SettingsFrom(cfg *config.Config) Settings {
 		TimelineMax:             config.ExecutionTimelineMax.In(cfg),
 		DisableNodeRetry:        config.DisableNodeRetry.In(cfg),
 		DisableCancelCheckpoint: config.DisableCancelCheckpoint.In(cfg),
+		MaxStateBytes:           config.ExecutionStateMaxBytes.In(cfg),
 		Expr: ExprLimits{
 			MaxResultSize: config.ExprMaxResultSize.In(cfg),
 			GrowthFactor:  config.ExprGrowthFactor.In(cfg),
@@ -270,7 +278,7 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 	mark.Node = node.ID
 	st.LastResume = mark
 	if err := e.apply(st, node, p.out, now); err != nil {
-		return e.fail(ctx, st, serializationError(node.ID, err))
+		return e.fail(ctx, st, storeError(node.ID, err))
 	}
 	if err := e.save(ctx, st, node.ID); err != nil {
 		return st, err
@@ -487,7 +495,7 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 	}
 	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
 	if err := e.apply(st, node, out, end); err != nil {
-		_, ferr := e.fail(ctx, st, serializationError(node.ID, err))
+		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr
 	}
 	return e.save(ctx, st, node.ID)
@@ -497,6 +505,12 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 // trip first, so the state holds exactly what every backend would give back, and a value that
 // cannot be stored is caught here, at the node that produced it.
 func (e *execRun) apply(st *state.Execution, node *Node, out Outcome, now time.Time) error {
+	// A result that alone is over the state bound is refused before it is encoded: a node can
+	// hand back many references to one large value (60 copies of a 16 MB string cost 16 MB in
+	// memory, and would cost 960 MB to encode).
+	if max := e.maxState(); !within(out.Output, max) || !within(out.Vars, max) {
+		return &store.StateTooLargeError{ExecutionID: st.ExecutionID, Size: max + 1, Max: max}
+	}
 	output, err := normalize(out.Output)
 	if err != nil {
 		return err
@@ -605,26 +619,53 @@ func (e *execRun) finish(st *state.Execution, status state.Status, info *state.E
 	}
 }
 
-// save persists the state. A state that cannot be serialized is turned into an error terminal
-// state naming the node, with the offending values dropped, so it is never retried forever.
+// save persists the state. A state that cannot be serialized, or is over the state bound, is
+// turned into an error terminal state naming the node, with the offending values dropped, so
+// it is never retried forever.
 func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) error {
 	err := e.Store.Save(ctx, st)
-	if err == nil || !errors.Is(err, store.ErrStateSerialization) {
+	if err == nil || !unstorable(err) {
 		return err
 	}
-	e.Log.Error().Str("event", "engine.state_serialization").Str("execution_id", st.ExecutionID).Str("node", nodeID).
-		Err(err).Msg("execution state cannot be serialized; ending the execution in error")
+	e.Log.Error().Str("event", "engine.state_unstorable").Str("execution_id", st.ExecutionID).Str("node", nodeID).
+		Err(err).Msg("execution state cannot be stored; ending the execution in error")
 	if nodeID != "" {
 		delete(st.Nodes(), nodeID)
 	}
 	delete(st.Context, contextEvent)
-	e.finish(st, state.Error, serializationError(nodeID, err))
-	if err := e.Store.Save(ctx, st); !errors.Is(err, store.ErrStateSerialization) {
+	e.finish(st, state.Error, storeError(nodeID, err))
+	if err := e.Store.Save(ctx, st); !unstorable(err) {
 		return err
 	}
 	// Still not storable: keep the execution's identity and the error, drop the data.
 	st.Context, st.Input, st.Output = map[string]any{}, nil, nil
 	return e.Store.Save(ctx, st)
+}
+
+// unstorable reports the permanent save failures: a value JSON cannot carry, a state over the
+// bound.
+func unstorable(err error) bool {
+	return errors.Is(err, store.ErrStateSerialization) || errors.Is(err, store.ErrStateTooLarge)
+}
+
+// storeError describes a permanent save failure at a node.
+func storeError(nodeID string, err error) *state.ErrorInfo {
+	if !errors.Is(err, store.ErrStateTooLarge) {
+		return serializationError(nodeID, err)
+	}
+	where := "the execution state"
+	if nodeID != "" {
+		where = fmt.Sprintf("the result of node %q", nodeID)
+	}
+	return &state.ErrorInfo{Type: ErrTypeStateTooLarge, Node: nodeID, Permanent: true,
+		Message: fmt.Sprintf("%s makes the execution state too large to store: %v", where, err)}
+}
+
+func (e *execRun) maxState() int {
+	if e.set.MaxStateBytes < 1 {
+		return DefaultMaxStateBytes
+	}
+	return e.set.MaxStateBytes
 }
 
 func serializationError(nodeID string, err error) *state.ErrorInfo {
@@ -726,4 +767,51 @@ func normalize(v any) (any, error) {
 		return nil, fmt.Errorf("%w: %w", store.ErrStateSerialization, err)
 	}
 	return out, nil
+}
+
+// within reports whether v's JSON encoding is at most max bytes, estimated by walking it
+// (string and key lengths, a bound for scalars) without encoding anything, and stopping as
+// soon as the budget is gone. Shared references count every time, as they encode.
+func within(v any, max int) bool {
+	// Past maxWalkDepth it stops counting: a cycle, or a shape the encoder rejects itself.
+	const maxWalkDepth = 1000
+	budget, depth := max, 0
+	var walk func(any) bool
+	walk = func(v any) bool {
+		if depth >= maxWalkDepth {
+			return true
+		}
+		depth++
+		defer func() { depth-- }()
+		switch x := v.(type) {
+		case nil, bool:
+			budget -= 5
+		case string:
+			budget -= len(x) + 2
+		case map[string]any:
+			budget -= 2
+			for k, e := range x {
+				budget -= len(k) + 4
+				if budget < 0 || !walk(e) {
+					return false
+				}
+			}
+		case []any:
+			budget -= 2
+			for _, e := range x {
+				budget--
+				if budget < 0 || !walk(e) {
+					return false
+				}
+			}
+		case []string:
+			for _, e := range x {
+				budget -= len(e) + 3
+			}
+		default: // numbers and other scalars; unusual shapes are bounded by the store
+			budget -= 24
+		}
+		return budget >= 0
+	}
+	return walk(v)
 }

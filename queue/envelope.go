@@ -42,7 +42,21 @@ var (
 	ErrMalformed = errors.New("malformed task")
 	// ErrNewerSchema: the envelope's schema_version is newer than config.TaskSchemaVersion.
 	ErrNewerSchema = errors.New("task schema_version is newer than this build")
+	// ErrInputTooLarge: a fresh task's input or resume data is above the producer's bound
+	// (PLAITA_EXECUTION_STATE_MAX_BYTES); nothing was enqueued.
+	ErrInputTooLarge = errors.New("task input is too large")
 )
+
+// Option adjusts one Enqueue.
+type Option func(*enqueueOptions)
+
+type enqueueOptions struct{ maxInput int }
+
+// MaxInput refuses an envelope whose input or resume data is larger than n bytes (n < 1: no
+// bound) with ErrInputTooLarge. Producers of fresh tasks pass PLAITA_EXECUTION_STATE_MAX_BYTES:
+// an input the execution state could not hold is refused before it is enqueued. Copies of an
+// existing message (requeue, replay) carry no bound: they were accepted once.
+func MaxInput(n int) Option { return func(o *enqueueOptions) { o.maxInput = n } }
 
 // Envelope is the task message (SPEC §5). Fields are only ever added; a change of meaning
 // bumps schema_version. Unknown fields of a payload are kept in Extra and written back when
@@ -189,9 +203,21 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 // created_at (when zero), validates, and XADDs the JSON in the field "payload". A copy of an
 // existing message keeps its source's schema_version and generations (see Queue.Requeue); a
 // fresh envelope gets the producer's generations from Envelope.Stamp.
-func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope) (id string, err error) {
+func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope, opts ...Option) (id string, err error) {
 	if stream == "" {
 		return "", fmt.Errorf("%w: empty stream name", ErrInvalidEnvelope)
+	}
+	var o enqueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if n := max(len(env.Input), len(env.ResumeData)); o.maxInput > 0 && n > o.maxInput {
+		what := "input"
+		if len(env.ResumeData) > len(env.Input) {
+			what = "resume data"
+		}
+		return "", fmt.Errorf("%w: %w: the %s is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
+			ErrInvalidEnvelope, ErrInputTooLarge, what, n, o.maxInput)
 	}
 	if env.SchemaVersion == 0 {
 		env.SchemaVersion = config.TaskSchemaVersion

@@ -153,3 +153,26 @@ func TestCloneIsDeep(t *testing.T) {
 		t.Fatal("clone shares memory")
 	}
 }
+
+// A fresh task whose input or resume data is above the producer's bound is refused at enqueue,
+// with nothing written.
+func TestEnqueueRefusesAnInputOverTheBound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	big := json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)
+	start := startEnv("f")
+	start.Input = big
+	resume := Envelope{Kind: KindResume, ExecutionID: "ex_1", ResumeType: "event", ResumeData: big}
+	for _, env := range []Envelope{start, resume} {
+		_, err := Enqueue(testCtx(t), b.c, b.q.Stream(), env, MaxInput(1024))
+		if !errors.Is(err, ErrInputTooLarge) || !errors.Is(err, ErrInvalidEnvelope) || !strings.Contains(err.Error(), "PLAITA_EXECUTION_STATE_MAX_BYTES") {
+			t.Errorf("%s: %v", env.Kind, err)
+		}
+	}
+	if n := b.xlen(t, b.q.Stream()); n != 0 {
+		t.Fatalf("%d entries written", n)
+	}
+	if _, err := Enqueue(testCtx(t), b.c, b.q.Stream(), start, MaxInput(4096)); err != nil {
+		t.Fatalf("under the bound: %v", err)
+	}
+}

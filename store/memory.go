@@ -11,6 +11,10 @@ import (
 // a state that would fail to save or load in Redis fails here the same way, and a loaded state
 // shares nothing with the one that was saved.
 type Memory struct {
+	// MaxStateBytes bounds an encoded state like PLAITA_EXECUTION_STATE_MAX_BYTES does for
+	// Redis (0: DefaultMaxStateBytes). Set it before first use.
+	MaxStateBytes int
+
 	mu        sync.Mutex
 	states    map[string][]byte
 	cancelled map[string]bool
@@ -23,7 +27,7 @@ func NewMemory() *Memory {
 
 // Save stores the state.
 func (m *Memory) Save(_ context.Context, st *state.Execution) error {
-	b, err := Encode(st)
+	b, err := EncodeBounded(st, m.MaxStateBytes)
 	if err != nil {
 		return err
 	}

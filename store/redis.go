@@ -113,6 +113,14 @@ func (r *Redis) tombstoneTTL() time.Duration {
 	return defaultTombstoneTTL
 }
 
+// maxState is PLAITA_EXECUTION_STATE_MAX_BYTES.
+func (r *Redis) maxState() int {
+	if r.cfg == nil {
+		return DefaultMaxStateBytes
+	}
+	return config.ExecutionStateMaxBytes.In(r.cfg)
+}
+
 func (r *Redis) fencing() bool { return r.cfg == nil || !config.DisableFencing.In(r.cfg) }
 
 // opCtx bounds a call whose context has no deadline.
@@ -153,7 +161,7 @@ func (ts *TenantStore) encode(st *state.Execution) (encoded, error) {
 	if st == nil {
 		return encoded{}, fmt.Errorf("%w: nil execution state", ErrInvalid)
 	}
-	b, err := Encode(st)
+	b, err := EncodeBounded(st, ts.r.maxState())
 	if err != nil {
 		return encoded{}, err
 	}

@@ -28,7 +28,26 @@ var (
 	ErrNotFound = errors.New("execution not found")
 	// ErrLeaseLost: a fenced write found another holder's generation.
 	ErrLeaseLost = errors.New("execution lease lost")
+	// ErrStateTooLarge: the encoded state is above PLAITA_EXECUTION_STATE_MAX_BYTES; nothing
+	// was written. Permanent: the execution only grows.
+	ErrStateTooLarge = errors.New("execution state is too large")
 )
+
+// DefaultMaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES's default: 16 MiB.
+const DefaultMaxStateBytes = 16 << 20
+
+// StateTooLargeError is an ErrStateTooLarge with the sizes.
+type StateTooLargeError struct {
+	ExecutionID string
+	Size, Max   int
+}
+
+func (e *StateTooLargeError) Error() string {
+	return fmt.Sprintf("%v: %s encodes to %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
+		ErrStateTooLarge, e.ExecutionID, e.Size, e.Max)
+}
+
+func (e *StateTooLargeError) Is(target error) bool { return target == ErrStateTooLarge }
 
 // Storage is what every execution storage backend provides.
 type Storage interface {
@@ -41,6 +60,22 @@ func Encode(st *state.Execution) ([]byte, error) {
 	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrStateSerialization, st.ExecutionID, err)
+	}
+	return b, nil
+}
+
+// EncodeBounded is Encode with the state size bound checked on the encoding every save makes
+// anyway (max < 1: DefaultMaxStateBytes): a *StateTooLargeError when it is larger.
+func EncodeBounded(st *state.Execution, max int) ([]byte, error) {
+	b, err := Encode(st)
+	if err != nil {
+		return nil, err
+	}
+	if max < 1 {
+		max = DefaultMaxStateBytes
+	}
+	if len(b) > max {
+		return nil, &StateTooLargeError{ExecutionID: st.ExecutionID, Size: len(b), Max: max}
 	}
 	return b, nil
 }
