@@ -30,7 +30,7 @@ fuzz time="60s":
 bench:
     go test ./engine -run '^$' -bench . -benchmem
 
-# Every role in one process, for a laptop.
+# Every role in one process, for a laptop (not built yet: exits 1 with "not built yet").
 dev:
     go run . dev
 
