@@ -28,16 +28,14 @@ import (
 // suspended or errored execution is kept in a state file so a later `plaita run --resume`
 // can continue it.
 func runCommand(stdout, stderr io.Writer) *cli.Command {
-	flags := []cli.Flag{
+	flags := cliFlags(
 		&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
 		&cli.StringFlag{Name: "resume", Usage: "continue the saved execution with this id (see the output of the run that stopped)"},
 		&cli.StringFlag{Name: "type", Usage: "with --resume: continue, retry, event, timeout, cancel or approval"},
 		&cli.StringFlag{Name: "data", Usage: "with --resume: the event, the approval answer …: inline JSON, or @path"},
 		&cli.BoolFlag{Name: "json", Usage: "print the whole execution state as JSON instead of the summary"},
 		&cli.StringFlag{Name: "state-dir", Usage: "where stopped executions are kept (default $XDG_STATE_HOME/plaita/run, else ~/.local/state/plaita/run)"},
-	}
-	flags = append(flags, logFlags()...)
-	flags = append(flags, &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"})
+	)
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run a flow in this process (memory store, no server) and print the result",
@@ -50,7 +48,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			"2 bad usage, bad --input/--data, or an invalid flow (every problem is listed with its JSON path).",
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			cfg, log, err := preflight(cmd, config.RoleWorker, stderr)
+			cfg, log, err := runPreflight(cmd, stderr)
 			if err != nil {
 				return err
 			}
@@ -60,7 +58,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			}
 			settings := engine.SettingsFrom(cfg)
 			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, cfg, log); err != nil {
+			if err := nodes.Register(reg, cfg, nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
 			ex := engine.NewExecutor(r.mem)
