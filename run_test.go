@@ -219,7 +219,7 @@ func TestRunWaitEventRefusesMismatch(t *testing.T) {
 	}
 	id := executionID(t, r)
 	for _, s := range []string{`event "order.paid" at node "wait"`, "match:     EVENT.order_id == INPUT.order_id",
-		"--resume " + id + ` --type event --data '{"type": "order.paid"}'`} {
+		"--resume " + id + ` --type event --data '{"type": "order.paid", "order_id": 7}'`} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
 		}

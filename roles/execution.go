@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
@@ -57,7 +58,11 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						if cmd.Bool("json") {
 							return writeJSON(stdout, st)
 						}
-						writeSummary(stdout, st)
+						adv, err := k.adviceFor(ctx, st, nil)
+						if err != nil {
+							return cliFail("show", "execution %s: %v", st.ExecutionID, err)
+						}
+						writeSummary(stdout, st, adv, k.sp.Tenant())
 						return nil
 					})
 				},
@@ -88,12 +93,18 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "resume",
 				Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
-				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T]",
-				Description: "The flow id and version come from the stored state; a worker applies the resume (and refuses\n" +
-					"one that does not fit the execution). A completed or cancelled execution is refused (exit 1).",
+				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--json]",
+				Description: "The flow id and version come from the stored state. Before enqueuing, the resume is checked\n" +
+					"the way the worker will check it — against the execution's status and suspension, the published\n" +
+					"definition (an event must satisfy the wait's match), and for a retry the wake-up budgets\n" +
+					"(g1wakeups, nofail) and the step limit; a resume that would be refused is not enqueued (exit 1)\n" +
+					"and the reason and the accepted commands are printed. --force skips the check (the worker\n" +
+					"still decides). A completed or cancelled execution is always refused (exit 1).",
 				Flags: cliFlags(tenantFlag(),
 					&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
-					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"}),
+					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"},
+					&cli.BoolFlag{Name: "force", Usage: "enqueue without checking first (the worker still refuses what does not fit)"},
+					jsonFlag("print a JSON object saying what was done (or why not)")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					if !cmd.IsSet("type") {
 						return cliUsage("resume", "--type continue|retry|event|timeout|cancel|approval is required")
@@ -109,14 +120,7 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						}
 					}
 					return withExecution(ctx, cmd, "resume", stderr, func(k *conn, st *state.Execution) error {
-						if st.Status == state.Completed || st.Status == state.Cancelled {
-							return cliFail("resume", "execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)
-						}
-						if _, err := k.enqueue(ctx, resumeEnvelope(st, rt, data)); err != nil {
-							return cliFail("resume", "execution %s: %v", st.ExecutionID, err)
-						}
-						fmt.Fprintf(stdout, "execution %s: %s resume enqueued (was %s)\n", st.ExecutionID, rt, st.Status)
-						return nil
+						return executionResume(ctx, cmd, k, st, rt, data, stdout, stderr)
 					})
 				},
 			},
@@ -147,6 +151,51 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
 	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+}
+
+// executionResume checks the resume (unless --force) and enqueues it.
+func executionResume(ctx context.Context, cmd *cli.Command, k *conn, st *state.Execution, rt engine.ResumeType, data json.RawMessage,
+	stdout, stderr io.Writer) error {
+	const name = "resume"
+	if st.Status == state.Completed || st.Status == state.Cancelled {
+		return cliFail(name, "execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)
+	}
+	force := cmd.Bool("force")
+	if !force {
+		var v any
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &v); err != nil {
+				return cliUsage(name, "--data: %v", err)
+			}
+		}
+		adv, err := k.adviceFor(ctx, st, nil)
+		if err != nil {
+			return cliFail(name, "execution %s: %v", st.ExecutionID, err)
+		}
+		if ref := checkResume(st, adv, rt, v); ref != nil {
+			if cmd.Bool("json") {
+				if err := writeJSON(stdout, ref.json(st, k.sp.Tenant())); err != nil {
+					return cliFail(name, "write: %v", err)
+				}
+			}
+			ref.write(stderr, st, k.sp.Tenant())
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: execution %s: %s", name, st.ExecutionID, ref.reason), printed: true}
+		}
+	}
+	msgID, err := k.enqueue(ctx, resumeEnvelope(st, rt, data))
+	if err != nil {
+		return cliFail(name, "execution %s: %v", st.ExecutionID, err)
+	}
+	if cmd.Bool("json") {
+		return writeJSON(stdout, map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(), "flow_id": st.FlowID,
+			"flow_version": st.FlowVersion, "action": "resume", "resume_type": rt, "result": "enqueued", "enqueued": true,
+			"checked": !force, "was": st.Status, "queue": config.QueueName.In(k.cfg), "message_id": msgID})
+	}
+	fmt.Fprintf(stdout, "execution %s: %s resume enqueued (was %s)\n", st.ExecutionID, rt, st.Status)
+	if force {
+		fmt.Fprintln(stdout, "not checked (--force): the worker decides whether it fits")
+	}
+	return nil
 }
 
 // withExecution checks the ID argument, connects and loads the execution, then calls fn.
@@ -222,11 +271,11 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 	return nil
 }
 
-// writeSummary prints an execution stored in Redis: status, what it waits for with the
-// commands that answer it, and the timeline.
-func writeSummary(w io.Writer, st *state.Execution) {
+// writeSummary prints an execution stored in Redis: status, what it waits for, the commands
+// that answer it (each checked against adv: only what would be accepted is printed) and the
+// timeline.
+func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string) {
 	writeHeader(w, st)
-	id := shellQuote(st.ExecutionID)
 	switch st.Status {
 	case state.Completed:
 		fmt.Fprintf(w, "  output:    %s\n", indentJSON(st.Output, "    "))
@@ -238,28 +287,23 @@ func writeSummary(w io.Writer, st *state.Execution) {
 			}
 			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
 		}
-		fmt.Fprintf(w, "  retry the failed node with:\n    plaita execution resume %s --type retry\n", id)
 	case state.Running:
 		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
 	case state.Suspended:
 		if s := st.Suspend; s != nil {
 			fmt.Fprintf(w, "  waiting:   %s at node %q since %s\n", describeSuspend(s), s.Node, s.Since.UTC().Format(time.RFC3339))
+			if s.Match != "" {
+				fmt.Fprintf(w, "  match:     %s\n", s.Match)
+			}
 			if s.Message != "" {
 				fmt.Fprintf(w, "  message:   %s\n", s.Message)
 			}
 			if s.Due != nil {
 				fmt.Fprintf(w, "  due:       %s (%s)\n", s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
 			}
-			switch s.Kind {
-			case state.SuspendApproval:
-				fmt.Fprintf(w, "  approve with:\n    plaita execution resume %s --type approval --data '{\"approved\": true}'\n", id)
-			case state.SuspendEvent:
-				typ, _ := json.Marshal(s.EventType)
-				fmt.Fprintf(w, "  deliver the event with:\n    plaita execution resume %s --type event --data %s\n", id, shellQuote(fmt.Sprintf(`{"type": %s}`, typ)))
-			}
 		}
-		fmt.Fprintf(w, "  cancel with:\n    plaita execution cancel %s\n", id)
 	}
+	writeHints(w, adv.hints(st), cliCommand(st.ExecutionID, tenant))
 	fmt.Fprintln(w, "timeline:")
 	if st.TimelineDropped > 0 {
 		fmt.Fprintf(w, "  (%d earlier entries dropped)\n", st.TimelineDropped)

@@ -17,7 +17,6 @@ import (
 
 	"plaita/config"
 	"plaita/engine"
-	"plaita/engine/nodes"
 	"plaita/engine/state"
 	"plaita/queue"
 	"plaita/store"
@@ -196,8 +195,8 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return err
 	}
 	defer k.close()
-	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, k.cfg, k.log); err != nil {
+	reg, err := k.flowRegistry()
+	if err != nil {
 		return cliFail(name, "%v", err)
 	}
 	lim := engine.SettingsFrom(k.cfg).Expr
@@ -269,7 +268,11 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 				return cliFail(name, "write state: %v", werr)
 			}
 		} else {
-			writeSummary(stdout, st)
+			adv, aerr := k.adviceFor(ctx, st, f)
+			if aerr != nil {
+				k.log.Warn().Err(aerr).Str("event", "start.hints_unavailable").Msg("cannot check what would resume the execution: no commands are suggested")
+			}
+			writeSummary(stdout, st, adv, k.sp.Tenant())
 		}
 	}
 	if err != nil {
