@@ -70,23 +70,14 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "cancel",
 				Usage:     "cancel an execution (raises its cancel flag and enqueues a cancel resume)",
-				UsageText: "plaita execution cancel ID [--tenant T]",
+				UsageText: "plaita execution cancel ID [--tenant T] [--json]",
 				Description: "A running execution stops at its next step boundary; a suspended one is ended by the\n" +
-					"cancel resume. A completed, failed or cancelled execution is refused (exit 1).",
-				Flags: cliFlags(tenantFlag()),
+					"cancel resume. An execution already cancelled is left as it is (exit 0, \"already cancelled\");\n" +
+					"a completed or failed one is refused (exit 1).",
+				Flags: cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					return withExecution(ctx, cmd, "cancel", stderr, func(k *conn, st *state.Execution) error {
-						if st.Status.Terminal() {
-							return cliFail("cancel", "execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)
-						}
-						if err := k.ts.SetCancel(ctx, st.ExecutionID); err != nil {
-							return cliFail("cancel", "execution %s: %v", st.ExecutionID, err)
-						}
-						if _, err := k.enqueue(ctx, resumeEnvelope(st, engine.ResumeCancel, nil)); err != nil {
-							return cliFail("cancel", "execution %s: cancel flag raised, but the cancel resume was not enqueued: %v", st.ExecutionID, err)
-						}
-						fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", st.ExecutionID, st.Status)
-						return nil
+						return executionCancel(ctx, cmd, k, st, stdout)
 					})
 				},
 			},
@@ -127,9 +118,10 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "delete",
 				Usage:     "delete an execution's state and keys (writes a tombstone)",
-				UsageText: "plaita execution delete ID [--tenant T] [--force]",
+				UsageText: "plaita execution delete ID [--tenant T] [--force] [--json]",
 				Flags: cliFlags(tenantFlag(),
-					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"}),
+					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"},
+					jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					return withExecution(ctx, cmd, "delete", stderr, func(k *conn, st *state.Execution) error {
 						if (st.Status == state.Running || st.Status == state.Pending) && !cmd.Bool("force") {
@@ -137,6 +129,10 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						}
 						if err := k.ts.Delete(ctx, st.ExecutionID); err != nil {
 							return cliFail("delete", "execution %s: %v", st.ExecutionID, err)
+						}
+						if cmd.Bool("json") {
+							return writeJSON(stdout, map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(),
+								"action": "delete", "result": "deleted", "deleted": true, "was": st.Status})
 						}
 						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", st.ExecutionID, st.Status)
 						return nil
@@ -151,6 +147,36 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
 	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+}
+
+// executionCancel raises the cancel flag and enqueues a cancel resume; an execution already
+// cancelled is what was asked for, so it is a success that changes nothing.
+func executionCancel(ctx context.Context, cmd *cli.Command, k *conn, st *state.Execution, stdout io.Writer) error {
+	out := map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(), "action": "cancel", "was": st.Status}
+	switch {
+	case st.Status == state.Cancelled:
+		if cmd.Bool("json") {
+			out["result"], out["enqueued"] = "already_cancelled", false
+			return writeJSON(stdout, out)
+		}
+		fmt.Fprintf(stdout, "execution %s: already cancelled; nothing to do\n", st.ExecutionID)
+		return nil
+	case st.Status.Terminal():
+		return cliFail("cancel", "execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)
+	}
+	if err := k.ts.SetCancel(ctx, st.ExecutionID); err != nil {
+		return cliFail("cancel", "execution %s: %v", st.ExecutionID, err)
+	}
+	msgID, err := k.enqueue(ctx, resumeEnvelope(st, engine.ResumeCancel, nil))
+	if err != nil {
+		return cliFail("cancel", "execution %s: cancel flag raised, but the cancel resume was not enqueued: %v", st.ExecutionID, err)
+	}
+	if cmd.Bool("json") {
+		out["result"], out["enqueued"], out["message_id"] = "cancel_requested", true, msgID
+		return writeJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", st.ExecutionID, st.Status)
+	return nil
 }
 
 // executionResume checks the resume (unless --force) and enqueues it.
