@@ -53,13 +53,20 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 		}
 		return s
 	}
-	queued := func() int64 {
+	// The worker deletes what it acknowledges, so the stream's length moves on its own; the
+	// last id the stream generated moves only with an XADD.
+	lastAdded := func() string {
 		t.Helper()
-		n, err := c.Do(ctx, c.B().Xlen().Key("plaita:flow:queue").Build()).AsInt64()
+		info, err := c.Do(ctx, c.B().XinfoStream().Key("plaita:flow:queue").Build()).AsMap()
 		if err != nil {
 			t.Fatal(err)
 		}
-		return n
+		last := info["last-generated-id"]
+		id, err := last.ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
 	}
 
 	flow := writeCLIFlow(t, "ship.json", shipV1)
@@ -85,7 +92,7 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 	// A changed definition under the same version is refused: nothing written, nothing enqueued.
 	changed := strings.Replace(shipV1, "Ship {{", "Send {{", 1)
 	changedFile := writeCLIFlow(t, "ship.json", changed)
-	before := queued()
+	before := lastAdded()
 	r = run(t, env, "start", changedFile, "--quiet")
 	if r.code != 1 {
 		t.Fatalf("changed definition under v1: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -98,8 +105,8 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 	if got := stored(); got != shipV1 {
 		t.Fatalf("the refused publication overwrote the definition:\n%s", got)
 	}
-	if n := queued(); n != before {
-		t.Fatalf("the refused start enqueued %d message(s)", n-before)
+	if id := lastAdded(); id != before {
+		t.Fatalf("the refused start enqueued a message (last id %s, was %s)", id, before)
 	}
 
 	// The execution suspended on v1 still resumes and completes.
