@@ -194,6 +194,15 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 	r = fx.resume(1, "ex-changed", "--type", "timeout")
 	mustContain(t, "changed flow", r.stderr, "changed")
 
+	// A definition this process cannot parse (a node type only the workers have): not judged
+	// here, so refused with the way around it.
+	extHash := fx.publish("ext", "1", strings.Replace(orderFlow, `{"id": "done", "type": "end"}`,
+		`{"id": "done", "type": "frobnicate"}`, 1))
+	fx.seed("ex-ext", "ext", "1", extHash, suspendedOrder)
+	r = fx.resume(1, "ex-ext", "--type", "timeout")
+	mustContain(t, "unparsable flow", r.stderr, "does not parse in this process", "--force", "plaita execution cancel ex-ext")
+	fx.resume(0, "ex-ext", "--type", "timeout", "--force")
+
 	// Retry wake-up budgets, as the runbook's 409: the counters, the key, how to unblock.
 	fx.seed("ex-failed", "boom", "1", failHash, failedAt(engine.ErrTypeFlowFailed))
 	g1Key, _ := fx.sp.Mechanism(keys.FamG1Wakeups, "ex-failed")

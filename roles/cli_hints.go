@@ -3,6 +3,7 @@ package roles
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -83,8 +84,11 @@ func (a *advice) hints(st *state.Execution) []hint {
 		if st.Status == state.Error {
 			return []hint{{note: []string{fmt.Sprintf("no retry: %v", err)}}}
 		}
-		return append(out, hint{note: []string{fmt.Sprintf("only a cancel is accepted: %v", err)}},
-			hint{label: "cancel with", rt: engine.ResumeCancel})
+		note := "only a cancel is accepted: %v"
+		if errors.Is(err, errCannotCheck) {
+			note = "no resume but a cancel can be checked: %v"
+		}
+		return append(out, hint{note: []string{fmt.Sprintf(note, err)}}, hint{label: "cancel with", rt: engine.ResumeCancel})
 	}
 	switch st.Status {
 	case state.Suspended:

@@ -34,9 +34,15 @@ func (k *conn) flowRegistry() (*engine.Registry, error) {
 	return reg, nil
 }
 
-// errFlowUnavailable marks a definition the worker could not run the execution on; the advice
-// then offers a cancel only.
-var errFlowUnavailable = errors.New("flow definition unavailable")
+var (
+	// errFlowUnavailable marks a definition the worker cannot run the execution on (it is not
+	// published); the advice then offers a cancel only.
+	errFlowUnavailable = errors.New("flow definition unavailable")
+	// errCannotCheck marks a definition this process cannot judge: it does not parse here, or
+	// the node types cannot be set up here (a worker may have other node executables or a
+	// docker daemon). The advice then offers a cancel only, and says --force skips the check.
+	errCannotCheck = errors.New("cannot check here")
+)
 
 // publishedFlow reads and parses the definition st runs, as the worker does for a resume.
 func (k *conn) publishedFlow(ctx context.Context, st *state.Execution) (*engine.Flow, error) {
@@ -51,12 +57,12 @@ func (k *conn) publishedFlow(ctx context.Context, st *state.Execution) (*engine.
 	}
 	reg, err := k.flowRegistry()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: the node types cannot be set up in this process (%w); --force enqueues without the check", errCannotCheck, err)
 	}
 	f, err := engine.Parse(def, reg, engine.SettingsFrom(k.cfg).Expr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the published flow %s version %q does not parse here (the worker would dead-letter a resume as invalid_flow): %w",
-			errFlowUnavailable, st.FlowID, st.FlowVersion, err)
+		return nil, fmt.Errorf("%w: the published flow %s version %q does not parse in this process (a worker that cannot parse it either dead-letters "+
+			"the resume as invalid_flow; --force enqueues without the check): %w", errCannotCheck, st.FlowID, st.FlowVersion, err)
 	}
 	return f, nil
 }
@@ -87,7 +93,7 @@ func (k *conn) adviceFor(ctx context.Context, st *state.Execution, f *engine.Flo
 	if a.flow == nil && st.Status != state.Completed && st.Status != state.Cancelled {
 		var err error
 		if a.flow, err = k.publishedFlow(ctx, st); err != nil {
-			if !errors.Is(err, errFlowUnavailable) {
+			if !errors.Is(err, errFlowUnavailable) && !errors.Is(err, errCannotCheck) {
 				return nil, err
 			}
 			a.flowErr = err
@@ -167,16 +173,22 @@ func (ref *resumeRefusal) write(w io.Writer, st *state.Execution, tenant string)
 	for _, h := range ref.hints {
 		if h.rt != "" {
 			cmds = append(cmds, h)
-		} else if ref.budget == nil { // the budget's own lines are in the detail already
+		} else {
 			notes = append(notes, h)
 		}
 	}
-	if len(cmds) > 0 {
+	cmd := cliCommand(st.ExecutionID, tenant)
+	switch {
+	case len(cmds) > 0:
+		// The notes beside commands restate the reason (a changed definition, the match).
 		fmt.Fprintln(w, "accepted now:")
-	} else {
+		writeHints(w, cmds, cmd)
+	case ref.budget != nil: // its lines are in the detail already
 		fmt.Fprintln(w, "no resume is accepted now.")
+	default:
+		fmt.Fprintln(w, "no resume is accepted now.")
+		writeHints(w, notes, cmd)
 	}
-	writeHints(w, append(cmds, notes...), cliCommand(st.ExecutionID, tenant))
 	fmt.Fprintln(w, "(--force enqueues it anyway: the worker checks again and refuses what does not fit)")
 }
 
