@@ -219,7 +219,7 @@ func TestRunWaitEventRefusesMismatch(t *testing.T) {
 	}
 	id := executionID(t, r)
 	for _, s := range []string{`event "order.paid" at node "wait"`, "match:     EVENT.order_id == INPUT.order_id",
-		"--resume " + id + ` --type event --data '{"type": "order.paid"}'`} {
+		"--resume " + id + ` --type event --data '{"type": "order.paid", "order_id": 7}'`} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
 		}
@@ -386,7 +386,7 @@ func TestRunInterrupt(t *testing.T) {
 	  {"id": "done", "type": "end"}
 	]}`)
 	stateDir := t.TempDir()
-	cmd := exec.Command(binary, "run", flow, "--state-dir", stateDir, "--log-format", "json")
+	cmd := exec.Command(binary, "run", flow, "--state-dir", stateDir, "--log-format", "json", "--log-level", "debug")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -398,7 +398,8 @@ func TestRunInterrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	// The preflight's config.effective line comes after the signal handler is installed.
+	// The preflight's config.effective line (at debug for run) comes after the signal handler
+	// is installed.
 	lines := bufio.NewReader(stderr)
 	if _, err := lines.ReadString('\n'); err != nil {
 		cmd.Process.Kill()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
+	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
@@ -57,7 +58,11 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						if cmd.Bool("json") {
 							return writeJSON(stdout, st)
 						}
-						writeSummary(stdout, st)
+						adv, err := k.adviceFor(ctx, st, nil)
+						if err != nil {
+							return cliFail("show", "execution %s: %v", st.ExecutionID, err)
+						}
+						writeSummary(stdout, st, adv, k.sp.Tenant())
 						return nil
 					})
 				},
@@ -65,35 +70,32 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "cancel",
 				Usage:     "cancel an execution (raises its cancel flag and enqueues a cancel resume)",
-				UsageText: "plaita execution cancel ID [--tenant T]",
+				UsageText: "plaita execution cancel ID [--tenant T] [--json]",
 				Description: "A running execution stops at its next step boundary; a suspended one is ended by the\n" +
-					"cancel resume. A completed, failed or cancelled execution is refused (exit 1).",
-				Flags: cliFlags(tenantFlag()),
+					"cancel resume. An execution already cancelled is left as it is (exit 0, \"already cancelled\");\n" +
+					"a completed or failed one is refused (exit 1).",
+				Flags: cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					return withExecution(ctx, cmd, "cancel", stderr, func(k *conn, st *state.Execution) error {
-						if st.Status.Terminal() {
-							return cliFail("cancel", "execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)
-						}
-						if err := k.ts.SetCancel(ctx, st.ExecutionID); err != nil {
-							return cliFail("cancel", "execution %s: %v", st.ExecutionID, err)
-						}
-						if _, err := k.enqueue(ctx, resumeEnvelope(st, engine.ResumeCancel, nil)); err != nil {
-							return cliFail("cancel", "execution %s: cancel flag raised, but the cancel resume was not enqueued: %v", st.ExecutionID, err)
-						}
-						fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", st.ExecutionID, st.Status)
-						return nil
+						return executionCancel(ctx, cmd, k, st, stdout)
 					})
 				},
 			},
 			{
 				Name:      "resume",
 				Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
-				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T]",
-				Description: "The flow id and version come from the stored state; a worker applies the resume (and refuses\n" +
-					"one that does not fit the execution). A completed or cancelled execution is refused (exit 1).",
+				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--json]",
+				Description: "The flow id and version come from the stored state. Before enqueuing, the resume is checked\n" +
+					"the way the worker will check it — against the execution's status and suspension, the published\n" +
+					"definition (an event must satisfy the wait's match), and for a retry the wake-up budgets\n" +
+					"(g1wakeups, nofail) and the step limit; a resume that would be refused is not enqueued (exit 1)\n" +
+					"and the reason and the accepted commands are printed. --force skips the check (the worker\n" +
+					"still decides). A completed or cancelled execution is always refused (exit 1).",
 				Flags: cliFlags(tenantFlag(),
 					&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
-					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"}),
+					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"},
+					&cli.BoolFlag{Name: "force", Usage: "enqueue without checking first (the worker still refuses what does not fit)"},
+					jsonFlag("print a JSON object saying what was done (or why not)")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					if !cmd.IsSet("type") {
 						return cliUsage("resume", "--type continue|retry|event|timeout|cancel|approval is required")
@@ -109,23 +111,17 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						}
 					}
 					return withExecution(ctx, cmd, "resume", stderr, func(k *conn, st *state.Execution) error {
-						if st.Status == state.Completed || st.Status == state.Cancelled {
-							return cliFail("resume", "execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)
-						}
-						if _, err := k.enqueue(ctx, resumeEnvelope(st, rt, data)); err != nil {
-							return cliFail("resume", "execution %s: %v", st.ExecutionID, err)
-						}
-						fmt.Fprintf(stdout, "execution %s: %s resume enqueued (was %s)\n", st.ExecutionID, rt, st.Status)
-						return nil
+						return executionResume(ctx, cmd, k, st, rt, data, stdout, stderr)
 					})
 				},
 			},
 			{
 				Name:      "delete",
 				Usage:     "delete an execution's state and keys (writes a tombstone)",
-				UsageText: "plaita execution delete ID [--tenant T] [--force]",
+				UsageText: "plaita execution delete ID [--tenant T] [--force] [--json]",
 				Flags: cliFlags(tenantFlag(),
-					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"}),
+					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"},
+					jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					return withExecution(ctx, cmd, "delete", stderr, func(k *conn, st *state.Execution) error {
 						if (st.Status == state.Running || st.Status == state.Pending) && !cmd.Bool("force") {
@@ -133,6 +129,10 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						}
 						if err := k.ts.Delete(ctx, st.ExecutionID); err != nil {
 							return cliFail("delete", "execution %s: %v", st.ExecutionID, err)
+						}
+						if cmd.Bool("json") {
+							return writeJSON(stdout, map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(),
+								"action": "delete", "result": "deleted", "deleted": true, "was": st.Status})
 						}
 						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", st.ExecutionID, st.Status)
 						return nil
@@ -147,6 +147,81 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
 	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+}
+
+// executionCancel raises the cancel flag and enqueues a cancel resume; an execution already
+// cancelled is what was asked for, so it is a success that changes nothing.
+func executionCancel(ctx context.Context, cmd *cli.Command, k *conn, st *state.Execution, stdout io.Writer) error {
+	out := map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(), "action": "cancel", "was": st.Status}
+	switch {
+	case st.Status == state.Cancelled:
+		if cmd.Bool("json") {
+			out["result"], out["enqueued"] = "already_cancelled", false
+			return writeJSON(stdout, out)
+		}
+		fmt.Fprintf(stdout, "execution %s: already cancelled; nothing to do\n", st.ExecutionID)
+		return nil
+	case st.Status.Terminal():
+		return cliFail("cancel", "execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)
+	}
+	if err := k.ts.SetCancel(ctx, st.ExecutionID); err != nil {
+		return cliFail("cancel", "execution %s: %v", st.ExecutionID, err)
+	}
+	msgID, err := k.enqueue(ctx, resumeEnvelope(st, engine.ResumeCancel, nil))
+	if err != nil {
+		return cliFail("cancel", "execution %s: cancel flag raised, but the cancel resume was not enqueued: %v", st.ExecutionID, err)
+	}
+	if cmd.Bool("json") {
+		out["result"], out["enqueued"], out["message_id"] = "cancel_requested", true, msgID
+		return writeJSON(stdout, out)
+	}
+	fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", st.ExecutionID, st.Status)
+	return nil
+}
+
+// executionResume checks the resume (unless --force) and enqueues it.
+func executionResume(ctx context.Context, cmd *cli.Command, k *conn, st *state.Execution, rt engine.ResumeType, data json.RawMessage,
+	stdout, stderr io.Writer) error {
+	const name = "resume"
+	if st.Status == state.Completed || st.Status == state.Cancelled {
+		return cliFail(name, "execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)
+	}
+	force := cmd.Bool("force")
+	if !force {
+		var v any
+		if len(data) > 0 {
+			if err := json.Unmarshal(data, &v); err != nil {
+				return cliUsage(name, "--data: %v", err)
+			}
+		}
+		adv, err := k.adviceFor(ctx, st, nil)
+		if err != nil {
+			return cliFail(name, "execution %s: %v", st.ExecutionID, err)
+		}
+		if ref := checkResume(st, adv, rt, v); ref != nil {
+			if cmd.Bool("json") {
+				if err := writeJSON(stdout, ref.json(st, k.sp.Tenant())); err != nil {
+					return cliFail(name, "write: %v", err)
+				}
+			}
+			ref.write(stderr, st, k.sp.Tenant())
+			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: execution %s: %s", name, st.ExecutionID, ref.reason), printed: true}
+		}
+	}
+	msgID, err := k.enqueue(ctx, resumeEnvelope(st, rt, data))
+	if err != nil {
+		return cliFail(name, "execution %s: %v", st.ExecutionID, err)
+	}
+	if cmd.Bool("json") {
+		return writeJSON(stdout, map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(), "flow_id": st.FlowID,
+			"flow_version": st.FlowVersion, "action": "resume", "resume_type": rt, "result": "enqueued", "enqueued": true,
+			"checked": !force, "was": st.Status, "queue": config.QueueName.In(k.cfg), "message_id": msgID})
+	}
+	fmt.Fprintf(stdout, "execution %s: %s resume enqueued (was %s)\n", st.ExecutionID, rt, st.Status)
+	if force {
+		fmt.Fprintln(stdout, "not checked (--force): the worker decides whether it fits")
+	}
+	return nil
 }
 
 // withExecution checks the ID argument, connects and loads the execution, then calls fn.
@@ -222,11 +297,11 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 	return nil
 }
 
-// writeSummary prints an execution stored in Redis: status, what it waits for with the
-// commands that answer it, and the timeline.
-func writeSummary(w io.Writer, st *state.Execution) {
+// writeSummary prints an execution stored in Redis: status, what it waits for, the commands
+// that answer it (each checked against adv: only what would be accepted is printed) and the
+// timeline.
+func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string) {
 	writeHeader(w, st)
-	id := shellQuote(st.ExecutionID)
 	switch st.Status {
 	case state.Completed:
 		fmt.Fprintf(w, "  output:    %s\n", indentJSON(st.Output, "    "))
@@ -238,28 +313,23 @@ func writeSummary(w io.Writer, st *state.Execution) {
 			}
 			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
 		}
-		fmt.Fprintf(w, "  retry the failed node with:\n    plaita execution resume %s --type retry\n", id)
 	case state.Running:
 		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
 	case state.Suspended:
 		if s := st.Suspend; s != nil {
 			fmt.Fprintf(w, "  waiting:   %s at node %q since %s\n", describeSuspend(s), s.Node, s.Since.UTC().Format(time.RFC3339))
+			if s.Match != "" {
+				fmt.Fprintf(w, "  match:     %s\n", s.Match)
+			}
 			if s.Message != "" {
 				fmt.Fprintf(w, "  message:   %s\n", s.Message)
 			}
 			if s.Due != nil {
 				fmt.Fprintf(w, "  due:       %s (%s)\n", s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
 			}
-			switch s.Kind {
-			case state.SuspendApproval:
-				fmt.Fprintf(w, "  approve with:\n    plaita execution resume %s --type approval --data '{\"approved\": true}'\n", id)
-			case state.SuspendEvent:
-				typ, _ := json.Marshal(s.EventType)
-				fmt.Fprintf(w, "  deliver the event with:\n    plaita execution resume %s --type event --data %s\n", id, shellQuote(fmt.Sprintf(`{"type": %s}`, typ)))
-			}
 		}
-		fmt.Fprintf(w, "  cancel with:\n    plaita execution cancel %s\n", id)
 	}
+	writeHints(w, adv.hints(st), cliCommand(st.ExecutionID, tenant))
 	fmt.Fprintln(w, "timeline:")
 	if st.TimelineDropped > 0 {
 		fmt.Fprintf(w, "  (%d earlier entries dropped)\n", st.TimelineDropped)

@@ -28,16 +28,14 @@ import (
 // suspended or errored execution is kept in a state file so a later `plaita run --resume`
 // can continue it.
 func runCommand(stdout, stderr io.Writer) *cli.Command {
-	flags := []cli.Flag{
+	flags := cliFlags(
 		&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
 		&cli.StringFlag{Name: "resume", Usage: "continue the saved execution with this id (see the output of the run that stopped)"},
 		&cli.StringFlag{Name: "type", Usage: "with --resume: continue, retry, event, timeout, cancel or approval"},
 		&cli.StringFlag{Name: "data", Usage: "with --resume: the event, the approval answer …: inline JSON, or @path"},
 		&cli.BoolFlag{Name: "json", Usage: "print the whole execution state as JSON instead of the summary"},
 		&cli.StringFlag{Name: "state-dir", Usage: "where stopped executions are kept (default $XDG_STATE_HOME/plaita/run, else ~/.local/state/plaita/run)"},
-	}
-	flags = append(flags, logFlags()...)
-	flags = append(flags, &cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)"})
+	)
 	return &cli.Command{
 		Name:  "run",
 		Usage: "run a flow in this process (memory store, no server) and print the result",
@@ -50,7 +48,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			"2 bad usage, bad --input/--data, or an invalid flow (every problem is listed with its JSON path).",
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			cfg, log, err := preflight(cmd, config.RoleWorker, stderr)
+			cfg, log, err := runPreflight(cmd, stderr)
 			if err != nil {
 				return err
 			}
@@ -60,7 +58,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			}
 			settings := engine.SettingsFrom(cfg)
 			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, cfg, log); err != nil {
+			if err := nodes.Register(reg, cfg, nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
 			ex := engine.NewExecutor(r.mem)
@@ -245,7 +243,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 		}
 		st, runErr = ex.Resume(ctx, f, id, r.resumeType, r.data)
 		if runErr != nil && refused(runErr) {
-			return r.refusal(id, runErr, stderr)
+			return r.refusal(id, runErr, r.advice(f, settings), stderr)
 		}
 	} else {
 		id = engine.NewExecutionID()
@@ -273,7 +271,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 			return &exitError{code: ExitFailure, err: fmt.Errorf("run: write state: %w", err)}
 		}
 	} else if !interrupted {
-		r.writeHuman(stdout, st, stateFile)
+		r.writeHuman(stdout, st, stateFile, r.advice(f, settings))
 	}
 	if saveErr != nil {
 		fmt.Fprintf(stderr, "plaita: run: execution %s is %s but its state could not be saved: %v\n", id, st.Status, saveErr)
@@ -332,8 +330,15 @@ func refused(err error) bool {
 		errors.Is(err, engine.ErrFlowChanged) || errors.Is(err, engine.ErrFlowHashMismatch)
 }
 
-// refusal reports a refused resume; the state file is left as it was.
-func (r *flowRun) refusal(id string, err error, stderr io.Writer) error {
+// advice is what the printed commands are checked against: this run's definition, and no
+// worker gates (nothing but the engine decides here).
+func (r *flowRun) advice(f *engine.Flow, settings engine.Settings) *advice {
+	return &advice{flow: f, limits: settings.Expr, now: time.Now(), local: true}
+}
+
+// refusal reports a refused resume and what would be accepted; the state file is left as it
+// was.
+func (r *flowRun) refusal(id string, err error, adv *advice, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "plaita: run: resume refused: %v\n", err)
 	if raw, ok := r.mem.Raw(id); ok {
 		if st, derr := store.Decode(raw); derr == nil {
@@ -342,9 +347,24 @@ func (r *flowRun) refusal(id string, err error, stderr io.Writer) error {
 				fmt.Fprintf(stderr, ", %s at node %q", describeSuspend(s), s.Node)
 			}
 			fmt.Fprintf(stderr, "); its state stays in %s\n", r.stateFile(id))
+			if hints := adv.hints(st); len(hints) > 0 {
+				fmt.Fprintln(stderr, "accepted now:")
+				r.writeHints(stderr, st, hints)
+			}
 		}
 	}
 	return &exitError{code: ExitFailure, err: err, printed: true}
+}
+
+// writeHints prints the hints as `plaita run` commands; for an execution that used all its
+// steps it adds the command that starts a new one.
+func (r *flowRun) writeHints(w io.Writer, st *state.Execution, hints []hint) {
+	writeHints(w, hints, func(rt engine.ResumeType, data string) string {
+		return r.resumeCommand(st.ExecutionID, string(rt), data)
+	})
+	if st.Status == state.Error && st.Error != nil && st.Error.Type == engine.ErrTypeStepLimit {
+		fmt.Fprintf(w, "  start a new execution (once the flow is fixed) with:\n    %s\n", r.runCommand())
+	}
 }
 
 // persist keeps the state file in step with the execution: written while it can go on
@@ -420,8 +440,9 @@ func writeHeader(w io.Writer, st *state.Execution) {
 	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
 }
 
-// writeHuman prints the summary, what to do next, and the timeline.
-func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string) {
+// writeHuman prints the summary, what to do next (only commands adv accepts), and the
+// timeline.
+func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string, adv *advice) {
 	writeHeader(w, st)
 
 	switch st.Status {
@@ -440,14 +461,14 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string)
 			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
 		}
 		fmt.Fprintf(w, "  state:     %s\n", stateFile)
-		fmt.Fprintf(w, "  retry the failed node with:\n    %s\n", r.resumeCommand(st.ExecutionID, "retry", ""))
+		r.writeHints(w, st, adv.hints(st))
 	case state.Suspended:
-		r.writeSuspend(w, st, stateFile)
+		r.writeSuspend(w, st, stateFile, adv)
 	case state.Running:
 		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
 		if stateFile != "" {
 			fmt.Fprintf(w, "  state:     %s\n", stateFile)
-			fmt.Fprintf(w, "  continue with:\n    %s\n", r.resumeCommand(st.ExecutionID, "continue", ""))
+			r.writeHints(w, st, adv.hints(st))
 		}
 	}
 
@@ -476,7 +497,7 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string)
 	}
 }
 
-func (r *flowRun) writeSuspend(w io.Writer, st *state.Execution, stateFile string) {
+func (r *flowRun) writeSuspend(w io.Writer, st *state.Execution, stateFile string, adv *advice) {
 	s := st.Suspend
 	if s == nil {
 		return
@@ -496,24 +517,7 @@ func (r *flowRun) writeSuspend(w io.Writer, st *state.Execution, stateFile strin
 		fmt.Fprintf(w, "  %s %s (%s)\n", label, s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
 	}
 	fmt.Fprintf(w, "  state:     %s\n", stateFile)
-	id := st.ExecutionID
-	switch s.Kind {
-	case state.SuspendApproval:
-		fmt.Fprintf(w, "  approve with:\n    %s\n", r.resumeCommand(id, "approval", `{"approved": true, "comment": "ok"}`))
-		fmt.Fprintf(w, "  reject with:\n    %s\n", r.resumeCommand(id, "approval", `{"approved": false, "comment": "why not"}`))
-	case state.SuspendEvent:
-		typ, _ := json.Marshal(s.EventType)
-		fmt.Fprintf(w, "  deliver the event with (--data is the event, EVENT in the match):\n    %s\n",
-			r.resumeCommand(id, "event", fmt.Sprintf(`{"type": %s}`, typ)))
-	case state.SuspendDelay:
-		fmt.Fprintf(w, "  continue with (the delay is not awaited in this process):\n    %s\n", r.resumeCommand(id, "continue", ""))
-	default:
-		fmt.Fprintf(w, "  resume with:\n    %s\n", r.resumeCommand(id, "continue", ""))
-	}
-	if s.Due != nil && s.Kind != state.SuspendDelay {
-		fmt.Fprintf(w, "  time it out with:\n    %s\n", r.resumeCommand(id, "timeout", ""))
-	}
-	fmt.Fprintf(w, "  cancel with:\n    %s\n", r.resumeCommand(id, "cancel", ""))
+	r.writeHints(w, st, adv.hints(st))
 }
 
 func describeSuspend(s *state.Suspend) string {
@@ -526,6 +530,15 @@ func describeSuspend(s *state.Suspend) string {
 		return "delay"
 	}
 	return s.Kind
+}
+
+// runCommand is the shell command that starts a new execution of this flow.
+func (r *flowRun) runCommand() string {
+	parts := []string{"plaita", "run", shellQuote(r.flowPath)}
+	if r.stateDirSet {
+		parts = append(parts, "--state-dir", shellQuote(r.stateDir))
+	}
+	return strings.Join(parts, " ")
 }
 
 // resumeCommand is the exact shell command that resumes the execution.

@@ -17,7 +17,6 @@ import (
 
 	"plaita/config"
 	"plaita/engine"
-	"plaita/engine/nodes"
 	"plaita/engine/state"
 	"plaita/queue"
 	"plaita/store"
@@ -32,8 +31,13 @@ import (
 //
 // <prefix> is keys.For(root, tenant).Prefix(). The version is the file's "version" field, or
 // else the first 12 hex characters of engine.FlowHash of the definition (so an unchanged file
-// republishes the same version). Publishing again the same version overwrites the definition
-// and moves the version's score to now.
+// republishes the same version).
+//
+// A published version is immutable: executions suspended on it resume against that very
+// definition (their flow_hash), so overwriting it would strand them all. The definition is
+// written with SET NX; when the key exists, the stored definition is compared by FlowHash: the
+// same definition is already published (nothing is rewritten and its scores stay), a different
+// one is refused. A change is published as a new version.
 //
 // "Latest" version of a flow is the member of flow_versions with the highest score: the most
 // recently published one (ties, which need the same millisecond, go to the greater version
@@ -191,14 +195,14 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return err
 	}
 	defer k.close()
-	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, k.cfg, k.log); err != nil {
+	reg, err := k.flowRegistry()
+	if err != nil {
 		return cliFail(name, "%v", err)
 	}
 	lim := engine.SettingsFrom(k.cfg).Expr
 
 	var f *engine.Flow
-	published := false
+	published, already := false, false
 	if isFile {
 		if f, err = engine.Parse(def, reg, lim); err != nil {
 			return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", arg, err)}
@@ -206,10 +210,21 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		if version, err = publishVersion(f, def, version); err != nil {
 			return cliUsage(name, "%s: %v", arg, err)
 		}
-		if err := publishFlow(ctx, k.c, k.sp, f.ID, version, def, time.Now()); err != nil {
+		res, err := publishFlow(ctx, k.c, k.sp, f.ID, version, def, time.Now())
+		var conflict *publishConflict
+		switch {
+		case errors.As(err, &conflict):
+			return cliFail(name, "%s: %v; %s", arg, err, newVersionHint(arg, f))
+		case err != nil:
 			return cliFail(name, "publish flow %s version %s: %v", f.ID, version, err)
 		}
-		published = true
+		published, already = res == publishedNow, res == alreadyPublished
+		msg := "published"
+		if already {
+			msg = "already published with this definition: left as it is"
+		}
+		k.log.Info().Str("event", "flow."+string(res)).Str("flow_id", f.ID).Str("flow_version", version).
+			Msg("flow " + f.ID + " version " + version + ": " + msg)
 	} else {
 		if version == "" {
 			if version, err = latestVersion(ctx, k.c, k.sp, arg); err != nil {
@@ -235,8 +250,12 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	}
 	if !cmd.Bool("wait") {
 		if cmd.Bool("json") {
-			return writeJSON(stdout, map[string]any{"execution_id": id, "tenant_id": k.sp.Tenant(), "flow_id": f.ID,
-				"flow_version": version, "published": published, "queue": config.QueueName.In(k.cfg), "message_id": msgID})
+			out := map[string]any{"execution_id": id, "tenant_id": k.sp.Tenant(), "flow_id": f.ID,
+				"flow_version": version, "published": published, "queue": config.QueueName.In(k.cfg), "message_id": msgID}
+			if isFile {
+				out["already_published"] = already
+			}
+			return writeJSON(stdout, out)
 		}
 		fmt.Fprintln(stdout, id)
 		return nil
@@ -249,7 +268,11 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 				return cliFail(name, "write state: %v", werr)
 			}
 		} else {
-			writeSummary(stdout, st)
+			adv, aerr := k.adviceFor(ctx, st, f)
+			if aerr != nil {
+				k.log.Warn().Err(aerr).Str("event", "start.hints_unavailable").Msg("cannot check what would resume the execution: no commands are suggested")
+			}
+			writeSummary(stdout, st, adv, k.sp.Tenant())
 		}
 	}
 	if err != nil {
@@ -279,16 +302,97 @@ func publishVersion(f *engine.Flow, def []byte, flag string) (string, error) {
 	return h[:flowHashVersionLen], nil
 }
 
-// publishFlow writes the definition and records the version (see the format above).
-func publishFlow(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, def []byte, at time.Time) error {
+// publishResult says what publishFlow did.
+type publishResult string
+
+const (
+	publishedNow     publishResult = "published"
+	alreadyPublished publishResult = "already_published"
+)
+
+// publishConflict is a publication of a different definition under a version already
+// published.
+type publishConflict struct {
+	flowID, version, storedHash, hash string
+}
+
+func (e *publishConflict) Error() string {
+	return fmt.Sprintf("flow %s version %q is already published with a different definition (hash %s, this file %s); "+
+		"a published version is immutable (executions of it resume against that definition)",
+		e.flowID, e.version, shortHash(e.storedHash), shortHash(e.hash))
+}
+
+func shortHash(h string) string { return h[:min(len(h), flowHashVersionLen)] }
+
+// newVersionHint says how to publish a changed file: under a new version.
+func newVersionHint(path string, f *engine.Flow) string {
+	if f.Version != "" {
+		return fmt.Sprintf(`to publish the change, give it a new version: change "version" in %s (or remove it and pass --version V)`, path)
+	}
+	return fmt.Sprintf(`to publish the change, give it a new version: pass another --version (or set "version" in %s)`, path)
+}
+
+// publishAttempts bounds the SET NX / GET race with a concurrent delete of the key.
+const publishAttempts = 3
+
+// publishFlow publishes the definition under (flowID, version) unless that version exists (see
+// the format above). A version already holding the same definition is left as it is, except
+// that missing registry entries are added (a publication interrupted between its writes); a
+// different definition is a *publishConflict and nothing is written.
+func publishFlow(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, def []byte, at time.Time) (publishResult, error) {
+	hash, err := engine.FlowHash(def)
+	if err != nil {
+		return "", err
+	}
+	key := sp.Flow(flowID, version)
+	for range publishAttempts {
+		err := c.Do(ctx, c.B().Set().Key(key).Value(rueidis.BinaryString(def)).Nx().Build()).Error()
+		switch {
+		case err == nil:
+			return publishedNow, register(ctx, c, sp, flowID, version, at, false)
+		case !rueidis.IsRedisNil(err):
+			return "", err
+		}
+		// The version exists: compare what it holds.
+		stored, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+			continue // deleted in between: try to publish again
+		case err != nil:
+			return "", err
+		}
+		storedHash, err := engine.FlowHash(stored)
+		if err != nil {
+			return "", fmt.Errorf("the definition published as %s cannot be read: %w", key, err)
+		}
+		if storedHash != hash {
+			return "", &publishConflict{flowID: flowID, version: version, storedHash: storedHash, hash: hash}
+		}
+		return alreadyPublished, register(ctx, c, sp, flowID, version, at, true)
+	}
+	return "", fmt.Errorf("%s was deleted %d times while publishing it", key, publishAttempts)
+}
+
+// register records the version in flow_versions and the flow in flow_list. For a version that
+// was published before (onlyMissing), existing entries keep their scores: republishing the same
+// definition does not make an older version the latest.
+func register(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, at time.Time, onlyMissing bool) error {
 	score := float64(at.UnixMilli())
-	for _, r := range c.DoMulti(ctx,
-		c.B().Set().Key(sp.Flow(flowID, version)).Value(rueidis.BinaryString(def)).Build(),
-		c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
-		c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
-	) {
+	var cmds rueidis.Commands
+	if onlyMissing {
+		cmds = rueidis.Commands{
+			c.B().Zadd().Key(sp.FlowVersions(flowID)).Nx().ScoreMember().ScoreMember(score, version).Build(),
+			c.B().Zadd().Key(sp.FlowList()).Nx().ScoreMember().ScoreMember(score, flowID).Build(),
+		}
+	} else {
+		cmds = rueidis.Commands{
+			c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
+			c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
+		}
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			return err
+			return fmt.Errorf("record flow %s version %s: %w", flowID, version, err)
 		}
 	}
 	return nil

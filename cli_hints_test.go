@@ -1,0 +1,125 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"plaita/engine/state"
+	"plaita/internal/redistest"
+)
+
+// shellWords splits a printed command the way sh does for what the hints use: words separated
+// by spaces, single-quoted strings, and '\” for a quote inside one.
+func shellWords(t *testing.T, line string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case quoted && ch == '\'':
+			quoted = false
+		case quoted:
+			cur.WriteByte(ch)
+		case ch == '\'':
+			quoted, inWord = true, true
+		case ch == '\\' && i+1 < len(line):
+			i++
+			cur.WriteByte(line[i])
+			inWord = true
+		case ch == ' ':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if quoted {
+		t.Fatalf("unterminated quote in %q", line)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// hintCommand returns the command printed on the line after the one holding label, as words
+// without the leading "plaita"; ok is false when there is no such label.
+func hintCommand(t *testing.T, out, label string) ([]string, bool) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, label) && i+1 < len(lines) {
+			words := shellWords(t, strings.TrimSpace(lines[i+1]))
+			if len(words) == 0 || words[0] != "plaita" {
+				t.Fatalf("the line after %q is not a plaita command:\n%s", label, out)
+			}
+			return words[1:], true
+		}
+	}
+	return nil, false
+}
+
+// TestCLIHintsOfTheExampleFlowsAreAccepted runs payment-wait.json and runaway-loop.json on a
+// worker: the event command that `start --wait` and `execution show` print is the one the
+// worker takes, and a step-limited execution gets no retry command.
+func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
+	srv := redistest.StartServer(t)
+	env := cliEnv(t, srv)
+	startWorker(t, env)
+
+	r := run(t, env, "start", repoFlow(t, "payment-wait.json"), "--wait", "--quiet")
+	if r.code != 1 || !strings.Contains(r.stdout, ": suspended") {
+		t.Fatalf("payment-wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	id := strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
+	mustContain(t, "payment-wait summary", r.stdout, "match:     EVENT.order_id == VARS.order_id")
+	cmd, ok := hintCommand(t, r.stdout, "deliver the event with")
+	if !ok {
+		t.Fatalf("no event command:\n%s", r.stdout)
+	}
+	show := run(t, env, "execution", "show", id, "--quiet")
+	if again, _ := hintCommand(t, show.stdout, "deliver the event with"); strings.Join(again, " ") != strings.Join(cmd, " ") {
+		t.Fatalf("show prints another event command than start --wait:\n%s\nvs\n%v", show.stdout, cmd)
+	}
+	if r = run(t, env, append(cmd, "--quiet")...); r.code != 0 {
+		t.Fatalf("the printed event command %v: exit %d\n%s", cmd, r.code, r.stderr)
+	}
+	// The worker took the event: the execution left the wait (the flow's own condition on
+	// EVENT.status then decides how it ends).
+	st := waitStatus(t, env, id, state.Error)
+	resumed := false
+	for _, e := range st.Timeline {
+		resumed = resumed || (e.Node == "wait_payment" && e.Event == "resumed")
+	}
+	if !resumed || st.Error == nil || st.Error.Type != "PaymentDeclined" {
+		t.Fatalf("after the printed event: %+v, timeline %+v", st.Error, st.Timeline)
+	}
+
+	r = run(t, env, "start", repoFlow(t, "runaway-loop.json"), "--wait", "--quiet")
+	if r.code != 1 || !strings.Contains(r.stdout, "StepLimitExceeded") {
+		t.Fatalf("runaway-loop: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	id = strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
+	for what, out := range map[string]string{"start --wait": r.stdout, "show": run(t, env, "execution", "show", id, "--quiet").stdout} {
+		mustContain(t, "runaway-loop "+what, out, "used all its steps", "new execution")
+		mustNotContain(t, "runaway-loop "+what, out, "--type retry")
+	}
+
+	// expense-approval: the printed approval command completes it.
+	r = run(t, env, "start", repoFlow(t, "expense-approval.json"), "--wait", "--quiet")
+	id = strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
+	cmd, ok = hintCommand(t, r.stdout, "approve with")
+	if !ok {
+		t.Fatalf("no approval command:\n%s", r.stdout)
+	}
+	if r = run(t, env, append(cmd, "--quiet")...); r.code != 0 {
+		t.Fatalf("the printed approval command %v: exit %d\n%s", cmd, r.code, r.stderr)
+	}
+	waitStatus(t, env, id, state.Completed)
+}

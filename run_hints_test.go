@@ -1,0 +1,66 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRunHintsAreAccepted: what `plaita run` prints to do next is accepted when run.
+func TestRunHintsAreAccepted(t *testing.T) {
+	stateDir := t.TempDir()
+
+	// payment-wait.json: the event command satisfies the flow's own match.
+	r := run(t, nil, "run", repoFlow(t, "payment-wait.json"), "--state-dir", stateDir, "--quiet")
+	if r.code != 0 {
+		t.Fatalf("payment-wait: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	cmd, ok := hintCommand(t, r.stdout, "deliver the event with")
+	if !ok {
+		t.Fatalf("no event command:\n%s", r.stdout)
+	}
+	mustContain(t, "event command", strings.Join(cmd, " "), `"type": "payment"`, `"order_id": "ord-1"`)
+	r = run(t, nil, append(cmd, "--quiet")...)
+	if strings.Contains(r.stderr, "resume refused") {
+		t.Fatalf("the printed event command %v was refused:\n%s", cmd, r.stderr)
+	}
+	// The event was taken; the flow's own condition on EVENT.status then declines the payment.
+	timelineHas(t, r.stdout, "wait_payment", "resumed", "declined", "error")
+
+	// The timeout command is accepted too.
+	r = run(t, nil, "run", repoFlow(t, "payment-wait.json"), "--state-dir", stateDir, "--quiet")
+	if cmd, ok = hintCommand(t, r.stdout, "time it out with"); !ok {
+		t.Fatalf("no timeout command:\n%s", r.stdout)
+	}
+	if r = run(t, nil, append(cmd, "--quiet")...); r.code != 0 || !strings.Contains(r.stdout, `"status": "expired"`) {
+		t.Fatalf("the printed timeout command %v: exit %d\n%s\n%s", cmd, r.code, r.stdout, r.stderr)
+	}
+
+	// runaway-loop.json: no retry command (the engine refuses it), what to do instead.
+	r = run(t, nil, "run", repoFlow(t, "runaway-loop.json"), "--state-dir", stateDir, "--quiet")
+	if r.code != 1 || !strings.Contains(r.stdout, "StepLimitExceeded") {
+		t.Fatalf("runaway-loop: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "runaway-loop", r.stdout, "used all its steps", "new execution", "plaita run "+repoFlow(t, "runaway-loop.json"))
+	mustNotContain(t, "runaway-loop", r.stdout, "--type retry")
+
+	// A match no example can be built for: the expression and what the event must satisfy.
+	flow := writeFlow(t, "big.json", `{"id": "big", "start": "wait", "nodes": [
+	  {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid", "match": "EVENT.amount > 10"}, "next": "done"},
+	  {"id": "done", "type": "end"}]}`)
+	r = run(t, nil, "run", flow, "--state-dir", stateDir, "--quiet")
+	mustContain(t, "unguessable match", r.stdout, "match:     EVENT.amount > 10", "must satisfy")
+	mustNotContain(t, "unguessable match", r.stdout, "--type event")
+
+	// Nested paths, && and a comparison written the other way round.
+	flow = writeFlow(t, "nested.json", `{"id": "nested", "start": "wait", "vars": {"shop": "s1"}, "nodes": [
+	  {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid",
+	    "match": "EVENT.data.order == INPUT.order && VARS.shop == EVENT?.shop && EVENT.kind == 'card'"}, "next": "done"},
+	  {"id": "done", "type": "end", "params": {"output": "{{ EVENT.data.order }}"}}]}`)
+	r = run(t, nil, "run", flow, "--input", `{"order": [1, 2]}`, "--state-dir", stateDir, "--quiet")
+	if cmd, ok = hintCommand(t, r.stdout, "deliver the event with"); !ok {
+		t.Fatalf("no event command for the nested match:\n%s", r.stdout)
+	}
+	if r = run(t, nil, append(cmd, "--quiet")...); r.code != 0 || !strings.Contains(r.stdout, ": completed") {
+		t.Fatalf("the printed event command %v: exit %d\n%s\n%s", cmd, r.code, r.stdout, r.stderr)
+	}
+}

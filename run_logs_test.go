@@ -1,0 +1,54 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// repoFlow is a flow of testdata/flows, by absolute path (commands run in a temp directory).
+func repoFlow(t *testing.T, name string) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "testdata", "flows", name)
+}
+
+// TestRunStartupLogs: `plaita run` prints its result, not the worker's start-up lines; they are
+// debug detail of the run, tagged role=run.
+func TestRunStartupLogs(t *testing.T) {
+	flow := repoFlow(t, "hello.json")
+	r := run(t, nil, "run", flow, "--state-dir", t.TempDir(), "--log-format", "json")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if strings.TrimSpace(r.stderr) != "" {
+		t.Fatalf("run at the default level logged:\n%s", r.stderr)
+	}
+
+	r = run(t, nil, "run", flow, "--state-dir", t.TempDir(), "--log-format", "json", "--log-level", "debug")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	events := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(r.stderr), "\n") {
+		var l struct {
+			Level string `json:"level"`
+			Role  string `json:"role"`
+			Event string `json:"event"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("not a JSON log line: %q", line)
+		}
+		if l.Role != "run" {
+			t.Errorf("log line tagged role=%q, want run: %s", l.Role, line)
+		}
+		events[l.Event] = true
+	}
+	for _, e := range []string{"config.effective", "writefile.jail", "code_node.registered"} {
+		if !events[e] {
+			t.Errorf("--log-level debug: no %s line:\n%s", e, r.stderr)
+		}
+	}
+}
