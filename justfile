@@ -19,12 +19,14 @@ lint:
 generate:
     go generate ./...
 
-# Fuzz the configuration parsers, the flow parser and templates for a while each.
+# Fuzz the configuration parsers, the flow parser, templates, the key space and the task decoder.
 fuzz time="60s":
     go test ./config -run '^$' -fuzz FuzzParsers -fuzztime {{time}}
     go test ./config -run '^$' -fuzz FuzzMaskURL -fuzztime {{time}}
     go test ./engine -run '^$' -fuzz FuzzParse -fuzztime {{time}}
     go test ./engine -run '^$' -fuzz FuzzTemplate -fuzztime {{time}}
+    go test ./store/keys -run '^$' -fuzz FuzzKeySpaceHasNoOverlap -fuzztime {{time}}
+    go test ./queue -run '^$' -fuzz FuzzDecode -fuzztime {{time}}
 
 # Executor throughput on a 100-node linear flow, with allocations.
 bench:

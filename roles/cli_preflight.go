@@ -1,7 +1,6 @@
 package roles
 
 import (
-	"fmt"
 	"io"
 
 	"github.com/rs/zerolog"
@@ -16,41 +15,10 @@ import (
 const runRoleTag = "run"
 
 // runPreflight is preflight for `plaita run`: the same strict load of the worker's
-// configuration, the same warnings and the same exit 2, with two differences. The lines are
-// tagged role=run, and config.effective is logged at debug: the config generations identify a
-// fleet's messages, and one local run prints its result on stdout, not start-up chatter.
+// configuration, the same warnings and the same exit 2, its lines tagged role=run and
+// config.effective at debug (one local run prints its result on stdout, not start-up chatter).
 func runPreflight(cmd *cli.Command, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
-	flags := map[string]string{}
-	for _, f := range config.Flags(config.RoleWorker) {
-		if cmd.IsSet(f.Name) {
-			flags[f.Var] = cmd.String(f.Name)
-		}
-	}
-	if cmd.Bool("quiet") {
-		if _, explicit := flags["PLAITA_LOG_LEVEL"]; !explicit {
-			flags["PLAITA_LOG_LEVEL"] = "warn"
-		}
-	}
-	format, err := parseLogFormat(cmd.String("log-format"))
-	if err != nil {
-		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
-	}
-	cfg, loadErr := config.Load(config.RoleWorker, true, config.WithFlags(flags))
-	level := zerolog.InfoLevel
-	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
-		level = lvl
-	}
-	log := NewLogger(stderr, format, level).With().Str("role", runRoleTag).Logger()
-	cfg.SetLogger(log)
-	cfg.LogWarnings(log)
-	if loadErr != nil {
-		fmt.Fprintln(stderr, loadErr.Error())
-		return nil, log, &exitError{code: ExitRejected, err: loadErr, printed: true}
-	}
-	g := cfg.Generations()
-	log.Debug().Str("event", "config.effective").Str("config_family", g.Family).Str("config_generation", g.Config).
-		Str("budget_generation", g.Budget).Int("warnings", len(cfg.Warnings())).Msg("configuration loaded")
-	return cfg, log, nil
+	return preflightAs(cmd, config.RoleWorker, runRoleTag, zerolog.DebugLevel, stderr)
 }
 
 // nodeSetupLog is the logger node types are registered with by commands that do not run a

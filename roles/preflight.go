@@ -17,6 +17,14 @@ import (
 // warning once, and refuse to go on (exit 2) when any value is rejected. Nothing in it opens a
 // network connection.
 func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
+	return preflightAs(cmd, role, string(role), zerolog.InfoLevel, stderr)
+}
+
+// preflightAs is preflight with the role tag of the log lines and the level of the
+// config.effective line: commands that load a role's configuration without being that role
+// (run, start, execution) tag their lines with their own name, and log the generations — which
+// identify a fleet's messages — only at debug.
+func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerolog.Level, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
 	format, err := parseLogFormat(cmd.String("log-format"))
 	if err != nil {
 		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
@@ -27,14 +35,16 @@ func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Co
 	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
 		level = lvl
 	}
-	log := NewLogger(stderr, format, level).With().Str("role", string(role)).Logger()
+	log := NewLogger(stderr, format, level).With().Str("role", tag).Logger()
 	cfg.SetLogger(log)
 	cfg.LogWarnings(log)
 	if loadErr != nil {
 		fmt.Fprintln(stderr, loadErr.Error())
 		return nil, log, &exitError{code: ExitRejected, err: loadErr, printed: true}
 	}
-	cfg.LogEffective(log)
+	if effective <= level {
+		cfg.LogEffective(log)
+	}
 	return cfg, log, nil
 }
 

@@ -96,7 +96,7 @@ type conn struct {
 
 // connect runs the worker's preflight and connects to PLAITA_REDIS_URL for the --tenant.
 func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
-	cfg, log, err := preflight(cmd, config.RoleWorker, stderr)
+	cfg, log, err := preflightAs(cmd, config.RoleWorker, "cli", zerolog.DebugLevel, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func (k *conn) close() { k.c.Close() }
 func (k *conn) enqueue(ctx context.Context, env queue.Envelope) (string, error) {
 	env.TenantID = k.sp.Tenant()
 	env.Stamp(k.cfg.Generations(), time.Now())
-	return queue.Enqueue(ctx, k.c, config.QueueName.In(k.cfg), env)
+	return queue.Enqueue(ctx, k.c, config.QueueName.In(k.cfg), env, queue.MaxInput(config.ExecutionStateMaxBytes.In(k.cfg)))
 }
 
 func startCommand(stdout, stderr io.Writer) *cli.Command {
@@ -245,6 +245,9 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 
 	id := engine.NewExecutionID()
 	msgID, err := k.enqueue(ctx, queue.Envelope{Kind: queue.KindStart, FlowID: f.ID, FlowVersion: version, ExecutionID: id, Input: input})
+	if errors.Is(err, queue.ErrInputTooLarge) {
+		return cliUsage(name, "--input: %v", err)
+	}
 	if err != nil {
 		return cliFail(name, "%v", err)
 	}
@@ -293,6 +296,10 @@ func publishVersion(f *engine.Flow, def []byte, flag string) (string, error) {
 	case f.Version != "":
 		return f.Version, nil
 	case flag != "":
+		// The version becomes a key segment: the file's own was checked by engine.Parse.
+		if err := keys.ValidName("--version", flag); err != nil {
+			return "", err
+		}
 		return flag, nil
 	}
 	h, err := engine.FlowHash(def)
