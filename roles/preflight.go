@@ -42,7 +42,7 @@ func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerol
 		fmt.Fprintln(stderr, loadErr.Error())
 		return nil, log, &exitError{code: ExitRejected, err: loadErr, printed: true}
 	}
-	if effective <= level {
+	if level <= effective {
 		cfg.LogEffective(log)
 	}
 	return cfg, log, nil
