@@ -193,6 +193,34 @@ var (
 	errNotFile    = errors.New("names a directory, not a file")
 )
 
+// linkError refuses a regular file with more than one name: a hard link shares its inode with
+// every other name of the file, so the jail, which judges names, cannot tell where the file
+// also lives. A file outside the root hard-linked into it would be written through the inside
+// name.
+type linkError struct {
+	name  string
+	links uint64 // 0: the platform does not report link counts
+}
+
+func (e *linkError) Error() string {
+	if e.links == 0 {
+		return fmt.Sprintf("%s: cannot tell whether it is a hard link to a file outside the root on this platform; not written", e.name)
+	}
+	return fmt.Sprintf("%s is a hard link (%d names): the same file may have a name outside the root; not written", e.name, e.links)
+}
+
+// checkLinks refuses a regular file with more than one name (see linkError).
+func checkLinks(name string, fi fs.FileInfo) error {
+	n, ok := linkCount(fi)
+	if !ok {
+		return &linkError{name: name}
+	}
+	if n > 1 {
+		return &linkError{name: name, links: n}
+	}
+	return nil
+}
+
 // Write writes data to path (relative to the jail root, or absolute) and returns the absolute
 // path written and the byte count. Overwrites are atomic (a temporary file in the same
 // directory, renamed over the target) unless the target is a symbolic link, which is written
@@ -235,10 +263,11 @@ func (t *Type) Write(path string, data []byte, appendMode, createDirs bool) (str
 		n   int
 		err error
 	)
+	jailed := !t.root.Unrestricted
 	if appendMode {
-		n, err = inPlace(fsy, rel, os.O_APPEND, data)
+		n, err = inPlace(fsy, rel, true, jailed, data)
 	} else {
-		n, err = overwrite(fsy, rel, dir, base, data)
+		n, err = overwrite(fsy, rel, dir, base, jailed, data)
 	}
 	if err != nil {
 		return "", n, t.failed(path, "writing", err, createDirs)
@@ -276,18 +305,33 @@ func split(p string) (dir, base string) {
 }
 
 // inPlace opens the file itself (following a final symbolic link, inside the root when
-// jailed) and writes data. O_NONBLOCK keeps a FIFO from hanging the open; only regular files
-// are written.
-func inPlace(fsy fsys, name string, flag int, data []byte) (int, error) {
-	f, err := fsy.OpenFile(name, os.O_WRONLY|os.O_CREATE|syscall.O_NONBLOCK|flag, 0o644)
+// jailed) and appends data, or replaces its content. O_NONBLOCK keeps a FIFO from hanging the
+// open; only regular files are written. When jailed, a file with more than one name is refused:
+// the check is an fstat of the opened file, so the file checked is the file written. The open
+// does not truncate (O_TRUNC would empty a refused file before the check); the content is cut
+// only once the checks pass.
+func inPlace(fsy fsys, name string, appendMode, jailed bool, data []byte) (int, error) {
+	flag := os.O_WRONLY | os.O_CREATE | syscall.O_NONBLOCK
+	if appendMode {
+		flag |= os.O_APPEND
+	}
+	f, err := fsy.OpenFile(name, flag, 0o644)
 	if err != nil {
 		return 0, err
 	}
-	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case !fi.Mode().IsRegular():
+		err = &fs.PathError{Op: "write", Path: name, Err: errNotRegular}
+	case jailed:
+		err = checkLinks(name, fi)
+	}
+	if err == nil && !appendMode {
+		err = f.Truncate(0)
+	}
+	if err != nil {
 		f.Close()
-		if err == nil {
-			err = &fs.PathError{Op: "write", Path: name, Err: errNotRegular}
-		}
 		return 0, err
 	}
 	n, err := f.Write(data)
@@ -301,8 +345,10 @@ func inPlace(fsy fsys, name string, flag int, data []byte) (int, error) {
 // handle on that directory, so both live in the one directory whatever happens to the path
 // meanwhile), synced, then renamed over base. An existing regular file keeps its permission
 // bits. A symbolic link at base is written through instead (in place, not atomically), so
-// that it is resolved, and refused when it points out of the root.
-func overwrite(fsy fsys, rel, dir, base string, data []byte) (int, error) {
+// that it is resolved, and refused when it points out of the root. When jailed, an existing
+// file with more than one name is refused like in inPlace, although the rename would leave its
+// other names alone: a write to such a name is refused in either mode.
+func overwrite(fsy fsys, rel, dir, base string, jailed bool, data []byte) (int, error) {
 	d, err := fsy.OpenRoot(dir)
 	if err != nil {
 		return 0, err
@@ -315,11 +361,16 @@ func overwrite(fsy fsys, rel, dir, base string, data []byte) (int, error) {
 	fi, err := d.Lstat(base)
 	switch {
 	case err == nil && fi.Mode()&os.ModeSymlink != 0:
-		return inPlace(fsy, rel, os.O_TRUNC, data)
+		return inPlace(fsy, rel, false, jailed, data)
 	case err == nil && fi.IsDir():
 		return 0, &fs.PathError{Op: "write", Path: rel, Err: syscall.EISDIR}
 	case err == nil && !fi.Mode().IsRegular():
 		return 0, &fs.PathError{Op: "write", Path: rel, Err: errNotRegular}
+	case err == nil && jailed:
+		if err := checkLinks(rel, fi); err != nil {
+			return 0, err
+		}
+		existed, keep = true, fi.Mode().Perm()
 	case err == nil:
 		existed, keep = true, fi.Mode().Perm()
 	case !errors.Is(err, fs.ErrNotExist):
@@ -354,7 +405,8 @@ func overwrite(fsy fsys, rel, dir, base string, data []byte) (int, error) {
 
 // failed turns a file system error into the node's error.
 func (t *Type) failed(path, doing string, err error, createDirs bool) error {
-	if !t.root.Unrestricted && isEscape(err) {
+	var le *linkError
+	if !t.root.Unrestricted && (isEscape(err) || errors.As(err, &le)) {
 		return engine.Permanent(&EscapeError{Path: path, Root: t.abs, Rule: t.root.Rule, Cause: err})
 	}
 	msg := fmt.Errorf("writefile: %s %q: %w", doing, path, err)
