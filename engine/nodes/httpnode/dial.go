@@ -169,16 +169,18 @@ func (p *pinSet) dialer(t *Type) dialFunc {
 
 // newTransport builds a transport that never uses a proxy (HTTP_PROXY / HTTPS_PROXY /
 // NO_PROXY are ignored) and dials through dial; TLS verifies the certificate against the URL's
-// host name, which is also the SNI.
+// host name, which is also the SNI. Response headers are bounded by t.headers.MaxBytes (the
+// default of net/http is 10 MiB).
 func (t *Type) newTransport(dial dialFunc) *http.Transport {
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           dial,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          100,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
+		Proxy:                  nil,
+		DialContext:            dial,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           100,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		ExpectContinueTimeout:  time.Second,
+		MaxResponseHeaderBytes: t.headers.MaxBytes,
 	}
 	if t.tls != nil {
 		tr.TLSClientConfig = t.tls.Clone()

@@ -19,6 +19,9 @@
 //	                     PLAITA_HTTP_BLOCK_PRIVATE, so the operator can only tighten
 //
 // Output: {"RESPONSE": {"status", "headers", "body", "url"}}; flows read NODE.fetch.RESPONSE.status.
+// A response with more header bytes than HeaderLimits.MaxBytes (64 KiB) fails; of the headers
+// that pass, the result keeps a bounded part and then adds "headers_truncated": true and
+// "headers_dropped": the number of values left out (see HeaderLimits).
 //
 // When any policy is in force the host is resolved once, every address is checked, and the
 // connection goes only to a checked address (the Host header and TLS SNI stay the name).
@@ -70,6 +73,7 @@ type Type struct {
 	tls      *tls.Config
 	dial     dialFunc
 	now      func() time.Time
+	headers  HeaderLimits
 
 	dns    dnsCache
 	conns  limiter
@@ -115,6 +119,7 @@ func New(cfg *config.Config, log zerolog.Logger, opts ...Option) *Type {
 	if t.resolver == nil {
 		t.resolver = net.DefaultResolver
 	}
+	t.headers = t.headers.withDefaults()
 	t.shared = t.newTransport(t.sharedDialer())
 	return t
 }
@@ -667,6 +672,12 @@ func (nd *node) netError(parent, ctx context.Context, method string, u *url.URL,
 	if errors.Is(err, errUnchecked) {
 		return engine.Permanent(fmt.Errorf("%s %s: %w", method, u.Redacted(), inner))
 	}
+	if headersTooLarge(err) {
+		// The same server sends the same headers again: not worth a retry, like a body over
+		// PLAITA_HTTP_MAX_RESPONSE_BYTES.
+		return engine.Permanent(fmt.Errorf("%s %s: %w: the server sent more than %d bytes of headers (the http node's "+
+			"response header cap): %v", method, u.Redacted(), ErrResponseHeadersTooLarge, nd.t.headers.MaxBytes, inner))
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%s %s: no response within %s (timeout)", method, u.Redacted(), nd.timeout)
 	}
@@ -688,24 +699,17 @@ func (nd *node) finish(parent, ctx context.Context, method string, resp *http.Re
 		}
 		return engine.Outcome{}, nd.netError(parent, ctx, method, u, fmt.Errorf("reading the body: %w", err))
 	}
-	headers := make(map[string]any, len(resp.Header))
-	for k, vs := range resp.Header {
-		if len(vs) == 1 {
-			headers[k] = vs[0]
-			continue
-		}
-		list := make([]any, len(vs))
-		for i, v := range vs {
-			list[i] = v
-		}
-		headers[k] = list
-	}
-	return engine.Outcome{Output: map[string]any{"RESPONSE": map[string]any{
+	headers, dropped := keptHeaders(resp.Header, nd.t.headers)
+	out := map[string]any{
 		"status":  resp.StatusCode,
 		"headers": headers,
 		"body":    decodeBody(resp.Header.Get("Content-Type"), data),
 		"url":     u.Redacted(),
-	}}}, nil
+	}
+	if dropped > 0 {
+		out["headers_truncated"], out["headers_dropped"] = true, dropped
+	}
+	return engine.Outcome{Output: map[string]any{"RESPONSE": out}}, nil
 }
 
 // readCapped reads at most limit bytes; one more is an error. It never holds more than

@@ -63,3 +63,55 @@ func FuzzConfined(f *testing.F) {
 		}
 	})
 }
+
+// FuzzGuarded writes arbitrary paths into a root that holds a guarded checkout and a guarded
+// binary directory, reachable through links and dot dots, and checks that neither changes: no
+// file below the checkout, no entry directly in the binary's directory.
+func FuzzGuarded(f *testing.F) {
+	for _, s := range []string{
+		"x", "co/x", "co/sub/x", "c/x", "cc/sub/x", "csub/../x", "up/root/co/x", "bin/x", "bin/plaita", "b/plaita",
+		"bin/d/x", "bin/sub/x", "bin/d/../x", "sub/../co/x", "co", "bin", "./co/./x", "co//x", "b", "bsub/../x",
+		"loop/x", "co/../bin/x", "new/../co/x",
+	} {
+		f.Add(s, false)
+		f.Add(s, true)
+	}
+	f.Fuzz(func(t *testing.T, rel string, appendMode bool) {
+		base := t.TempDir()
+		root := filepath.Join(base, "root")
+		co, bin := filepath.Join(root, "co"), filepath.Join(root, "bin")
+		for _, d := range []string{filepath.Join(co, "sub"), filepath.Join(bin, "sub"), filepath.Join(root, "sub")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, p := range []string{filepath.Join(co, "keep"), filepath.Join(co, "sub", "keep"), filepath.Join(bin, "plaita")} {
+			if err := os.WriteFile(p, []byte("keep"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, target := range map[string]string{
+			"c": "co", "cc": "c", "csub": "co/sub", "b": "bin", "bsub": "bin/sub", "up": "..", "loop": "loop",
+			"sub/co": "../co", "sub/b": "../b",
+		} {
+			if err := os.Symlink(target, filepath.Join(root, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		beforeCo := strings.Join(listing(t, co), " ")
+		beforeBin, _ := os.ReadDir(bin)
+		typ := New(Root{Path: root, Rule: RuleCwd, Guarded: []Guard{{Dir: co, Kind: GuardCheckout}, {Dir: bin, Kind: GuardExecutable}}}, zerolog.Nop())
+		_, _, _ = typ.Write(rel, []byte("fuzz"), appendMode, true)
+		if got := strings.Join(listing(t, co), " "); got != beforeCo {
+			t.Errorf("%q: the checkout holds %s, had %s", rel, got, beforeCo)
+		}
+		for _, p := range []string{filepath.Join(co, "keep"), filepath.Join(co, "sub", "keep"), filepath.Join(bin, "plaita")} {
+			if b, _ := os.ReadFile(p); string(b) != "keep" {
+				t.Errorf("%q: %s is %q", rel, p, b)
+			}
+		}
+		if afterBin, _ := os.ReadDir(bin); len(afterBin) != len(beforeBin) {
+			t.Errorf("%q: the binary's directory has %d entries, had %d", rel, len(afterBin), len(beforeBin))
+		}
+	})
+}

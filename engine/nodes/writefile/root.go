@@ -11,6 +11,13 @@
 //     directory. "/" (or an empty value) is never a boundary: the next candidate is tried. A
 //     candidate inside plaita's own checkout (the checkout itself or below) is replaced by the
 //     checkout's parent, one level only.
+//
+// An explicit root of "/" is no boundary either, but it is the operator's word: it is used,
+// with a WARNING, and treated like PLAITA_ALLOW_UNRESTRICTED_WRITES=1 (the runbook: trusted
+// single-host deployments only, never multi-tenant): a write of any tenant but the default one
+// is refused. Whatever the root, plaita's own directories inside it are guarded (see Guard):
+// stepping out of the checkout is for cross-repository writes, not for flows to rewrite the
+// engine or replace its binary.
 package writefile
 
 import (
@@ -40,6 +47,9 @@ type Facts struct {
 	Cwd               string // the process's working directory ("" = unknown)
 	Home              string // the home directory ("" = unknown)
 	Checkout          string // plaita's own checkout (the directory of its go.mod); "" = unknown
+	// ExecutableDir is the directory of the running plaita binary (os.Executable, symbolic
+	// links resolved); "" = unknown.
+	ExecutableDir string
 }
 
 // Rule says which rule chose the jail root.
@@ -66,27 +76,98 @@ type Root struct {
 	Checkout string
 	// Skipped lists the derived candidates that were passed over, and why.
 	Skipped []string
+	// NoBoundary: an explicit root that is "/" (or resolves to it): jailed in name only.
+	NoBoundary bool
+	// Guarded are plaita's own directories, never written even when they lie inside the root.
+	Guarded []Guard
 }
 
-// LogLine is the start-up log line: "writefile jail: <root> (<rule>)".
+// GuardKind says what a guarded directory is.
+type GuardKind string
+
+// The guarded directories.
+const (
+	// GuardExecutable is the directory of the running plaita binary: no file is written
+	// directly in it (the binary, its siblings: external node executables, configuration).
+	GuardExecutable GuardKind = "the directory of the running plaita binary"
+	// GuardCheckout is plaita's source checkout: nothing is written anywhere below it, unless
+	// the root is the checkout or lies inside it (only an explicit root can: the operator
+	// pointed the jail there).
+	GuardCheckout GuardKind = "plaita's source checkout"
+)
+
+// Guard is one directory flows may not write into.
+type Guard struct {
+	Dir  string // absolute and cleaned
+	Kind GuardKind
+}
+
+// LogLine is the start-up log line: "writefile jail: <root> (<rule>)", followed by the guarded
+// directories that lie inside the root.
 func (r Root) LogLine() string {
+	var line string
 	switch {
 	case r.Unrestricted:
 		return fmt.Sprintf("writefile jail: unrestricted (%s): flows may write anywhere the process can", r.Rule)
 	case r.SteppedFrom != "":
-		return fmt.Sprintf("writefile jail: %s (%s %s is inside plaita's checkout %s: its parent)",
+		line = fmt.Sprintf("writefile jail: %s (%s %s is inside plaita's checkout %s: its parent)",
 			r.Path, r.Rule, r.SteppedFrom, r.Checkout)
+	default:
+		line = fmt.Sprintf("writefile jail: %s (%s)", r.Path, r.Rule)
 	}
-	return fmt.Sprintf("writefile jail: %s (%s)", r.Path, r.Rule)
+	var inside []string
+	for _, g := range r.Guarded {
+		if filepath.IsAbs(r.Path) && within(filepath.Clean(r.Path), g.Dir) {
+			inside = append(inside, fmt.Sprintf("%s (%s)", g.Dir, g.Kind))
+		}
+	}
+	if len(inside) > 0 {
+		line += "; never written: " + strings.Join(inside, ", ")
+	}
+	return line
 }
 
 // Warning is what the caller logs at WARNING level, "" when there is nothing to warn about.
+// WarningEvent names the event of that line.
 func (r Root) Warning() string {
-	if r.Unrestricted {
+	switch {
+	case r.Unrestricted:
 		return "writefile jail is off (" + string(RuleUnrestricted) + "): any flow author can write any file " +
-			"the process can; set " + VarWorkspaceRoot + " instead unless this is a trusted single-host deployment"
+			"the process can, and writes of tenants other than the default one are refused; set " + VarWorkspaceRoot +
+			" instead unless this is a trusted single-host deployment"
+	case r.NoBoundary:
+		return noBoundaryWarning(r.Path)
 	}
 	return ""
+}
+
+// WarningEvent is the event field of the Warning line: writefile.unrestricted or
+// writefile.no_boundary.
+func (r Root) WarningEvent() string {
+	if r.NoBoundary {
+		return eventNoBoundary
+	}
+	return "writefile.unrestricted"
+}
+
+const eventNoBoundary = "writefile.no_boundary"
+
+func noBoundaryWarning(root string) string {
+	return fmt.Sprintf("writefile jail root %s=%s is / and so no boundary: any flow author can write any file the process "+
+		"can, as with %s, and writes of tenants other than the default one are refused; set %s to a directory below /",
+		VarWorkspaceRoot, root, RuleUnrestricted, VarWorkspaceRoot)
+}
+
+// guards lists plaita's own directories that f knows (absolute ones only: a relative fact is
+// no evidence of where they are).
+func guards(f Facts) []Guard {
+	var out []Guard
+	for _, g := range []Guard{{f.ExecutableDir, GuardExecutable}, {f.Checkout, GuardCheckout}} {
+		if g.Dir != "" && filepath.IsAbs(g.Dir) {
+			out = append(out, Guard{Dir: filepath.Clean(g.Dir), Kind: g.Kind})
+		}
+	}
+	return out
 }
 
 // ResolveRoot chooses the jail root from f. It is pure: it neither reads the environment nor
@@ -95,7 +176,12 @@ func (r Root) Warning() string {
 // candidate is taken relative to f.Cwd (and skipped when f.Cwd is not absolute).
 func ResolveRoot(f Facts) (Root, error) {
 	if f.WorkspaceRoot != "" {
-		return Root{Path: f.WorkspaceRoot, Rule: RuleExplicit}, nil
+		p := f.WorkspaceRoot
+		if !filepath.IsAbs(p) && filepath.IsAbs(f.Cwd) {
+			p = filepath.Join(f.Cwd, p)
+		}
+		return Root{Path: f.WorkspaceRoot, Rule: RuleExplicit, Guarded: guards(f),
+			NoBoundary: filepath.IsAbs(p) && isFSRoot(filepath.Clean(p))}, nil
 	}
 	if f.AllowUnrestricted {
 		return Root{Unrestricted: true, Rule: RuleUnrestricted}, nil
@@ -132,9 +218,9 @@ func ResolveRoot(f Facts) (Root, error) {
 				skipped = append(skipped, fmt.Sprintf("%s %s: inside plaita's checkout %s, whose parent is /", c.rule, p, checkout))
 				continue
 			}
-			return Root{Path: parent, Rule: c.rule, SteppedFrom: p, Checkout: checkout, Skipped: skipped}, nil
+			return Root{Path: parent, Rule: c.rule, SteppedFrom: p, Checkout: checkout, Skipped: skipped, Guarded: guards(f)}, nil
 		}
-		return Root{Path: p, Rule: c.rule, Skipped: skipped}, nil
+		return Root{Path: p, Rule: c.rule, Skipped: skipped, Guarded: guards(f)}, nil
 	}
 	why := "none is set"
 	if len(skipped) > 0 {
@@ -202,8 +288,10 @@ func modulePath(gomod string) string {
 }
 
 // HostFacts fills Facts from the three configuration values and the host: the working
-// directory, the home directory, and plaita's checkout (found from the working directory, else
-// from the running executable's directory). The caller still decides what to do with the result.
+// directory, the home directory, the directory of the running executable (symbolic links
+// resolved, so that a link in a bin directory names the real binary's home) and plaita's
+// checkout (found from the working directory, else from that directory). The caller still
+// decides what to do with the result.
 func HostFacts(workspaceRoot string, allowUnrestricted bool, projectRoot string) Facts {
 	f := Facts{WorkspaceRoot: workspaceRoot, AllowUnrestricted: allowUnrestricted, ProjectRoot: projectRoot}
 	if wd, err := os.Getwd(); err == nil {
@@ -212,11 +300,15 @@ func HostFacts(workspaceRoot string, allowUnrestricted bool, projectRoot string)
 	if h, err := os.UserHomeDir(); err == nil {
 		f.Home = h
 	}
+	if exe, err := os.Executable(); err == nil {
+		if r, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = r
+		}
+		f.ExecutableDir = filepath.Dir(exe)
+	}
 	f.Checkout = FindCheckout(f.Cwd)
 	if f.Checkout == "" {
-		if exe, err := os.Executable(); err == nil {
-			f.Checkout = FindCheckout(filepath.Dir(exe))
-		}
+		f.Checkout = FindCheckout(f.ExecutableDir)
 	}
 	return f
 }

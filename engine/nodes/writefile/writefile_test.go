@@ -4,6 +4,7 @@ package writefile
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -466,4 +467,32 @@ func umask() os.FileMode {
 	m := syscall.Umask(0)
 	syscall.Umask(m)
 	return os.FileMode(m)
+}
+
+// A hard link names the same file as its other names, wherever they are: a file outside the
+// root hard-linked into it must not be written through the inside name, in either mode, nor
+// through an inside symbolic link that points at that name.
+func TestHardLinkRefused(t *testing.T) {
+	for _, name := range []string{"hard", "sub/hard", "viahard"} {
+		for _, appendMode := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s append=%t", name, appendMode), func(t *testing.T) {
+				j := newJail(t)
+				for _, p := range []string{"hard", "sub/hard"} {
+					if err := os.Link(filepath.Join(j.outside, "secret"), filepath.Join(j.root, p)); err != nil {
+						t.Skip("hard links:", err)
+					}
+				}
+				j.link("hard", "viahard")
+				_, _, err := j.typ.Write(name, []byte("pwned"), appendMode, false)
+				j.assertOutsideUntouched()
+				assertEscape(t, err)
+				if !strings.Contains(err.Error(), "hard link") {
+					t.Errorf("error %q does not name the hard link", err)
+				}
+				if tmp := tempLeftovers(t, j.root); len(tmp) > 0 {
+					t.Errorf("temporary files left: %q", tmp)
+				}
+			})
+		}
+	}
 }
