@@ -27,7 +27,7 @@ func Register(reg *engine.Registry, cfg *config.Config, log zerolog.Logger) erro
 		return fmt.Errorf("writefile jail: %w", err)
 	}
 	if w := root.Warning(); w != "" {
-		log.Warn().Str("event", "writefile.unrestricted").Msg(w)
+		log.Warn().Str("event", root.WarningEvent()).Msg(w)
 	}
 	log.Info().Str("event", "writefile.jail").Str("root", root.Path).Str("rule", string(root.Rule)).Msg(root.LogLine())
 	reg.Register("writefile", writefile.New(root, log))
