@@ -3,7 +3,21 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"plaita/engine/state"
 )
+
+// Storage failure classes (defect report 004), shared with every backend through package
+// state: the executor decides by them alone.
+var (
+	ErrNotFound           = state.ErrNotFound
+	ErrStateSerialization = state.ErrStateSerialization
+	ErrStateTooLarge      = state.ErrStateTooLarge
+	ErrLeaseLost          = state.ErrLeaseLost
+)
+
+// StateTooLargeError is an ErrStateTooLarge with the sizes.
+type StateTooLargeError = state.StateTooLargeError
 
 // permanentError marks a failure that retrying cannot fix (a bad expression, a rejected
 // approval, an explicit fail node).

@@ -14,9 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine/state"
-	"plaita/store"
 )
 
 // Version is the engine version written into every execution state.
@@ -25,26 +23,26 @@ const Version = "plaita-go/1"
 // contextEvent holds the event that last resumed the execution (EVENT in expressions).
 const contextEvent = "$EVENT"
 
-// ResumeType says why a suspended or stopped execution continues.
-type ResumeType string
+// ResumeType says why a suspended or stopped execution continues (state.ResumeType).
+type ResumeType = state.ResumeType
 
+// The resume types.
 const (
-	ResumeContinue ResumeType = "continue" // from the checkpoint (running) or past a delay
-	ResumeRetry    ResumeType = "retry"    // re-run the node an errored execution stopped at
-	ResumeEvent    ResumeType = "event"    // the awaited event arrived
-	ResumeTimeout  ResumeType = "timeout"  // a wait, approval or delay ran out
-	ResumeCancel   ResumeType = "cancel"   // stop the execution
-	ResumeApproval ResumeType = "approval" // a human answered
+	ResumeContinue = state.ResumeContinue
+	ResumeRetry    = state.ResumeRetry
+	ResumeEvent    = state.ResumeEvent
+	ResumeTimeout  = state.ResumeTimeout
+	ResumeCancel   = state.ResumeCancel
+	ResumeApproval = state.ResumeApproval
 )
 
-// ParseResumeType validates a resume type name.
+// ParseResumeType validates a resume type name; its error matches ErrInvalidResume.
 func ParseResumeType(s string) (ResumeType, error) {
-	rt := ResumeType(s)
-	switch rt {
-	case ResumeContinue, ResumeRetry, ResumeEvent, ResumeTimeout, ResumeCancel, ResumeApproval:
-		return rt, nil
+	rt, err := state.ParseResumeType(s)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidResume, err)
 	}
-	return "", fmt.Errorf("%w: unknown resume type %q (continue, retry, event, timeout, cancel, approval)", ErrInvalidResume, s)
+	return rt, nil
 }
 
 // Clock is the executor's time source; tests inject one.
@@ -71,6 +69,14 @@ func (SystemClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// Storage is what the executor needs of an execution store: a save at every step boundary and
+// a load. Failures match ErrNotFound, ErrStateSerialization, ErrStateTooLarge, ErrLeaseLost;
+// anything else is transient (the caller redelivers from the last checkpoint).
+type Storage interface {
+	Save(ctx context.Context, st *state.Execution) error
+	Load(ctx context.Context, executionID string) (*state.Execution, error)
+}
+
 // CancelChecker reads an execution's cancel flag.
 type CancelChecker interface {
 	Cancelled(ctx context.Context, executionID string) (bool, error)
@@ -91,32 +97,16 @@ type Settings struct {
 }
 
 // DefaultMaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES's default.
-const DefaultMaxStateBytes = store.DefaultMaxStateBytes
+const DefaultMaxStateBytes = state.DefaultMaxStateBytes
 
 // DefaultSettings are the documented defaults.
 func DefaultSettings() Settings {
 	return Settings{Deadline: 1800 * time.Second, TimelineMax: 500, Expr: DefaultExprLimits, MaxStateBytes: DefaultMaxStateBytes}
 }
 
-// SettingsFrom reads the settings from the configuration.
-func SettingsFrom(cfg *config.Config) Settings {
-	return Settings{
-		Deadline:                seconds(config.ExecutionDeadlineSeconds.In(cfg)),
-		TimelineMax:             config.ExecutionTimelineMax.In(cfg),
-		DisableNodeRetry:        config.DisableNodeRetry.In(cfg),
-		DisableCancelCheckpoint: config.DisableCancelCheckpoint.In(cfg),
-		MaxStateBytes:           config.ExecutionStateMaxBytes.In(cfg),
-		Expr: ExprLimits{
-			MaxResultSize: config.ExprMaxResultSize.In(cfg),
-			GrowthFactor:  config.ExprGrowthFactor.In(cfg),
-			MaxResultHard: config.ExprMaxResultHard.In(cfg),
-		},
-	}
-}
-
 // Executor runs executions step by step, persisting the state at every step boundary.
 type Executor struct {
-	Store    store.Storage
+	Store    Storage
 	Cancel   CancelChecker // nil: no cancel flag
 	Clock    Clock
 	Settings func() Settings
@@ -137,7 +127,7 @@ type Event struct {
 }
 
 // NewExecutor returns an executor with the system clock and default settings.
-func NewExecutor(s store.Storage) *Executor {
+func NewExecutor(s Storage) *Executor {
 	return &Executor{Store: s, Clock: SystemClock{}, Settings: DefaultSettings, Log: zerolog.Nop()}
 }
 
@@ -173,7 +163,7 @@ func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*stat
 			return e.run(ctx, f, st)
 		}
 		return st, nil // terminal or suspended: nothing to redo
-	case !errors.Is(err, store.ErrNotFound):
+	case !errors.Is(err, ErrNotFound):
 		return nil, err
 	}
 	now := e.Clock.Now().UTC()
@@ -509,7 +499,7 @@ func (e *execRun) apply(st *state.Execution, node *Node, out Outcome, now time.T
 	// hand back many references to one large value (60 copies of a 16 MB string cost 16 MB in
 	// memory, and would cost 960 MB to encode).
 	if max := e.maxState(); !within(out.Output, max) || !within(out.Vars, max) {
-		return &store.StateTooLargeError{ExecutionID: st.ExecutionID, Size: max + 1, Max: max}
+		return &StateTooLargeError{ExecutionID: st.ExecutionID, Size: max + 1, Max: max}
 	}
 	output, err := normalize(out.Output)
 	if err != nil {
@@ -645,12 +635,12 @@ func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) 
 // unstorable reports the permanent save failures: a value JSON cannot carry, a state over the
 // bound.
 func unstorable(err error) bool {
-	return errors.Is(err, store.ErrStateSerialization) || errors.Is(err, store.ErrStateTooLarge)
+	return errors.Is(err, ErrStateSerialization) || errors.Is(err, ErrStateTooLarge)
 }
 
 // storeError describes a permanent save failure at a node.
 func storeError(nodeID string, err error) *state.ErrorInfo {
-	if !errors.Is(err, store.ErrStateTooLarge) {
+	if !errors.Is(err, ErrStateTooLarge) {
 		return serializationError(nodeID, err)
 	}
 	where := "the execution state"
@@ -760,11 +750,11 @@ func normalize(v any) (any, error) {
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrStateSerialization, err)
+		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
 	}
 	var out any
 	if err := json.Unmarshal(b, &out); err != nil {
-		return nil, fmt.Errorf("%w: %w", store.ErrStateSerialization, err)
+		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
 	}
 	return out, nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/config"
-	"plaita/engine"
+	"plaita/engine/state"
 	"plaita/store/keys"
 )
 
@@ -63,25 +63,25 @@ func MaxInput(n int) Option { return func(o *enqueueOptions) { o.maxInput = n } 
 // the envelope is re-enqueued, so a copy made by an older worker does not strip what a newer
 // producer added.
 type Envelope struct {
-	SchemaVersion     int               `json:"schema_version"`
-	Kind              Kind              `json:"kind"`
-	TenantID          string            `json:"tenant_id,omitempty"` // "" or "default": the default tenant
-	FlowID            string            `json:"flow_id,omitempty"`
-	FlowVersion       string            `json:"flow_version,omitempty"`
-	ExecutionID       string            `json:"execution_id,omitempty"`
-	Input             json.RawMessage   `json:"input,omitempty"`
-	ResumeType        engine.ResumeType `json:"resume_type,omitempty"`
-	ResumeData        json.RawMessage   `json:"resume_data,omitempty"`
-	CreatedAt         time.Time         `json:"created_at,omitzero"`
-	TargetInstanceID  string            `json:"target_instance_id,omitempty"`
-	Repo              string            `json:"repo,omitempty"`
-	QuotaDeferCount   int               `json:"quota_defer_count,omitempty"`
-	QuotaBypass       bool              `json:"quota_bypass,omitempty"`
-	SourceMessageID   string            `json:"source_message_id,omitempty"`
-	ConfigFamily      string            `json:"config_family,omitempty"`
-	ConfigGeneration  string            `json:"config_generation,omitempty"`
-	BudgetGeneration  string            `json:"budget_generation,omitempty"`
-	ConfigEffectiveAt time.Time         `json:"config_effective_at,omitzero"`
+	SchemaVersion     int              `json:"schema_version"`
+	Kind              Kind             `json:"kind"`
+	TenantID          string           `json:"tenant_id,omitempty"` // "" or "default": the default tenant
+	FlowID            string           `json:"flow_id,omitempty"`
+	FlowVersion       string           `json:"flow_version,omitempty"`
+	ExecutionID       string           `json:"execution_id,omitempty"`
+	Input             json.RawMessage  `json:"input,omitempty"`
+	ResumeType        state.ResumeType `json:"resume_type,omitempty"`
+	ResumeData        json.RawMessage  `json:"resume_data,omitempty"`
+	CreatedAt         time.Time        `json:"created_at,omitzero"`
+	TargetInstanceID  string           `json:"target_instance_id,omitempty"`
+	Repo              string           `json:"repo,omitempty"`
+	QuotaDeferCount   int              `json:"quota_defer_count,omitempty"`
+	QuotaBypass       bool             `json:"quota_bypass,omitempty"`
+	SourceMessageID   string           `json:"source_message_id,omitempty"`
+	ConfigFamily      string           `json:"config_family,omitempty"`
+	ConfigGeneration  string           `json:"config_generation,omitempty"`
+	BudgetGeneration  string           `json:"budget_generation,omitempty"`
+	ConfigEffectiveAt time.Time        `json:"config_effective_at,omitzero"`
 
 	// Extra holds payload fields this build does not know (added by a newer producer).
 	Extra map[string]json.RawMessage `json:"-"`
@@ -162,7 +162,7 @@ func (e Envelope) Validate() error {
 		if e.ExecutionID == "" {
 			return bad("resume without execution_id")
 		}
-		if _, err := engine.ParseResumeType(string(e.ResumeType)); err != nil {
+		if _, err := state.ParseResumeType(string(e.ResumeType)); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 		}
 	default:

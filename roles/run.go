@@ -56,7 +56,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			settings := engine.SettingsFrom(cfg)
+			settings := engineSettings(cfg)
 			reg := engine.NewRegistry()
 			if err := nodes.Register(reg, cfg, nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}

@@ -199,7 +199,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	if err != nil {
 		return cliFail(name, "%v", err)
 	}
-	lim := engine.SettingsFrom(k.cfg).Expr
+	lim := engineSettings(k.cfg).Expr
 
 	var f *engine.Flow
 	published, already := false, false

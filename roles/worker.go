@@ -84,7 +84,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	d := worker.NewDispatcher(worker.Deps{
 		Client: c, Config: cfg, Root: keys.DefaultRoot, Queue: q, Store: st,
-		Flows: engine.NewFlowCache(reg, engine.SettingsFrom(cfg).Expr, 1024), Nodes: reg,
+		Flows: engine.NewFlowCache(reg, engineSettings(cfg).Expr, 1024), Nodes: reg, Engine: engineSettings(cfg),
 		Registry: registry, DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
 		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota,
 		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter, Observer: observer,

@@ -18,38 +18,31 @@ import (
 	"plaita/engine/state"
 )
 
+// The failure classes the executor acts on are defined with the state model (package state,
+// re-exported by the engine); the store returns errors that match them.
 var (
 	// ErrStateSerialization: the state holds a value JSON cannot carry (NaN, ±Inf, a cycle,
 	// a channel …). Permanent.
-	ErrStateSerialization = errors.New("execution state cannot be serialized")
-	// ErrStateCorrupt: stored bytes are not a valid execution state. Permanent.
-	ErrStateCorrupt = errors.New("execution state is corrupt")
+	ErrStateSerialization = state.ErrStateSerialization
 	// ErrNotFound: no state is stored under that execution id.
-	ErrNotFound = errors.New("execution not found")
-	// ErrLeaseLost: a fenced write found another holder's generation.
-	ErrLeaseLost = errors.New("execution lease lost")
+	ErrNotFound = state.ErrNotFound
 	// ErrStateTooLarge: the encoded state is above PLAITA_EXECUTION_STATE_MAX_BYTES; nothing
 	// was written. Permanent: the execution only grows.
-	ErrStateTooLarge = errors.New("execution state is too large")
+	ErrStateTooLarge = state.ErrStateTooLarge
+	// ErrLeaseLost: a fenced write found another holder's generation.
+	ErrLeaseLost = state.ErrLeaseLost
+	// ErrStateCorrupt: stored bytes are not a valid execution state. Permanent.
+	ErrStateCorrupt = errors.New("execution state is corrupt")
 )
 
 // DefaultMaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES's default: 16 MiB.
-const DefaultMaxStateBytes = 16 << 20
+const DefaultMaxStateBytes = state.DefaultMaxStateBytes
 
 // StateTooLargeError is an ErrStateTooLarge with the sizes.
-type StateTooLargeError struct {
-	ExecutionID string
-	Size, Max   int
-}
+type StateTooLargeError = state.StateTooLargeError
 
-func (e *StateTooLargeError) Error() string {
-	return fmt.Sprintf("%v: %s encodes to %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
-		ErrStateTooLarge, e.ExecutionID, e.Size, e.Max)
-}
-
-func (e *StateTooLargeError) Is(target error) bool { return target == ErrStateTooLarge }
-
-// Storage is what every execution storage backend provides.
+// Storage is what every execution storage backend provides (engine.Storage has the same
+// methods: the executor runs on any of them).
 type Storage interface {
 	Save(ctx context.Context, st *state.Execution) error
 	Load(ctx context.Context, executionID string) (*state.Execution, error)

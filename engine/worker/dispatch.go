@@ -43,6 +43,8 @@ type Deps struct {
 	// Flows parses published definitions; nil = a cache over Nodes (nil = control nodes only).
 	Flows *engine.FlowCache
 	Nodes *engine.Registry
+	// Engine are the executor's settings (zero value: engine.DefaultSettings()).
+	Engine engine.Settings
 
 	// Registry answers liveness of lease holders and takes the active-task count; nil = every
 	// other holder is treated as alive.
@@ -160,6 +162,9 @@ type Dispatcher struct {
 
 // NewDispatcher builds the loop; Start runs it.
 func NewDispatcher(d Deps) *Dispatcher {
+	if d.Engine == (engine.Settings{}) {
+		d.Engine = engine.DefaultSettings()
+	}
 	if d.Clock == nil {
 		d.Clock = engine.SystemClock{}
 	}
@@ -189,11 +194,7 @@ func NewDispatcher(d Deps) *Dispatcher {
 		if reg == nil {
 			reg = engine.NewRegistry()
 		}
-		limits := engine.DefaultExprLimits
-		if d.Config != nil {
-			limits = engine.SettingsFrom(d.Config).Expr
-		}
-		flows = engine.NewFlowCache(reg, limits, 256)
+		flows = engine.NewFlowCache(reg, d.Engine.Expr, 256)
 	}
 	root := d.Root
 	if root == "" {
@@ -707,12 +708,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, ts *store.TenantStore, f 
 				hook(ev)
 			}
 		},
-		Settings: func() engine.Settings {
-			if cfg == nil {
-				return engine.DefaultSettings()
-			}
-			return engine.SettingsFrom(cfg)
-		},
+		Settings: func() engine.Settings { return p.d.Engine },
 	}
 	p.dispatched.Inc()
 	var input, data any

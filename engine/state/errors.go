@@ -1,0 +1,38 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Storage failure classes (defect report 004). Every storage backend returns errors matching
+// them and the executor decides by them alone; they live with the persisted model so that the
+// engine and every backend share them without importing each other.
+var (
+	// ErrNotFound: no state is stored under that execution id.
+	ErrNotFound = errors.New("execution not found")
+	// ErrStateSerialization: the state holds a value JSON cannot carry. Permanent.
+	ErrStateSerialization = errors.New("execution state cannot be serialized")
+	// ErrStateTooLarge: the encoded state is above the state bound; nothing was written.
+	// Permanent: the execution only grows.
+	ErrStateTooLarge = errors.New("execution state is too large")
+	// ErrLeaseLost: a fenced write found another holder's generation; the run stops at once.
+	ErrLeaseLost = errors.New("execution lease lost")
+)
+
+// DefaultMaxStateBytes is the state bound's default (PLAITA_EXECUTION_STATE_MAX_BYTES): 16 MiB.
+const DefaultMaxStateBytes = 16 << 20
+
+// StateTooLargeError is an ErrStateTooLarge with the sizes.
+type StateTooLargeError struct {
+	ExecutionID string
+	Size, Max   int
+}
+
+func (e *StateTooLargeError) Error() string {
+	return fmt.Sprintf("%v: %s encodes to %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
+		ErrStateTooLarge, e.ExecutionID, e.Size, e.Max)
+}
+
+// Is makes a *StateTooLargeError match ErrStateTooLarge.
+func (e *StateTooLargeError) Is(target error) bool { return target == ErrStateTooLarge }
