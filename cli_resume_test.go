@@ -31,7 +31,7 @@ type resumeFixture struct {
 func newResumeFixture(t *testing.T) *resumeFixture {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	ts, err := store.NewRedis(c, nil, "").Tenant("")
+	ts, err := store.NewRedis(c, store.DefaultSettings(), "").Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}

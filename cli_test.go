@@ -249,7 +249,7 @@ func TestCLIErrors(t *testing.T) {
 	}
 
 	// A running execution is only deleted with --force.
-	ts, err := store.NewRedis(c, nil, "").Tenant("")
+	ts, err := store.NewRedis(c, store.DefaultSettings(), "").Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}

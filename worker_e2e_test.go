@@ -20,6 +20,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -53,7 +54,7 @@ func newE2E(t *testing.T, timeout time.Duration, extra map[string]string, redisA
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := store.NewRedis(c, cfg, "").Tenant("")
+	ts, err := store.NewRedis(c, settings.Store(cfg), "").Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -93,7 +94,7 @@ func TestE2ETenantDisabledStartIsDeadLetteredThenReenabledRuns(t *testing.T) {
 	}
 	e.hset(sp.TenantStatus(), "acme", "disabled")
 	e.publishFor("acme", "hello", gatesSimpleFlow)
-	acme, err := store.NewRedis(e.c, e.cfg, "").Tenant("acme")
+	acme, err := store.NewRedis(e.c, settings.Store(e.cfg), "").Tenant("acme")
 	if err != nil {
 		t.Fatal(err)
 	}

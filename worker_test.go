@@ -17,6 +17,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -68,7 +69,7 @@ func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
 	w := spawnWorker(t, env)
 	stderr := w.stderr
 
-	ts, err := store.NewRedis(c, cfg, "").Tenant("")
+	ts, err := store.NewRedis(c, settings.Store(cfg), "").Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}

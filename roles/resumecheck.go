@@ -14,6 +14,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/state"
+	"plaita/roles/settings"
 	"plaita/store/keys"
 )
 
@@ -59,7 +60,7 @@ func (k *conn) publishedFlow(ctx context.Context, st *state.Execution) (*engine.
 	if err != nil {
 		return nil, fmt.Errorf("%w: the node types cannot be set up in this process (%w); --force enqueues without the check", errCannotCheck, err)
 	}
-	f, err := engine.Parse(def, reg, engineSettings(k.cfg).Expr)
+	f, err := engine.Parse(def, reg, settings.Engine(k.cfg).Expr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: the published flow %s version %q does not parse in this process (a worker that cannot parse it either dead-letters "+
 			"the resume as invalid_flow; --force enqueues without the check): %w", errCannotCheck, st.FlowID, st.FlowVersion, err)
@@ -89,7 +90,7 @@ func (k *conn) readRetryBudget(ctx context.Context, id string) (*retryBudget, er
 // adviceFor is what the hints and the resume check of st are judged against: its published
 // definition (f when the caller has it already), and for an execution in error the retry gates.
 func (k *conn) adviceFor(ctx context.Context, st *state.Execution, f *engine.Flow) (*advice, error) {
-	a := &advice{flow: f, limits: engineSettings(k.cfg).Expr, now: time.Now()}
+	a := &advice{flow: f, limits: settings.Engine(k.cfg).Expr, now: time.Now()}
 	if a.flow == nil && st.Status != state.Completed && st.Status != state.Cancelled {
 		var err error
 		if a.flow, err = k.publishedFlow(ctx, st); err != nil {

@@ -21,6 +21,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/state"
+	"plaita/roles/settings"
 	"plaita/store"
 )
 
@@ -56,15 +57,15 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			settings := engineSettings(cfg)
+			es := settings.Engine(cfg)
 			reg := engine.NewRegistry()
 			if err := nodes.Register(reg, cfg, nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
 			ex := engine.NewExecutor(r.mem)
-			ex.Settings = func() engine.Settings { return settings }
+			ex.Settings = func() engine.Settings { return es }
 			ex.Log = log
-			return r.execute(ctx, ex, reg, settings, stdout, stderr)
+			return r.execute(ctx, ex, reg, es, stdout, stderr)
 		},
 	}
 }
@@ -220,12 +221,12 @@ func (r *flowRun) stateFile(id string) string { return filepath.Join(r.stateDir,
 
 // execute parses the flow, starts or resumes the execution, keeps its state file in step and
 // prints the outcome.
-func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.Registry, settings engine.Settings, stdout, stderr io.Writer) error {
+func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.Registry, es engine.Settings, stdout, stderr io.Writer) error {
 	def, err := os.ReadFile(r.flowPath)
 	if err != nil {
 		return usageError("flow file %s: %v", r.flowPath, unwrapPathError(err))
 	}
-	f, err := engine.Parse(def, reg, settings.Expr)
+	f, err := engine.Parse(def, reg, es.Expr)
 	if err != nil {
 		// A *engine.ValidationError lists every problem, one per line, each with its JSON path.
 		return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", r.flowPath, err)}
@@ -243,7 +244,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 		}
 		st, runErr = ex.Resume(ctx, f, id, r.resumeType, r.data)
 		if runErr != nil && refused(runErr) {
-			return r.refusal(id, runErr, r.advice(f, settings), stderr)
+			return r.refusal(id, runErr, r.advice(f, es), stderr)
 		}
 	} else {
 		id = engine.NewExecutionID()
@@ -271,7 +272,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 			return &exitError{code: ExitFailure, err: fmt.Errorf("run: write state: %w", err)}
 		}
 	} else if !interrupted {
-		r.writeHuman(stdout, st, stateFile, r.advice(f, settings))
+		r.writeHuman(stdout, st, stateFile, r.advice(f, es))
 	}
 	if saveErr != nil {
 		fmt.Fprintf(stderr, "plaita: run: execution %s is %s but its state could not be saved: %v\n", id, st.Status, saveErr)
@@ -332,8 +333,8 @@ func refused(err error) bool {
 
 // advice is what the printed commands are checked against: this run's definition, and no
 // worker gates (nothing but the engine decides here).
-func (r *flowRun) advice(f *engine.Flow, settings engine.Settings) *advice {
-	return &advice{flow: f, limits: settings.Expr, now: time.Now(), local: true}
+func (r *flowRun) advice(f *engine.Flow, es engine.Settings) *advice {
+	return &advice{flow: f, limits: es.Expr, now: time.Now(), local: true}
 }
 
 // refusal reports a refused resume and what would be accepted; the state file is left as it

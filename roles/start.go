@@ -19,6 +19,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -109,7 +110,7 @@ func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
 	if err != nil {
 		return nil, cliFail(name, "%v", err)
 	}
-	ts, err := store.NewRedis(c, cfg, keys.DefaultRoot).Tenant(tenant)
+	ts, err := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot).Tenant(tenant)
 	if err != nil {
 		c.Close()
 		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
@@ -199,7 +200,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	if err != nil {
 		return cliFail(name, "%v", err)
 	}
-	lim := engineSettings(k.cfg).Expr
+	lim := settings.Engine(k.cfg).Expr
 
 	var f *engine.Flow
 	published, already := false, false

@@ -15,6 +15,7 @@ import (
 	"plaita/engine/nodes/writefile"
 	"plaita/engine/worker"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -48,7 +49,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err := q.EnsureGroup(startCtx); err != nil {
 		return fmt.Errorf("worker: consumer group: %w", err)
 	}
-	st := store.NewRedis(c, cfg, keys.DefaultRoot)
+	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
 
 	info := worker.InstanceInfoFromConfig(cfg)
 	registry := worker.NewRegistry(c, keys.DefaultRoot, info, log, set)
@@ -84,7 +85,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 
 	d := worker.NewDispatcher(worker.Deps{
 		Client: c, Config: cfg, Root: keys.DefaultRoot, Queue: q, Store: st,
-		Flows: engine.NewFlowCache(reg, engineSettings(cfg).Expr, 1024), Nodes: reg, Engine: engineSettings(cfg),
+		Flows: engine.NewFlowCache(reg, settings.Engine(cfg).Expr, 1024), Nodes: reg, Engine: settings.Engine(cfg),
 		Registry: registry, DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
 		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota,
 		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter, Observer: observer,

@@ -324,7 +324,7 @@ func (s *FencedStorage) check(id string) error {
 // Save writes the state if the lease's generation is still current (fence and fencegen both
 // equal it), else ErrLeaseLost and nothing is written. Terminal states get the state TTL,
 // others none. ErrStateSerialization (nothing sent) and ErrStateSave (transient) as for
-// TenantStore.Save. With PLAITA_DISABLE_FENCING=1 (read on every call) it is a plain save.
+// TenantStore.Save. With PLAITA_DISABLE_FENCING=1 (Settings.DisableFencing) it is a plain save.
 func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	l := s.l
 	ts := l.ts

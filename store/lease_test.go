@@ -240,21 +240,24 @@ func TestRestoredOldFenceStillRefusesTheStaleWorker(t *testing.T) {
 	}
 }
 
-// PLAITA_DISABLE_FENCING=1 (read on every call) is the bare lease: the lease still excludes a
-// second holder, but writes are plain and a stale worker's late save lands.
+// PLAITA_DISABLE_FENCING=1 is the bare lease: the lease still excludes a second holder, but
+// writes are plain and a stale worker's late save lands. Acquire moves the fence either way, so
+// a fleet started with fencing back on fences out what the bare one left.
 func TestDisableFencingIsTheBareLease(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
+	bare := f.reconfigured(map[string]string{"PLAITA_DISABLE_FENCING": "1"})
 	c := ctx(t)
-	a := f.acquire("e1", "worker-a")
+	a, err := bare.ts.Acquire(c, "e1", "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
 	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "e1")).Build())
 	b := f.acquire("e1", "worker-b")
 	if err := b.Storage().Save(c, newState("e1", state.Running)); err != nil {
 		t.Fatal(err)
 	}
-
-	f.env.Set("PLAITA_DISABLE_FENCING", "1")
-	if _, err := f.ts.Acquire(c, "e1", "worker-c"); !errors.Is(err, store.ErrLeaseHeld) {
+	if _, err := bare.ts.Acquire(c, "e1", "worker-c"); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("bare lease must still exclude: %v", err)
 	}
 	late := newState("e1", state.Completed)
@@ -268,12 +271,16 @@ func TestDisableFencingIsTheBareLease(t *testing.T) {
 	if d := f.ttl(f.key("e1")); d <= 0 {
 		t.Errorf("bare save of a terminal state: TTL %v", d)
 	}
-
-	f.env.Unset("PLAITA_DISABLE_FENCING")
-	if err := a.Storage().Save(c, late); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("fencing back on: %v", err)
+	// The same stale generation through a fenced store is refused.
+	stale, err := f.ts.Acquire(c, "e2", "worker-a")
+	if err != nil {
+		t.Fatal(err)
 	}
-	f.env.Set("PLAITA_DISABLE_FENCING", "1")
+	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "e2")).Build())
+	f.acquire("e2", "worker-b")
+	if err := stale.Storage().Save(c, newState("e2", state.Completed)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("fenced stale save: %v", err)
+	}
 	if err := a.Storage().Delete(c, "e1"); err != nil {
 		t.Fatalf("bare-lease delete: %v", err)
 	}

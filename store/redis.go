@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/config"
 	"plaita/engine/state"
 	"plaita/store/keys"
 )
@@ -45,30 +44,53 @@ const (
 	DefaultOpTimeout = 30 * time.Second
 )
 
-// Defaults used when NewRedis gets a nil configuration (library use, tools).
-const (
-	defaultLeaseTTL     = 120 * time.Second
-	defaultStateTTLDays = 30
-	defaultTombstoneTTL = 2592000 * time.Second
-)
+// Settings are the storage's knobs, read once at start (roles build them from the
+// configuration). DefaultSettings gives the documented defaults.
+type Settings struct {
+	// LeaseTTL is PLAITA_LEASE_TTL_SECONDS (≤ 0: 120 s).
+	LeaseTTL time.Duration
+	// StateTTL is the TTL of a terminal state (PLAITA_EXECUTION_STATE_TTL_DAYS); 0 = none.
+	StateTTL time.Duration
+	// TombstoneTTL is PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS (≤ 0: 30 days).
+	TombstoneTTL time.Duration
+	// MaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES (< 1: DefaultMaxStateBytes).
+	MaxStateBytes int
+	// DisableFencing is PLAITA_DISABLE_FENCING: leased saves and deletes are plain.
+	DisableFencing bool
+}
+
+// DefaultSettings are the documented defaults.
+func DefaultSettings() Settings {
+	return Settings{LeaseTTL: 120 * time.Second, StateTTL: 30 * 24 * time.Hour, TombstoneTTL: 2592000 * time.Second,
+		MaxStateBytes: DefaultMaxStateBytes}
+}
 
 // Redis is the Redis execution storage of one deployment (one client, one key root). It is
 // safe for concurrent use; TenantStore scopes it to one tenant.
 type Redis struct {
 	c    rueidis.Client
-	cfg  *config.Config
+	s    Settings
 	root string
 }
 
-// NewRedis returns the storage over client c. cfg supplies PLAITA_LEASE_TTL_SECONDS (read at
-// each Acquire), and the call-timed PLAITA_EXECUTION_STATE_TTL_DAYS,
-// PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS and PLAITA_DISABLE_FENCING (read on every save or
-// delete); a nil cfg means the documented defaults. root "" is keys.DefaultRoot.
-func NewRedis(c rueidis.Client, cfg *config.Config, root string) *Redis {
+// NewRedis returns the storage over client c with settings s under key root root ("" is
+// keys.DefaultRoot).
+func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
-	return &Redis{c: c, cfg: cfg, root: root}
+	d := DefaultSettings()
+	if s.LeaseTTL <= 0 {
+		s.LeaseTTL = d.LeaseTTL
+	}
+	if s.TombstoneTTL <= 0 {
+		s.TombstoneTTL = d.TombstoneTTL
+	}
+	if s.MaxStateBytes < 1 {
+		s.MaxStateBytes = d.MaxStateBytes
+	}
+	s.StateTTL = max(s.StateTTL, 0)
+	return &Redis{c: c, s: s, root: root}
 }
 
 // Root is the key root.
@@ -84,44 +106,11 @@ func (r *Redis) Tenant(tenant string) (*TenantStore, error) {
 	return &TenantStore{r: r, sp: sp}, nil
 }
 
-func (r *Redis) leaseTTL() time.Duration {
-	if r.cfg == nil {
-		return defaultLeaseTTL
-	}
-	if s := config.LeaseTTLSeconds.In(r.cfg); s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return defaultLeaseTTL
-}
-
-// stateTTL is the TTL of a terminal state; 0 means none.
-func (r *Redis) stateTTL() time.Duration {
-	days := defaultStateTTLDays
-	if r.cfg != nil {
-		days = config.ExecutionStateTTLDays.In(r.cfg)
-	}
-	return time.Duration(max(days, 0)) * 24 * time.Hour
-}
-
-func (r *Redis) tombstoneTTL() time.Duration {
-	if r.cfg == nil {
-		return defaultTombstoneTTL
-	}
-	if s := config.ExecutionTombstoneTTLSeconds.In(r.cfg); s > 0 {
-		return time.Duration(s) * time.Second
-	}
-	return defaultTombstoneTTL
-}
-
-// maxState is PLAITA_EXECUTION_STATE_MAX_BYTES.
-func (r *Redis) maxState() int {
-	if r.cfg == nil {
-		return DefaultMaxStateBytes
-	}
-	return config.ExecutionStateMaxBytes.In(r.cfg)
-}
-
-func (r *Redis) fencing() bool { return r.cfg == nil || !config.DisableFencing.In(r.cfg) }
+func (r *Redis) leaseTTL() time.Duration     { return r.s.LeaseTTL }
+func (r *Redis) stateTTL() time.Duration     { return r.s.StateTTL }
+func (r *Redis) tombstoneTTL() time.Duration { return r.s.TombstoneTTL }
+func (r *Redis) maxState() int               { return r.s.MaxStateBytes }
+func (r *Redis) fencing() bool               { return !r.s.DisableFencing }
 
 // opCtx bounds a call whose context has no deadline.
 func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {

@@ -2,7 +2,7 @@ package store_test
 
 import (
 	"context"
-	"plaita/internal/testutil"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +12,8 @@ import (
 	"plaita/config"
 	"plaita/engine/state"
 	"plaita/internal/redistest"
+	"plaita/internal/testutil"
+	"plaita/roles/settings"
 	"plaita/store"
 )
 
@@ -39,12 +41,21 @@ func setupOn(t testing.TB, c rueidis.Client, root string, vars map[string]string
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := store.NewRedis(c, cfg, root)
+	r := store.NewRedis(c, settings.Store(cfg), root)
 	ts, err := r.Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &fixture{t: t, c: c, root: root, env: e, r: r, ts: ts}
+}
+
+// reconfigured is the same Redis and key root under another configuration: what a process
+// started with vars set sees (settings are read once at start).
+func (f *fixture) reconfigured(vars map[string]string) *fixture {
+	f.t.Helper()
+	env := f.env.Snapshot()
+	maps.Copy(env, vars)
+	return setupOn(f.t, f.c, f.root, env)
 }
 
 // ctx is a bounded context: rueidis retries reads forever against a dead server.

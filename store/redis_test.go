@@ -42,7 +42,7 @@ func TestSaveLoadAndTTLs(t *testing.T) {
 		t.Errorf("index score %v %v, want the start time in ms", s, ok)
 	}
 
-	// Terminal: PLAITA_EXECUTION_STATE_TTL_DAYS (default 30), read on every save.
+	// Terminal: PLAITA_EXECUTION_STATE_TTL_DAYS (default 30).
 	st.Status = state.Completed
 	if err := f.ts.Save(c, st); err != nil {
 		t.Fatal(err)
@@ -50,26 +50,23 @@ func TestSaveLoadAndTTLs(t *testing.T) {
 	if d := f.ttl(f.key("e1")); d < 29*24*time.Hour || d > 30*24*time.Hour {
 		t.Errorf("completed state TTL %v, want 30d", d)
 	}
-	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "2")
 	st.Status = state.Error
-	if err := f.ts.Save(c, st); err != nil {
+	if err := f.reconfigured(map[string]string{"PLAITA_EXECUTION_STATE_TTL_DAYS": "2"}).ts.Save(c, st); err != nil {
 		t.Fatal(err)
 	}
 	if d := f.ttl(f.key("e1")); d < 47*time.Hour || d > 48*time.Hour {
 		t.Errorf("error state TTL %v, want 2d", d)
 	}
-	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "0")
 	st.Status = state.Cancelled
-	if err := f.ts.Save(c, st); err != nil {
+	if err := f.reconfigured(map[string]string{"PLAITA_EXECUTION_STATE_TTL_DAYS": "0"}).ts.Save(c, st); err != nil {
 		t.Fatal(err)
 	}
 	if d := f.ttl(f.key("e1")); d != -1 {
 		t.Errorf("TTL days 0 means no TTL, got %v", d)
 	}
 	// Back to a live status: the TTL goes (PERSIST semantics of a plain SET).
-	f.env.Set("PLAITA_EXECUTION_STATE_TTL_DAYS", "1")
 	st.Status = state.Completed
-	if err := f.ts.Save(c, st); err != nil {
+	if err := f.reconfigured(map[string]string{"PLAITA_EXECUTION_STATE_TTL_DAYS": "1"}).ts.Save(c, st); err != nil {
 		t.Fatal(err)
 	}
 	st.Status = state.Suspended
@@ -216,7 +213,7 @@ func TestRedisFailureIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close()
-	cts, _ := store.NewRedis(closed, nil, g.root).Tenant("")
+	cts, _ := store.NewRedis(closed, store.DefaultSettings(), g.root).Tenant("")
 	transient("save on a closed client", cts.Save(short(), newState("e9", state.Running)), store.ErrStateSave)
 	if keys := g.scan(); len(keys) != 0 {
 		t.Errorf("a failed save wrote %v", keys)
@@ -360,9 +357,8 @@ func TestDeleteClearsEverythingButFencegen(t *testing.T) {
 	if err := l.Renew(c); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("renew after the lease's own delete: %v", err)
 	}
-	// The tombstone TTL is read on every delete.
-	f.env.Set("PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS", "4000000")
-	if err := f.ts.Delete(c, "e2"); err != nil {
+	// PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS sets the tombstone's TTL.
+	if err := f.reconfigured(map[string]string{"PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS": "4000000"}).ts.Delete(c, "e2"); err != nil {
 		t.Fatal(err)
 	}
 	tomb2, _ := f.ts.Space().Tombstone("e2")

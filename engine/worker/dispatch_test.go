@@ -18,6 +18,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -55,7 +56,7 @@ func newDispatchFix(t testing.TB, extra map[string]string) *dispatchFix {
 	if err := q.EnsureGroup(dctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	return &dispatchFix{c: c, root: root, cfg: cfg, q: q, st: store.NewRedis(c, cfg, root), reg: engine.NewRegistry()}
+	return &dispatchFix{c: c, root: root, cfg: cfg, q: q, st: store.NewRedis(c, settings.Store(cfg), root), reg: engine.NewRegistry()}
 }
 
 func dctx(t testing.TB) context.Context {

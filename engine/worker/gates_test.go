@@ -13,6 +13,7 @@ import (
 
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -72,7 +73,7 @@ func newAffinityFixture(t *testing.T) *affinityFixture {
 	root := redistest.Root(t, c)
 	f := &affinityFixture{ws: t.TempDir(), set: metrics.NewSet(), logs: &strings.Builder{}, env: map[string]string{}}
 	cfg := gatesCfg(t, f.env)
-	f.st = store.NewRedis(c, cfg, root)
+	f.st = store.NewRedis(c, settings.Store(cfg), root)
 	if err := os.Mkdir(filepath.Join(f.ws, "shop"), 0o755); err != nil {
 		t.Fatal(err)
 	}
