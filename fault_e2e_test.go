@@ -17,6 +17,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/roles/settings"
 )
 
 // The fault suite: real worker processes against a real redis-server with AOF, a few hundred
@@ -181,7 +182,7 @@ func TestFaultSuiteKillsRestartsAndDrains(t *testing.T) {
 		byID[c.id] = c
 		env := queue.Envelope{Kind: queue.KindStart, FlowID: c.flow, FlowVersion: "1", ExecutionID: c.id,
 			Input: json.RawMessage(fmt.Sprintf(`{"n":%d,"odd":%t}`, c.n, c.odd))}
-		env.Stamp(e.cfg.Generations(), time.Now())
+		env.Stamp(settings.Generations(e.cfg), time.Now())
 		if _, err := queue.Enqueue(e.ctx, e.c, queueName, env); err != nil {
 			t.Fatal(err)
 		}
@@ -249,7 +250,7 @@ func TestFaultSuiteKillsRestartsAndDrains(t *testing.T) {
 				if c.data != "" {
 					env.ResumeData = json.RawMessage(c.data)
 				}
-				env.Stamp(e.cfg.Generations(), time.Now())
+				env.Stamp(settings.Generations(e.cfg), time.Now())
 				if _, err := queue.Enqueue(e.ctx, e.c, queueName, env); err == nil {
 					c.resumed.Store(true)
 				}

@@ -13,6 +13,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store/keys"
 )
 
@@ -181,7 +182,7 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 	}
 	id := engine.NewExecutionID()
 	env := queue.Envelope{Kind: queue.KindStart, FlowID: "short", FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}
-	env.Stamp(producer.Generations(), time.Now())
+	env.Stamp(settings.Generations(producer), time.Now())
 	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), env); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func benchQueue(b *testing.B, extra map[string]string) *Queue {
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, err := New(c, cfg, metrics.NewSet(), zerolog.Nop())
+	q, err := New(c, fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}

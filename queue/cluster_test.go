@@ -25,7 +25,7 @@ func TestClusterRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := New(c, cfg, metrics.NewSet(), zerolog.Nop())
+	q, err := New(c, fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

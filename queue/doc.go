@@ -5,7 +5,7 @@
 // # Envelope
 //
 // A task is one stream entry with one field, "payload", holding the envelope JSON. Enqueue is
-// the only writer: it stamps schema_version (config.TaskSchemaVersion unless the envelope
+// the only writer: it stamps schema_version (SchemaVersion unless the envelope
 // already carries a version, as copies do) and created_at, and validates — a start must carry
 // the execution_id its producer minted with engine.NewExecutionID(). Copies (Queue.Requeue)
 // and DLQ replays (Queue.Replay) inherit the source's schema_version and config generation

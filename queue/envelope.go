@@ -15,10 +15,13 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/config"
 	"plaita/engine/state"
 	"plaita/store/keys"
 )
+
+// SchemaVersion is the task schema this build writes and reads (config_family hashes the same
+// number as config.TaskSchemaVersion; a test keeps them equal).
+const SchemaVersion = 1
 
 // PayloadField is the one stream field that carries the envelope JSON.
 const PayloadField = "payload"
@@ -40,7 +43,7 @@ var (
 	// ErrMalformed is what decoding returns for an entry no worker can run: no payload field,
 	// not a JSON object, a known field of the wrong type, a missing or invalid required field.
 	ErrMalformed = errors.New("malformed task")
-	// ErrNewerSchema: the envelope's schema_version is newer than config.TaskSchemaVersion.
+	// ErrNewerSchema: the envelope's schema_version is newer than SchemaVersion.
 	ErrNewerSchema = errors.New("task schema_version is newer than this build")
 	// ErrInputTooLarge: a fresh task's input or resume data is above the producer's bound
 	// (PLAITA_EXECUTION_STATE_MAX_BYTES); nothing was enqueued.
@@ -106,7 +109,7 @@ func (e Envelope) Legacy() bool { return e.ConfigFamily == "" && e.BudgetGenerat
 
 // Stamp writes a producer's config generations into a fresh envelope. Copies of an existing
 // message never call it: they inherit the source's values, or stay legacy.
-func (e *Envelope) Stamp(g config.Generations, effectiveAt time.Time) {
+func (e *Envelope) Stamp(g Generations, effectiveAt time.Time) {
 	e.ConfigFamily, e.ConfigGeneration, e.BudgetGeneration = g.Family, g.Config, g.Budget
 	e.ConfigEffectiveAt = effectiveAt.UTC()
 }
@@ -141,8 +144,8 @@ func (e Envelope) Validate() error {
 	switch {
 	case e.SchemaVersion < 1:
 		return bad("schema_version %d (must be at least 1)", e.SchemaVersion)
-	case e.SchemaVersion > config.TaskSchemaVersion:
-		return fmt.Errorf("%w: %w: %d > %d", ErrInvalidEnvelope, ErrNewerSchema, e.SchemaVersion, config.TaskSchemaVersion)
+	case e.SchemaVersion > SchemaVersion:
+		return fmt.Errorf("%w: %w: %d > %d", ErrInvalidEnvelope, ErrNewerSchema, e.SchemaVersion, SchemaVersion)
 	}
 	if err := keys.ValidTenant(e.TenantID); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
@@ -220,7 +223,7 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 			ErrInvalidEnvelope, ErrInputTooLarge, what, n, o.maxInput)
 	}
 	if env.SchemaVersion == 0 {
-		env.SchemaVersion = config.TaskSchemaVersion
+		env.SchemaVersion = SchemaVersion
 	}
 	if env.CreatedAt.IsZero() {
 		env.CreatedAt = time.Now().UTC()
@@ -289,8 +292,8 @@ func Decode(stream, id string, payload []byte) (env Envelope, derived bool, err 
 	if d.err != nil {
 		return env, false, malformed("%v", d.err)
 	}
-	if env.SchemaVersion > config.TaskSchemaVersion {
-		return env, false, fmt.Errorf("%w: %d > %d", ErrNewerSchema, env.SchemaVersion, config.TaskSchemaVersion)
+	if env.SchemaVersion > SchemaVersion {
+		return env, false, fmt.Errorf("%w: %d > %d", ErrNewerSchema, env.SchemaVersion, SchemaVersion)
 	}
 
 	env.TenantID, env.ExecutionID, env.Kind = "", "", ""

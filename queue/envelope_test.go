@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"plaita/config"
 )
 
 func TestValidate(t *testing.T) {
@@ -29,7 +27,7 @@ func TestValidate(t *testing.T) {
 		"bad tenant":       func(e *Envelope) { e.TenantID = "Acme Corp" },
 		"reserved tenant":  func(e *Envelope) { e.TenantID = "execution" },
 		"schema 0":         func(e *Envelope) { e.SchemaVersion = 0 },
-		"newer schema":     func(e *Envelope) { e.SchemaVersion = config.TaskSchemaVersion + 1 },
+		"newer schema":     func(e *Envelope) { e.SchemaVersion = SchemaVersion + 1 },
 		"negative defer":   func(e *Envelope) { e.QuotaDeferCount = -1 },
 	}
 	for name, mutate := range cases {

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"plaita/config"
 )
 
 // Verdict is what the delivery gate decides for one delivery.
@@ -66,8 +64,8 @@ func (q *Queue) generationVerdict(env Envelope, redelivery bool) Verdict {
 //     dead-letter);
 //  2. schema_version newer than ours → dead-letter once;
 //  3. malformed → dead-letter;
-//  4. age = now − max(created_at, stream id time) above PLAITA_TASK_MAX_AGE_SECONDS (read on
-//     every call; 0 = gate off), or no usable time at all → drop (fail-closed);
+//  4. age = now − max(created_at, stream id time) above PLAITA_TASK_MAX_AGE_SECONDS (0 = gate
+//     off), or no usable time at all → drop (fail-closed);
 //  5. delivered more than PLAITA_MAX_DELIVERIES times → dead-letter;
 //  6. run.
 //
@@ -82,7 +80,7 @@ func (q *Queue) Gate(d Delivery) Verdict {
 	case d.Err != nil:
 		return VerdictDeadLetterMalformed
 	}
-	if maxAge := q.maxAge(); maxAge > 0 {
+	if maxAge := q.maxAge; maxAge > 0 {
 		if age, ok := q.Age(d); !ok || age > maxAge {
 			return VerdictDropTooOld
 		}
@@ -91,10 +89,6 @@ func (q *Queue) Gate(d Delivery) Verdict {
 		return VerdictDeadLetterMaxDeliveries
 	}
 	return VerdictRun
-}
-
-func (q *Queue) maxAge() time.Duration {
-	return time.Duration(config.TaskMaxAgeSeconds.In(q.cfg)) * time.Second
 }
 
 // Age is now − max(created_at, the time in the stream id); ok is false when neither is known.
@@ -128,7 +122,7 @@ func (q *Queue) Apply(ctx context.Context, d Delivery, v Verdict) error {
 		q.m.tooOld.Inc()
 		ev := q.log.Warn().Str("event", "queue.too_old").Str("message_id", d.ID).
 			Str("execution_id", d.Envelope.ExecutionID).Str("tenant_id", d.Envelope.Tenant()).
-			Dur("max_age", q.maxAge())
+			Dur("max_age", q.maxAge)
 		if age, ok := q.Age(d); ok {
 			ev = ev.Dur("age", age)
 		} else {

@@ -87,11 +87,25 @@ func (b *bundle) newQueue(t *testing.T, extra map[string]string) (*Queue, *metri
 	}
 	set := metrics.NewSet()
 	logs := &logBuf{}
-	q, err := New(b.c, cfg, set, zerolog.New(logs))
+	q, err := New(b.c, fromConfig(cfg), set, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return q, set, logs
+}
+
+// fromConfig is the queue's settings for cfg, as roles/settings builds them (that package
+// imports this one, so its test cannot be used here).
+func fromConfig(cfg *config.Config) Settings {
+	g := cfg.Generations()
+	return Settings{
+		Stream: config.QueueName.In(cfg), Group: config.ConsumerGroup.In(cfg), StartID: config.ConsumerGroupStartID.In(cfg),
+		Consumer: config.ConsumerName.In(cfg), DLQ: config.DLQKey.In(cfg),
+		ClaimMinIdle:  time.Duration(config.ClaimMinIdleMS.In(cfg)) * time.Millisecond,
+		MaxDeliveries: config.MaxDeliveries.In(cfg), DLQMaxLen: config.DLQMaxLen.In(cfg),
+		TaskMaxAge:  time.Duration(config.TaskMaxAgeSeconds.In(cfg)) * time.Second,
+		Generations: Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+	}
 }
 
 // testCtx bounds every Redis call of a test: rueidis retries reads forever while the server

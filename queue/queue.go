@@ -11,17 +11,40 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
-
-	"plaita/config"
 )
 
 // ErrNoGroup is returned by Read and Reclaim when the consumer group (or the stream) does not
 // exist; EnsureGroup creates it.
 var ErrNoGroup = errors.New("consumer group does not exist")
 
+// Generations are the config generations a producer stamps into an envelope and a worker
+// gates on (SPEC §3): config_family, config_generation, budget_generation.
+type Generations struct {
+	Family string
+	Config string
+	Budget string
+}
+
+// Settings are a queue's names and budgets, read once at start (roles build them from the
+// configuration).
+type Settings struct {
+	Stream   string // PLAITA_QUEUE_NAME
+	Group    string // PLAITA_CONSUMER_GROUP
+	StartID  string // PLAITA_CONSUMER_GROUP_START_ID ("" = "0")
+	Consumer string // PLAITA_CONSUMER_NAME
+	DLQ      string // PLAITA_DLQ_KEY
+	// ClaimMinIdle is PLAITA_CLAIM_MIN_IDLE_MS: how long an entry stays pending before a
+	// sibling may reclaim it.
+	ClaimMinIdle  time.Duration
+	MaxDeliveries int // PLAITA_MAX_DELIVERIES
+	DLQMaxLen     int // PLAITA_DLQ_MAX_LEN
+	// TaskMaxAge is PLAITA_TASK_MAX_AGE_SECONDS; 0 turns the age gate off.
+	TaskMaxAge  time.Duration
+	Generations Generations
+}
+
 // Queue is one worker's view of the task stream: its consumer group, dead-letter stream and
-// delivery budgets, read from the configuration once (TASK_MAX_AGE on every use: it is
-// call-timed). It is safe for concurrent use; set OnDeadLetter and Now before first use.
+// delivery budgets. It is safe for concurrent use; set OnDeadLetter and Now before first use.
 type Queue struct {
 	// OnDeadLetter, when set, is called after every new dead letter (the alert webhook). It runs
 	// on the consumer's goroutine: hand the info to a bounded buffer, never block or panic.
@@ -30,7 +53,6 @@ type Queue struct {
 	Now func() time.Time
 
 	c             rueidis.Client
-	cfg           *config.Config
 	log           zerolog.Logger
 	stream        string
 	group         string
@@ -40,7 +62,8 @@ type Queue struct {
 	minIdle       time.Duration
 	maxDeliveries int
 	dlqMaxLen     int
-	gens          config.Generations
+	maxAge        time.Duration
+	gens          Generations
 	m             counters
 
 	mu            sync.Mutex
@@ -53,25 +76,24 @@ type Queue struct {
 // counted again, which only overstates a counter).
 const maxNoted = 10000
 
-// New reads the queue, group, consumer, dead-letter stream and limits from cfg and registers
-// the queue's counters on set (never the global set).
-func New(c rueidis.Client, cfg *config.Config, set *metrics.Set, log zerolog.Logger) (*Queue, error) {
-	if c == nil || cfg == nil || set == nil {
-		return nil, errors.New("queue.New: client, config and metrics set are required")
+// New builds the queue of s and registers its counters on set (never the global set).
+func New(c rueidis.Client, s Settings, set *metrics.Set, log zerolog.Logger) (*Queue, error) {
+	if c == nil || set == nil {
+		return nil, errors.New("queue.New: client and metrics set are required")
 	}
 	q := &Queue{
 		Now:           time.Now,
 		c:             c,
-		cfg:           cfg,
-		stream:        config.QueueName.In(cfg),
-		group:         config.ConsumerGroup.In(cfg),
-		startID:       config.ConsumerGroupStartID.In(cfg),
-		consumer:      config.ConsumerName.In(cfg),
-		dlq:           config.DLQKey.In(cfg),
-		minIdle:       time.Duration(config.ClaimMinIdleMS.In(cfg)) * time.Millisecond,
-		maxDeliveries: config.MaxDeliveries.In(cfg),
-		dlqMaxLen:     config.DLQMaxLen.In(cfg),
-		gens:          cfg.Generations(),
+		stream:        s.Stream,
+		group:         s.Group,
+		startID:       s.StartID,
+		consumer:      s.Consumer,
+		dlq:           s.DLQ,
+		minIdle:       s.ClaimMinIdle,
+		maxDeliveries: s.MaxDeliveries,
+		dlqMaxLen:     s.DLQMaxLen,
+		maxAge:        max(s.TaskMaxAge, 0),
+		gens:          s.Generations,
 		reclaimCursor: "-",
 		sweepCursor:   "-",
 		noted:         map[string]struct{}{},
@@ -94,11 +116,11 @@ func New(c rueidis.Client, cfg *config.Config, set *metrics.Set, log zerolog.Log
 }
 
 // Stream, Group, Consumer, DLQKey and Generations are the effective names and hashes.
-func (q *Queue) Stream() string                  { return q.stream }
-func (q *Queue) Group() string                   { return q.group }
-func (q *Queue) Consumer() string                { return q.consumer }
-func (q *Queue) DLQKey() string                  { return q.dlq }
-func (q *Queue) Generations() config.Generations { return q.gens }
+func (q *Queue) Stream() string           { return q.stream }
+func (q *Queue) Group() string            { return q.group }
+func (q *Queue) Consumer() string         { return q.consumer }
+func (q *Queue) DLQKey() string           { return q.dlq }
+func (q *Queue) Generations() Generations { return q.gens }
 
 // MaxDeliveries is PLAITA_MAX_DELIVERIES: a message runs at most this many times.
 func (q *Queue) MaxDeliveries() int { return q.maxDeliveries }

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"plaita/config"
 )
 
 func TestEnqueueRejectsStartWithoutExecutionID(t *testing.T) {
@@ -37,7 +35,7 @@ func TestEnqueueStampsAndReadDecodes(t *testing.T) {
 		t.Fatalf("delivery %+v", d)
 	}
 	got := d.Envelope
-	if got.SchemaVersion != config.TaskSchemaVersion || got.CreatedAt.IsZero() || got.ExecutionID != e.ExecutionID ||
+	if got.SchemaVersion != SchemaVersion || got.CreatedAt.IsZero() || got.ExecutionID != e.ExecutionID ||
 		got.Tenant() != "acme" || string(got.Input) != `{"n":1}` {
 		t.Fatalf("envelope %+v", got)
 	}
@@ -333,12 +331,12 @@ func TestTooOldTasksAreDropped(t *testing.T) {
 	if v := b.q.Gate(d); v != VerdictDropTooOld {
 		t.Fatalf("two hours later: %s", v)
 	}
-	// Call-timed: 0 turns the gate off without a restart.
-	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
-	if v := b.q.Gate(d); v != VerdictRun {
+	// 0 turns the gate off.
+	off, _, _ := b.newQueue(t, map[string]string{"PLAITA_TASK_MAX_AGE_SECONDS": "0"})
+	off.Now = b.q.Now
+	if v := off.Gate(d); v != VerdictRun {
 		t.Fatalf("gate off: %s", v)
 	}
-	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "3600")
 	if err := b.q.Apply(testCtx(t), d, VerdictDropTooOld); err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +363,8 @@ func TestUnknownAgeIsDroppedFailClosed(t *testing.T) {
 	if v := b.q.Gate(d); v != VerdictDropTooOld {
 		t.Fatalf("gate %s", v)
 	}
-	b.env.Set("PLAITA_TASK_MAX_AGE_SECONDS", "0")
-	if v := b.q.Gate(d); v != VerdictRun {
+	off, _, _ := b.newQueue(t, map[string]string{"PLAITA_TASK_MAX_AGE_SECONDS": "0"})
+	if v := off.Gate(d); v != VerdictRun {
 		t.Fatalf("gate off: %s", v)
 	}
 }
@@ -375,7 +373,7 @@ func TestNewerSchemaIsDeadLetteredOnce(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	payload := fmt.Sprintf(`{"schema_version":%d,"kind":"start","flow_id":"f","execution_id":"ex_new","whatever":{"changed":true}}`,
-		config.TaskSchemaVersion+1)
+		SchemaVersion+1)
 	id := b.xadd(t, "*", PayloadField, payload)
 	d := b.readOne(t, b.q, "w1")
 	if !errors.Is(d.Err, ErrNewerSchema) {
@@ -397,7 +395,7 @@ func TestNewerSchemaIsDeadLetteredOnce(t *testing.T) {
 	}
 	es := b.dlq(t)
 	if len(es) != 1 || es[0].Reason != ReasonNewerSchema || es[0].SourceID != id || es[0].Payload != payload ||
-		es[0].SchemaVersion != config.TaskSchemaVersion+1 || es[0].ExecutionID != "ex_new" {
+		es[0].SchemaVersion != SchemaVersion+1 || es[0].ExecutionID != "ex_new" {
 		t.Fatalf("DLQ %+v", es)
 	}
 	if n := b.xlen(t, b.q.Stream()); n != 0 {

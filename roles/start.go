@@ -124,7 +124,7 @@ func (k *conn) close() { k.c.Close() }
 // PLAITA_QUEUE_NAME.
 func (k *conn) enqueue(ctx context.Context, env queue.Envelope) (string, error) {
 	env.TenantID = k.sp.Tenant()
-	env.Stamp(k.cfg.Generations(), time.Now())
+	env.Stamp(settings.Generations(k.cfg), time.Now())
 	return queue.Enqueue(ctx, k.c, config.QueueName.In(k.cfg), env, queue.MaxInput(config.ExecutionStateMaxBytes.In(k.cfg)))
 }
 

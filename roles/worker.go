@@ -40,7 +40,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err := nodes.Register(reg, cfg, log); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	q, err := queue.New(c, cfg, set, log)
+	q, err := queue.New(c, settings.Queue(cfg), set, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

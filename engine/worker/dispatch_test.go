@@ -49,7 +49,7 @@ func newDispatchFix(t testing.TB, extra map[string]string) *dispatchFix {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(c, cfg, metrics.NewSet(), zerolog.Nop())
+	q, err := queue.New(c, settings.Queue(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
 )
 
 // srvStart serves s on 127.0.0.1:<ephemeral> and stops it at cleanup.
@@ -113,7 +114,7 @@ func TestServerMetricsQueueDepthFromRedis(t *testing.T) {
 	stream := root + ":flow:queue"
 	cfg := cfgWith(t, map[string]string{"PLAITA_QUEUE_NAME": stream, "PLAITA_CONSUMER_NAME": "w1"})
 	set := metrics.NewSet()
-	q, err := queue.New(c, cfg, set, zerolog.Nop())
+	q, err := queue.New(c, settings.Queue(cfg), set, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

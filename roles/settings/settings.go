@@ -10,6 +10,7 @@ import (
 
 	"plaita/config"
 	"plaita/engine"
+	"plaita/queue"
 	"plaita/store"
 )
 
@@ -41,3 +42,25 @@ func Store(cfg *config.Config) store.Settings {
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// Queue are the task queue's names and budgets.
+func Queue(cfg *config.Config) queue.Settings {
+	return queue.Settings{
+		Stream:        config.QueueName.In(cfg),
+		Group:         config.ConsumerGroup.In(cfg),
+		StartID:       config.ConsumerGroupStartID.In(cfg),
+		Consumer:      config.ConsumerName.In(cfg),
+		DLQ:           config.DLQKey.In(cfg),
+		ClaimMinIdle:  time.Duration(config.ClaimMinIdleMS.In(cfg)) * time.Millisecond,
+		MaxDeliveries: config.MaxDeliveries.In(cfg),
+		DLQMaxLen:     config.DLQMaxLen.In(cfg),
+		TaskMaxAge:    time.Duration(config.TaskMaxAgeSeconds.In(cfg)) * time.Second,
+		Generations:   Generations(cfg),
+	}
+}
+
+// Generations are this process's config generations, as envelopes carry them.
+func Generations(cfg *config.Config) queue.Generations {
+	g := cfg.Generations()
+	return queue.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget}
+}
