@@ -20,7 +20,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Admission gates (engine/worker/gates.go, tenant.go) against a real worker process.
+// Admission gates (roles/worker/gates.go, tenant.go) against a real worker process.
 
 const gatesSimpleFlow = `{"id":"hello","start":"a","nodes":[
 	{"id":"a","type":"set","params":{"vars":{"x":1}},"next":"done"},

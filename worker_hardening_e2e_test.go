@@ -12,7 +12,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/engine/worker"
+	"plaita/roles/worker"
 	"plaita/queue"
 )
 

@@ -16,7 +16,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/engine/worker"
+	"plaita/roles/worker"
 )
 
 // The summaries of `plaita run`, `plaita start --wait` and `plaita execution show` end with

@@ -13,7 +13,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
-	"plaita/engine/worker"
+	"plaita/roles/worker"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"

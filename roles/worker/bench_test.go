@@ -23,7 +23,7 @@ const benchOneNodeFlow = `{"id":"one","version":"1","start":"done","nodes":[
 // then ONE Dispatcher with Concurrency 10 is started and the time until the stream and the
 // pending list are empty is measured. A sample of the executions is checked to be completed.
 //
-//	go test -run XXX -bench DispatchThroughput -benchtime 20000x ./engine/worker/
+//	go test -run XXX -bench DispatchThroughput -benchtime 20000x ./roles/worker/
 func BenchmarkDispatchThroughput(b *testing.B) {
 	f := newDispatchFix(b, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "30000"})
 	ctx := context.Background()
