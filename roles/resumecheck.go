@@ -9,12 +9,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/state"
 	"plaita/roles/settings"
+	"plaita/store"
 	"plaita/store/keys"
 )
 
@@ -47,12 +46,10 @@ var (
 
 // publishedFlow reads and parses the definition st runs, as the worker does for a resume.
 func (k *conn) publishedFlow(ctx context.Context, st *state.Execution) (*engine.Flow, error) {
-	key := k.sp.Flow(st.FlowID, st.FlowVersion)
-	def, err := k.c.Do(ctx, k.c.B().Get().Key(key).Build()).AsBytes()
+	def, err := k.flows.Get(ctx, k.sp.Tenant(), st.FlowID, st.FlowVersion)
 	switch {
-	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: flow %s version %q is not published in tenant %s (no %s): the worker would dead-letter a resume (flow_not_found)",
-			errFlowUnavailable, st.FlowID, st.FlowVersion, k.sp.Tenant(), key)
+	case errors.Is(err, store.ErrFlowNotFound):
+		return nil, fmt.Errorf("%w: %v: the worker would dead-letter a resume (flow_not_found)", errFlowUnavailable, err)
 	case err != nil:
 		return nil, fmt.Errorf("read flow %s version %q: %w", st.FlowID, st.FlowVersion, err)
 	}

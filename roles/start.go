@@ -88,11 +88,12 @@ func jsonArg(name, flag, value string) (json.RawMessage, error) {
 
 // conn is a connected command: configuration, Redis, and the tenant's store.
 type conn struct {
-	cfg *config.Config
-	log zerolog.Logger
-	c   rueidis.Client
-	sp  keys.Space
-	ts  *store.TenantStore
+	cfg   *config.Config
+	log   zerolog.Logger
+	c     rueidis.Client
+	sp    keys.Space
+	ts    *store.TenantStore
+	flows *store.Flows
 }
 
 // connect runs the worker's preflight and connects to PLAITA_REDIS_URL for the --tenant.
@@ -115,7 +116,7 @@ func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
 		c.Close()
 		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
 	}
-	return &conn{cfg: cfg, log: log, c: c, sp: sp, ts: ts}, nil
+	return &conn{cfg: cfg, log: log, c: c, sp: sp, ts: ts, flows: store.NewFlows(c, keys.DefaultRoot)}, nil
 }
 
 func (k *conn) close() { k.c.Close() }
@@ -211,7 +212,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		if version, err = publishVersion(f, def, version); err != nil {
 			return cliUsage(name, "%s: %v", arg, err)
 		}
-		res, err := publishFlow(ctx, k.c, k.sp, f.ID, version, def, time.Now())
+		res, err := publishFlow(ctx, k, f.ID, version, def)
 		var conflict *publishConflict
 		switch {
 		case errors.As(err, &conflict):
@@ -219,7 +220,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		case err != nil:
 			return cliFail(name, "publish flow %s version %s: %v", f.ID, version, err)
 		}
-		published, already = res == publishedNow, res == alreadyPublished
+		published, already = res == store.Published, res == store.AlreadyPublished
 		msg := "published"
 		if already {
 			msg = "already published with this definition: left as it is"
@@ -228,13 +229,16 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 			Msg("flow " + f.ID + " version " + version + ": " + msg)
 	} else {
 		if version == "" {
-			if version, err = latestVersion(ctx, k.c, k.sp, arg); err != nil {
+			if version, err = k.flows.Latest(ctx, k.sp.Tenant(), arg); err != nil {
+				if errors.Is(err, store.ErrFlowNotFound) {
+					return cliFail(name, "%v; start a FLOW.json file to publish it", err)
+				}
 				return cliFail(name, "%v", err)
 			}
 		}
-		def, err = k.c.Do(ctx, k.c.B().Get().Key(k.sp.Flow(arg, version)).Build()).AsBytes()
+		def, err = k.flows.Get(ctx, k.sp.Tenant(), arg, version)
 		switch {
-		case rueidis.IsRedisNil(err):
+		case errors.Is(err, store.ErrFlowNotFound):
 			return cliFail(name, "flow %s version %q is not published in tenant %s", arg, version, k.sp.Tenant())
 		case err != nil:
 			return cliFail(name, "read flow %s: %v", arg, err)
@@ -310,14 +314,6 @@ func publishVersion(f *engine.Flow, def []byte, flag string) (string, error) {
 	return h[:flowHashVersionLen], nil
 }
 
-// publishResult says what publishFlow did.
-type publishResult string
-
-const (
-	publishedNow     publishResult = "published"
-	alreadyPublished publishResult = "already_published"
-)
-
 // publishConflict is a publication of a different definition under a version already
 // published.
 type publishConflict struct {
@@ -340,82 +336,23 @@ func newVersionHint(path string, f *engine.Flow) string {
 	return fmt.Sprintf(`to publish the change, give it a new version: pass another --version (or set "version" in %s)`, path)
 }
 
-// publishAttempts bounds the SET NX / GET race with a concurrent delete of the key.
-const publishAttempts = 3
-
-// publishFlow publishes the definition under (flowID, version) unless that version exists (see
-// the format above). A version already holding the same definition is left as it is, except
-// that missing registry entries are added (a publication interrupted between its writes); a
-// different definition is a *publishConflict and nothing is written.
-func publishFlow(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, def []byte, at time.Time) (publishResult, error) {
+// publishFlow publishes the definition under (flowID, version) unless that version exists: the
+// same definition (by flow hash) is a no-op, another is a *publishConflict and nothing is
+// written.
+func publishFlow(ctx context.Context, k *conn, flowID, version string, def []byte) (store.PublishResult, error) {
 	hash, err := engine.FlowHash(def)
 	if err != nil {
 		return "", err
 	}
-	key := sp.Flow(flowID, version)
-	for range publishAttempts {
-		err := c.Do(ctx, c.B().Set().Key(key).Value(rueidis.BinaryString(def)).Nx().Build()).Error()
-		switch {
-		case err == nil:
-			return publishedNow, register(ctx, c, sp, flowID, version, at, false)
-		case !rueidis.IsRedisNil(err):
-			return "", err
-		}
-		// The version exists: compare what it holds.
-		stored, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
-		switch {
-		case rueidis.IsRedisNil(err):
-			continue // deleted in between: try to publish again
-		case err != nil:
-			return "", err
-		}
-		storedHash, err := engine.FlowHash(stored)
-		if err != nil {
-			return "", fmt.Errorf("the definition published as %s cannot be read: %w", key, err)
-		}
-		if storedHash != hash {
-			return "", &publishConflict{flowID: flowID, version: version, storedHash: storedHash, hash: hash}
-		}
-		return alreadyPublished, register(ctx, c, sp, flowID, version, at, true)
+	var storedHash string
+	res, err := k.flows.Publish(ctx, k.sp.Tenant(), flowID, version, def, time.Now(), func(stored []byte) (bool, error) {
+		storedHash, err = engine.FlowHash(stored)
+		return storedHash == hash, err
+	})
+	if errors.Is(err, store.ErrVersionConflict) {
+		return "", &publishConflict{flowID: flowID, version: version, storedHash: storedHash, hash: hash}
 	}
-	return "", fmt.Errorf("%s was deleted %d times while publishing it", key, publishAttempts)
-}
-
-// register records the version in flow_versions and the flow in flow_list. For a version that
-// was published before (onlyMissing), existing entries keep their scores: republishing the same
-// definition does not make an older version the latest.
-func register(ctx context.Context, c rueidis.Client, sp keys.Space, flowID, version string, at time.Time, onlyMissing bool) error {
-	score := float64(at.UnixMilli())
-	var cmds rueidis.Commands
-	if onlyMissing {
-		cmds = rueidis.Commands{
-			c.B().Zadd().Key(sp.FlowVersions(flowID)).Nx().ScoreMember().ScoreMember(score, version).Build(),
-			c.B().Zadd().Key(sp.FlowList()).Nx().ScoreMember().ScoreMember(score, flowID).Build(),
-		}
-	} else {
-		cmds = rueidis.Commands{
-			c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
-			c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
-		}
-	}
-	for _, r := range c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("record flow %s version %s: %w", flowID, version, err)
-		}
-	}
-	return nil
-}
-
-// latestVersion is the most recently published version of a flow.
-func latestVersion(ctx context.Context, c rueidis.Client, sp keys.Space, flowID string) (string, error) {
-	vs, err := c.Do(ctx, c.B().Zrevrange().Key(sp.FlowVersions(flowID)).Start(0).Stop(0).Build()).AsStrSlice()
-	if err != nil {
-		return "", fmt.Errorf("read versions of flow %s: %w", flowID, err)
-	}
-	if len(vs) == 0 {
-		return "", fmt.Errorf("flow %s is not published in tenant %s (no versions in %s); start a FLOW.json file to publish it", flowID, sp.Tenant(), sp.FlowVersions(flowID))
-	}
-	return vs[0], nil
+	return res, err
 }
 
 // waitSettled polls the state until it is terminal or suspended, or until timeout. On a

@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/store/keys"
+)
+
+// Flow publication (what `plaita start FLOW.json` and the console write):
+//
+//	<prefix>flow:<flow_id>:<version>   STRING  the definition, byte for byte as published
+//	<prefix>flow_versions:<flow_id>    ZSET    member <version>, score = publication time (unix ms)
+//	<prefix>flow_list                  ZSET    member <flow_id>, score = its last publication (unix ms)
+//
+// A published (flow id, version) is immutable: executions suspended on it resume against that
+// definition. "Latest" is the member of flow_versions with the highest score (ties, which need
+// the same millisecond, go to the greater version string, as ZREVRANGE orders them).
+
+var (
+	// ErrFlowNotFound: no such flow or version is published.
+	ErrFlowNotFound = errors.New("flow not published")
+	// ErrVersionConflict: the version is published with a different definition; nothing was
+	// written.
+	ErrVersionConflict = errors.New("flow version already published with a different definition")
+)
+
+// PublishResult says what Publish did.
+type PublishResult string
+
+const (
+	Published        PublishResult = "published"
+	AlreadyPublished PublishResult = "already_published"
+)
+
+// Flows reads and publishes flow definitions of every tenant under one key root.
+type Flows struct {
+	c    rueidis.Client
+	root string
+}
+
+// NewFlows returns the flow store over c under root ("" = keys.DefaultRoot).
+func NewFlows(c rueidis.Client, root string) *Flows {
+	if root == "" {
+		root = keys.DefaultRoot
+	}
+	return &Flows{c: c, root: root}
+}
+
+func (f *Flows) space(tenant string) (keys.Space, error) { return keys.For(f.root, tenant) }
+
+// Get reads a published definition: ErrFlowNotFound when it is not published, ErrRedis
+// (transient) when Redis does not answer.
+func (f *Flows) Get(ctx context.Context, tenant, flowID, version string) ([]byte, error) {
+	sp, err := f.space(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	key := sp.Flow(flowID, version)
+	b, err := f.c.Do(ctx, f.c.B().Get().Key(key).Build()).AsBytes()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return nil, fmt.Errorf("%w: flow %s version %q in tenant %s (%s)", ErrFlowNotFound, flowID, version, sp.Tenant(), key)
+	case err != nil:
+		return nil, transient(ErrRedis, "read flow "+flowID, err)
+	}
+	return b, nil
+}
+
+// Latest is the most recently published version of a flow (ErrFlowNotFound: none).
+func (f *Flows) Latest(ctx context.Context, tenant, flowID string) (string, error) {
+	sp, err := f.space(tenant)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	vs, err := f.c.Do(ctx, f.c.B().Zrevrange().Key(sp.FlowVersions(flowID)).Start(0).Stop(0).Build()).AsStrSlice()
+	if err != nil {
+		return "", transient(ErrRedis, "read versions of flow "+flowID, err)
+	}
+	if len(vs) == 0 {
+		return "", fmt.Errorf("%w: flow %s in tenant %s (no versions in %s)", ErrFlowNotFound, flowID, sp.Tenant(), sp.FlowVersions(flowID))
+	}
+	return vs[0], nil
+}
+
+// publishAttempts bounds the SET NX / GET race with a concurrent delete of the key.
+const publishAttempts = 3
+
+// Publish publishes def under (flowID, version) unless that version exists. same tells whether
+// a stored definition is this one (the caller compares flow hashes; the store knows no flow
+// model). A version already holding the same definition is left as it is — existing registry
+// entries keep their scores, so republishing an old version does not make it the latest — and
+// missing registry entries are added (a publication interrupted between its writes); a
+// different definition is ErrVersionConflict and nothing is written.
+func (f *Flows) Publish(ctx context.Context, tenant, flowID, version string, def []byte, at time.Time,
+	same func(stored []byte) (bool, error)) (PublishResult, error) {
+	sp, err := f.space(tenant)
+	if err != nil {
+		return "", err
+	}
+	if err := keys.ValidName("flow version", version); err != nil {
+		return "", err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, key := f.c, sp.Flow(flowID, version)
+	for range publishAttempts {
+		err := c.Do(ctx, c.B().Set().Key(key).Value(rueidis.BinaryString(def)).Nx().Build()).Error()
+		switch {
+		case err == nil:
+			return Published, f.register(ctx, sp, flowID, version, at, false)
+		case !rueidis.IsRedisNil(err):
+			return "", transient(ErrRedis, "publish flow "+flowID, err)
+		}
+		stored, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+			continue // deleted in between: try to publish again
+		case err != nil:
+			return "", transient(ErrRedis, "read flow "+flowID, err)
+		}
+		ok, err := same(stored)
+		if err != nil {
+			return "", fmt.Errorf("the definition published as %s cannot be read: %w", key, err)
+		}
+		if !ok {
+			return "", fmt.Errorf("%w: flow %s version %q", ErrVersionConflict, flowID, version)
+		}
+		return AlreadyPublished, f.register(ctx, sp, flowID, version, at, true)
+	}
+	return "", fmt.Errorf("%s was deleted %d times while publishing it", key, publishAttempts)
+}
+
+// register records the version in flow_versions and the flow in flow_list; onlyMissing keeps
+// existing entries' scores.
+func (f *Flows) register(ctx context.Context, sp keys.Space, flowID, version string, at time.Time, onlyMissing bool) error {
+	c, score := f.c, float64(at.UnixMilli())
+	var cmds rueidis.Commands
+	if onlyMissing {
+		cmds = rueidis.Commands{
+			c.B().Zadd().Key(sp.FlowVersions(flowID)).Nx().ScoreMember().ScoreMember(score, version).Build(),
+			c.B().Zadd().Key(sp.FlowList()).Nx().ScoreMember().ScoreMember(score, flowID).Build(),
+		}
+	} else {
+		cmds = rueidis.Commands{
+			c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
+			c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
+		}
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return transient(ErrRedis, fmt.Sprintf("record flow %s version %s", flowID, version), err)
+		}
+	}
+	return nil
+}

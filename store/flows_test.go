@@ -1,0 +1,55 @@
+package store_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"plaita/store"
+)
+
+func TestFlowsPublishGetLatest(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	fl := store.NewFlows(f.c, f.root)
+	same := func(def []byte) func([]byte) (bool, error) {
+		return func(stored []byte) (bool, error) { return bytes.Equal(stored, def), nil }
+	}
+	v1, v2 := []byte(`{"id":"f","version":"1"}`), []byte(`{"id":"f","version":"2"}`)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := fl.Get(c, "acme", "f", "1"); !errors.Is(err, store.ErrFlowNotFound) {
+		t.Fatalf("unpublished: %v", err)
+	}
+	if _, err := fl.Latest(c, "acme", "f"); !errors.Is(err, store.ErrFlowNotFound) {
+		t.Fatalf("no versions: %v", err)
+	}
+	if r, err := fl.Publish(c, "acme", "f", "1", v1, t0, same(v1)); err != nil || r != store.Published {
+		t.Fatalf("publish: %v %v", r, err)
+	}
+	if r, err := fl.Publish(c, "acme", "f", "2", v2, t0.Add(time.Second), same(v2)); err != nil || r != store.Published {
+		t.Fatalf("publish v2: %v %v", r, err)
+	}
+	// The same definition again: a no-op that does not make version 1 the latest.
+	if r, err := fl.Publish(c, "acme", "f", "1", v1, t0.Add(time.Hour), same(v1)); err != nil || r != store.AlreadyPublished {
+		t.Fatalf("republish: %v %v", r, err)
+	}
+	if v, err := fl.Latest(c, "acme", "f"); err != nil || v != "2" {
+		t.Fatalf("latest %q %v", v, err)
+	}
+	// Another definition under a published version is refused and changes nothing.
+	if _, err := fl.Publish(c, "acme", "f", "1", v2, t0, same(v2)); !errors.Is(err, store.ErrVersionConflict) {
+		t.Fatalf("conflict: %v", err)
+	}
+	if b, err := fl.Get(c, "acme", "f", "1"); err != nil || !bytes.Equal(b, v1) {
+		t.Fatalf("stored %s %v", b, err)
+	}
+	// Tenants are apart.
+	if _, err := fl.Get(c, "", "f", "1"); !errors.Is(err, store.ErrFlowNotFound) {
+		t.Fatalf("default tenant sees acme's flow: %v", err)
+	}
+	if _, err := fl.Publish(c, "acme", "f", "bad:version", v1, t0, same(v1)); err == nil {
+		t.Fatal("a version with ':' was published")
+	}
+}
