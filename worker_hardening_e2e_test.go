@@ -12,8 +12,8 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/roles/worker"
 	"plaita/queue"
+	"plaita/roles/worker"
 )
 
 // bombFlowJSON doubles VARS.s 19 times (32 B → 16 MiB) and then copies it into 60 variables:

@@ -13,9 +13,9 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
-	"plaita/roles/worker"
 	"plaita/queue"
 	"plaita/roles/settings"
+	"plaita/roles/worker"
 	"plaita/store"
 	"plaita/store/keys"
 )
