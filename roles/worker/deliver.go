@@ -1,0 +1,183 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"plaita/engine"
+	"plaita/queue"
+	"plaita/store"
+)
+
+// handle is one delivery: decide its outcome, then settle it.
+func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Delivery) {
+	p.setActive(1)
+	defer p.setActive(-1)
+	defer p.keepClaimed(ctx, consumer, dl.ID)()
+	t := &task{dl: dl, env: dl.Envelope}
+	t.log = p.log.With().Str("message_id", dl.ID).Str("execution_id", t.env.ExecutionID).
+		Str("tenant_id", t.env.Tenant()).Str("kind", string(t.env.Kind)).Str("resume_type", string(t.env.ResumeType)).
+		Int64("delivery_count", dl.Count).Logger()
+	p.settle(ctx, t, p.deliver(ctx, t))
+}
+
+// deliver decides a delivery: the queue's gate, the admission gates, the flow definition, the
+// quota, then the run. Its side effects are on the execution only (the run, an error state);
+// what becomes of the message is the returned Outcome.
+func (p *Dispatcher) deliver(ctx context.Context, t *task) Outcome {
+	switch v := p.d.Queue.Gate(t.dl); v {
+	case queue.VerdictRun:
+	case queue.VerdictDeadLetterMaxDeliveries:
+		return Outcome{Action: ActExhausted, Event: "worker.task_failed", Msg: "delivered more than PLAITA_MAX_DELIVERIES times"}
+	default:
+		return Outcome{Action: ActVerdict, Verdict: v}
+	}
+	if o, ok := p.admit(ctx, t); !ok {
+		return o
+	}
+	ts, err := p.d.Store.Tenant(t.env.Tenant())
+	if err != nil {
+		return deadLetter(ReasonInvalidTenant, err, "worker.task_permanent", "invalid tenant: dead-lettering")
+	}
+	t.ts = ts
+	f, o, ok := p.flowFor(ctx, t)
+	if !ok {
+		return o
+	}
+	if g := p.d.Affinity; g != nil && f != nil {
+		dec, err := g.Check(ctx, t.env, f.Repo)
+		if err != nil {
+			return retry(err)
+		}
+		if !dec.Runs() {
+			return p.gateOutcome(ctx, t, dec, nil)
+		}
+	}
+	release, o, ok := p.quota(ctx, t)
+	if !ok {
+		return o
+	}
+	defer release()
+	return p.run(ctx, t, f)
+}
+
+// admit applies the gates that need no flow: deny repos, dispatch target, tenant status.
+func (p *Dispatcher) admit(ctx context.Context, t *task) (Outcome, bool) {
+	env := t.env
+	if g := p.d.DenyRepos; g != nil {
+		if dec := g.Check(env); !dec.Runs() {
+			return p.gateOutcome(ctx, t, dec, nil), false
+		}
+	}
+	if g := p.d.Target; g != nil {
+		var alive func(context.Context, string) (bool, error)
+		if p.d.Registry != nil {
+			alive = p.d.Registry.Alive
+		}
+		if dec := g.Check(ctx, env, p.self, alive); !dec.Runs() {
+			return p.gateOutcome(ctx, t, dec, nil), false
+		}
+	}
+	if g := p.d.TenantStatus; g != nil {
+		dec, err := g.Check(ctx, env.Tenant())
+		if err != nil {
+			return retry(fmt.Errorf("tenant status: %w", err)), false
+		}
+		if !dec.Runs() {
+			return p.gateOutcome(ctx, t, dec, nil), false
+		}
+	}
+	return Outcome{}, true
+}
+
+// flowFor loads the definition the task runs: a resume names no version when its producer did
+// not know it, so the state says. A cancel runs no node: it goes on without a usable flow.
+func (p *Dispatcher) flowFor(ctx context.Context, t *task) (*engine.Flow, Outcome, bool) {
+	env := t.env
+	flowID, version := env.FlowID, env.FlowVersion
+	if env.Kind == queue.KindResume && (flowID == "" || version == "") {
+		st, err := t.ts.Load(ctx, env.ExecutionID)
+		if err != nil {
+			return nil, classify(err), false
+		}
+		flowID, version = st.FlowID, st.FlowVersion
+	}
+	f, reason, err := p.loadFlow(ctx, env.Tenant(), flowID, version)
+	if err == nil {
+		return f, Outcome{}, true
+	}
+	if reason == "" {
+		return nil, retry(err), false
+	}
+	if env.Kind == queue.KindResume && env.ResumeType == engine.ResumeCancel {
+		t.log.Info().Err(err).Str("event", "worker.cancel_without_flow").Msg("flow unusable; cancelling the execution anyway")
+		return nil, Outcome{}, true
+	}
+	t.log.Warn().Err(err).Str("event", "worker.flow_unusable").Str("flow_id", flowID).Str("flow_version", version).Msg("flow cannot be run")
+	return nil, deadLetter(reason, err, "worker.task_permanent", "flow cannot be run: dead-lettering"), false
+}
+
+// loadFlow reads the published definition; reason is a dead-letter reason for a permanent
+// problem, "" for a transient one.
+func (p *Dispatcher) loadFlow(ctx context.Context, tenant, flowID, version string) (*engine.Flow, string, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	raw, err := p.d.Definitions.Get(octx, tenant, flowID, version)
+	switch {
+	case errors.Is(err, store.ErrFlowNotFound):
+		return nil, ReasonFlowNotFound, err
+	case err != nil:
+		return nil, "", err
+	}
+	f, err := p.flows.Parse(raw)
+	if err != nil {
+		return nil, ReasonInvalidFlow, err
+	}
+	return f, "", nil
+}
+
+// quota admits the task under its tenant's running limit. release gives the slot back when the
+// run ends (a no-op when none was taken).
+func (p *Dispatcher) quota(ctx context.Context, t *task) (release func(), o Outcome, ok bool) {
+	g := p.d.Quota
+	if g == nil {
+		return func() {}, Outcome{}, true
+	}
+	adm, err := g.Admit(ctx, t.env)
+	if err != nil {
+		return nil, retry(err), false
+	}
+	if !adm.Runs() {
+		o := p.gateOutcome(ctx, t, adm.Decision, adm.Mutate)
+		if adm.Verdict == VerdictDefer {
+			// Spread the deferral budget over real time: re-enqueued at once, a deferred start
+			// would circle the stream and spend PLAITA_TENANT_QUOTA_DEFER_MAX in milliseconds,
+			// then run with quota_bypass while the tenant is still full. The consumer waits
+			// meanwhile; a drain interrupts the wait and the message stays pending.
+			o.After = adm.RetryAfter
+		}
+		return nil, o, false
+	}
+	if !adm.Counted {
+		return func() {}, Outcome{}, true
+	}
+	return func() {
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		if err := g.Release(octx, t.env.Tenant(), t.env.ExecutionID); err != nil {
+			t.log.Warn().Err(err).Str("event", "worker.quota_release_failed").Msg("tenant quota slot not released (it expires)")
+		}
+	}, Outcome{}, true
+}
+
+// gateOutcome is an admission gate's non-run decision. A refused start whose execution already
+// exists (a redelivered start) is ended in error and acked rather than dead-lettered.
+func (p *Dispatcher) gateOutcome(ctx context.Context, t *task, dec Decision, mutate func(*queue.Envelope)) Outcome {
+	if dec.Verdict == VerdictRefuse && t.env.Kind == queue.KindStart && p.d.Store != nil && p.refuseStart(ctx, t, dec) {
+		o := ack("worker.start_refused", "start refused by an admission gate; its execution exists: ended in error (if it was not terminal) and acked")
+		o.Err = errors.New(dec.Rule + ": " + dec.Reason)
+		return o
+	}
+	return onGate(dec, mutate)
+}

@@ -1,0 +1,390 @@
+package worker
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// run runs the task's execution under its lease and decides the delivery from how the run
+// ended.
+func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
+	id := t.env.ExecutionID
+	// A deleted execution stays deleted: a late start or resume must not recreate it.
+	tomb, err := t.ts.Tombstoned(ctx, id)
+	if err != nil {
+		return classify(err)
+	}
+	if tomb {
+		return noop("worker.execution_deleted", "the execution was deleted (tombstone): task acked as a no-op")
+	}
+	if !p.claimRun(id) {
+		return p.conflictOutcome(ctx, t, p.self) // another consumer of this process runs it
+	}
+	defer p.endRun(id)
+	lease, err := p.acquire(ctx, t, t.ts)
+	if err != nil {
+		var held *store.LeaseHeldError
+		if errors.As(err, &held) {
+			return p.conflictOutcome(ctx, t, held.Holder)
+		}
+		return classify(err)
+	}
+	t.lease = lease
+	defer func() {
+		t.lease = nil
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
+		}
+	}()
+	input, data, err := payload(t.env)
+	if err != nil {
+		return deadLetter(queue.ReasonMalformed, err, "worker.task_permanent", "input or resume data is not JSON: dead-lettering")
+	}
+	rt := t.env.ResumeType
+	if t.env.Kind != queue.KindStart && rt == engine.ResumeRetry {
+		var o *Outcome
+		if rt, o = p.retryBudget(ctx, t); o != nil {
+			return *o
+		}
+	}
+	p.dispatched.Inc()
+	st, progressed, err := p.execute(ctx, t, f, rt, input, data)
+	var pe *panicError
+	if errors.As(err, &pe) {
+		return p.deterministicFailure(ctx, t, pe)
+	}
+	if err != nil {
+		return classify(err)
+	}
+	p.countFailures(ctx, t, st, progressed)
+	o := settled(st)
+	if o.Action == ActAck && st.Status == state.Suspended {
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		if err := RegisterWakeup(octx, p.d.Client, p.d.Config, p.root, st); err != nil {
+			return retry(fmt.Errorf("%w: %w", store.ErrRedis, err))
+		}
+	}
+	return o
+}
+
+// payload decodes the start input or the resume data.
+func payload(env queue.Envelope) (input, data any, err error) {
+	raw, dst := env.Input, &input
+	if env.Kind != queue.KindStart {
+		raw, dst = env.ResumeData, &data
+	}
+	if len(raw) > 0 {
+		err = json.Unmarshal(raw, dst)
+	}
+	return input, data, err
+}
+
+// execute runs the engine with the lease watchdog and the cancel listener. A panic is returned
+// as a *panicError; a cancel flag raised mid-step settles the execution as cancelled from its
+// last checkpoint, still under the lease.
+func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt engine.ResumeType, input, data any) (*state.Execution, bool, error) {
+	env, cfg := t.env, p.d.Config
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if cfg == nil || !config.DisableLeaseWatchdog.In(cfg) {
+		lost := t.lease.Watch(runCtx)
+		go func() {
+			for err := range lost {
+				cancel(err)
+			}
+		}()
+	}
+	if cfg == nil || !config.DisableCancelInterrupt.In(cfg) {
+		go p.cancelListener(runCtx, cancel, t.ts, env.ExecutionID)
+	}
+	// A run that moves any node forward clears the execution's deterministic-failure count.
+	var progressed atomic.Bool
+	hook := observe(p.d.Observer)
+	ex := &engine.Executor{
+		Store: t.lease.Storage(), Cancel: t.ts, Clock: p.d.Clock, Log: p.log,
+		OnEvent: func(ev engine.Event) {
+			if ev.Entry.Event == "step" {
+				progressed.Store(true)
+			}
+			if hook != nil {
+				hook(ev)
+			}
+		},
+		Settings: func() engine.Settings { return p.d.Engine },
+	}
+	st, err := func() (st *state.Execution, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				err = &panicError{value: r, stack: debug.Stack()}
+			}
+		}()
+		if env.Kind == queue.KindStart {
+			return ex.Start(runCtx, f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: t.ts.Tenant(),
+				FlowVersion: env.FlowVersion, Input: input})
+		}
+		// The carrier's identity: a copy (requeue, replay) keeps its source's.
+		key := cmp.Or(env.SourceMessageID, t.dl.ID)
+		return ex.ResumeWith(runCtx, f, engine.ResumeRequest{ExecutionID: env.ExecutionID, Type: rt, Data: data, Key: key})
+	}()
+	if cause := context.Cause(runCtx); err != nil && errors.Is(cause, store.ErrLeaseLost) {
+		err = cause
+	} else if err != nil && errors.Is(cause, errCancelInterrupt) && ctx.Err() == nil {
+		t.log.Info().Str("event", "worker.cancel_interrupt").Msg("cancel flag set during a step: cancelling the execution")
+		st, err = ex.Resume(ctx, f, env.ExecutionID, engine.ResumeCancel, nil)
+		if errors.Is(err, engine.ErrInvalidResume) && st != nil && st.Status.Terminal() {
+			err = nil // it ended meanwhile
+		}
+	}
+	return st, progressed.Load(), err
+}
+
+// conflictOutcome decides a delivery whose execution lease holder holds.
+func (p *Dispatcher) conflictOutcome(ctx context.Context, t *task, holder string) Outcome {
+	p.conflicts.Inc()
+	p.d.Queue.IncLeaseConflicts()
+	c := conflict{kind: t.env.Kind, resume: t.env.ResumeType, redelivery: t.dl.Reclaimed || t.dl.Count > 1, alive: true,
+		livenessOff: p.d.Config != nil && config.DisableHolderLiveness.In(p.d.Config)}
+	var aliveErr error
+	if !c.livenessOff && p.d.Registry != nil && holder != "" {
+		octx, cancel := opCtx(ctx)
+		ok, err := p.d.Registry.Alive(octx, holder)
+		cancel()
+		if err == nil {
+			c.alive = ok
+		}
+		aliveErr = err // unknown: treat as alive
+	}
+	o := onConflict(c)
+	t.log = t.log.With().Str("holder", holder).Logger()
+	if aliveErr != nil {
+		t.log = t.log.With().AnErr("liveness_error", aliveErr).Logger()
+	}
+	return o
+}
+
+// claimRun marks an execution as run by this process; false when a consumer already does.
+func (p *Dispatcher) claimRun(id string) bool {
+	p.runsMu.Lock()
+	defer p.runsMu.Unlock()
+	if _, ok := p.runs[id]; ok {
+		return false
+	}
+	p.runs[id] = struct{}{}
+	return true
+}
+
+func (p *Dispatcher) endRun(id string) {
+	p.runsMu.Lock()
+	delete(p.runs, id)
+	p.runsMu.Unlock()
+}
+
+// acquire takes the execution lease for a task whose execution this process claimed
+// (claimRun). A lease this instance holds is then a leftover — a release that failed while
+// Redis was away, or an earlier process under the same PLAITA_INSTANCE_ID — and is taken over
+// at once rather than waited out as if a live holder ran it.
+func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore) (*store.Lease, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	lease, err := ts.AcquireOwn(octx, t.env.ExecutionID, p.self)
+	if err == nil && lease.TookOver() {
+		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
+			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
+	}
+	return lease, err
+}
+
+// cancelListener polls the execution's cancel flag while it runs and interrupts the run (its
+// context) when the flag is set.
+func (p *Dispatcher) cancelListener(ctx context.Context, cancel context.CancelCauseFunc, ts *store.TenantStore, id string) {
+	tick := time.NewTicker(p.d.CancelPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		octx, ocancel := context.WithTimeout(ctx, max(p.d.CancelPoll, time.Second))
+		set, err := ts.Cancelled(octx, id)
+		ocancel()
+		if err == nil && set {
+			cancel(errCancelInterrupt)
+			return
+		}
+	}
+}
+
+// deterministicFailure decides a run that panicked. The crash is counted in the execution's
+// nofail counter; below DeterministicFailureMax it is a retry (the redelivery resumes from the
+// checkpoint), at the bound the execution is ended in error under the lease and acked.
+func (p *Dispatcher) deterministicFailure(ctx context.Context, t *task, pe *panicError) Outcome {
+	id := t.env.ExecutionID
+	t.log.Error().Str("event", "worker.run_panic").Str("panic", fmt.Sprint(pe.value)).Bytes("stack", pe.stack).Msg("the run panicked")
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	n, err := t.ts.Incr(octx, keys.FamNoFail, id)
+	if err != nil || n < int64(p.d.DeterministicFailureMax) {
+		return retry(pe)
+	}
+	st, err := t.ts.Load(octx, id)
+	if err != nil {
+		return retry(fmt.Errorf("%w; and loading the state to end it failed: %w", pe, err))
+	}
+	if !st.Status.Terminal() {
+		msg := fmt.Sprintf("%d runs of this execution crashed (limit %d); last: %v", n, p.d.DeterministicFailureMax, pe.value)
+		if err := p.endInError(octx, t.lease, st, ErrTypeDeterministicFailure, msg, true); err != nil {
+			return classify(err)
+		}
+	}
+	o := ack("worker.deterministic_failure", "execution ended in error: its runs keep crashing")
+	o.Level = zerolog.ErrorLevel
+	return o
+}
+
+// endInError ends a non-terminal execution in error through the lease's fenced storage, for
+// failures the executor did not see.
+func (p *Dispatcher) endInError(ctx context.Context, lease *store.Lease, st *state.Execution, typ, msg string, permanent bool) error {
+	now := p.d.Clock.Now().UTC()
+	st.Status, st.Suspend, st.EndTime, st.LastUpdate = state.Error, nil, &now, now
+	st.Error = &state.ErrorInfo{Type: typ, Node: st.CurrentNode, Permanent: permanent, Message: msg}
+	st.Timeline = append(st.Timeline, state.TimelineEntry{Seq: st.TimelineDropped + len(st.Timeline) + 1,
+		Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode, Detail: typ + ": " + msg})
+	return lease.Storage().Save(ctx, st)
+}
+
+// refuseStart ends a refused start's existing execution in error (a redelivered start whose
+// tenant was disabled meanwhile). It reports false when there is no such state, or it cannot
+// be settled now: the start is then dead-lettered.
+func (p *Dispatcher) refuseStart(ctx context.Context, t *task, dec Decision) bool {
+	env := t.env
+	ts, err := p.d.Store.Tenant(env.Tenant())
+	if err != nil {
+		return false
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := ts.Load(octx, env.ExecutionID)
+	if err != nil {
+		return false
+	}
+	if st.Status.Terminal() {
+		return true
+	}
+	if !p.claimRun(env.ExecutionID) {
+		return false
+	}
+	defer p.endRun(env.ExecutionID)
+	lease, err := p.acquire(ctx, t, ts)
+	if err != nil {
+		return false
+	}
+	defer func() { _ = lease.Release(octx) }() // best effort; it expires otherwise
+	if st, err = ts.Load(octx, env.ExecutionID); err != nil {
+		return false
+	}
+	if !st.Status.Terminal() {
+		if err := p.endInError(octx, lease, st, ErrTypeAdmissionRefused, dec.Rule+": "+dec.Reason, true); err != nil {
+			t.log.Warn().Err(err).Str("event", "worker.refuse_failed").Msg("could not end the refused execution in error")
+			return false
+		}
+	}
+	return true
+}
+
+// observe is the engine hook of an optional observer.
+func observe(o *Observer) func(engine.Event) {
+	if o == nil {
+		return nil
+	}
+	return o.Event
+}
+
+// G1MaxWakeups is G1_MAX_WAKEUPS: how often one execution in error may be woken by a retry
+// (manual and automatic retries share it). A retry resets the node retry budget; without this
+// cap "wake → spend the budget → error → wake" loops forever.
+const G1MaxWakeups = 2
+
+// retryBudget applies the runbook's two retry gates (only to an execution in error; a retry of
+// a running execution is a continue from its checkpoint and always goes through). It returns
+// the resume type to run, or the outcome of a retry it refused (acked, state kept).
+func (p *Dispatcher) retryBudget(ctx context.Context, t *task) (engine.ResumeType, *Outcome) {
+	id, ts := t.env.ExecutionID, t.ts
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := ts.Load(octx, id)
+	if err != nil {
+		return engine.ResumeRetry, nil // the executor reports it
+	}
+	if st.Status == state.Running {
+		return engine.ResumeContinue, nil
+	}
+	if st.Status != state.Error {
+		return engine.ResumeRetry, nil
+	}
+	wakeups, err1 := ts.Counter(octx, keys.FamG1Wakeups, id)
+	nofail, err2 := ts.Counter(octx, keys.FamNoFail, id)
+	if err := errors.Join(err1, err2); err != nil {
+		o := retry(err)
+		return "", &o
+	}
+	refuse := func(msg string) (engine.ResumeType, *Outcome) {
+		o := noop("worker.retry_refused", msg)
+		o.Level = zerolog.WarnLevel
+		t.log = t.log.With().Int64("g1wakeups", wakeups).Int64("nofail", nofail).Logger()
+		return "", &o
+	}
+	switch {
+	case wakeups >= G1MaxWakeups:
+		return refuse(fmt.Sprintf("retry wake-ups of this execution reached the limit (%d/%d): the error state is kept; "+
+			"after fixing the cause, delete its g1wakeups counter and retry", wakeups, G1MaxWakeups))
+	case nofail >= int64(p.d.DeterministicFailureMax):
+		return refuse(fmt.Sprintf("this execution failed deterministically %d times in a row (limit %d): the error state is kept; "+
+			"after fixing the cause, delete its nofail counter and retry", nofail, p.d.DeterministicFailureMax))
+	}
+	if _, err := ts.Incr(octx, keys.FamG1Wakeups, id); err != nil {
+		o := retry(err)
+		return "", &o
+	}
+	return engine.ResumeRetry, nil
+}
+
+// countFailures keeps the deterministic-failure count: any node moving forward clears it, a run
+// that ends in a node failure or a deadline adds one.
+func (p *Dispatcher) countFailures(ctx context.Context, t *task, st *state.Execution, progressed bool) {
+	if st == nil {
+		return
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	id := t.env.ExecutionID
+	var err error
+	if progressed {
+		err = t.ts.ResetCounter(octx, keys.FamNoFail, id)
+	}
+	if st.Status == state.Error && st.Error != nil && (st.Error.Type == engine.ErrTypeNode || st.Error.Type == engine.ErrTypeDeadline) {
+		_, ierr := t.ts.Incr(octx, keys.FamNoFail, id)
+		err = errors.Join(err, ierr)
+	}
+	if err != nil {
+		t.log.Warn().Err(err).Str("event", "worker.nofail_update_failed").Msg("could not update the deterministic-failure counter")
+	}
+}
