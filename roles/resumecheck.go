@@ -28,7 +28,7 @@ import (
 // a definition parses here exactly when it parses on a worker.
 func (k *conn) flowRegistry() (*engine.Registry, error) {
 	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, k.cfg, nodeSetupLog(k.log)); err != nil {
+	if err := nodes.Register(reg, nodeOptions(k.cfg), nodeSetupLog(k.log)); err != nil {
 		return nil, err
 	}
 	return reg, nil

@@ -59,7 +59,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			}
 			es := settings.Engine(cfg)
 			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, cfg, nodeSetupLog(log)); err != nil {
+			if err := nodes.Register(reg, nodeOptions(cfg), nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
 			ex := engine.NewExecutor(r.mem)

@@ -37,7 +37,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	defer c.Close()
 
 	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, cfg, log); err != nil {
+	if err := nodes.Register(reg, nodeOptions(cfg), log); err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	q, err := queue.New(c, settings.Queue(cfg), set, log)

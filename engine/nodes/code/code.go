@@ -10,8 +10,10 @@
 //	                 PLAITA_SANDBOX_ALLOWED_BACKENDS
 //	timeout          seconds, more than 0 and at most the backend's configured limit (default: that limit)
 //
-// A language or backend outside the allow-lists (fixed when New runs), and python on the
-// restricted backend, are validation problems of the flow, not run-time errors.
+// The operator's settings (the PLAITA_SANDBOX_*, PLAITA_CODE_BACKEND and
+// PLAITA_ALLOW_SUBPROCESS_FALLBACK variables) arrive as Options, fixed when New runs. A
+// language or backend outside the allow-lists, and python on the restricted backend, are
+// validation problems of the flow, not run-time errors.
 //
 // Result convention, the same for every language and backend: the node's result is the last
 // non-empty line the code writes to stdout, parsed as JSON (earlier lines are ignored). The
@@ -47,6 +49,7 @@
 package code
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -58,7 +61,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/nodes/sandbox"
 )
@@ -81,6 +83,102 @@ var (
 // ErrBackendUnavailable is what New returns when the default backend cannot run code and no
 // fallback is allowed: the worker must not start.
 var ErrBackendUnavailable = errors.New("code node: default sandbox backend unavailable")
+
+// Defaults of Options, the same as those of the variables behind them.
+const (
+	DefaultTimeout         = 10 * time.Second   // PLAITA_SANDBOX_TIMEOUT
+	DefaultNodeBin         = "node"             // PLAITA_SANDBOX_NODE_BIN
+	DefaultDockerImage     = "python:3.12-slim" // PLAITA_SANDBOX_DOCKER_IMAGE
+	DefaultDockerNodeImage = "node:20-alpine"   // PLAITA_SANDBOX_DOCKER_NODE_IMAGE
+	DefaultDockerMemoryMB  = 128                // PLAITA_SANDBOX_DOCKER_MEMORY_MB
+	DefaultDockerCPUs      = "0.5"              // PLAITA_SANDBOX_DOCKER_CPUS
+	DefaultDockerTimeout   = 30 * time.Second   // PLAITA_SANDBOX_DOCKER_TIMEOUT
+)
+
+// Options are the operator's settings of the code node, fixed when New runs. A zero field takes
+// the default noted; DefaultOptions spells every default out.
+type Options struct {
+	// AllowedLanguages may be used by code nodes (PLAITA_SANDBOX_ALLOWED_LANGUAGES); empty =
+	// python only.
+	AllowedLanguages []string
+	// AllowedBackends may be named by sandbox_backend (PLAITA_SANDBOX_ALLOWED_BACKENDS); empty
+	// = docker. DefaultBackend is always added.
+	AllowedBackends []string
+	// DefaultBackend runs nodes without sandbox_backend (PLAITA_CODE_BACKEND); "" = subprocess.
+	DefaultBackend string
+	// AllowSubprocessFallback lets an unavailable docker default fall back to subprocess when
+	// subprocess is allow-listed (PLAITA_ALLOW_SUBPROCESS_FALLBACK=1).
+	AllowSubprocessFallback bool
+
+	// Timeout bounds subprocess and restricted code (PLAITA_SANDBOX_TIMEOUT); 0 or negative
+	// = DefaultTimeout.
+	Timeout time.Duration
+	// MemoryMB is the RLIMIT_AS of subprocess code in MiB (PLAITA_SANDBOX_MEMORY_MB); 0 or
+	// negative = unlimited.
+	MemoryMB int
+	// NodeBin is the host's node executable for js subprocess code (PLAITA_SANDBOX_NODE_BIN);
+	// "" = DefaultNodeBin from PATH.
+	NodeBin string
+
+	// DockerImage and DockerNodeImage run python and js in the docker backend
+	// (PLAITA_SANDBOX_DOCKER_IMAGE, PLAITA_SANDBOX_DOCKER_NODE_IMAGE); "" = the defaults.
+	DockerImage     string
+	DockerNodeImage string
+	// DockerMemoryMB is docker --memory in MiB (PLAITA_SANDBOX_DOCKER_MEMORY_MB), passed as it
+	// is: 0 and negative values are docker's to interpret, so 0 is not a default here
+	// (DefaultOptions has DefaultDockerMemoryMB).
+	DockerMemoryMB int
+	// DockerCPUs is docker --cpus (PLAITA_SANDBOX_DOCKER_CPUS); "" = DefaultDockerCPUs.
+	DockerCPUs string
+	// DockerUser is docker --user (PLAITA_SANDBOX_DOCKER_USER); "" = the image's user.
+	DockerUser string
+	// DockerTimeout bounds a docker run including container start-up
+	// (PLAITA_SANDBOX_DOCKER_TIMEOUT); 0 or negative = DefaultDockerTimeout.
+	DockerTimeout time.Duration
+}
+
+// DefaultOptions are the settings of a worker whose environment sets none of the variables
+// (a console's default backend is docker instead: the variables' defaults depend on the role).
+func DefaultOptions() Options {
+	return Options{
+		AllowedLanguages: []string{Python},
+		AllowedBackends:  []string{Docker, Subprocess},
+		DefaultBackend:   Subprocess,
+		Timeout:          DefaultTimeout,
+		NodeBin:          DefaultNodeBin,
+		DockerImage:      DefaultDockerImage,
+		DockerNodeImage:  DefaultDockerNodeImage,
+		DockerMemoryMB:   DefaultDockerMemoryMB,
+		DockerCPUs:       DefaultDockerCPUs,
+		DockerTimeout:    DefaultDockerTimeout,
+	}
+}
+
+// withDefaults fills the zero fields that have a default.
+func (o Options) withDefaults() Options {
+	o.DefaultBackend = cmp.Or(o.DefaultBackend, Subprocess)
+	if len(o.AllowedLanguages) == 0 {
+		o.AllowedLanguages = []string{Python}
+	}
+	if len(o.AllowedBackends) == 0 {
+		o.AllowedBackends = []string{Docker}
+	}
+	if !slices.Contains(o.AllowedBackends, o.DefaultBackend) {
+		// A flow may always name the backend it would get without naming one.
+		o.AllowedBackends = append(slices.Clone(o.AllowedBackends), o.DefaultBackend)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.DockerTimeout <= 0 {
+		o.DockerTimeout = DefaultDockerTimeout
+	}
+	o.NodeBin = cmp.Or(o.NodeBin, DefaultNodeBin)
+	o.DockerImage = cmp.Or(o.DockerImage, DefaultDockerImage)
+	o.DockerNodeImage = cmp.Or(o.DockerNodeImage, DefaultDockerNodeImage)
+	o.DockerCPUs = cmp.Or(o.DockerCPUs, DefaultDockerCPUs)
+	return o
+}
 
 // Option adjusts New; tests use them to avoid depending on the machine.
 type Option func(*Type)
@@ -107,37 +205,40 @@ type Type struct {
 	nodeBin        string
 	python         string
 	docker         DockerConfig
+	sandbox        sandbox.Options
 	probe          func(ctx context.Context) error
 }
 
-// New builds the code node type from the configuration. The allow-lists are fixed here. When
-// the default backend is docker, the daemon is probed: unavailable → ErrBackendUnavailable
-// (logged as event=code_node.registration_refused), unless PLAITA_ALLOW_SUBPROCESS_FALLBACK=1
-// and subprocess is allow-listed, in which case subprocess becomes the default with a WARNING
-// (event=code_node.subprocess_fallback).
-func New(cfg *config.Config, log zerolog.Logger, opts ...Option) (*Type, error) {
+// New builds the code node type from o; subprocess runs and the docker client take their host
+// variables from sb. When the default backend is docker, the daemon is probed: unavailable →
+// ErrBackendUnavailable (logged as event=code_node.registration_refused), unless
+// o.AllowSubprocessFallback and subprocess is allow-listed, in which case subprocess becomes the
+// default with a WARNING (event=code_node.subprocess_fallback).
+func New(o Options, sb sandbox.Options, log zerolog.Logger, opts ...Option) (*Type, error) {
+	o = o.withDefaults()
 	t := &Type{
 		log:            log,
-		languages:      slices.Clone(config.SandboxAllowedLanguages.In(cfg)),
-		backends:       slices.Clone(config.SandboxAllowedBackends.In(cfg)),
-		defaultBackend: config.CodeBackend.In(cfg),
-		subprocTimeout: time.Duration(config.SandboxTimeout.In(cfg)) * time.Second,
-		memoryMB:       config.SandboxMemoryMB.In(cfg),
-		nodeBin:        config.SandboxNodeBin.In(cfg),
+		languages:      slices.Clone(o.AllowedLanguages),
+		backends:       slices.Clone(o.AllowedBackends),
+		defaultBackend: o.DefaultBackend,
+		subprocTimeout: o.Timeout,
+		memoryMB:       o.MemoryMB,
+		nodeBin:        o.NodeBin,
 		python:         "python3",
 		docker: DockerConfig{
 			Bin:       "docker",
-			Image:     config.SandboxDockerImage.In(cfg),
-			NodeImage: config.SandboxDockerNodeImage.In(cfg),
-			MemoryMB:  config.SandboxDockerMemoryMB.In(cfg),
-			CPUs:      config.SandboxDockerCPUs.In(cfg),
-			User:      config.SandboxDockerUser.In(cfg),
+			Image:     o.DockerImage,
+			NodeImage: o.DockerNodeImage,
+			MemoryMB:  o.DockerMemoryMB,
+			CPUs:      o.DockerCPUs,
+			User:      o.DockerUser,
 			PidsLimit: DefaultPidsLimit,
-			Timeout:   time.Duration(config.SandboxDockerTimeout.In(cfg)) * time.Second,
+			Timeout:   o.DockerTimeout,
 		},
+		sandbox: sb,
 	}
-	for _, o := range opts {
-		o(t)
+	for _, opt := range opts {
+		opt(t)
 	}
 	if t.probe == nil {
 		t.probe = t.dockerProbe
@@ -147,7 +248,7 @@ func New(cfg *config.Config, log zerolog.Logger, opts ...Option) (*Type, error) 
 		err := t.probe(ctx)
 		cancel()
 		if err != nil {
-			fallback := config.AllowSubprocessFallback.In(cfg)
+			fallback := o.AllowSubprocessFallback
 			if !fallback || !slices.Contains(t.backends, Subprocess) {
 				why := "PLAITA_ALLOW_SUBPROCESS_FALLBACK is not 1"
 				if fallback {
@@ -185,7 +286,7 @@ func (t *Type) AllowedBackends() []string { return slices.Clone(t.backends) }
 
 func (t *Type) dockerProbe(ctx context.Context) error {
 	c := exec.CommandContext(ctx, t.docker.Bin, "version", "--format", "{{.Server.Version}}")
-	c.Env = dockerClientEnv()
+	c.Env = t.dockerClientEnv()
 	out, err := c.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("docker version: %v: %s", err, strings.TrimSpace(sandbox.Truncate(string(out), 512)))

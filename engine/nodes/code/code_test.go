@@ -10,35 +10,51 @@ import (
 	"path/filepath"
 	"plaita/internal/testutil"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
+	"plaita/engine/nodes/sandbox"
 	"plaita/engine/state"
 	"plaita/store"
 )
 
 // ---- helpers ----
 
-func loadCfg(t *testing.T, env map[string]string) *config.Config {
-	t.Helper()
-	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg
-}
-
 var daemonUp = WithDockerProbe(func(context.Context) error { return nil })
 var daemonDown = WithDockerProbe(func(context.Context) error { return errors.New("Cannot connect to the Docker daemon") })
 
-func newType(t *testing.T, env map[string]string, opts ...Option) *Type {
+// host is the worker's environment as a worker passes it: its PATH, so that interpreters
+// installed through shims still find themselves.
+var host = sandbox.Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH")}}
+
+// with is DefaultOptions changed by edit.
+func with(edit func(o *Options)) Options {
+	o := DefaultOptions()
+	edit(&o)
+	return o
+}
+
+// jsOn allows js and every backend.
+func jsOn() Options {
+	return with(func(o *Options) {
+		o.AllowedLanguages = []string{Python, JS}
+		o.AllowedBackends = []string{Docker, Subprocess, Restricted}
+	})
+}
+
+// dockerDefault is a worker whose PLAITA_CODE_BACKEND is docker (and nothing else set).
+func dockerDefault() Options {
+	return with(func(o *Options) { o.DefaultBackend, o.AllowedBackends = Docker, []string{Docker} })
+}
+
+func newType(t *testing.T, o Options, opts ...Option) *Type {
 	t.Helper()
-	typ, err := New(loadCfg(t, env), zerolog.Nop(), append([]Option{daemonUp}, opts...)...)
+	typ, err := New(o, host, zerolog.Nop(), append([]Option{daemonUp}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,12 +153,10 @@ func haveNode(t *testing.T) bool {
 	return err == nil
 }
 
-var jsOn = map[string]string{"PLAITA_SANDBOX_ALLOWED_LANGUAGES": "python,js", "PLAITA_SANDBOX_ALLOWED_BACKENDS": "docker,subprocess,restricted"}
-
 // ---- subprocess: python ----
 
 func TestPythonSubprocessResult(t *testing.T) {
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	st := run(t, typ, map[string]any{
 		"code":  "print('noise before the result')\nresult = {'sum': sum(INPUT['xs']), 'who': INPUT['who']}",
 		"input": map[string]any{"xs": []any{1, 2, 3}, "who": "{{ INPUT.name }}"},
@@ -159,7 +173,7 @@ func TestPythonSubprocessResult(t *testing.T) {
 }
 
 func TestPythonErrors(t *testing.T) {
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	st := run(t, typ, map[string]any{"code": "print('hello, not json')"}, "", nil)
 	wantError(t, st, "last stdout line is not JSON", "hello, not json")
 
@@ -179,7 +193,7 @@ func TestPythonErrors(t *testing.T) {
 // ---- subprocess: js ----
 
 func TestJSSubprocess(t *testing.T) {
-	typ := newType(t, jsOn)
+	typ := newType(t, jsOn())
 	params := map[string]any{"language": "js", "sandbox_backend": "subprocess",
 		"code": "console.log('noise'); return {doubled: INPUT.n * 2, t: typeof require}", "input": map[string]any{"n": "{{ INPUT.n }}"}}
 	st := run(t, typ, params, "", map[string]any{"n": 21})
@@ -198,11 +212,9 @@ func TestJSSubprocess(t *testing.T) {
 }
 
 func TestJSSubprocessMissingBinary(t *testing.T) {
-	env := map[string]string{"PLAITA_SANDBOX_NODE_BIN": "/nonexistent/bin/node"}
-	for k, v := range jsOn {
-		env[k] = v
-	}
-	typ := newType(t, env)
+	o := jsOn()
+	o.NodeBin = "/nonexistent/bin/node"
+	typ := newType(t, o)
 	st := run(t, typ, map[string]any{"language": "js", "sandbox_backend": "subprocess", "code": "return 1"}, "", nil)
 	e := wantError(t, st, `node executable "/nonexistent/bin/node" is missing (PLAITA_SANDBOX_NODE_BIN)`)
 	if !e.Permanent {
@@ -213,7 +225,7 @@ func TestJSSubprocessMissingBinary(t *testing.T) {
 // ---- subprocess limits ----
 
 func TestTimeoutKillsProcessGroup(t *testing.T) {
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	dir := t.TempDir()
 	code := `import os, subprocess, time
 child = subprocess.Popen(["sleep", "300"])
@@ -231,7 +243,7 @@ time.sleep(300)
 }
 
 func TestExitKillsBackgroundChildren(t *testing.T) {
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	dir := t.TempDir()
 	code := `import os, subprocess
 child = subprocess.Popen(["sleep", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -278,13 +290,14 @@ func checkEnv(t *testing.T, env map[string]any) {
 }
 
 func TestEnvironmentAllowList(t *testing.T) {
-	t.Setenv("PLAITA_REDIS_URL", "redis://:secret@redis:6379/0")
-	t.Setenv("REDIS_PASSWORD", "secret")
-	t.Setenv("MY_API_KEY", "key")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws")
-	t.Setenv("GITHUB_TOKEN", "tok")
-	t.Setenv("TZ", "UTC")
-	typ := newType(t, jsOn)
+	// The worker's whole environment, secrets included: only the allow-list gets through.
+	leaky := sandbox.Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH"), "HOME": os.Getenv("HOME"), "TZ": "UTC",
+		"PLAITA_REDIS_URL": "redis://:secret@redis:6379/0", "REDIS_PASSWORD": "secret", "MY_API_KEY": "key",
+		"AWS_SECRET_ACCESS_KEY": "aws", "GITHUB_TOKEN": "tok"}}
+	typ, err := New(jsOn(), leaky, zerolog.Nop(), daemonUp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := run(t, typ, map[string]any{"code": "import os\nresult = {'env': dict(os.environ), 'cwd': os.getcwd()}"}, "", nil)
 	if st.Status != state.Completed {
 		t.Fatalf("%+v", st.Error)
@@ -321,7 +334,7 @@ func TestEnvironmentAllowList(t *testing.T) {
 }
 
 func TestMemoryLimit(t *testing.T) {
-	typ := newType(t, map[string]string{"PLAITA_SANDBOX_MEMORY_MB": "64", "PLAITA_SANDBOX_ALLOWED_LANGUAGES": "python,js"})
+	typ := newType(t, with(func(o *Options) { o.MemoryMB, o.AllowedLanguages = 64, []string{Python, JS} }))
 	st := run(t, typ, map[string]any{"code": "import resource\nresult = resource.getrlimit(resource.RLIMIT_AS)"}, "", nil)
 	wantOutput(t, st, []any{64 << 20, 64 << 20}) // soft and hard: the code cannot raise it
 
@@ -342,7 +355,7 @@ func TestMemoryLimit(t *testing.T) {
 }
 
 func TestNonDefaultTenantRefusedBeforeSpawn(t *testing.T) {
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	dir := t.TempDir()
 	marker := filepath.Join(dir, "ran")
 	params := map[string]any{"code": "open(INPUT, 'w').write('x')\nresult = 'ran'", "input": marker}
@@ -378,9 +391,10 @@ func TestDockerArgs(t *testing.T) {
 	}
 }
 
-func TestDockerConfigFromEnv(t *testing.T) {
-	typ := newType(t, map[string]string{"PLAITA_SANDBOX_DOCKER_IMAGE": "reg/py:1", "PLAITA_SANDBOX_DOCKER_MEMORY_MB": "256",
-		"PLAITA_SANDBOX_DOCKER_CPUS": "1.5", "PLAITA_SANDBOX_DOCKER_USER": "1000", "PLAITA_SANDBOX_DOCKER_TIMEOUT": "7"})
+func TestDockerConfigFromOptions(t *testing.T) {
+	typ := newType(t, with(func(o *Options) {
+		o.DockerImage, o.DockerMemoryMB, o.DockerCPUs, o.DockerUser, o.DockerTimeout = "reg/py:1", 256, "1.5", "1000", 7*time.Second
+	}))
 	got := DockerArgs(typ.docker, Python, "n")
 	want := []string{"run", "--rm", "-i", "--name", "n", "--network", "none", "--read-only", "--tmpfs", "/tmp",
 		"--memory", "256m", "--cpus", "1.5", "--pids-limit", "64", "--user", "1000", "--security-opt", "no-new-privileges", "--cap-drop", "ALL",
@@ -413,7 +427,7 @@ esac
 
 func TestDockerRunThroughClient(t *testing.T) {
 	bin, dir := fakeDocker(t, `echo '{"from": "container"}'`)
-	typ := newType(t, map[string]string{"PLAITA_CODE_BACKEND": "docker"}, WithDockerBinary(bin))
+	typ := newType(t, dockerDefault(), WithDockerBinary(bin))
 	secret := "print('code goes through stdin')"
 	st := run(t, typ, map[string]any{"code": secret, "input": map[string]any{"k": "v"}}, "acme", nil)
 	wantOutput(t, st, map[string]any{"from": "container"})
@@ -434,7 +448,7 @@ func TestDockerRunThroughClient(t *testing.T) {
 
 func TestDockerTimeoutKillsContainer(t *testing.T) {
 	bin, dir := fakeDocker(t, `sleep 300`)
-	typ := newType(t, map[string]string{"PLAITA_CODE_BACKEND": "docker"}, WithDockerBinary(bin))
+	typ := newType(t, dockerDefault(), WithDockerBinary(bin))
 	st := run(t, typ, map[string]any{"code": "while True: pass", "timeout": 1}, "", nil)
 	wantError(t, st, "code node (python, docker): timed out after 1s")
 	log, _ := os.ReadFile(filepath.Join(dir, "log"))
@@ -450,16 +464,17 @@ func TestDockerRegistrationFailsClosed(t *testing.T) {
 	log := zerolog.New(&logs)
 	cases := []struct {
 		name string
-		env  map[string]string
+		o    Options
 	}{
-		{"no fallback", map[string]string{"PLAITA_CODE_BACKEND": "docker"}},
-		{"fallback but subprocess not allowed", map[string]string{"PLAITA_CODE_BACKEND": "docker", "PLAITA_ALLOW_SUBPROCESS_FALLBACK": "1"}},
-		{"subprocess allowed but no fallback", map[string]string{"PLAITA_CODE_BACKEND": "docker", "PLAITA_SANDBOX_ALLOWED_BACKENDS": "docker,subprocess"}},
-		{"fallback not exactly 1", map[string]string{"PLAITA_CODE_BACKEND": "docker", "PLAITA_SANDBOX_ALLOWED_BACKENDS": "docker,subprocess", "PLAITA_ALLOW_SUBPROCESS_FALLBACK": "true"}},
+		{"no fallback", dockerDefault()},
+		{"fallback but subprocess not allowed", with(func(o *Options) {
+			o.DefaultBackend, o.AllowedBackends, o.AllowSubprocessFallback = Docker, []string{Docker}, true
+		})},
+		{"subprocess allowed but no fallback", with(func(o *Options) { o.DefaultBackend = Docker })},
 	}
 	for _, tc := range cases {
 		logs.Reset()
-		typ, err := New(loadCfg(t, tc.env), log, daemonDown)
+		typ, err := New(tc.o, host, log, daemonDown)
 		if typ != nil || !errors.Is(err, ErrBackendUnavailable) {
 			t.Fatalf("%s: got %v, %v", tc.name, typ, err)
 		}
@@ -473,8 +488,7 @@ func TestDockerRegistrationFailsClosed(t *testing.T) {
 
 	// Both switches: subprocess becomes the default, loudly.
 	logs.Reset()
-	typ, err := New(loadCfg(t, map[string]string{"PLAITA_CODE_BACKEND": "docker", "PLAITA_SANDBOX_ALLOWED_BACKENDS": "docker,subprocess",
-		"PLAITA_ALLOW_SUBPROCESS_FALLBACK": "1"}), log, daemonDown)
+	typ, err := New(with(func(o *Options) { o.DefaultBackend, o.AllowSubprocessFallback = Docker, true }), host, log, daemonDown)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -495,19 +509,19 @@ func TestDockerRegistrationFailsClosed(t *testing.T) {
 	wantOutput(t, run(t, typ, map[string]any{"code": "result = 1"}, "", nil), 1)
 
 	// A daemon that answers: docker stays the default.
-	typ, err = New(loadCfg(t, map[string]string{"PLAITA_CODE_BACKEND": "docker"}), zerolog.Nop(), daemonUp)
+	typ, err = New(dockerDefault(), host, zerolog.Nop(), daemonUp)
 	if err != nil || typ.DefaultBackend() != Docker {
 		t.Fatal(typ, err)
 	}
 	// The default subprocess backend is not probed at all.
-	if _, err := New(loadCfg(t, nil), zerolog.Nop(), daemonDown); err != nil {
+	if _, err := New(DefaultOptions(), host, zerolog.Nop(), daemonDown); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestDockerRealProbe(t *testing.T) {
 	// A client that does not exist: the real probe fails closed.
-	_, err := New(loadCfg(t, map[string]string{"PLAITA_CODE_BACKEND": "docker"}), zerolog.Nop(), WithDockerBinary("/nonexistent/docker"))
+	_, err := New(dockerDefault(), host, zerolog.Nop(), WithDockerBinary("/nonexistent/docker"))
 	if !errors.Is(err, ErrBackendUnavailable) {
 		t.Fatalf("got %v", err)
 	}
@@ -516,14 +530,14 @@ func TestDockerRealProbe(t *testing.T) {
 		t.Log("a docker daemon answers on this machine: the refusal is covered by the injected probes only")
 		return
 	}
-	if _, err := New(loadCfg(t, map[string]string{"PLAITA_CODE_BACKEND": "docker"}), zerolog.Nop()); !errors.Is(err, ErrBackendUnavailable) {
+	if _, err := New(dockerDefault(), host, zerolog.Nop()); !errors.Is(err, ErrBackendUnavailable) {
 		t.Fatalf("got %v", err)
 	}
 	if _, err := exec.LookPath("docker"); err != nil {
 		return
 	}
 	// docker is allow-listed by default, so a flow may name it; without a daemon the run fails.
-	typ := newType(t, nil)
+	typ := newType(t, DefaultOptions())
 	st := run(t, typ, map[string]any{"code": "result = 1", "sandbox_backend": "docker"}, "", nil)
 	wantError(t, st, "code node (python, docker)")
 }
@@ -531,7 +545,7 @@ func TestDockerRealProbe(t *testing.T) {
 // ---- validation ----
 
 func TestValidationAllowLists(t *testing.T) {
-	typ := newType(t, nil) // worker defaults: python only; docker ∪ subprocess
+	typ := newType(t, DefaultOptions()) // worker defaults: python only; docker ∪ subprocess
 	_, err := parse(t, typ, map[string]any{"language": "js", "code": "return 1"})
 	wantProblem(t, err, "nodes[0].params.language", `language "js" is not allowed by the operator`, "PLAITA_SANDBOX_ALLOWED_LANGUAGES")
 
@@ -568,10 +582,10 @@ func TestValidationAllowLists(t *testing.T) {
 	wantProblem(t, err, "nodes[0].params.bogus")
 
 	// python has no restricted implementation, explicit or by default.
-	all := newType(t, jsOn)
+	all := newType(t, jsOn())
 	_, err = parse(t, all, map[string]any{"sandbox_backend": "restricted", "code": "x"})
 	wantProblem(t, err, "nodes[0].params.sandbox_backend", "restricted backend has no python implementation")
-	def := newType(t, map[string]string{"PLAITA_CODE_BACKEND": "restricted"})
+	def := newType(t, with(func(o *Options) { o.DefaultBackend, o.AllowedBackends = Restricted, []string{Docker, Restricted} }))
 	_, err = parse(t, def, map[string]any{"code": "x"})
 	wantProblem(t, err, "nodes[0].params.language", "restricted (PLAITA_CODE_BACKEND) has no python implementation")
 
@@ -587,7 +601,7 @@ func TestValidationAllowLists(t *testing.T) {
 		}
 	}
 	// The effective default backend is always allowed.
-	if _, err := parse(t, newType(t, map[string]string{"PLAITA_SANDBOX_ALLOWED_BACKENDS": "docker"}), map[string]any{"code": "x", "sandbox_backend": "subprocess"}); err != nil {
+	if _, err := parse(t, newType(t, with(func(o *Options) { o.AllowedBackends = []string{Docker} })), map[string]any{"code": "x", "sandbox_backend": "subprocess"}); err != nil {
 		t.Error(err)
 	}
 }
@@ -595,7 +609,7 @@ func TestValidationAllowLists(t *testing.T) {
 // ---- restricted ----
 
 func TestRestrictedJS(t *testing.T) {
-	typ := newType(t, jsOn)
+	typ := newType(t, jsOn())
 	js := func(code string, extra ...any) map[string]any {
 		p := map[string]any{"language": "js", "sandbox_backend": "restricted", "code": code}
 		for i := 0; i+1 < len(extra); i += 2 {
@@ -644,7 +658,7 @@ func TestRestrictedJS(t *testing.T) {
 }
 
 func TestRestrictedCancel(t *testing.T) {
-	typ := newType(t, jsOn)
+	typ := newType(t, jsOn())
 	f, err := parse(t, typ, map[string]any{"language": "js", "sandbox_backend": "restricted", "code": "for (;;) {}"})
 	if err != nil {
 		t.Fatal(err)
@@ -667,5 +681,64 @@ func TestParseResult(t *testing.T) {
 	}
 	if _, err := parseResult([]byte("\n \n")); err == nil {
 		t.Error("empty output is an error")
+	}
+}
+
+// ---- options ----
+
+func TestZeroOptionsTakeTheDefaults(t *testing.T) {
+	effective := func(typ *Type) []any {
+		return []any{typ.languages, typ.backends, typ.defaultBackend, typ.subprocTimeout, typ.memoryMB, typ.nodeBin, typ.docker}
+	}
+	// DockerMemoryMB is the one field without a default for zero (see below).
+	zero, def := newType(t, Options{DockerMemoryMB: DefaultDockerMemoryMB}), newType(t, DefaultOptions())
+	if got, want := effective(zero), effective(def); !reflect.DeepEqual(got, want) {
+		t.Errorf("Options{} runs with\n %v\nDefaultOptions() with\n %v", got, want)
+	}
+	if def.docker.Bin != "docker" || def.docker.PidsLimit != DefaultPidsLimit {
+		t.Errorf("docker client %q, pids limit %d", def.docker.Bin, def.docker.PidsLimit)
+	}
+	// What has no default is taken as it is: docker's own reading of --memory 0, no RLIMIT_AS.
+	typ := newType(t, Options{DockerMemoryMB: 0, MemoryMB: 0})
+	if typ.docker.MemoryMB != 0 || typ.memoryMB != 0 {
+		t.Errorf("docker memory %d, subprocess memory %d", typ.docker.MemoryMB, typ.memoryMB)
+	}
+}
+
+func TestNewKeepsNoAliasOfTheOptions(t *testing.T) {
+	o := jsOn()
+	typ := newType(t, o)
+	o.AllowedLanguages[1], o.AllowedBackends[2] = "ruby", "ssh"
+	if !reflect.DeepEqual(typ.AllowedLanguages(), []string{Python, JS}) || !reflect.DeepEqual(typ.AllowedBackends(), []string{Docker, Subprocess, Restricted}) {
+		t.Errorf("the allow-lists follow the caller's slices: %v %v", typ.AllowedLanguages(), typ.AllowedBackends())
+	}
+}
+
+func TestHostVariablesCoverTheDockerClient(t *testing.T) {
+	all := map[string]string{}
+	for _, k := range HostVariables() {
+		all[k] = "v-" + k
+	}
+	all["PLAITA_REDIS_URL"], all["AWS_SECRET_ACCESS_KEY"] = "redis://:s@r/0", "aws"
+	typ, err := New(DefaultOptions(), sandbox.Options{HostEnv: all}, zerolog.Nop(), daemonUp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := typ.dockerClientEnv()
+	var names []string
+	for _, kv := range got {
+		k, v, _ := strings.Cut(kv, "=")
+		names = append(names, k)
+		if v != "v-"+k {
+			t.Errorf("%s = %q, want the host's value", k, v)
+		}
+	}
+	if want := dockerClientVariables(); !reflect.DeepEqual(names, want) {
+		t.Errorf("docker client environment %v, want %v", names, want)
+	}
+	for _, k := range sandbox.HostVariables() {
+		if !slices.Contains(HostVariables(), k) {
+			t.Errorf("HostVariables misses the sandbox's %s", k)
+		}
 	}
 }

@@ -6,10 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os/exec"
+	"slices"
 	"strconv"
 	"time"
 
-	"plaita/config"
 	"plaita/engine/nodes/sandbox"
 )
 
@@ -55,18 +55,35 @@ func DockerArgs(c DockerConfig, language, name string) []string {
 	return args
 }
 
+// dockerClientVariables are what the docker client needs of the host to reach the daemon.
+func dockerClientVariables() []string {
+	return []string{"PATH", "HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
+		"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR", "LANG", "LC_ALL", "TZ"}
+}
+
+// HostVariables are the names the code node takes from sandbox.Options.HostEnv (its subprocess
+// runs and its docker client): a caller that snapshots the environment needs no more than these.
+func HostVariables() []string {
+	names := sandbox.HostVariables()
+	for _, k := range dockerClientVariables() {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	return names
+}
+
 // dockerClientEnv is the docker client's environment: what it needs to reach the daemon, and
 // nothing of the worker's secrets (the container gets none of it: docker run passes no host
 // variable without -e).
-func dockerClientEnv() []string {
-	path := hostPath()
+func (t *Type) dockerClientEnv() []string {
+	path := t.sandbox.HostEnv["PATH"]
 	if path == "" {
 		path = "/usr/local/bin:/usr/bin:/bin"
 	}
 	env := []string{"PATH=" + path}
-	for _, k := range []string{"HOME", "DOCKER_HOST", "DOCKER_CONTEXT", "DOCKER_CONFIG", "DOCKER_CERT_PATH",
-		"DOCKER_TLS_VERIFY", "DOCKER_API_VERSION", "XDG_RUNTIME_DIR", "LANG", "LC_ALL", "TZ"} {
-		if v, ok := config.HostEnv(k); ok {
+	for _, k := range dockerClientVariables() {
+		if v, ok := t.sandbox.HostEnv[k]; ok && k != "PATH" {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -86,8 +103,8 @@ func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
 	}
 	d := r.t.docker
 	name := containerName()
-	env := dockerClientEnv()
-	res, err := sandbox.Run(ctx, sandbox.Command{
+	env := r.t.dockerClientEnv()
+	res, err := r.t.sandbox.Run(ctx, sandbox.Command{
 		Path:    d.Bin,
 		Args:    DockerArgs(d, r.language, name),
 		Stdin:   stdin,
@@ -115,9 +132,4 @@ func dockerCmd(bin string, env []string, limit time.Duration, args ...string) {
 	c := exec.CommandContext(ctx, bin, args...)
 	c.Env = env
 	_ = c.Run()
-}
-
-func hostPath() string {
-	v, _ := config.HostEnv("PATH")
-	return v
 }

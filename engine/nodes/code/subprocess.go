@@ -67,7 +67,7 @@ func (r *runner) runSubprocess(ctx context.Context, call *engine.Call, input any
 	if err != nil {
 		return nil, err
 	}
-	res, err := sandbox.Run(ctx, sandbox.Command{Path: path, Args: args, Stdin: stdin, Timeout: r.timeout, MemoryMB: mem})
+	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: path, Args: args, Stdin: stdin, Timeout: r.timeout, MemoryMB: mem})
 	if err != nil {
 		return nil, fmt.Errorf("code node (%s, subprocess): cannot start %s: %w", r.language, path, err)
 	}

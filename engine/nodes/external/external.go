@@ -59,26 +59,33 @@ var nameRe = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
 // ValidName reports whether name may name an external node type.
 func ValidName(name string) bool { return nameRe.MatchString(name) }
 
-// Option adjusts Resolver.
-type Option func(*resolver)
-
-// WithDefaultTimeout replaces the 60 s default timeout.
-func WithDefaultTimeout(d time.Duration) Option { return func(r *resolver) { r.timeout = d } }
+// Options are the operator's settings of external nodes, fixed when Resolver runs.
+type Options struct {
+	// Paths are the directories searched for plaita-node-<type> executables, in order
+	// (PLAITA_NODE_PATH); empty entries are skipped, none = no external node types.
+	Paths []string
+	// DefaultTimeout bounds a node without a "timeout" param; 0 or negative = DefaultTimeout.
+	DefaultTimeout time.Duration
+}
 
 type resolver struct {
 	dirs    []string
 	log     zerolog.Logger
 	timeout time.Duration
+	sandbox sandbox.Options
 }
 
 // Resolver returns a lookup for engine.Registry.SetFallback: name → the executable
-// plaita-node-<name> in the first of paths (PLAITA_NODE_PATH, config.NodePath.In(cfg)) that has
-// one. Names outside [a-z0-9_-] are never resolved. Relative directories are made absolute
-// now; the directories are searched on every lookup, so a newly installed executable is found
-// by the next flow that is parsed.
-func Resolver(paths []string, log zerolog.Logger, opts ...Option) func(name string) (engine.NodeType, bool) {
-	r := &resolver{log: log, timeout: DefaultTimeout}
-	for _, p := range paths {
+// plaita-node-<name> in the first of o.Paths that has one, run with the host environment of sb.
+// Names outside [a-z0-9_-] are never resolved. Relative directories are made absolute now; the
+// directories are searched on every lookup, so a newly installed executable is found by the
+// next flow that is parsed.
+func Resolver(o Options, sb sandbox.Options, log zerolog.Logger) func(name string) (engine.NodeType, bool) {
+	r := &resolver{log: log, timeout: o.DefaultTimeout, sandbox: sb}
+	if r.timeout <= 0 {
+		r.timeout = DefaultTimeout
+	}
+	for _, p := range o.Paths {
 		if p == "" {
 			continue
 		}
@@ -88,9 +95,6 @@ func Resolver(paths []string, log zerolog.Logger, opts ...Option) func(name stri
 			continue
 		}
 		r.dirs = append(r.dirs, abs)
-	}
-	for _, o := range opts {
-		o(r)
 	}
 	return r.lookup
 }
@@ -123,7 +127,7 @@ func (r *resolver) lookup(name string) (engine.NodeType, bool) {
 		return nil, false
 	}
 	r.log.Debug().Str("event", "external_node.resolved").Str("type", name).Str("path", path).Msg("external node type resolved")
-	return &Type{Name: name, Path: path, log: r.log, timeout: r.timeout}, true
+	return &Type{Name: name, Path: path, log: r.log, timeout: r.timeout, sandbox: r.sandbox}, true
 }
 
 // Type is one external node type.
@@ -132,6 +136,7 @@ type Type struct {
 	Path    string // its executable
 	log     zerolog.Logger
 	timeout time.Duration
+	sandbox sandbox.Options
 }
 
 type runner struct {
@@ -210,7 +215,7 @@ func (r *runner) Run(ctx context.Context, call *engine.Call) (engine.Outcome, er
 	if err != nil {
 		return engine.Outcome{}, engine.Permanent(fmt.Errorf("external node %s: request cannot be encoded as JSON: %w", r.t.Name, err))
 	}
-	res, err := sandbox.Run(ctx, sandbox.Command{Path: r.t.Path, Stdin: stdin, Timeout: r.timeout})
+	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: r.t.Path, Stdin: stdin, Timeout: r.timeout})
 	if err != nil {
 		return engine.Outcome{}, fmt.Errorf("external node %s: cannot start %s: %w", r.t.Name, r.t.Path, err)
 	}

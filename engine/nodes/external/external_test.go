@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,18 +16,27 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
+	"plaita/engine/nodes/sandbox"
 	"plaita/engine/state"
 	"plaita/store"
 )
 
 const exampleDir = "../../../testdata/external"
 
+// host is the worker's environment as a worker passes it: its PATH, so that the scripts'
+// /bin/sh finds its tools.
+var host = sandbox.Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH")}}
+
 func registry(t *testing.T, dirs ...string) *engine.Registry {
 	t.Helper()
+	return registryWith(t, host, dirs...)
+}
+
+func registryWith(t *testing.T, sb sandbox.Options, dirs ...string) *engine.Registry {
+	t.Helper()
 	reg := engine.NewRegistry()
-	reg.SetFallback(Resolver(dirs, zerolog.Nop()))
+	reg.SetFallback(Resolver(Options{Paths: dirs}, sb, zerolog.Nop()))
 	return reg
 }
 
@@ -82,17 +92,12 @@ func script(t *testing.T, dir, name, body string) string {
 }
 
 func TestExampleFlow(t *testing.T) {
-	// The documented wiring: the directories come from PLAITA_NODE_PATH.
+	// The documented wiring: the directories of PLAITA_NODE_PATH, the first without the type.
 	abs, err := filepath.Abs(exampleDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(map[string]string{"PLAITA_NODE_PATH": "/nonexistent:" + abs}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := engine.NewRegistry()
-	reg.SetFallback(Resolver(config.NodePath.In(cfg), zerolog.Nop()))
+	reg := registry(t, "/nonexistent", abs)
 	data, err := os.ReadFile(filepath.Join(exampleDir, "uppercase-flow.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -203,20 +208,24 @@ func TestTimeoutAndEnvironment(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 
-	t.Setenv("PLAITA_REDIS_URL", "redis://:secret@r/0")
-	t.Setenv("MY_API_KEY", "k")
-	t.Setenv("AWS_ACCESS_KEY_ID", "a")
-	st = start(t, reg, flowWith(t, "env", nil), nil)
+	// Whatever else the worker's environment holds stays out.
+	leaky := sandbox.Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH"), "TZ": "UTC",
+		"PLAITA_REDIS_URL": "redis://:secret@r/0", "MY_API_KEY": "k", "AWS_ACCESS_KEY_ID": "a"}}
+	st = start(t, registryWith(t, leaky, dir), flowWith(t, "env", nil), nil)
 	if st.Status != state.Completed {
 		t.Fatalf("%+v", st.Error)
 	}
 	out := st.Output.(map[string]any)
-	for _, k := range strings.Fields(out["vars"].(string)) {
+	vars := strings.Fields(out["vars"].(string))
+	for _, k := range vars {
 		switch k {
 		case "PATH", "HOME", "LANG", "LC_ALL", "TZ", "PWD", "SHLVL", "_", "OLDPWD":
 		default:
 			t.Errorf("variable %s reached the external node", k)
 		}
+	}
+	if !slices.Contains(vars, "TZ") {
+		t.Errorf("the host's TZ did not reach the external node: %v", vars)
 	}
 	if cwd := out["cwd"].(string); !strings.Contains(cwd, "plaita-sandbox-") {
 		t.Errorf("cwd %s", cwd)
@@ -242,7 +251,7 @@ func TestResolution(t *testing.T) {
 	if err := os.Symlink(filepath.Join(root, Prefix+"outside"), filepath.Join(dir, Prefix+"link")); err != nil {
 		t.Fatal(err)
 	}
-	resolve := Resolver([]string{"", filepath.Join(root, "missing"), dir}, zerolog.Nop())
+	resolve := Resolver(Options{Paths: []string{"", filepath.Join(root, "missing"), dir}}, host, zerolog.Nop())
 
 	for _, name := range []string{"ok", "link"} {
 		if _, ok := resolve(name); !ok {
@@ -272,7 +281,26 @@ func TestResolution(t *testing.T) {
 		t.Errorf("template error: %v", err)
 	}
 	// No PLAITA_NODE_PATH: nothing resolves.
-	if _, ok := Resolver(nil, zerolog.Nop())("ok"); ok {
+	if _, ok := Resolver(Options{}, host, zerolog.Nop())("ok"); ok {
 		t.Error("resolved without a path")
 	}
+}
+
+func TestDefaultTimeoutOption(t *testing.T) {
+	dir := t.TempDir()
+	script(t, dir, "slow", "#!/bin/sh\nexec sleep 300\n")
+	for _, c := range []struct {
+		set, want time.Duration
+	}{{0, DefaultTimeout}, {-time.Second, DefaultTimeout}, {time.Second, time.Second}} {
+		typ, ok := Resolver(Options{Paths: []string{dir}, DefaultTimeout: c.set}, host, zerolog.Nop())("slow")
+		if !ok {
+			t.Fatal("slow not resolved")
+		}
+		if got := typ.(*Type).timeout; got != c.want {
+			t.Errorf("DefaultTimeout %s: a node without a timeout param gets %s, want %s", c.set, got, c.want)
+		}
+	}
+	reg := engine.NewRegistry()
+	reg.SetFallback(Resolver(Options{Paths: []string{dir}, DefaultTimeout: time.Second}, host, zerolog.Nop()))
+	wantError(t, start(t, reg, flowWith(t, "slow", nil), nil), "timed out after 1s")
 }

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"plaita/config"
 )
 
 // Resolver answers the addresses of a host name. net.DefaultResolver is one; tests inject
@@ -77,13 +75,13 @@ func (c *dnsCache) put(host string, addrs []netip.Addr, expires time.Time, now t
 }
 
 // lookup resolves host (an IP literal resolves to itself), through the cache when
-// PLAITA_HTTP_DNS_TTL is above 0 (read on every call).
+// Options.DNSTTL (PLAITA_HTTP_DNS_TTL) is above 0.
 func (t *Type) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a}, nil
 	}
 	key := strings.ToLower(strings.TrimSuffix(host, "."))
-	ttl := config.HTTPDNSTTL.In(t.cfg)
+	ttl := t.opts.DNSTTL
 	now := t.now()
 	if ttl > 0 {
 		if addrs, ok := t.dns.get(key, now); ok {
@@ -111,7 +109,7 @@ func (t *Type) lookup(ctx context.Context, host string) ([]netip.Addr, error) {
 		return nil, fmt.Errorf("resolve %s: no addresses", host)
 	}
 	if ttl > 0 {
-		t.dns.put(key, addrs, now.Add(time.Duration(ttl*float64(time.Second))), now)
+		t.dns.put(key, addrs, now.Add(ttl), now)
 	}
 	return addrs, nil
 }
@@ -202,48 +200,6 @@ func (t *Type) sharedDialer() dialFunc {
 		}
 		return t.dialAddrs(ctx, network, addrs, port)
 	}
-}
-
-// ---- PLAITA_HTTP_CONNECTOR_LIMIT ----
-
-// limiter bounds the requests in flight across every http node of one Type; the bound is read
-// at every acquire, so a changed PLAITA_HTTP_CONNECTOR_LIMIT applies to the next request.
-type limiter struct {
-	mu      sync.Mutex
-	active  int
-	changed chan struct{}
-}
-
-func (l *limiter) acquire(ctx context.Context, limit int) error {
-	limit = max(limit, 1)
-	for {
-		l.mu.Lock()
-		if l.changed == nil {
-			l.changed = make(chan struct{})
-		}
-		if l.active < limit {
-			l.active++
-			l.mu.Unlock()
-			return nil
-		}
-		ch := l.changed
-		l.mu.Unlock()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
-func (l *limiter) release() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.active--
-	if l.changed != nil {
-		close(l.changed)
-	}
-	l.changed = make(chan struct{})
 }
 
 // ---- PLAITA_HTTP_COOKIES: one jar per execution ----

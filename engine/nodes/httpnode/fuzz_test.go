@@ -44,7 +44,7 @@ func FuzzHostPolicy(f *testing.F) {
 			}
 		}
 		for _, p := range []policy{
-			{allowed: pats}, {denied: pats}, {allowed: pats, denied: pats, envBlock: true}, {nodeBlock: true},
+			{allowed: pats}, {denied: pats}, {allowed: pats, denied: pats, operatorBlock: true}, {nodeBlock: true},
 		} {
 			nameErr := p.checkName(host)
 			if len(p.denied) > 0 && p.denied[0].matchHost(host) && nameErr == nil {

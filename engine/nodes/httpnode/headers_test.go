@@ -30,7 +30,7 @@ func flood(n, size int) http.HandlerFunc {
 // the request runs on the shared transport or on one built for a host policy.
 func TestResponseHeadersCapped(t *testing.T) {
 	_, _, port := serve(t, flood(1024, 1024))
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	h.dns.set("flood.test", []string{"127.0.0.1"})
 	for _, params := range []map[string]any{
 		{"url": "http://127.0.0.1:" + port + "/"},
@@ -44,11 +44,11 @@ func TestResponseHeadersCapped(t *testing.T) {
 func TestResponseHeadersCapOption(t *testing.T) {
 	_, _, port := serve(t, flood(8, 1024))
 	// Under the default cap: 8 KiB of headers pass.
-	resp := response(t, newHarness(t, nil).run(map[string]any{"url": "http://127.0.0.1:" + port + "/"}, nil))
+	resp := response(t, newHarness(t, DefaultOptions()).run(map[string]any{"url": "http://127.0.0.1:" + port + "/"}, nil))
 	if resp["body"] != "body" {
 		t.Errorf("body %v", resp["body"])
 	}
-	h := newHarness(t, nil, WithHeaderLimits(HeaderLimits{MaxBytes: 4096}))
+	h := newHarness(t, DefaultOptions(), WithHeaderLimits(HeaderLimits{MaxBytes: 4096}))
 	h.dns.set("flood.test", []string{"127.0.0.1"})
 	for _, params := range []map[string]any{
 		{"url": "http://127.0.0.1:" + port + "/"},
@@ -79,7 +79,7 @@ func TestResponseHeadersCappedHTTP2(t *testing.T) {
 		su, _ := url.Parse(srv.URL)
 		pool := x509.NewCertPool()
 		pool.AddCert(srv.Certificate())
-		h := newHarness(t, nil, WithTLSConfig(&tls.Config{RootCAs: pool}))
+		h := newHarness(t, DefaultOptions(), WithTLSConfig(&tls.Config{RootCAs: pool}))
 		h.dns.set("example.com", []string{"127.0.0.1"})
 		st := h.run(map[string]any{"url": "https://example.com:" + su.Port() + "/", "allowedHosts": []any{"example.com"}}, nil)
 		failed(t, st, tc.permanent, tc.want)
@@ -93,7 +93,7 @@ func TestResponseHeadersCappedHTTP2(t *testing.T) {
 // of them and DefaultKeepHeaderBytes of names and values, in name order, and says so.
 func TestResponseHeadersKeptWithinTheCap(t *testing.T) {
 	_, _, port := serve(t, flood(1000, 8))
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	resp := response(t, h.run(map[string]any{"url": "http://127.0.0.1:" + port + "/"}, nil))
 	headers := resp["headers"].(map[string]any)
 	fields, bytes := 0, 0

@@ -15,7 +15,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/store"
@@ -102,7 +101,6 @@ func (f *fence) dialedHost(host string) bool {
 // harness runs flows made of one http node "fetch" (then an end node) through the engine.
 type harness struct {
 	t     *testing.T
-	env   map[string]string
 	dns   *fakeDNS
 	fence *fence
 	clock *testClock
@@ -128,23 +126,19 @@ func (c *testClock) advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-func newHarness(t *testing.T, env map[string]string, opts ...Option) *harness {
+// with is DefaultOptions changed by edit.
+func with(edit func(o *Options)) Options {
+	o := DefaultOptions()
+	edit(&o)
+	return o
+}
+
+func newHarness(t *testing.T, o Options, opts ...Option) *harness {
 	t.Helper()
-	if env == nil {
-		env = map[string]string{}
-	}
-	h := &harness{t: t, env: env, dns: newFakeDNS(), fence: &fence{virtual: map[string]bool{}},
+	h := &harness{t: t, dns: newFakeDNS(), fence: &fence{virtual: map[string]bool{}},
 		clock: &testClock{now: time.Date(2026, 3, 2, 8, 0, 0, 0, time.UTC)}}
-	// The lookup reads the map on every call: tests change it between runs, never during one.
-	cfg, err := config.Load(config.RoleWorker, false, config.WithLookup(func(k string) (string, bool) {
-		v, ok := h.env[k]
-		return v, ok
-	}))
-	if err != nil {
-		t.Fatalf("config: %v", err)
-	}
 	all := append([]Option{WithResolver(h.dns), withDial(h.fence.dial), withClock(h.clock.Now)}, opts...)
-	h.typ = New(cfg, zerolog.Nop(), all...)
+	h.typ = New(o, zerolog.Nop(), all...)
 	t.Cleanup(h.typ.CloseIdleConnections)
 	h.reg = engine.NewRegistry()
 	h.reg.Register("http", h.typ)

@@ -1,7 +1,8 @@
 // Package httpnode is the http node type: one HTTP request per visit, with an SSRF policy
 // (allowedHosts, deniedHosts, blockPrivateNetworks and the operator switch
 // PLAITA_HTTP_BLOCK_PRIVATE), manual redirects checked hop by hop, a response byte cap and a
-// connection bound.
+// connection bound. The operator's settings (the PLAITA_HTTP_* variables) arrive as Options,
+// fixed when New runs.
 //
 // Params:
 //
@@ -49,7 +50,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 )
 
@@ -64,10 +64,56 @@ const (
 // Methods are the accepted request methods.
 var Methods = []string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}
 
+// Defaults of Options, the same as those of the variables behind them.
+const (
+	DefaultMaxResponseBytes = 10 << 20         // PLAITA_HTTP_MAX_RESPONSE_BYTES
+	DefaultDNSTTL           = 30 * time.Second // PLAITA_HTTP_DNS_TTL
+	DefaultConnectorLimit   = 100              // PLAITA_HTTP_CONNECTOR_LIMIT
+)
+
+// Options are the operator's settings of the http node, fixed when New runs. A zero field takes
+// the default noted; DefaultOptions spells every default out.
+type Options struct {
+	// MaxResponseBytes caps a response body (PLAITA_HTTP_MAX_RESPONSE_BYTES); 0 or negative =
+	// DefaultMaxResponseBytes: the body is never unlimited.
+	MaxResponseBytes int64
+	// DNSTTL is how long an answer of the SSRF check's DNS cache lives (PLAITA_HTTP_DNS_TTL);
+	// 0 or negative = no cache, every request looks the name up (DefaultOptions has
+	// DefaultDNSTTL).
+	DNSTTL time.Duration
+	// ConnectorLimit bounds the requests in flight across every http node of one Type
+	// (PLAITA_HTTP_CONNECTOR_LIMIT); 0 or negative = DefaultConnectorLimit.
+	ConnectorLimit int
+	// Cookies gives each execution a cookie jar of its own (PLAITA_HTTP_COOKIES); off = no
+	// cookies are kept.
+	Cookies bool
+	// BlockPrivate refuses loopback, private and link-local targets for every http node, as if
+	// each set blockPrivateNetworks (PLAITA_HTTP_BLOCK_PRIVATE).
+	BlockPrivate bool
+}
+
+// DefaultOptions are the settings of a worker whose environment sets none of the variables.
+func DefaultOptions() Options {
+	return Options{MaxResponseBytes: DefaultMaxResponseBytes, DNSTTL: DefaultDNSTTL, ConnectorLimit: DefaultConnectorLimit}
+}
+
+// withDefaults fills the zero fields that have a default.
+func (o Options) withDefaults() Options {
+	if o.MaxResponseBytes <= 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	if o.ConnectorLimit <= 0 {
+		o.ConnectorLimit = DefaultConnectorLimit
+	}
+	o.DNSTTL = max(o.DNSTTL, 0)
+	return o
+}
+
 // Type is the http node type. One Type shares its connection pool (for requests under no
 // policy), DNS cache, connection bound and cookie jars across every http node it prepares.
 type Type struct {
-	cfg      *config.Config
+	opts     Options
+	maxBody  int // Options.MaxResponseBytes as readCapped counts
 	log      zerolog.Logger
 	resolver Resolver
 	tls      *tls.Config
@@ -76,7 +122,7 @@ type Type struct {
 	headers  HeaderLimits
 
 	dns    dnsCache
-	conns  limiter
+	conns  chan struct{} // one token per request in flight, Options.ConnectorLimit in all
 	jars   jars
 	shared *http.Transport
 }
@@ -105,16 +151,14 @@ func withDial(d dialFunc) Option { return func(t *Type) { t.dial = d } }
 // withClock replaces time.Now for the DNS cache and the cookie jars.
 func withClock(now func() time.Time) Option { return func(t *Type) { t.now = now } }
 
-// New returns the http node type. Call-timed variables (PLAITA_HTTP_*) are read from cfg on
-// every request. A nil cfg loads the worker configuration from the process environment.
-func New(cfg *config.Config, log zerolog.Logger, opts ...Option) *Type {
-	if cfg == nil {
-		cfg, _ = config.Load(config.RoleWorker, false)
-	}
+// New returns the http node type with the operator's settings o.
+func New(o Options, log zerolog.Logger, opts ...Option) *Type {
+	o = o.withDefaults()
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
-	t := &Type{cfg: cfg, log: log, resolver: net.DefaultResolver, dial: d.DialContext, now: time.Now}
-	for _, o := range opts {
-		o(t)
+	t := &Type{opts: o, maxBody: int(min(o.MaxResponseBytes, math.MaxInt)), log: log,
+		resolver: net.DefaultResolver, dial: d.DialContext, now: time.Now, conns: make(chan struct{}, o.ConnectorLimit)}
+	for _, opt := range opts {
+		opt(t)
 	}
 	if t.resolver == nil {
 		t.resolver = net.DefaultResolver
@@ -528,10 +572,9 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
-// policy reads the policy in effect now (PLAITA_HTTP_BLOCK_PRIVATE is call-timed).
+// policy is the node's policy with the operator's switch.
 func (nd *node) policy() policy {
-	return policy{allowed: nd.allowed, denied: nd.denied, nodeBlock: nd.block,
-		envBlock: config.HTTPBlockPrivate.In(nd.t.cfg)}
+	return policy{allowed: nd.allowed, denied: nd.denied, nodeBlock: nd.block, operatorBlock: nd.t.opts.BlockPrivate}
 }
 
 // Run sends the request, following redirects hop by hop.
@@ -543,10 +586,12 @@ func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error)
 	}
 	pol := nd.policy()
 
-	if err := t.conns.acquire(ctx, config.HTTPConnectorLimit.In(t.cfg)); err != nil {
-		return engine.Outcome{}, fmt.Errorf("waiting for a connection slot (PLAITA_HTTP_CONNECTOR_LIMIT): %w", err)
+	select {
+	case t.conns <- struct{}{}:
+	case <-ctx.Done():
+		return engine.Outcome{}, fmt.Errorf("waiting for a connection slot (PLAITA_HTTP_CONNECTOR_LIMIT): %w", ctx.Err())
 	}
-	defer t.conns.release()
+	defer func() { <-t.conns }()
 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, nd.timeout)
@@ -555,8 +600,8 @@ func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error)
 	tr := t.shared
 	var pins *pinSet
 	if pol.active() {
-		// A transport of its own: a pooled connection checked under another node's policy, or
-		// dialed before the operator switch was set, is never reused.
+		// A transport of its own: a pooled connection checked under another node's policy is
+		// never reused.
 		pins = &pinSet{m: map[string][]netip.Addr{}}
 		tr = t.newTransport(pins.dialer(t))
 		defer tr.CloseIdleConnections()
@@ -565,7 +610,7 @@ func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error)
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
-	if config.HTTPCookies.In(t.cfg) && c.Execution != nil && c.Execution.ExecutionID != "" {
+	if t.opts.Cookies && c.Execution != nil && c.Execution.ExecutionID != "" {
 		client.Jar = t.jars.get(c.Execution.ExecutionID, t.now())
 	}
 
@@ -691,8 +736,7 @@ func (nd *node) finish(parent, ctx context.Context, method string, resp *http.Re
 	if resp.StatusCode >= 500 {
 		return engine.Outcome{}, fmt.Errorf("%s %s: server error %s", method, u.Redacted(), resp.Status)
 	}
-	limit := config.HTTPMaxResponseBytes.In(nd.t.cfg)
-	data, err := readCapped(resp.Body, resp.ContentLength, limit)
+	data, err := readCapped(resp.Body, resp.ContentLength, nd.t.maxBody)
 	if err != nil {
 		if errors.Is(err, ErrResponseTooLarge) {
 			return engine.Outcome{}, engine.Permanent(fmt.Errorf("%s %s: %w", method, u.Redacted(), err))

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"plaita/engine"
 	"plaita/engine/state"
 )
@@ -40,7 +42,7 @@ func echo(w http.ResponseWriter, r *http.Request) {
 
 func TestGetJSONWithTemplates(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	st := h.run(map[string]any{
 		"url":     "http://127.0.0.1:{{ INPUT.port }}/items/{{ INPUT.id }}",
 		"headers": map[string]any{"X-Token": "t-{{ INPUT.id }}"},
@@ -75,7 +77,7 @@ func TestGetJSONWithTemplates(t *testing.T) {
 
 func TestPostBodies(t *testing.T) {
 	_, _, port := serve(t, echo)
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	base := "http://127.0.0.1:" + port + "/"
 
 	st := h.run(map[string]any{"method": "POST", "url": base,
@@ -108,7 +110,7 @@ func TestStatusHandling(t *testing.T) {
 		w.WriteHeader(code)
 		io.WriteString(w, "status text")
 	})
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	// 4xx is a result, not an error.
 	resp := response(t, h.run(map[string]any{"url": "http://127.0.0.1:" + port + "/404"}, nil))
 	if resp["status"] != float64(404) || resp["body"] != "status text" {
@@ -127,7 +129,7 @@ func TestServerErrorIsRetried(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	def := fmt.Sprintf(`{"id": "retry", "start": "fetch", "nodes": [
 		{"id": "fetch", "type": "http", "params": {"url": "http://127.0.0.1:%s/"}, "next": "done",
 		 "retry": {"max_attempts": 3}},
@@ -146,25 +148,22 @@ func TestServerErrorIsRetried(t *testing.T) {
 
 func TestBlockPrivate(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	loop := "http://127.0.0.1:" + port + "/"
 	want := "blocked: 127.0.0.1 is a loopback address (blockPrivateNetworks / PLAITA_HTTP_BLOCK_PRIVATE)"
 
 	// Neither switch: allowed.
 	response(t, h.run(map[string]any{"url": loop}, nil))
 
-	// The node's own switch.
+	// The node's own switch: the operator's switch being off does not loosen it.
 	failed(t, h.run(map[string]any{"url": loop, "blockPrivateNetworks": true}, nil), true, want)
 
-	// The operator switch, read per request: set after New, it applies to the next request.
-	h.env["PLAITA_HTTP_BLOCK_PRIVATE"] = "1"
-	failed(t, h.run(map[string]any{"url": loop}, nil), true, want)
-	failed(t, h.run(map[string]any{"url": loop, "blockPrivateNetworks": false}, nil), true, want)
+	// The operator switch blocks every node; a node cannot loosen it.
+	op := newHarness(t, with(func(o *Options) { o.BlockPrivate = true }))
+	failed(t, op.run(map[string]any{"url": loop}, nil), true, want)
+	failed(t, op.run(map[string]any{"url": loop, "blockPrivateNetworks": false}, nil), true, want)
 
-	// The node cannot loosen it; the operator cannot loosen the node either.
-	h.env["PLAITA_HTTP_BLOCK_PRIVATE"] = "0"
-	failed(t, h.run(map[string]any{"url": loop, "blockPrivateNetworks": true}, nil), true, want)
-	delete(h.env, "PLAITA_HTTP_BLOCK_PRIVATE")
+	// One node's switch leaves the next node of the same Type alone.
 	response(t, h.run(map[string]any{"url": loop}, nil))
 
 	if hs.count() != 2 {
@@ -174,7 +173,7 @@ func TestBlockPrivate(t *testing.T) {
 
 func TestBlockPrivateResolvedAndLiterals(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_BLOCK_PRIVATE": "true"})
+	h := newHarness(t, with(func(o *Options) { o.BlockPrivate = true }))
 	h.dns.set("loop.test", []string{"127.0.0.1"})
 	h.dns.set("meta.test", []string{"169.254.169.254"})
 	h.dns.set("mixed.test", []string{"93.184.216.34", "10.1.2.3"})
@@ -205,7 +204,7 @@ func TestBlockPrivateResolvedAndLiterals(t *testing.T) {
 
 func TestAllowedAndDeniedHosts(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	for _, n := range []string{"api.good.test", "deep.api.good.test", "good.test", "other.test", "bad.test", "alias.test"} {
 		h.dns.set(n, []string{"127.0.0.1"})
 	}
@@ -249,7 +248,7 @@ func TestAllowedAndDeniedHosts(t *testing.T) {
 
 func TestDNSRebindingPublicThenLoopback(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_BLOCK_PRIVATE": "1", "PLAITA_HTTP_DNS_TTL": "0"})
+	h := newHarness(t, with(func(o *Options) { o.BlockPrivate, o.DNSTTL = true, 0 }))
 	// First answer public (passes the check), every later answer loopback.
 	h.dns.set("rebind.test", []string{"93.184.216.34"}, []string{"127.0.0.1"})
 
@@ -277,7 +276,7 @@ func TestDNSRebindingPublicThenLoopback(t *testing.T) {
 
 func TestPinnedDialUsesCheckedAnswer(t *testing.T) {
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_DNS_TTL": "0"})
+	h := newHarness(t, with(func(o *Options) { o.DNSTTL = 0 }))
 	// Checked answer loopback (allowed by name); any later lookup would say 10.9.9.9.
 	h.dns.set("pinned.test", []string{"127.0.0.1"}, []string{"10.9.9.9"})
 	resp := response(t, h.run(map[string]any{"url": "http://pinned.test:" + port + "/", "allowedHosts": []any{"pinned.test"}}, nil))
@@ -306,7 +305,7 @@ func TestRedirectToPrivateBlocked(t *testing.T) {
 			echo(w, r)
 		}
 	})
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_BLOCK_PRIVATE": "1"})
+	h := newHarness(t, with(func(o *Options) { o.BlockPrivate = true }))
 	// public.test plays a public server: 93.184.216.34 is served by the loopback test server.
 	h.dns.set("public.test", []string{"93.184.216.34"})
 	h.dns.set("inner.test", []string{"192.168.0.10"})
@@ -328,7 +327,7 @@ func TestRedirectToPrivateBlocked(t *testing.T) {
 	}
 
 	// allowedHosts is checked at every hop as well.
-	h2 := newHarness(t, nil)
+	h2 := newHarness(t, DefaultOptions())
 	h2.dns.set("inner.test", []string{"127.0.0.1"})
 	failed(t, h2.run(map[string]any{"url": "http://127.0.0.1:" + port + "/to-name?port=" + port, "allowedHosts": []any{"127.0.0.1"}}, nil), true,
 		`redirect 1 to http://inner.test:`+port+`/secret: blocked: host "inner.test" is not in allowedHosts (allowedHosts)`)
@@ -347,7 +346,7 @@ func TestRedirectCount(t *testing.T) {
 		w.WriteHeader(http.StatusFound)
 		io.WriteString(w, big)
 	})
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_MAX_RESPONSE_BYTES": strconv.Itoa(1 << 20)})
+	h := newHarness(t, with(func(o *Options) { o.MaxResponseBytes = 1 << 20 }))
 	u := func(n int) string { return fmt.Sprintf("http://127.0.0.1:%s/r/%d", port, n) }
 
 	resp := response(t, h.run(map[string]any{"url": u(5)}, nil)) // default maxRedirects 5
@@ -360,8 +359,8 @@ func TestRedirectCount(t *testing.T) {
 
 	// 0: not followed, the 3xx is the result (its body is read, and is over the cap here).
 	failed(t, h.run(map[string]any{"url": u(1), "maxRedirects": 0}, nil), true, "(PLAITA_HTTP_MAX_RESPONSE_BYTES)")
-	h.env["PLAITA_HTTP_MAX_RESPONSE_BYTES"] = strconv.Itoa(4 << 20)
-	resp = response(t, h.run(map[string]any{"url": u(1), "maxRedirects": 0}, nil))
+	roomy := newHarness(t, with(func(o *Options) { o.MaxResponseBytes = 4 << 20 }))
+	resp = response(t, roomy.run(map[string]any{"url": u(1), "maxRedirects": 0}, nil))
 	if resp["status"] != float64(302) || resp["headers"].(map[string]any)["Location"] != "/r/0" {
 		t.Errorf("maxRedirects 0: %v", resp["status"])
 	}
@@ -383,7 +382,7 @@ func TestRedirectMethodAndCredentials(t *testing.T) {
 			echo(w, r)
 		}
 	})
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	h.dns.set("other.test", []string{"127.0.0.1"})
 	base := "http://127.0.0.1:" + port
 	post := func(path string) map[string]any {
@@ -423,7 +422,7 @@ func TestBodyCap(t *testing.T) {
 			}
 		}
 	})
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_MAX_RESPONSE_BYTES": "1048576"})
+	h := newHarness(t, with(func(o *Options) { o.MaxResponseBytes = 1048576 }))
 	for _, path := range []string{"/streamed", "/declared"} {
 		written.Store(0)
 		start := time.Now()
@@ -510,7 +509,7 @@ func TestProxyEnvIgnored(t *testing.T) {
 	t.Setenv("no_proxy", "")
 
 	_, hs, port := serve(t, echo)
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	h.dns.set("public.test", []string{"127.0.0.1"})
 	u := "http://public.test:" + port + "/"
 	response(t, h.run(map[string]any{"url": u, "allowedHosts": []any{"public.test"}}, nil)) // policy: pinned
@@ -547,7 +546,7 @@ func TestTLSPinnedKeepsNameAndSNI(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 
-	h := newHarness(t, nil, WithTLSConfig(&tls.Config{RootCAs: pool, ServerName: "ignored.test"}))
+	h := newHarness(t, DefaultOptions(), WithTLSConfig(&tls.Config{RootCAs: pool, ServerName: "ignored.test"}))
 	// The test certificate is for example.com (and 127.0.0.1): pin example.com to 127.0.0.1.
 	h.dns.set("example.com", []string{"127.0.0.1"})
 	h.dns.set("other.test", []string{"127.0.0.1"})
@@ -570,7 +569,7 @@ func TestTLSPinnedKeepsNameAndSNI(t *testing.T) {
 
 func TestDNSCacheTTL(t *testing.T) {
 	_, _, port := serve(t, echo)
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_DNS_TTL": "30"})
+	h := newHarness(t, with(func(o *Options) { o.DNSTTL = 30 * time.Second }))
 	h.dns.set("cached.test", []string{"127.0.0.1"})
 	p := map[string]any{"url": "http://cached.test:" + port + "/", "allowedHosts": []any{"cached.test"}}
 
@@ -584,17 +583,18 @@ func TestDNSCacheTTL(t *testing.T) {
 	if n := h.dns.count("cached.test"); n != 2 {
 		t.Errorf("%d lookups after the TTL, want 2", n)
 	}
-	// 0 turns the cache off, read per request.
-	h.env["PLAITA_HTTP_DNS_TTL"] = "0"
-	response(t, h.run(p, nil))
-	response(t, h.run(p, nil))
-	if n := h.dns.count("cached.test"); n != 4 {
-		t.Errorf("%d lookups with the cache off, want 4", n)
+	// 0 turns the cache off: every request looks the name up.
+	off := newHarness(t, with(func(o *Options) { o.DNSTTL = 0 }))
+	off.dns.set("cached.test", []string{"127.0.0.1"})
+	response(t, off.run(p, nil))
+	response(t, off.run(p, nil))
+	if n := off.dns.count("cached.test"); n != 2 {
+		t.Errorf("%d lookups with the cache off, want 2", n)
 	}
 }
 
 func TestDNSCacheConcurrent(t *testing.T) {
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_DNS_TTL": "30"})
+	h := newHarness(t, with(func(o *Options) { o.DNSTTL = 30 * time.Second }))
 	for i := range 20 {
 		h.dns.set(fmt.Sprintf("h%d.test", i), []string{"127.0.0.1"})
 	}
@@ -636,7 +636,7 @@ func TestConnectorLimit(t *testing.T) {
 		cur.Add(-1)
 		io.WriteString(w, "ok")
 	})
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_CONNECTOR_LIMIT": "2"})
+	h := newHarness(t, with(func(o *Options) { o.ConnectorLimit = 2 }))
 	f := h.flow(map[string]any{"url": "http://127.0.0.1:" + port + "/"})
 	var wg sync.WaitGroup
 	results := make([]*state.Execution, 6)
@@ -684,18 +684,21 @@ func TestCookies(t *testing.T) {
 		{"id": "login", "type": "http", "params": {"url": "http://127.0.0.1:%[1]s/set"}, "next": "fetch"},
 		{"id": "fetch", "type": "http", "params": {"url": "http://127.0.0.1:%[1]s/check"}, "next": "done"},
 		{"id": "done", "type": "end", "params": {"output": "{{ NODE.fetch.RESPONSE.body.cookie }}"}}]}`, port)
-	for _, c := range []struct{ env, want string }{{"1", "sid=abc"}, {"0", ""}, {"", ""}} {
-		h := newHarness(t, map[string]string{"PLAITA_HTTP_COOKIES": c.env})
+	for _, c := range []struct {
+		on   bool
+		want string
+	}{{true, "sid=abc"}, {false, ""}} {
+		h := newHarness(t, with(func(o *Options) { o.Cookies = c.on }))
 		f, err := engine.Parse([]byte(def), h.reg, engine.DefaultExprLimits)
 		if err != nil {
 			t.Fatal(err)
 		}
 		st := h.start(context.Background(), f, nil)
 		if st.Output != c.want {
-			t.Errorf("PLAITA_HTTP_COOKIES=%q: cookie %q, want %q", c.env, st.Output, c.want)
+			t.Errorf("Cookies %v: cookie %q, want %q", c.on, st.Output, c.want)
 		}
 		// A jar belongs to one execution: a new one starts empty.
-		if c.env == "1" {
+		if c.on {
 			one := fmt.Sprintf(`{"id": "c2", "start": "fetch", "nodes": [
 				{"id": "fetch", "type": "http", "params": {"url": "http://127.0.0.1:%s/check"}, "next": "done"},
 				{"id": "done", "type": "end", "params": {"output": "{{ NODE.fetch.RESPONSE.body.cookie }}"}}]}`, port)
@@ -716,7 +719,7 @@ func TestTimeoutIsRetryable(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	start := time.Now()
 	failed(t, h.run(map[string]any{"url": "http://127.0.0.1:" + port + "/", "timeout": 0.2}, nil), false,
 		"no response within 200ms (timeout)")
@@ -732,7 +735,7 @@ func TestRunContextCancelled(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	})
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	f := h.flow(map[string]any{"url": "http://127.0.0.1:" + port + "/"})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
@@ -759,7 +762,7 @@ func TestRejectionMessagesNameTheirRule(t *testing.T) {
 			http.Redirect(w, r, "ftp://files.test/x", http.StatusFound)
 		}
 	})
-	h := newHarness(t, map[string]string{"PLAITA_HTTP_MAX_RESPONSE_BYTES": "1024"})
+	h := newHarness(t, with(func(o *Options) { o.MaxResponseBytes = 1024 }))
 	h.dns.set("n.test", []string{"127.0.0.1"})
 	base := "http://127.0.0.1:" + port
 	cases := []struct {
@@ -798,7 +801,7 @@ func TestRejectionMessagesNameTheirRule(t *testing.T) {
 // ---- Prepare validation ----
 
 func TestPrepareProblems(t *testing.T) {
-	h := newHarness(t, nil)
+	h := newHarness(t, DefaultOptions())
 	cases := []struct {
 		params map[string]any
 		path   string
@@ -853,5 +856,25 @@ func TestPrepareProblems(t *testing.T) {
 		"maxRedirects": 0, "allowedHosts": []any{"*.api.test", "api.test", "10.0.0.1"}, "deniedHosts": []any{"admin.api.test"},
 		"blockPrivateNetworks": true, "query": map[string]any{"a": []any{"1", "2"}}, "body": nil}); err != nil {
 		t.Errorf("valid params: %v", err)
+	}
+}
+
+// ---- Options ----
+
+func TestZeroOptionsTakeTheDefaults(t *testing.T) {
+	for _, o := range []Options{{}, {MaxResponseBytes: -1, DNSTTL: -time.Second, ConnectorLimit: -1}} {
+		typ := New(o, zerolog.Nop())
+		want := DefaultOptions()
+		want.DNSTTL = 0 // 0 and below turn the cache off: there is no default to fall back to
+		if typ.opts != want {
+			t.Errorf("%+v runs with %+v, want %+v", o, typ.opts, want)
+		}
+		if cap(typ.conns) != DefaultConnectorLimit || typ.maxBody != DefaultMaxResponseBytes {
+			t.Errorf("%+v: %d connection slots, body cap %d", o, cap(typ.conns), typ.maxBody)
+		}
+		typ.CloseIdleConnections()
+	}
+	if d := DefaultOptions(); d.MaxResponseBytes != 10485760 || d.DNSTTL != 30*time.Second || d.ConnectorLimit != 100 || d.Cookies || d.BlockPrivate {
+		t.Errorf("DefaultOptions %+v", d)
 	}
 }

@@ -209,13 +209,13 @@ func (p hostPattern) matchAddr(addr netip.Addr) bool {
 
 // policy is the SSRF policy in effect for one request.
 type policy struct {
-	allowed   []hostPattern
-	denied    []hostPattern
-	nodeBlock bool // the node's blockPrivateNetworks
-	envBlock  bool // PLAITA_HTTP_BLOCK_PRIVATE at request time
+	allowed       []hostPattern
+	denied        []hostPattern
+	nodeBlock     bool // the node's blockPrivateNetworks
+	operatorBlock bool // Options.BlockPrivate (PLAITA_HTTP_BLOCK_PRIVATE)
 }
 
-func (p policy) blockPrivate() bool { return p.nodeBlock || p.envBlock }
+func (p policy) blockPrivate() bool { return p.nodeBlock || p.operatorBlock }
 
 // active: any rule is in force, so the request resolves once, checks and pins.
 func (p policy) active() bool {

@@ -130,10 +130,10 @@ func TestPolicyChecks(t *testing.T) {
 	if none.active() {
 		t.Error("the empty policy is active")
 	}
-	if !(policy{envBlock: true}).active() || !(policy{nodeBlock: true}).active() || !(policy{allowed: pat("a.test")}).active() {
+	if !(policy{operatorBlock: true}).active() || !(policy{nodeBlock: true}).active() || !(policy{allowed: pat("a.test")}).active() {
 		t.Error("a policy is not active")
 	}
-	p := policy{envBlock: true}
+	p := policy{operatorBlock: true}
 	// Every address counts: one private address refuses the host.
 	err := p.checkAddrs("x.test", addrs("93.184.216.34", "127.0.0.1"))
 	if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "127.0.0.1, a loopback") {

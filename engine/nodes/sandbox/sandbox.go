@@ -25,8 +25,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"plaita/config"
 )
 
 // Defaults of Command.
@@ -44,6 +42,19 @@ const (
 // into the script.
 const ulimitScript = `ulimit -v "$1" || { echo "plaita sandbox: cannot set RLIMIT_AS to $1 KiB" >&2; exit 126; }; shift; exec "$@"`
 
+// Options are what every run shares: the part of the worker's environment a program may
+// inherit. The caller reads it once at start; this package reads no variable itself (only
+// finding an executable by name goes through the process's PATH, inside os/exec).
+type Options struct {
+	// HostEnv holds host variables by name (the value may be empty; a missing name is unset).
+	// BaseEnv passes on only the names of HostVariables, whatever else the map holds.
+	HostEnv map[string]string
+}
+
+// HostVariables are the names BaseEnv takes from Options.HostEnv: a caller that snapshots the
+// environment needs no more than these.
+func HostVariables() []string { return []string{"PATH", "LANG", "LC_ALL", "TZ"} }
+
 // Command is one program run.
 type Command struct {
 	Path  string   // the executable (absolute, or looked up in the worker's PATH)
@@ -59,7 +70,8 @@ type Command struct {
 	MaxStdout int
 	// StderrTail is how much of the end of stderr is kept (0 = DefaultStderrTail).
 	StderrTail int
-	// Env replaces the allow-listed environment (nil = BaseEnv of the temporary directory).
+	// Env replaces the allow-listed environment (nil = Options.BaseEnv of the temporary
+	// directory).
 	Env []string
 	// OnKill runs once, synchronously, after the group was killed on timeout, cancellation or
 	// stdout overflow (the docker backend removes its container there).
@@ -120,19 +132,20 @@ func (r *Result) StderrSuffix() string {
 // BaseEnv is the environment a sandboxed program gets: PATH (the worker's, or a standard one),
 // HOME set to its temporary directory, LANG, LC_ALL and TZ when the worker has them (LANG
 // defaults to C.UTF-8). Nothing else — no PLAITA_*, REDIS*, credentials or tokens.
-func BaseEnv(home string) []string {
-	path := hostEnv("PATH")
+func (o Options) BaseEnv(home string) []string {
+	path := o.HostEnv["PATH"]
 	if path == "" {
 		path = defaultPath
 	}
 	env := []string{"PATH=" + path, "HOME=" + home}
-	lang := hostEnv("LANG")
+	lang := o.HostEnv["LANG"]
 	if lang == "" {
 		lang = "C.UTF-8"
 	}
 	env = append(env, "LANG="+lang)
 	for _, k := range []string{"LC_ALL", "TZ"} {
-		if v, ok := config.HostEnv(k); ok {
+		// Set but empty still counts: TZ= means UTC, unlike an unset TZ.
+		if v, ok := o.HostEnv[k]; ok {
 			env = append(env, k+"="+v)
 		}
 	}
@@ -146,7 +159,7 @@ func LookPath(name string) (string, error) { return exec.LookPath(name) }
 // Run runs cmd and waits for it and its whole process group to end. The error is only for a
 // program that could not be started (missing executable, no temporary directory); how a
 // started program ended is in the Result (see Result.Err).
-func Run(ctx context.Context, cmd Command) (*Result, error) {
+func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 	maxOut := cmd.MaxStdout
 	if maxOut <= 0 {
 		maxOut = DefaultMaxStdout
@@ -173,7 +186,7 @@ func Run(ctx context.Context, cmd Command) (*Result, error) {
 	c.Dir = dir
 	c.Env = cmd.Env
 	if c.Env == nil {
-		c.Env = BaseEnv(dir)
+		c.Env = o.BaseEnv(dir)
 	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	c.Stdin = bytes.NewReader(cmd.Stdin)
@@ -345,10 +358,4 @@ func Truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + "…"
-}
-
-// hostEnv is a host variable's value, "" when unset.
-func hostEnv(name string) string {
-	v, _ := config.HostEnv(name)
-	return v
 }

@@ -4,11 +4,17 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"plaita/internal/testutil"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"plaita/internal/testutil"
 )
+
+// host is what a worker passes: its own PATH, so that /bin/sh finds its tools.
+var host = Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH")}}
 
 func TestCancelKillsGroup(t *testing.T) {
 	dir := t.TempDir()
@@ -19,7 +25,7 @@ func TestCancelKillsGroup(t *testing.T) {
 		cancel()
 	}()
 	start := time.Now()
-	res, err := Run(ctx, Command{Path: "/bin/sh", Args: []string{"-c", `sleep 300 & echo $! > "$1"; wait`, "sh", pidFile}, Timeout: time.Minute})
+	res, err := host.Run(ctx, Command{Path: "/bin/sh", Args: []string{"-c", `sleep 300 & echo $! > "$1"; wait`, "sh", pidFile}, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +41,7 @@ func TestCancelKillsGroup(t *testing.T) {
 func TestExitKillsLeftovers(t *testing.T) {
 	dir := t.TempDir()
 	pidFile := filepath.Join(dir, "pid")
-	res, err := Run(context.Background(), Command{Path: "/bin/sh",
+	res, err := host.Run(context.Background(), Command{Path: "/bin/sh",
 		Args: []string{"-c", `sleep 300 >/dev/null 2>&1 & echo $! > "$1"; echo done`, "sh", pidFile}, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +53,7 @@ func TestExitKillsLeftovers(t *testing.T) {
 }
 
 func TestStdoutBoundAndStderrTail(t *testing.T) {
-	res, err := Run(context.Background(), Command{Path: "/bin/sh",
+	res, err := host.Run(context.Background(), Command{Path: "/bin/sh",
 		Args:    []string{"-c", `i=0; while [ $i -lt 300 ]; do echo "err line $i" >&2; i=$((i+1)); done; yes`},
 		Timeout: 20 * time.Second, MaxStdout: 1000, StderrTail: 100})
 	if err != nil {
@@ -65,17 +71,21 @@ func TestStdoutBoundAndStderrTail(t *testing.T) {
 }
 
 func TestEnvAndWorkingDir(t *testing.T) {
-	t.Setenv("PLAITA_REDIS_URL", "redis://secret")
-	t.Setenv("MY_API_KEY", "k")
-	res, err := Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `env; echo "cwd=$(pwd)"`}, Timeout: 10 * time.Second})
+	// The host environment holds secrets too: only the allow-listed names reach the program.
+	o := Options{HostEnv: map[string]string{"PATH": os.Getenv("PATH"), "TZ": "Europe/Paris", "LC_ALL": "C",
+		"PLAITA_REDIS_URL": "redis://secret", "MY_API_KEY": "k", "HOME": "/home/worker"}}
+	res, err := o.Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `env; echo "cwd=$(pwd)"`}, Timeout: 10 * time.Second})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
 	var home, cwd string
+	seen := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(string(res.Stdout)), "\n") {
 		k, v, _ := strings.Cut(line, "=")
 		switch k {
-		case "PATH", "LANG", "LC_ALL", "TZ", "PWD", "SHLVL", "_":
+		case "PATH", "LANG", "LC_ALL", "TZ":
+			seen[k] = v
+		case "PWD", "SHLVL", "_":
 		case "HOME":
 			home = v
 		case "cwd":
@@ -83,6 +93,9 @@ func TestEnvAndWorkingDir(t *testing.T) {
 		default:
 			t.Errorf("unexpected variable %s", line)
 		}
+	}
+	if want := map[string]string{"PATH": os.Getenv("PATH"), "LANG": "C.UTF-8", "LC_ALL": "C", "TZ": "Europe/Paris"}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("passed %v, want %v", seen, want)
 	}
 	if home == "" || home != cwd || !strings.Contains(home, "plaita-sandbox-") {
 		t.Fatalf("HOME %q, cwd %q", home, cwd)
@@ -92,8 +105,29 @@ func TestEnvAndWorkingDir(t *testing.T) {
 	}
 }
 
+func TestBaseEnvDefaults(t *testing.T) {
+	// Nothing from the host: a standard PATH and LANG, no LC_ALL or TZ.
+	got := Options{}.BaseEnv("/tmp/h")
+	want := []string{"PATH=" + defaultPath, "HOME=/tmp/h", "LANG=C.UTF-8"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("empty host: %q, want %q", got, want)
+	}
+	// A TZ that is set but empty is passed on (it means UTC); an empty PATH or LANG is not a value.
+	got = Options{HostEnv: map[string]string{"PATH": "", "LANG": "", "TZ": "", "LANG_EXTRA": "x"}}.BaseEnv("/h")
+	want = []string{"PATH=" + defaultPath, "HOME=/h", "LANG=C.UTF-8", "TZ="}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("empty values: %q, want %q", got, want)
+	}
+	for _, kv := range (Options{HostEnv: map[string]string{"PATH": "/p", "LANG": "de_DE.UTF-8", "LC_ALL": "C", "TZ": "UTC"}}).BaseEnv("/h") {
+		name, _, _ := strings.Cut(kv, "=")
+		if name != "HOME" && !slices.Contains(HostVariables(), name) {
+			t.Errorf("BaseEnv passes %s, which HostVariables does not list", name)
+		}
+	}
+}
+
 func TestMemoryLimitSoftAndHard(t *testing.T) {
-	res, err := Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `ulimit -S -v; ulimit -H -v`}, MemoryMB: 64, Timeout: 10 * time.Second})
+	res, err := host.Run(context.Background(), Command{Path: "/bin/sh", Args: []string{"-c", `ulimit -S -v; ulimit -H -v`}, MemoryMB: 64, Timeout: 10 * time.Second})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -103,7 +137,7 @@ func TestMemoryLimitSoftAndHard(t *testing.T) {
 }
 
 func TestMissingExecutable(t *testing.T) {
-	if _, err := Run(context.Background(), Command{Path: "/nonexistent/prog"}); err == nil {
+	if _, err := host.Run(context.Background(), Command{Path: "/nonexistent/prog"}); err == nil {
 		t.Fatal("want an error")
 	}
 }

@@ -37,9 +37,8 @@ const (
 	VarProjectRoot       = "PLAITA_PROJECT_ROOT"
 )
 
-// Facts are everything ResolveRoot looks at. The caller gathers them (config values from
-// config.NodesWorkspaceRoot.In(cfg), config.AllowUnrestrictedWrites.In(cfg) and
-// config.ProjectRoot.In(cfg); the rest from the host, see HostFacts).
+// Facts are everything ResolveRoot looks at. The caller gathers them (the three variables'
+// values, read once at start by roles; the rest from the host, see HostFacts).
 type Facts struct {
 	WorkspaceRoot     string // PLAITA_NODES_WORKSPACE_ROOT ("" = unset or blank)
 	AllowUnrestricted bool   // PLAITA_ALLOW_UNRESTRICTED_WRITES is exactly 1
