@@ -89,7 +89,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		Registry: registry, DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
 		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota,
 		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter, Observer: observer,
-		Log: log, Metrics: set, InstanceID: info.InstanceID, Clock: engine.SystemClock{},
+		Log: log, Metrics: set, Settings: worker.SettingsFrom(cfg), Clock: engine.SystemClock{},
 	})
 	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopRun()

@@ -63,7 +63,7 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 	began := time.Now()
 	p := NewDispatcher(Deps{
 		Client: f.c, Config: f.cfg, Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg,
-		Log: zerolog.Nop(), Metrics: metrics.NewSet(), InstanceID: "inst-w1", Concurrency: 10,
+		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 10),
 		ReadBlock: 200 * time.Millisecond,
 	})
 	p.Start(ctx)

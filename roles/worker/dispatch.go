@@ -59,11 +59,11 @@ type Deps struct {
 	Alerter  *Alerter   // nil ok; set as Queue.OnDeadLetter when that is unset
 	Observer *Observer  // nil = no step metrics and no live events
 
-	Log         zerolog.Logger
-	Metrics     *metrics.Set
-	InstanceID  string // lease holder; "" = PLAITA_INSTANCE_ID
-	Concurrency int    // consumer goroutines; < 1 = PLAITA_WORKER_CONCURRENCY (at least 1)
-	Clock       engine.Clock
+	Log     zerolog.Logger
+	Metrics *metrics.Set
+	Clock   engine.Clock
+	// Settings are the dispatcher's knobs (InstanceID is required: the lease holder).
+	Settings Settings
 
 	// ReadBlock is the XREADGROUP block time (default 1s); ReclaimEvery makes every n-th round
 	// (and every idle round) a reclaim pass (default 5).
@@ -179,14 +179,7 @@ func NewDispatcher(d Deps) *Dispatcher {
 	if d.CancelPoll <= 0 {
 		d.CancelPoll = time.Second
 	}
-	n := d.Concurrency
-	if n < 1 && d.Config != nil {
-		n = config.WorkerConcurrency.In(d.Config)
-	}
-	self := d.InstanceID
-	if self == "" && d.Config != nil {
-		self = config.InstanceID.In(d.Config)
-	}
+	n, self := d.Settings.Concurrency, d.Settings.InstanceID
 	flows := d.Flows
 	if flows == nil {
 		reg := d.Nodes
@@ -382,9 +375,9 @@ type task struct {
 // running here and burns its deliveries. A crashed worker stops touching, and its messages
 // become reclaimable after the idle time as before. The returned function stops it.
 func (p *Dispatcher) keepClaimed(ctx context.Context, consumer, id string) func() {
-	every := 20 * time.Second
-	if cfg := p.d.Config; cfg != nil {
-		every = time.Duration(config.ClaimMinIdleMS.In(cfg)) * time.Millisecond / 3
+	every := p.d.Settings.ClaimMinIdle / 3
+	if every <= 0 {
+		every = 20 * time.Second // the 60 s default's third
 	}
 	every = max(every, 50*time.Millisecond)
 	ctx, cancel := context.WithCancel(ctx)

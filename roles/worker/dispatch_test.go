@@ -72,7 +72,7 @@ func (f *dispatchFix) start(t *testing.T, mod ...func(*Deps)) *Dispatcher {
 	t.Helper()
 	d := Deps{
 		Client: f.c, Config: f.cfg, Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg,
-		Log: zerolog.Nop(), Metrics: metrics.NewSet(), InstanceID: "inst-w1", Concurrency: 2,
+		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 2),
 		ReadBlock: 200 * time.Millisecond, ReclaimEvery: 2, CancelPoll: 50 * time.Millisecond,
 	}
 	for _, m := range mod {
@@ -893,4 +893,10 @@ func TestDispatchRetryOfRunningExecutionContinues(t *testing.T) {
 		ResumeType: engine.ResumeRetry})
 	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
 	f.waitSettled(t)
+}
+
+// withIdentity names the dispatcher's instance and consumer count in its settings.
+func withIdentity(s Settings, instance string, n int) Settings {
+	s.InstanceID, s.Concurrency = instance, n
+	return s
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
@@ -101,10 +100,10 @@ func payload(env queue.Envelope) (input, data any, err error) {
 // as a *panicError; a cancel flag raised mid-step settles the execution as cancelled from its
 // last checkpoint, still under the lease.
 func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt engine.ResumeType, input, data any) (*state.Execution, bool, error) {
-	env, cfg := t.env, p.d.Config
+	env, set := t.env, p.d.Settings
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if cfg == nil || !config.DisableLeaseWatchdog.In(cfg) {
+	if !set.DisableLeaseWatchdog {
 		lost := t.lease.Watch(runCtx)
 		go func() {
 			for err := range lost {
@@ -112,7 +111,7 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 			}
 		}()
 	}
-	if cfg == nil || !config.DisableCancelInterrupt.In(cfg) {
+	if !set.DisableCancelInterrupt {
 		go p.cancelListener(runCtx, cancel, t.ts, env.ExecutionID)
 	}
 	// A run that moves any node forward clears the execution's deterministic-failure count.
@@ -161,7 +160,7 @@ func (p *Dispatcher) conflictOutcome(ctx context.Context, t *task, holder string
 	p.conflicts.Inc()
 	p.d.Queue.IncLeaseConflicts()
 	c := conflict{kind: t.env.Kind, resume: t.env.ResumeType, redelivery: t.dl.Reclaimed || t.dl.Count > 1, alive: true,
-		livenessOff: p.d.Config != nil && config.DisableHolderLiveness.In(p.d.Config)}
+		livenessOff: p.d.Settings.DisableHolderLiveness}
 	var aliveErr error
 	if !c.livenessOff && p.d.Registry != nil && holder != "" {
 		octx, cancel := opCtx(ctx)
