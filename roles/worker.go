@@ -80,7 +80,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	deny := worker.DenyRepos(cfg)
 	alerter := worker.NewAlerter(config.AlertWebhook.In(cfg), info.InstanceID, set, log)
 	alerter.Start(ctx)
-	observer := worker.NewObserver(c, cfg, keys.DefaultRoot, set, log)
+	observer := worker.NewObserver(store.NewLiveEvents(c, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log)
 	observer.Start(context.WithoutCancel(ctx))
 
 	d := worker.NewDispatcher(worker.Deps{

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine/state"
+	"plaita/store"
 	"plaita/store/keys"
 )
 
@@ -51,7 +52,7 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 	}
 
 	set := metrics.NewSet()
-	obs := NewObserver(f.c, f.cfg, f.root, set, zerolog.Nop())
+	obs := NewObserver(store.NewLiveEvents(f.c, f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
 	obs.Start(context.Background())
 	defer obs.Stop(context.Background())
 	f.enqueue(t, env)
@@ -103,7 +104,7 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 func TestObserverPublishOffOnlyCounts(t *testing.T) {
 	f := newDispatchFix(t, map[string]string{"PLAITA_EXECUTION_EVENTS_PUBLISH": "0"})
 	set := metrics.NewSet()
-	obs := NewObserver(f.c, f.cfg, f.root, set, zerolog.Nop())
+	obs := NewObserver(store.NewLiveEvents(f.c, f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
 	obs.Start(context.Background())
 	f.publish(t, "simple", "1", simpleFlow)
 	env := f.startEnv("simple")
