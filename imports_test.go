@@ -1,0 +1,131 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// The import rules of the layout (SPEC §2), checked on the packages' real import graph (go list,
+// test files excluded). A broken rule is printed as the chain of imports that breaks it.
+func TestImportRules(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	imports := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 && (f[0] == "plaita" || strings.HasPrefix(f[0], "plaita/")) {
+			imports[f[0]] = f[1:]
+		}
+	}
+	if len(imports) < 10 {
+		t.Fatalf("go list found %d packages of the module: %s", len(imports), out)
+	}
+	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
+	for _, v := range importViolations(imports, under) {
+		t.Error(v)
+	}
+}
+
+// rule forbids packages of a tree to reach (directly or not) any of the listed trees; an entry
+// ending in "$" is that package alone (the queue may use the state model, not the engine).
+type rule struct {
+	from      string
+	forbidden []string
+	why       string
+}
+
+var importRules = []rule{
+	{"plaita/engine", []string{"plaita/store", "plaita/queue", "plaita/config", "plaita/web", "plaita/roles"},
+		"the engine knows no storage, queue, configuration, HTTP server or role"},
+	{"plaita/store", []string{"plaita/roles", "plaita/web", "plaita/config"}, "storage is below the roles and reads no configuration"},
+	{"plaita/queue", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/engine$", "plaita/engine/nodes"},
+		"the queue is below the roles and the engine"},
+	{"plaita/internal", []string{"plaita/roles", "plaita/config"}, "support packages serve the roles"},
+}
+
+// importViolations lists every broken rule, with the import chain that breaks it, and every
+// package outside roles/ and main that imports the configuration (the loader).
+func importViolations(imports map[string][]string, under func(pkg, tree string) bool) []string {
+	var out []string
+	pkgs := make([]string, 0, len(imports))
+	for p := range imports {
+		pkgs = append(pkgs, p)
+	}
+	slices.Sort(pkgs)
+	for _, r := range importRules {
+		for _, p := range pkgs {
+			if !under(p, r.from) {
+				continue
+			}
+			for _, f := range r.forbidden {
+				match := func(q string) bool { return under(q, f) }
+				if exact, ok := strings.CutSuffix(f, "$"); ok {
+					match = func(q string) bool { return q == exact }
+				}
+				if chain := reach(imports, p, match); chain != nil {
+					out = append(out, "forbidden: "+strings.Join(chain, " → ")+" ("+r.why+")")
+				}
+			}
+		}
+	}
+	for _, p := range pkgs {
+		if p == "plaita" || under(p, "plaita/roles") || under(p, "plaita/config") {
+			continue
+		}
+		if slices.Contains(imports[p], "plaita/config") {
+			out = append(out, "forbidden: "+p+" → plaita/config (only roles/ and main.go read the configuration; pass typed settings)")
+		}
+	}
+	return out
+}
+
+// reach is the shortest import chain from p to a package matching target, or nil.
+func reach(imports map[string][]string, p string, target func(string) bool) []string {
+	prev := map[string]string{p: ""}
+	queue := []string{p}
+	for len(queue) > 0 {
+		cur := queue[0]
+		queue = queue[1:]
+		for _, next := range imports[cur] {
+			if _, seen := prev[next]; seen {
+				continue
+			}
+			prev[next] = cur
+			if target(next) {
+				chain := []string{next}
+				for at := cur; at != ""; at = prev[at] {
+					chain = append([]string{at}, chain...)
+				}
+				return chain
+			}
+			queue = append(queue, next)
+		}
+	}
+	return nil
+}
+
+// The checker itself: a graph with each kind of broken rule is reported, with its chain.
+func TestImportViolationsAreFound(t *testing.T) {
+	graph := map[string][]string{
+		"plaita/engine":       {"plaita/engine/state", "plaita/store"},
+		"plaita/engine/state": nil,
+		"plaita/store":        {"plaita/engine/state"},
+		"plaita/queue":        {"plaita/store", "plaita/config"},
+		"plaita/config":       nil,
+	}
+	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
+	got := importViolations(graph, under)
+	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config"} {
+		found := false
+		for _, v := range got {
+			found = found || strings.Contains(v, want)
+		}
+		if !found {
+			t.Errorf("no violation %q in %q", want, got)
+		}
+	}
+}
