@@ -387,14 +387,14 @@ func TestE2ERedisRestartMidRun(t *testing.T) {
 	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
 		"PLAITA_WORKER_CONCURRENCY": "1"}, "--appendonly", "yes", "--appendfsync", "always")
 	e.publish("short", shortFlow)
-	ids := make([]string, 50)
+	ids := make([]string, 300)
 	for i := range ids {
 		ids[i] = e.enqueue("short")
 	}
 	w := e.startWorker(nil)
 	// Restart once the worker is under way but not done.
 	for deadline := time.Now().Add(20 * time.Second); ; {
-		if n := e.streamLen(); n < 50 {
+		if n := e.streamLen(); n < int64(len(ids)) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -403,8 +403,17 @@ func TestE2ERedisRestartMidRun(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	before := e.streamLen()
+	done := 0
+	for _, id := range ids {
+		if st, err := e.ts.Load(e.ctx, id); err == nil && st.Status.Terminal() {
+			done++
+		}
+	}
 	e.srv.Restart()
-	t.Logf("redis restarted with %d of 50 messages left", before)
+	t.Logf("redis restarted with %d of %d messages left, %d executions terminal", before, len(ids), done)
+	if before == 0 || done == len(ids) {
+		t.Fatalf("nothing was in flight when Redis went down (%d messages left, %d of %d terminal): the test proves nothing", before, done, len(ids))
+	}
 	for _, id := range ids {
 		st := e.waitTerminal(id, 45*time.Second, w)
 		if st.Status != state.Completed || st.Output != "12" {

@@ -48,7 +48,11 @@ func TestClusterRoundTrip(t *testing.T) {
 	if err != nil || len(ds) != 1 {
 		t.Fatalf("read %v %v", ds, err)
 	}
-	time.Sleep(2 * minIdle)
+	// Age the entry past the claim idle time (XCLAIM … IDLE, JUSTID keeps its count).
+	if err := c.Do(ctx, c.B().Xclaim().Key(q.Stream()).Group(q.Group()).Consumer("a").MinIdleTime("0").
+		Id(ds[0].ID).Idle(10 * minIdle.Milliseconds()).Justid().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
 	rs, err := q.Reclaim(ctx, "b", 10)
 	if err != nil || len(rs) != 1 || q.Gate(rs[0]) != VerdictDeadLetterMaxDeliveries {
 		t.Fatalf("reclaim %v %v", rs, err)

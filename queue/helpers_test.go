@@ -224,3 +224,23 @@ func promText(set *metrics.Set) string {
 	set.WritePrometheus(&sb)
 	return sb.String()
 }
+
+// makeIdle ages every pending entry past the claim idle time (XCLAIM … IDLE to its own
+// consumer, JUSTID: its delivery count is kept), so a reclaim needs no sleep.
+func (b *bundle) makeIdle(t *testing.T) {
+	t.Helper()
+	c := b.c
+	rows, err := c.Do(testCtx(t), c.B().Xpending().Key(b.q.Stream()).Group(b.q.Group()).Start("-").End("+").Count(10000).Build()).ToArray()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rows {
+		f, _ := r.ToArray()
+		id, _ := f[0].ToString()
+		consumer, _ := f[1].ToString()
+		if err := c.Do(testCtx(t), c.B().Xclaim().Key(b.q.Stream()).Group(b.q.Group()).Consumer(consumer).MinIdleTime("0").
+			Id(id).Idle((10 * minIdle).Milliseconds()).Justid().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

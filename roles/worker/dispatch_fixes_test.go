@@ -53,13 +53,7 @@ func TestDispatchLeaseConflictsSpendNoDeliveries(t *testing.T) {
 	reg := NewRegistry(f.c, f.root, InstanceInfoFromConfig(f.cfg), zerolog.Nop(), metrics.NewSet())
 	f.start(t, func(d *Deps) { d.Registry = reg })
 	// Several reclaims meet the dead holder's lease (max deliveries is 2).
-	deadline := time.Now().Add(10 * time.Second)
-	for f.q.Stats().LeaseConflicts < 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d lease conflicts", f.q.Stats().LeaseConflicts)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitUntil(t, "five lease conflicts", func() bool { return f.q.Stats().LeaseConflicts >= 5 })
 	if d := f.depth(t); d.DLQLength != 0 || d.Pending != 1 {
 		t.Fatalf("after %d conflicts: %+v", f.q.Stats().LeaseConflicts, d)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -364,13 +365,7 @@ func TestDispatchDrainFinishesInFlight(t *testing.T) {
 	env := f.startEnv("slow")
 	f.enqueue(t, env)
 	p := f.start(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for p.Active() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the slow task never started")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitUntil(t, "the slow task started", func() bool { return p.Active() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	begin := time.Now()
@@ -411,17 +406,7 @@ func TestDispatchLeaseHeldByLiveHolder(t *testing.T) {
 	rid := f.enqueue(t, queue.Envelope{Kind: queue.KindResume, FlowID: "appr", FlowVersion: "1", ExecutionID: env.ExecutionID,
 		ResumeType: engine.ResumeApproval, ResumeData: json.RawMessage(`{"approved":true}`)})
 	f.start(t)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d := f.depth(t)
-		if d.StreamLength == 1 && d.Pending == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("depth %+v", d)
-		}
-		time.Sleep(30 * time.Millisecond)
-	}
+	waitUntil(t, "one task settled, one pending", func() bool { d := f.depth(t); return d.StreamLength == 1 && d.Pending == 1 })
 	ids, err := f.c.Do(dctx(t), f.c.B().Xrange().Key(f.q.Stream()).Start("-").End("+").Build()).AsXRange()
 	if err != nil || len(ids) != 1 || ids[0].ID != rid {
 		t.Fatalf("left in the stream: %v %v (want %s)", ids, err, rid)
@@ -512,9 +497,11 @@ func TestDispatchDiskGuardBlocksReads(t *testing.T) {
 	f.publish(t, "simple", "1", simpleFlow)
 	env := f.startEnv("simple")
 	f.enqueue(t, env)
-	g := NewDiskGuard(f.cfg, zerolog.Nop(), func(string) (uint64, error) { return 0, nil })
+	var checks atomic.Int32
+	g := NewDiskGuard(f.cfg, zerolog.Nop(), func(string) (uint64, error) { checks.Add(1); return 0, nil })
 	f.start(t, func(d *Deps) { d.Disk = g })
-	time.Sleep(500 * time.Millisecond)
+	// Positive evidence: the consumers asked the guard round after round and were refused.
+	waitUntil(t, "the disk guard asked repeatedly", func() bool { return checks.Load() >= 4 })
 	if d := f.depth(t); d.Pending != 0 || d.StreamLength != 1 {
 		t.Fatalf("a blocked worker claimed work: %+v", d)
 	}
@@ -529,11 +516,7 @@ func TestDispatchCancelInterrupt(t *testing.T) {
 	p := f.start(t)
 	ts := f.ts(t)
 	f.waitState(t, env.ExecutionID, statusIs(state.Running))
-	for deadline := time.Now().Add(10 * time.Second); p.Active() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task never started")
-		}
-	}
+	waitUntil(t, "the task started", func() bool { return p.Active() > 0 })
 	if err := ts.SetCancel(dctx(t), env.ExecutionID); err != nil {
 		t.Fatal(err)
 	}
@@ -561,11 +544,7 @@ func TestDispatchLeaseLostIsNotAcked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	for deadline := time.Now().Add(10 * time.Second); p.Active() != 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task did not stop")
-		}
-	}
+	waitUntil(t, "the task stopped", func() bool { return p.Active() == 0 })
 	if d := f.depth(t); d.Pending != 1 || d.StreamLength != 1 {
 		t.Fatalf("a run that lost its lease was settled: %+v", d)
 	}
@@ -594,19 +573,14 @@ func TestDispatchLeaseHeldByDeadHolderOrLivenessOff(t *testing.T) {
 			// A registry in which gone-worker has no record: it is dead.
 			reg := NewRegistry(f.c, f.root, InstanceInfoFromConfig(f.cfg), zerolog.Nop(), metrics.NewSet())
 			f.start(t, func(d *Deps) { d.Registry = reg })
-			deadline := time.Now().Add(10 * time.Second)
-			for f.q.Stats().LeaseConflicts == 0 {
-				if time.Now().After(deadline) {
-					t.Fatal("no lease conflict seen")
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
 			if off {
 				f.waitSettled(t) // acked unconditionally
 				return
 			}
-			time.Sleep(100 * time.Millisecond)
-			if d := f.depth(t); d.StreamLength != 1 {
+			// Positive evidence: several deliveries met the dead holder's lease and decided;
+			// every one of them left the task pending.
+			waitUntil(t, "three lease conflicts", func() bool { return f.q.Stats().LeaseConflicts >= 3 })
+			if d := f.depth(t); d.StreamLength != 1 || d.Pending != 1 {
 				t.Fatalf("a task whose lease a dead worker holds was settled: %+v", d)
 			}
 		})
@@ -689,11 +663,7 @@ func TestDispatchDrainTimeoutCancelsInFlight(t *testing.T) {
 	env := f.startEnv("slow")
 	f.enqueue(t, env)
 	p := f.start(t)
-	for deadline := time.Now().Add(10 * time.Second); p.Active() == 0; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the task never started")
-		}
-	}
+	waitUntil(t, "the task started", func() bool { return p.Active() > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	begin := time.Now()
@@ -751,14 +721,13 @@ func TestDispatchRefusedStartOfExistingExecutionEndsInError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := func(ok func(*state.Execution) bool) *state.Execution {
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(30 * time.Millisecond) {
-			if st, err := tst.Load(dctx(t), env.ExecutionID); err == nil && ok(st) {
-				return st
-			}
-		}
-		t.Fatal("state not reached")
-		return nil
+	wait := func(ok func(*state.Execution) bool) (st *state.Execution) {
+		waitUntil(t, "the state", func() bool {
+			var err error
+			st, err = tst.Load(dctx(t), env.ExecutionID)
+			return err == nil && ok(st)
+		})
+		return st
 	}
 	wait(statusIs(state.Suspended))
 	f.waitSettled(t)
@@ -899,4 +868,14 @@ func TestDispatchRetryOfRunningExecutionContinues(t *testing.T) {
 func withIdentity(s Settings, instance string, n int) Settings {
 	s.InstanceID, s.Concurrency = instance, n
 	return s
+}
+
+// waitUntil polls cond (at most 10 s): the one poller of these tests.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached in 10 s", what)
+		}
+	}
 }
