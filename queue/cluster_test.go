@@ -50,7 +50,7 @@ func TestClusterRoundTrip(t *testing.T) {
 	}
 	// Age the entry past the claim idle time (XCLAIM … IDLE, JUSTID keeps its count).
 	if err := c.Do(ctx, c.B().Xclaim().Key(q.Stream()).Group(q.Group()).Consumer("a").MinIdleTime("0").
-		Id(ds[0].ID).Idle(10 * minIdle.Milliseconds()).Justid().Build()).Error(); err != nil {
+		Id(ds[0].ID).Idle(10*minIdle.Milliseconds()).Justid().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	rs, err := q.Reclaim(ctx, "b", 10)
