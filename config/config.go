@@ -116,15 +116,7 @@ type Config struct {
 	cross   []Warning // combinations of values, see crossChecks
 	unknown []Warning // PLAITA_ names set but not registered
 
-	mu   sync.Mutex
-	hot  map[string]hotValue // last re-read of call/request variables
-	said map[string]bool     // hot warnings already logged
-}
-
-type hotValue struct {
-	raw   string
-	set   bool
-	value any
+	mu sync.Mutex
 }
 
 // Option adjusts Load; tests use them to inject the environment and process facts.
@@ -175,7 +167,7 @@ func WithProcess(pid int, hostname string, numCPU int) Option {
 	return func(c *Config) { c.pid, c.hostname, c.numCPU = pid, hostname, numCPU }
 }
 
-// WithLogger is where warnings of re-read (call/request) variables go.
+// WithLogger is where the loader logs.
 func WithLogger(l zerolog.Logger) Option { return func(c *Config) { c.log = l } }
 
 // Load reads every registered variable for role. In strict mode every rejected value of a
@@ -189,8 +181,6 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 		pid: os.Getpid(), hostname: host, numCPU: runtime.NumCPU(),
 		log:     zerolog.Nop(),
 		entries: map[string]*entry{},
-		hot:     map[string]hotValue{},
-		said:    map[string]bool{},
 	}
 	for _, o := range opts {
 		o(c)
@@ -249,42 +239,16 @@ func (c *Config) read(v *Var) (raw string, set bool, src Source, from string) {
 	return "", false, SourceDefault, v.Name
 }
 
-// get returns the effective value; call/request variables are re-read from the environment on
-// every use, so an operator can change them without a restart.
+// get returns the effective value. Every variable is read once, when the configuration is
+// loaded: a Go process's environment cannot be changed from outside, so the runbook's
+// call/request timings (re-read on use in the Python implementation) buy nothing here and
+// would cost a lock per use. The registry keeps the runbook's timing for the reference.
 func (c *Config) get(name string) any {
 	e, ok := c.entries[name]
 	if !ok {
 		panic("config: variable " + name + " is not registered")
 	}
-	if !e.v.Timing.Hot() || e.source == SourceFlag {
-		return e.value
-	}
-	raw, set, _, from := c.read(e.v)
-	if raw == e.raw && set == e.set {
-		return e.value
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if h, ok := c.hot[name]; ok && h.raw == raw && h.set == set {
-		return h.value
-	}
-	out := e.v.parse(input{raw: raw, set: set}, c)
-	value, note := out.value, ""
-	if e.v.check != nil {
-		value, note = e.v.check(value, c)
-	}
-	c.hot[name] = hotValue{raw: raw, set: set, value: value}
-	for _, msg := range []string{out.warn, note} {
-		key := name + "\x00" + raw + "\x00" + msg
-		if msg == "" || c.said[key] {
-			continue
-		}
-		c.said[key] = true
-		c.log.Warn().Str("event", EventWarning).Str("variable", from).
-			Str("raw", c.mask(e.v, raw)).Str("used", c.mask(e.v, fmtValue(value))).
-			Msg(c.maskText(e.v, raw, msg))
-	}
-	return value
+	return e.value
 }
 
 // ParseLogLevel checks a --log-level value with PLAITA_LOG_LEVEL's own rule and returns the
@@ -303,7 +267,7 @@ func ParseLogLevel(raw string) (string, error) {
 	panic("config: PLAITA_LOG_LEVEL is not registered")
 }
 
-// SetLogger replaces where warnings of re-read (call/request) variables go.
+// SetLogger replaces where the configuration logs.
 func (c *Config) SetLogger(l zerolog.Logger) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

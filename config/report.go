@@ -147,9 +147,6 @@ func (r Report) WriteText(w io.Writer) error {
 			mark = v.Effect
 		}
 		timing := "read at start"
-		if v.Timing.Hot() {
-			timing = "re-read on use"
-		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", v.Name, fmtValue(v.Value), src, timing, mark)
 	}
 	if err := tw.Flush(); err != nil {

@@ -48,8 +48,9 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q (one of %s, dev)", s, strings.Join(names, ", "))
 }
 
-// Timing says when a variable is read. Only call and request variables are re-read on use;
-// every other timing is read once at start and needs a restart to change.
+// Timing says when the runbook's implementation read a variable (import, startup, constructor,
+// per call, per request, at launch). It is documentation: this build reads every variable once,
+// at start.
 type Timing string
 
 const (
@@ -60,9 +61,6 @@ const (
 	TimingRequest Timing = "request"
 	TimingLaunch  Timing = "launch"
 )
-
-// Hot reports whether the variable is re-read on every use.
-func (t Timing) Hot() bool { return t == TimingCall || t == TimingRequest }
 
 // Var is one registry entry: everything the loader, doctor, the docs and the tests know about
 // one environment variable.
