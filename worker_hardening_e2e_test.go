@@ -34,26 +34,7 @@ func bombFlowJSON() string {
 // spawnLimitedWorker starts `plaita worker` under an address-space limit (ulimit -v, KiB).
 func spawnLimitedWorker(t *testing.T, env map[string]string, limitKiB int) *e2eWorker {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" worker`, limitKiB), binary)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	w := &e2eWorker{cmd: cmd, stderr: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stderr = w.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { w.err = cmd.Wait(); close(w.exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-w.exited:
-		default:
-			cmd.Process.Kill()
-			<-w.exited
-		}
-	})
-	return w
+	return spawn(t, exec.Command("sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" worker`, limitKiB), binary), env)
 }
 
 // The memory bomb under a 3 GB limit: the worker survives, the concurrent executions complete,

@@ -127,7 +127,12 @@ type e2eWorker struct {
 // running when the test ends is killed.
 func spawnWorker(t testing.TB, env map[string]string) *e2eWorker {
 	t.Helper()
-	cmd := exec.Command(binary, "worker")
+	return spawn(t, exec.Command(binary, "worker"), env)
+}
+
+// spawn starts cmd (the binary, or a shell that execs it) with exactly env plus PATH and HOME.
+func spawn(t testing.TB, cmd *exec.Cmd, env map[string]string) *e2eWorker {
+	t.Helper()
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
