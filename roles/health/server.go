@@ -1,0 +1,192 @@
+package health
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"plaita/internal/service"
+)
+
+// Collector refreshes gauges right before /metrics writes the set (a queue's depth …). It gets
+// the scrape's context, bounded by ScrapeTimeout.
+type Collector func(ctx context.Context)
+
+// ScrapeTimeout bounds the collectors of one /metrics request: a collector reading Redis must
+// not hang a scrape past Prometheus's own timeout.
+const ScrapeTimeout = 3 * time.Second
+
+// Server serves /metrics, /healthz (200 while the process runs) and /readyz (200 only when the
+// Prober says ready, else 503 with a one-line reason). Port 0 means off: the service runs and
+// serves nothing.
+type Server struct {
+	// svc runs the serving goroutine and makes Stop safe twice and before Start.
+	svc service.Base
+
+	host       string
+	port       int
+	set        *metrics.Set
+	prober     Prober
+	log        zerolog.Logger
+	collectors []Collector
+
+	mu      sync.Mutex
+	srv     *http.Server
+	addr    string
+	stopped bool // checked before listening: a Start after Stop must not bind the port
+}
+
+// New builds the endpoint for host ("" = 0.0.0.0) and port (0 = off). prober nil = always
+// ready.
+func New(host string, port int, set *metrics.Set, prober Prober, log zerolog.Logger) *Server {
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	return &Server{host: host, port: port, set: set, prober: prober, log: log}
+}
+
+// AddCollector registers a collector run before every /metrics write; call before Start.
+func (s *Server) AddCollector(c Collector) { s.collectors = append(s.collectors, c) }
+
+// Handler serves /metrics, /healthz and /readyz.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /metrics", s.serveMetrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", s.serveReady)
+	return mux
+}
+
+func (s *Server) serveMetrics(w http.ResponseWriter, req *http.Request) {
+	if len(s.collectors) > 0 {
+		ctx, cancel := context.WithTimeout(req.Context(), ScrapeTimeout)
+		for _, c := range s.collectors {
+			c(ctx)
+		}
+		cancel()
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s.set.WritePrometheus(w)
+	metrics.WriteProcessMetrics(w)
+}
+
+func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	ok, reason := true, ""
+	if s.prober != nil {
+		ok, reason = s.prober.Ready()
+	}
+	if ok {
+		_, _ = w.Write([]byte("ready\n"))
+		return
+	}
+	// One line whatever the reason holds, so a probe log stays one line too.
+	if reason = strings.Join(strings.Fields(reason), " "); reason == "" {
+		reason = "not ready"
+	}
+	w.WriteHeader(http.StatusServiceUnavailable)
+	_, _ = w.Write([]byte("not ready: " + reason + "\n"))
+}
+
+// Start listens on host:port and serves until Stop; a listen error (port taken …) is returned
+// and nothing runs. With port 0 the endpoint is off: Start logs it and the service idles until
+// Stop, so that the lifecycle (a second Start, a Start after Stop) is the same either way.
+func (s *Server) Start(ctx context.Context) error {
+	if s.port == 0 {
+		if err := s.svc.Run(ctx, func(ctx context.Context) { <-ctx.Done() }); err != nil {
+			return fmt.Errorf("health endpoint: %w", err)
+		}
+		s.log.Info().Str("event", "health.off").Msg("metrics and health endpoint off (port 0)")
+		return nil
+	}
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return fmt.Errorf("health endpoint: %w", service.ErrStopped)
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", net.JoinHostPort(s.host, strconv.Itoa(s.port)))
+	if err != nil {
+		return fmt.Errorf("health endpoint: %w", err)
+	}
+	return s.serve(ctx, ln)
+}
+
+// Serve serves on a listener the caller opened (tests: 127.0.0.1:0) until Stop; it returns at
+// once. The server owns ln from here on.
+func (s *Server) Serve(ln net.Listener) error { return s.serve(context.Background(), ln) }
+
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+	}
+	if s.stopped {
+		ln.Close()
+		return fmt.Errorf("health endpoint: %w", service.ErrStopped)
+	}
+	if err := s.svc.Run(ctx, func(ctx context.Context) { s.run(ctx, srv, ln) }); err != nil {
+		ln.Close()
+		return fmt.Errorf("health endpoint: %w", err)
+	}
+	s.srv, s.addr = srv, ln.Addr().String()
+	s.log.Info().Str("event", "health.listen").Str("addr", s.addr).Msg("serving /metrics, /healthz, /readyz")
+	return nil
+}
+
+// run serves until Stop. Stop shuts the server down gracefully first; the cancelled context
+// closes it when Stop gave up on the graceful shutdown.
+func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener) {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		_ = srv.Close()
+		err = <-served
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		s.log.Error().Str("event", "health.failed").Err(err).Msg("metrics and health endpoint stopped serving")
+	}
+}
+
+// Addr is the bound address ("" when off or not started).
+func (s *Server) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Stop shuts the endpoint down gracefully: a scrape in flight finishes, unless ctx ends first
+// and its connection is closed. Safe to call twice or without Start.
+func (s *Server) Stop(ctx context.Context) {
+	s.mu.Lock()
+	s.stopped = true
+	srv := s.srv
+	s.mu.Unlock()
+	if srv != nil {
+		if err := srv.Shutdown(ctx); err != nil {
+			_ = srv.Close()
+		}
+	}
+	s.svc.Stop(ctx)
+}
