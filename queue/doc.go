@@ -38,7 +38,7 @@
 // DeadLetter writes the DLQ entry, trims the DLQ to exactly PLAITA_DLQ_MAX_LEN and acks the
 // source; a short-lived marker makes a source whose ack failed go to the DLQ only once.
 // Replay re-enqueues a dead letter exactly once (marker <dlq>:replayed:<id>). SweepResidue
-// removes entries that were acked but not deleted; RunSweeper runs it at start and every
+// removes entries that were acked but not deleted; Sweeper (a service) runs it at start and every
 // DefaultSweepInterval.
 //
 // Counters go to the *metrics.Set given to New as plaita_queue_<name>_total{queue="…"}.

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"plaita/internal/service"
 )
 
 const (
@@ -143,28 +145,26 @@ func (q *Queue) sweepDone(removed int, err error) error {
 	return err
 }
 
-// RunSweeper sweeps residue at once and then every interval (<= 0: DefaultSweepInterval)
-// until ctx ends. Errors are logged; the next tick tries again.
-func (q *Queue) RunSweeper(ctx context.Context, every time.Duration) {
+// Sweeper is the residue sweeper as a service: a sweep at start and then every interval
+// (<= 0: DefaultSweepInterval) until it is stopped. Errors are logged; the next tick tries again.
+func (q *Queue) Sweeper(every time.Duration) service.Service {
 	if every <= 0 {
 		every = DefaultSweepInterval
 	}
-	round := func() {
+	round := func(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, min(every, sweepRoundTimeout))
 		defer cancel()
 		if _, err := q.SweepResidue(rctx); err != nil && ctx.Err() == nil {
 			q.log.Warn().Err(err).Str("event", "queue.residue_sweep_failed").Msg("residue sweep failed; retrying next round")
 		}
 	}
-	round()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			round()
-		}
-	}
+	return &sweeper{Loop: service.Loop{Interval: every, Once: round}}
+}
+
+// sweeper sweeps once at start, then on every tick.
+type sweeper struct{ service.Loop }
+
+func (s *sweeper) Start(ctx context.Context) error {
+	s.Once(ctx)
+	return s.Loop.Start(ctx)
 }

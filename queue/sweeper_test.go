@@ -1,7 +1,6 @@
 package queue
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -108,31 +107,28 @@ func TestSweepWithoutStream(t *testing.T) {
 	}
 }
 
-func TestRunSweeperSweepsAtStartAndStops(t *testing.T) {
+func TestSweeperSweepsAtStartAndStops(t *testing.T) {
 	t.Parallel()
 	b := setup(t, nil)
 	id := b.enqueue(t, startEnv("f"))
 	b.read(t, b.q, "w1", 1)
 	b.xackOnly(t, id)
-	ctx, cancel := context.WithCancel(testCtx(t))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.q.RunSweeper(ctx, time.Hour)
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for b.q.Stats().ResidueSwept != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the sweeper did not sweep at start")
-		}
-		time.Sleep(10 * time.Millisecond)
+	sw := b.q.Sweeper(time.Hour)
+	if err := sw.Start(testCtx(t)); err != nil {
+		t.Fatal(err)
 	}
-	cancel()
+	// The sweep at start has run when Start returns.
+	if n := b.q.Stats().ResidueSwept; n != 1 {
+		t.Fatalf("swept %d at start, want 1", n)
+	}
+	stopped := make(chan struct{})
+	go func() { sw.Stop(testCtx(t)); close(stopped) }()
 	select {
-	case <-done:
+	case <-stopped:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the sweeper did not stop")
 	}
+	sw.Stop(testCtx(t)) // twice: fine
 	if !strings.Contains(b.logs.String(), `"event":"queue.residue_swept"`) {
 		t.Fatalf("no log line: %s", b.logs.String())
 	}

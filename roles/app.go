@@ -139,7 +139,7 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if run, ok := service(role); ok {
+			if run, ok := roleBody(role); ok {
 				if err := run(ctx, cfg, log); err != nil {
 					log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
 					return &exitError{code: ExitFailure, err: err}
@@ -154,9 +154,9 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 	}
 }
 
-// service returns the body of a role, when it exists; a role without one says it is not
+// roleBody returns the body of a role, when it exists; a role without one says it is not
 // built yet.
-func service(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
+func roleBody(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
 	switch role {
 	case config.RoleWorker:
 		return runWorker, true

@@ -13,21 +13,27 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
+	"plaita/internal/service"
 	"plaita/queue"
+	"plaita/roles/alert"
+	"plaita/roles/health"
+	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/roles/worker"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// runWorker wires the worker's components and runs them until ctx ends (SIGTERM/SIGINT).
+// runWorker wires the worker's services and runs them until ctx ends (SIGTERM/SIGINT).
 //
-// Start order: Redis → node types (a refused code backend stops here) → queue group → store →
-// registry (status running) → gates → dispatcher → metrics server, then ready.
+// Start order (service.Group): metrics server → registry (status running) → alert sender →
+// live events → residue sweeper → dispatcher, then ready. A service that fails to start stops
+// the ones before it, in reverse.
 // Shutdown order (the runbook's drain): not ready + registry status draining at once → the
 // dispatcher stops reading, lets in-flight tasks finish and ack, and after
-// PLAITA_WORKER_DRAIN_TIMEOUT cancels what is left → status stopping → deregister (a closed gate
-// keeps late heartbeats from recreating the key) → residue sweeper, alerts, metrics server.
+// PLAITA_WORKER_DRAIN_TIMEOUT cancels what is left → status stopping → the services stop in
+// reverse: sweeper, live events and alerts (flushed), registry (deregistered; a closed gate
+// keeps late heartbeats from recreating the key), metrics server last.
 func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	set := metrics.NewSet()
 	c, err := redisClient(config.RedisURL.In(cfg))
@@ -35,99 +41,119 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return fmt.Errorf("worker: %w", err)
 	}
 	defer c.Close()
-
-	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, nodeOptions(cfg), log); err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	q, err := queue.New(c, settings.Queue(cfg), set, log)
+	w, err := buildWorker(cfg, c, set, log)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelStart()
-	if err := q.EnsureGroup(startCtx); err != nil {
+	if err := w.queue.EnsureGroup(startCtx); err != nil {
 		return fmt.Errorf("worker: consumer group: %w", err)
 	}
+	var services service.Group
+	if err := services.Start(startCtx,
+		service.Named{Name: "metrics server", Service: w.server},
+		service.Named{Name: "registry", Service: w.registry},
+		service.Named{Name: "alerts", Service: w.alerter},
+		service.Named{Name: "live events", Service: w.observer},
+		service.Named{Name: "residue sweeper", Service: w.queue.Sweeper(queue.DefaultSweepInterval)},
+		service.Named{Name: "dispatcher", Service: w.dispatcher},
+	); err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.ready.SetReady()
+	log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
+		Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", w.server.Addr()).Msg("worker running")
+
+	<-ctx.Done()
+	w.drain(time.Duration(config.WorkerDrainTimeout.In(cfg)*float64(time.Second)), log)
+	stopCtx, cancelStop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancelStop()
+	services.Stop(stopCtx)
+	log.Info().Str("event", "worker.stopped").Msg("worker stopped")
+	return nil
+}
+
+// workerParts are the worker's services and what the drain needs.
+type workerParts struct {
+	queue      *queue.Queue
+	registry   *presence.Registry
+	ready      *health.Readiness
+	server     *health.Server
+	alerter    *alert.Alerter
+	observer   *worker.Observer
+	dispatcher *worker.Dispatcher
+}
+
+// buildWorker builds every part; nothing runs yet. A refused code backend or an invalid jail
+// root stops here.
+func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*workerParts, error) {
+	reg := engine.NewRegistry()
+	if err := nodes.Register(reg, nodeOptions(cfg), log); err != nil {
+		return nil, err
+	}
+	q, err := queue.New(c, settings.Queue(cfg), set, log)
+	if err != nil {
+		return nil, err
+	}
 	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
-
-	info := worker.InstanceInfoFromConfig(cfg)
-	registry := worker.NewRegistry(c, keys.DefaultRoot, info, log, set)
-	if err := registry.Start(startCtx); err != nil {
-		return fmt.Errorf("worker: registry: %w", err)
+	info := worker.InstanceInfo(cfg)
+	w := &workerParts{queue: q, ready: health.NewReadiness(),
+		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set),
+		alerter:  alert.New(config.AlertWebhook.In(cfg), info.InstanceID, set, log),
+		observer: worker.NewObserver(store.NewLiveEvents(c, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
 	}
-	ready := worker.NewReadiness()
-	server := worker.NewServer(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log)
-	server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
-	if err := server.Start(ctx); err != nil {
-		registry.Stop(context.Background())
-		return fmt.Errorf("worker: metrics endpoint: %w", err)
+	w.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, w.ready, log)
+	w.server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
+	deps, err := gateDeps(cfg, c, st, set, log)
+	if err != nil {
+		return nil, err
 	}
+	deps.Client, deps.Config, deps.Root, deps.Queue, deps.Store = c, cfg, keys.DefaultRoot, q, st
+	deps.Flows, deps.Nodes, deps.Engine = engine.NewFlowCache(reg, settings.Engine(cfg).Expr, 1024), reg, settings.Engine(cfg)
+	deps.Registry, deps.Alerter, deps.Observer = w.registry, w.alerter, w.observer
+	deps.Log, deps.Metrics, deps.Settings, deps.Clock = log, set, worker.SettingsFrom(cfg), engine.SystemClock{}
+	w.dispatcher = worker.NewDispatcher(deps)
+	return w, nil
+}
 
+// gateDeps builds the admission gates.
+func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metrics.Set, log zerolog.Logger) (worker.Deps, error) {
 	tenantStatus, err := worker.NewTenantStatus(c, cfg, keys.DefaultRoot, set, log)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return worker.Deps{}, err
 	}
 	quota, err := worker.NewQuota(c, cfg, keys.DefaultRoot, set, log)
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return worker.Deps{}, err
 	}
 	root, err := writefile.ResolveRoot(writefile.HostFacts(
 		config.NodesWorkspaceRoot.In(cfg), config.AllowUnrestrictedWrites.In(cfg), config.ProjectRoot.In(cfg)))
 	if err != nil {
-		return fmt.Errorf("worker: %w", err)
+		return worker.Deps{}, err
 	}
 	deny := worker.DenyRepos(cfg)
-	alerter := worker.NewAlerter(config.AlertWebhook.In(cfg), info.InstanceID, set, log)
-	alerter.Start(ctx)
-	observer := worker.NewObserver(store.NewLiveEvents(c, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log)
-	observer.Start(context.WithoutCancel(ctx))
+	return worker.Deps{DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
+		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota, Disk: worker.NewDiskGuard(cfg, log, nil)}, nil
+}
 
-	d := worker.NewDispatcher(worker.Deps{
-		Client: c, Config: cfg, Root: keys.DefaultRoot, Queue: q, Store: st,
-		Flows: engine.NewFlowCache(reg, settings.Engine(cfg).Expr, 1024), Nodes: reg, Engine: settings.Engine(cfg),
-		Registry: registry, DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
-		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota,
-		Disk: worker.NewDiskGuard(cfg, log, nil), Alerter: alerter, Observer: observer,
-		Log: log, Metrics: set, Settings: worker.SettingsFrom(cfg), Clock: engine.SystemClock{},
-	})
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
-	d.Start(runCtx)
-	sweepCtx, stopSweep := context.WithCancel(runCtx)
-	sweeperDone := make(chan struct{})
-	go func() { defer close(sweeperDone); q.RunSweeper(sweepCtx, queue.DefaultSweepInterval) }()
-	ready.SetReady()
-	log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
-		Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", server.Addr()).Msg("worker running")
-
-	<-ctx.Done()
-
-	// Drain: everything below runs on fresh contexts, the process context is done.
-	drain := time.Duration(config.WorkerDrainTimeout.In(cfg) * float64(time.Second))
-	ready.SetNotReady("draining")
+// drain is the runbook's drain: not ready and draining at once, the dispatcher finishes or
+// (after timeout) cancels what runs, then the instance says it is stopping. It runs on fresh
+// contexts: the process context is done.
+func (w *workerParts) drain(timeout time.Duration, log zerolog.Logger) {
 	bg := context.Background()
-	if err := registry.SetStatus(bg, worker.StatusDraining); err != nil {
+	w.ready.SetNotReady("draining")
+	if err := w.registry.SetStatus(bg, presence.StatusDraining); err != nil {
 		log.Warn().Err(err).Str("event", "worker.status_write_failed").Msg("could not mark the instance draining")
 	}
-	log.Info().Str("event", "worker.draining").Dur("timeout", drain).Int("active", d.Active()).Msg("draining: no new work, finishing in-flight tasks")
-	drainCtx, cancelDrain := context.WithTimeout(bg, drain)
-	d.Stop(drainCtx)
-	cancelDrain()
-	if err := registry.SetStatus(bg, worker.StatusStopping); err != nil {
+	log.Info().Str("event", "worker.draining").Dur("timeout", timeout).Int("active", w.dispatcher.Active()).
+		Msg("draining: no new work, finishing in-flight tasks")
+	drainCtx, cancel := context.WithTimeout(bg, timeout)
+	w.dispatcher.Stop(drainCtx)
+	cancel()
+	if err := w.registry.SetStatus(bg, presence.StatusStopping); err != nil {
 		log.Warn().Err(err).Str("event", "worker.status_write_failed").Msg("could not mark the instance stopping")
 	}
-	stopCtx, cancelStop := context.WithTimeout(bg, 5*time.Second)
-	defer cancelStop()
-	registry.Stop(stopCtx)
-	stopSweep()
-	<-sweeperDone
-	alerter.Stop(stopCtx)
-	observer.Stop(stopCtx)
-	server.Stop(stopCtx)
-	stopRun()
-	log.Info().Str("event", "worker.stopped").Msg("worker stopped")
-	return nil
 }
 
 // redisClient connects to the URL the preflight accepted. Client-side caching is off: every

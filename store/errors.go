@@ -51,7 +51,7 @@ func (e *LeaseHeldError) Error() string {
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
 // permanent lists every class that retrying cannot fix.
-var permanent = []error{ErrStateSerialization, ErrStateTooLarge, ErrStateCorrupt, ErrNotFound, ErrLeaseLost, ErrLeaseHeld,
+var permanent = []error{ErrStateSerialization, ErrStateTooLarge, ErrStateCorrupt, ErrNotFound, ErrLeaseLost, ErrLeaseHeld, ErrBadRecord,
 	ErrInvalid, keys.ErrBadID, keys.ErrBadTenant}
 
 // IsTransient reports whether err is worth retrying from the last checkpoint: true for

@@ -15,6 +15,8 @@ import (
 	"plaita/config"
 	"plaita/engine"
 	"plaita/queue"
+	"plaita/roles/alert"
+	"plaita/roles/presence"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -46,7 +48,7 @@ type Deps struct {
 
 	// Registry answers liveness of lease holders and takes the active-task count; nil = every
 	// other holder is treated as alive.
-	Registry *Registry
+	Registry *presence.Registry
 
 	// Admission gates, in loop order; nil = skipped.
 	DenyRepos    *RepoDeny
@@ -55,9 +57,9 @@ type Deps struct {
 	Affinity     *Affinity
 	Quota        *Quota
 
-	Disk     *DiskGuard // nil = always allow
-	Alerter  *Alerter   // nil ok; set as Queue.OnDeadLetter when that is unset
-	Observer *Observer  // nil = no step metrics and no live events
+	Disk     *DiskGuard     // nil = always allow
+	Alerter  *alert.Alerter // nil ok; set as Queue.OnDeadLetter when that is unset
+	Observer *Observer      // nil = no step metrics and no live events
 
 	Log     zerolog.Logger
 	Metrics *metrics.Set

@@ -19,6 +19,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
@@ -571,7 +572,7 @@ func TestDispatchLeaseHeldByDeadHolderOrLivenessOff(t *testing.T) {
 			defer l.Release(context.Background())
 			f.enqueue(t, env)
 			// A registry in which gone-worker has no record: it is dead.
-			reg := NewRegistry(f.c, f.root, InstanceInfoFromConfig(f.cfg), zerolog.Nop(), metrics.NewSet())
+			reg := presence.New(store.NewRegistry(f.c, f.root), InstanceInfo(f.cfg), zerolog.Nop(), metrics.NewSet())
 			f.start(t, func(d *Deps) { d.Registry = reg })
 			if off {
 				f.waitSettled(t) // acked unconditionally

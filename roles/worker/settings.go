@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"os"
 	"time"
 
 	"plaita/config"
+	"plaita/roles/presence"
 )
 
 // Settings are the dispatcher's own knobs, read once at start.
@@ -29,5 +31,25 @@ func SettingsFrom(cfg *config.Config) Settings {
 		DisableCancelInterrupt: config.DisableCancelInterrupt.In(cfg),
 		DisableHolderLiveness:  config.DisableHolderLiveness.In(cfg),
 		EventsPublish:          config.ExecutionEventsPublish.In(cfg),
+	}
+}
+
+// InstanceInfo is what this worker says about itself in the registry: the effective
+// configuration (flags applied), the host and the pid; StartedAt is now.
+func InstanceInfo(cfg *config.Config) presence.InstanceInfo {
+	host, _ := os.Hostname()
+	g := cfg.Generations()
+	return presence.InstanceInfo{
+		InstanceID:    config.InstanceID.In(cfg),
+		Role:          string(cfg.Role()),
+		Host:          host,
+		PID:           os.Getpid(),
+		Queue:         config.QueueName.In(cfg),
+		ConsumerGroup: config.ConsumerGroup.In(cfg),
+		ConsumerName:  config.ConsumerName.In(cfg),
+		DLQKey:        config.DLQKey.In(cfg),
+		Generations:   presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+		Capacity:      config.WorkerConcurrency.In(cfg),
+		StartedAt:     time.Now().UTC(),
 	}
 }
