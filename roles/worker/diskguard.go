@@ -1,24 +1,26 @@
 package worker
 
 import (
+	"cmp"
 	"fmt"
 	"sync"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
-	"plaita/config"
+	"plaita/roles/settings"
 )
 
 const gib = 1 << 30
 
 // DiskGuard is the worker's local admission gate on free disk (PLAITA_WORKER_MIN_FREE_DISK_GIB
-// on PLAITA_WORKER_DISK_GUARD_PATH, both re-read on every check). Below the line the worker
-// claims nothing and checks again on its next round; it resumes by itself when space is back.
-// 0 turns the guard off. A failing probe lets work through: a broken probe must not stop the
-// whole pool.
+// on PLAITA_WORKER_DISK_GUARD_PATH, settings.DiskGuard). Below the line the worker claims
+// nothing and checks again on its next round; it resumes by itself when space is back. 0 turns
+// the guard off. A failing probe lets work through: a broken probe must not stop the whole
+// pool.
 type DiskGuard struct {
-	cfg     *config.Config
+	minGiB  float64 // ≤ 0 = off
+	path    string
 	log     zerolog.Logger
 	statfs  func(path string) (free uint64, err error)
 	mu      sync.Mutex
@@ -26,12 +28,12 @@ type DiskGuard struct {
 	probeOK bool
 }
 
-// NewDiskGuard returns the guard; statfs nil = the real filesystem.
-func NewDiskGuard(cfg *config.Config, log zerolog.Logger, statfs func(string) (uint64, error)) *DiskGuard {
+// NewDiskGuardGate returns the guard; statfs nil = the real filesystem.
+func NewDiskGuardGate(s settings.DiskGuard, log zerolog.Logger, statfs func(string) (uint64, error)) *DiskGuard {
 	if statfs == nil {
 		statfs = freeBytes
 	}
-	return &DiskGuard{cfg: cfg, log: log, statfs: statfs, probeOK: true}
+	return &DiskGuard{minGiB: s.MinFreeGiB, path: cmp.Or(s.Path, "."), log: log, statfs: statfs, probeOK: true}
 }
 
 func freeBytes(path string) (uint64, error) {
@@ -44,11 +46,10 @@ func freeBytes(path string) (uint64, error) {
 
 // Allow reports whether the worker may claim work now. Transitions are logged once each.
 func (g *DiskGuard) Allow() bool {
-	min := config.WorkerMinFreeDiskGiB.In(g.cfg)
+	min, path := g.minGiB, g.path
 	if min <= 0 {
 		return true
 	}
-	path := config.WorkerDiskGuardPath.In(g.cfg)
 	free, err := g.statfs(path)
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/roles/settings"
 )
 
 func cfgWith(t *testing.T, env map[string]string) *config.Config {
@@ -23,10 +24,14 @@ func TestDiskGuard(t *testing.T) {
 	var logs strings.Builder
 	free := uint64(5 * gib)
 	var probeErr error
-	g := NewDiskGuard(cfgWith(t, map[string]string{"PLAITA_WORKER_MIN_FREE_DISK_GIB": "2.5"}), zerolog.New(&logs),
-		func(string) (uint64, error) { return free, probeErr })
+	var probed []string
+	s := settings.WorkerDiskGuard(cfgWith(t, map[string]string{"PLAITA_WORKER_MIN_FREE_DISK_GIB": "2.5", "PLAITA_WORKER_DISK_GUARD_PATH": "/srv/work"}))
+	g := NewDiskGuardGate(s, zerolog.New(&logs), func(path string) (uint64, error) { probed = append(probed, path); return free, probeErr })
 	if !g.Allow() {
 		t.Fatal("5 GiB free, line 2.5: must allow")
+	}
+	if len(probed) != 1 || probed[0] != "/srv/work" {
+		t.Errorf("probed %v, want the configured path", probed)
 	}
 	free = 1 * gib
 	for range 2 {
@@ -52,12 +57,20 @@ func TestDiskGuard(t *testing.T) {
 
 func TestDiskGuardOffAndReal(t *testing.T) {
 	calls := 0
-	g := NewDiskGuard(cfgWith(t, nil), zerolog.Nop(), func(string) (uint64, error) { calls++; return 0, nil })
+	g := NewDiskGuardGate(settings.WorkerDiskGuard(cfgWith(t, nil)), zerolog.Nop(), func(string) (uint64, error) { calls++; return 0, nil })
 	if !g.Allow() || calls != 0 {
 		t.Fatal("0 = off: no probe, always allow")
 	}
+	// The zero settings are off too; a line without a path measures the working directory.
+	if !NewDiskGuardGate(settings.DiskGuard{}, zerolog.Nop(), func(string) (uint64, error) { calls++; return 0, nil }).Allow() || calls != 0 {
+		t.Fatal("zero settings: off")
+	}
+	var probed string
+	if NewDiskGuardGate(settings.DiskGuard{MinFreeGiB: 1}, zerolog.Nop(), func(p string) (uint64, error) { probed = p; return 0, nil }).Allow() || probed != "." {
+		t.Fatalf("line without a path: probed %q", probed)
+	}
 	// The real probe on the test's temp dir: an absurd line blocks.
-	real := NewDiskGuard(cfgWith(t, map[string]string{"PLAITA_WORKER_MIN_FREE_DISK_GIB": "1e9", "PLAITA_WORKER_DISK_GUARD_PATH": t.TempDir()}), zerolog.Nop(), nil)
+	real := NewDiskGuardGate(settings.WorkerDiskGuard(cfgWith(t, map[string]string{"PLAITA_WORKER_MIN_FREE_DISK_GIB": "1e9", "PLAITA_WORKER_DISK_GUARD_PATH": t.TempDir()})), zerolog.Nop(), nil)
 	if real.Allow() {
 		t.Fatal("nobody has an exabyte free")
 	}

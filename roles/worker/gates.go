@@ -7,14 +7,15 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/queue"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -126,26 +127,31 @@ func setOrNew(set *metrics.Set) *metrics.Set {
 
 // ---- deny repos ----------------------------------------------------------------------------
 
-// RepoDeny is the PLAITA_WORKER_DENY_REPOS gate (re-read on every call).
-type RepoDeny struct{ cfg *config.Config }
+// RepoDeny is the PLAITA_WORKER_DENY_REPOS gate (settings.WorkerDenyRepos, read once at
+// start). The zero value denies nothing.
+type RepoDeny struct{ repos []string }
 
-// DenyRepos returns the deny-repos gate of cfg.
-func DenyRepos(cfg *config.Config) RepoDeny { return RepoDeny{cfg: cfg} }
-
-// Denied reports whether env is a start whose repo is listed in PLAITA_WORKER_DENY_REPOS. Items
-// are compared exactly after trimming; empty items never match. Resumes are never denied: their
-// execution already runs somewhere in this repo's pool and must be able to finish.
-func (r RepoDeny) Denied(env queue.Envelope) bool {
-	repo := strings.TrimSpace(env.Repo)
-	if env.Kind != queue.KindStart || repo == "" || r.cfg == nil {
-		return false
-	}
-	for _, item := range config.WorkerDenyRepos.In(r.cfg) {
-		if item = strings.TrimSpace(item); item != "" && item == repo {
-			return true
+// NewRepoDeny returns the gate denying starts of repos. Items are trimmed; empty items are
+// dropped (they never match).
+func NewRepoDeny(repos []string) RepoDeny {
+	var keep []string
+	for _, item := range repos {
+		if item = strings.TrimSpace(item); item != "" {
+			keep = append(keep, item)
 		}
 	}
-	return false
+	return RepoDeny{repos: keep}
+}
+
+// Denied reports whether env is a start whose repo is listed in PLAITA_WORKER_DENY_REPOS. Items
+// are compared exactly after trimming. Resumes are never denied: their execution already runs
+// somewhere in this repo's pool and must be able to finish.
+func (r RepoDeny) Denied(env queue.Envelope) bool {
+	repo := strings.TrimSpace(env.Repo)
+	if env.Kind != queue.KindStart || repo == "" {
+		return false
+	}
+	return slices.Contains(r.repos, repo)
 }
 
 // Check is Denied as a Decision: VerdictHandOver (let another worker take it) or VerdictRun.
@@ -168,12 +174,13 @@ const DefaultMaxHandovers = 3
 // writefile.ResolveRoot and passed in). A worker without it hands the task over; the number of
 // handovers is counted per execution (keys.FamAffinityHandover, 7d TTL) and after MaxHandovers
 // the next worker runs it anyway with a WARNING (liveness first: a pool where no worker has the
-// repo must still make progress). PLAITA_DISABLE_AFFINITY=1 (re-read per call) skips the check.
+// repo must still make progress). PLAITA_DISABLE_AFFINITY=1 (settings.Affinity) skips the
+// check.
 type Affinity struct {
-	cfg  *config.Config
-	st   *store.Redis
-	root string
-	log  zerolog.Logger
+	disabled bool
+	st       *store.Redis
+	root     string
+	log      zerolog.Logger
 	// MaxHandovers bounds the handovers of one execution (DefaultMaxHandovers; <1 = 0, i.e.
 	// run anyway at once when the repo is missing).
 	MaxHandovers int
@@ -182,12 +189,12 @@ type Affinity struct {
 	once                         gateOnce
 }
 
-// NewAffinity returns the gate. root is this worker's workspace root ("" = unknown or an
+// NewAffinityGate returns the gate. root is this worker's workspace root ("" = unknown or an
 // unrestricted jail: the check is skipped). st counts handovers.
-func NewAffinity(cfg *config.Config, st *store.Redis, root string, set *metrics.Set, log zerolog.Logger) *Affinity {
+func NewAffinityGate(st *store.Redis, s settings.Affinity, root string, set *metrics.Set, log zerolog.Logger) *Affinity {
 	set = setOrNew(set)
 	return &Affinity{
-		cfg: cfg, st: st, root: root, log: log, MaxHandovers: DefaultMaxHandovers,
+		disabled: s.Disabled, st: st, root: root, log: log, MaxHandovers: DefaultMaxHandovers,
 		handover:  set.GetOrCreateCounter(`plaita_affinity_handover_total`),
 		runAnyway: set.GetOrCreateCounter(`plaita_affinity_run_anyway_total`),
 		invalid:   set.GetOrCreateCounter(`plaita_affinity_invalid_repo_total`),
@@ -223,7 +230,7 @@ func ValidRepoName(repo string) error {
 //	missing, handovers ≤ MaxHandovers → VerdictHandOver (the counter was incremented)
 //	missing, past the bound           → VerdictRunAnyway + WARNING
 func (a *Affinity) Check(ctx context.Context, env queue.Envelope, flowRepo string) (Decision, error) {
-	if a.cfg != nil && config.DisableAffinity.In(a.cfg) {
+	if a.disabled {
 		return Decision{VerdictRun, RuleAffinity, "affinity check skipped: PLAITA_DISABLE_AFFINITY=1"}, nil
 	}
 	if flowRepo == "" {
@@ -276,19 +283,19 @@ func (a *Affinity) Check(ctx context.Context, env queue.Envelope, flowRepo strin
 // ---- dispatch target -----------------------------------------------------------------------
 
 // Target is the target_instance_id gate: a message addressed to another live instance is left
-// for it. PLAITA_DISABLE_DISPATCH_TARGET=1 (re-read per call) ignores targets.
+// for it. PLAITA_DISABLE_DISPATCH_TARGET=1 (settings.Target) ignores targets.
 type Target struct {
-	cfg  *config.Config
-	log  zerolog.Logger
-	left *metrics.Counter
-	dead *metrics.Counter
-	once gateOnce
+	disabled bool
+	log      zerolog.Logger
+	left     *metrics.Counter
+	dead     *metrics.Counter
+	once     gateOnce
 }
 
-// NewTarget returns the gate.
-func NewTarget(cfg *config.Config, set *metrics.Set, log zerolog.Logger) *Target {
+// NewTargetGate returns the gate.
+func NewTargetGate(s settings.Target, set *metrics.Set, log zerolog.Logger) *Target {
 	set = setOrNew(set)
-	return &Target{cfg: cfg, log: log,
+	return &Target{disabled: s.Disabled, log: log,
 		left: set.GetOrCreateCounter(`plaita_dispatch_target_left_total`),
 		dead: set.GetOrCreateCounter(`plaita_dispatch_target_dead_total`)}
 }
@@ -302,7 +309,7 @@ func NewTarget(cfg *config.Config, set *metrics.Set, log zerolog.Logger) *Target
 func (t *Target) Check(ctx context.Context, env queue.Envelope, self string, alive func(ctx context.Context, id string) (bool, error)) Decision {
 	target := strings.TrimSpace(env.TargetInstanceID)
 	switch {
-	case t.cfg != nil && config.DisableDispatchTarget.In(t.cfg):
+	case t.disabled:
 		return Decision{VerdictRun, RuleDispatchTarget, "target_instance_id ignored: PLAITA_DISABLE_DISPATCH_TARGET=1"}
 	case target == "":
 		return Decision{VerdictRun, RuleDispatchTarget, "no target_instance_id"}

@@ -2,15 +2,20 @@ package worker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
+	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/settings"
@@ -19,8 +24,7 @@ import (
 )
 
 func TestDenyRepos(t *testing.T) {
-	env := map[string]string{"PLAITA_WORKER_DENY_REPOS": " big-repo , ,mono,, "}
-	deny := DenyRepos(gatesCfg(t, env))
+	deny := NewRepoDeny(settings.WorkerDenyRepos(gatesCfg(t, map[string]string{"PLAITA_WORKER_DENY_REPOS": " big-repo , ,mono,, "})))
 	start := func(repo string) queue.Envelope {
 		return queue.Envelope{Kind: queue.KindStart, FlowID: "f", ExecutionID: "ex_1", Repo: repo}
 	}
@@ -41,21 +45,23 @@ func TestDenyRepos(t *testing.T) {
 	if deny.Denied(resume) {
 		t.Error("a resume is never denied")
 	}
-	// Re-read on every call.
-	env["PLAITA_WORKER_DENY_REPOS"] = "other"
-	if deny.Denied(start("mono")) || !deny.Denied(start("other")) {
-		t.Error("PLAITA_WORKER_DENY_REPOS is not re-read per call")
+	// Another worker's list is its own.
+	other := NewRepoDeny(settings.WorkerDenyRepos(gatesCfg(t, map[string]string{"PLAITA_WORKER_DENY_REPOS": "other"})))
+	if other.Denied(start("mono")) || !other.Denied(start("other")) {
+		t.Error("a second gate must deny its own list only")
 	}
-	env["PLAITA_WORKER_DENY_REPOS"] = " , "
-	if deny.Denied(start("other")) || deny.Denied(start("")) {
+	if !deny.Denied(start("mono")) {
+		t.Error("building another gate changed the first")
+	}
+	onlyEmpty := NewRepoDeny(settings.WorkerDenyRepos(gatesCfg(t, map[string]string{"PLAITA_WORKER_DENY_REPOS": " , "})))
+	if onlyEmpty.Denied(start("other")) || onlyEmpty.Denied(start("")) {
 		t.Error("only empty items: nothing is denied")
 	}
-	delete(env, "PLAITA_WORKER_DENY_REPOS")
-	if deny.Denied(start("other")) {
+	if NewRepoDeny(settings.WorkerDenyRepos(gatesCfg(t, nil))).Denied(start("other")) {
 		t.Error("unset: nothing is denied")
 	}
-	if DenyRepos(nil).Denied(start("mono")) {
-		t.Error("nil config denies nothing")
+	if (RepoDeny{}).Denied(start("mono")) || NewRepoDeny([]string{"", "  "}).Denied(start("")) {
+		t.Error("the zero gate denies nothing")
 	}
 }
 
@@ -64,15 +70,14 @@ type affinityFixture struct {
 	ws   string
 	set  *metrics.Set
 	logs *strings.Builder
-	env  map[string]string
 	a    *Affinity
 }
 
 func newAffinityFixture(t *testing.T) *affinityFixture {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	f := &affinityFixture{ws: t.TempDir(), set: metrics.NewSet(), logs: &strings.Builder{}, env: map[string]string{}}
-	cfg := gatesCfg(t, f.env)
+	f := &affinityFixture{ws: t.TempDir(), set: metrics.NewSet(), logs: &strings.Builder{}}
+	cfg := gatesCfg(t, nil)
 	f.st = store.NewRedis(c, settings.Store(cfg), root)
 	if err := os.Mkdir(filepath.Join(f.ws, "shop"), 0o755); err != nil {
 		t.Fatal(err)
@@ -80,7 +85,7 @@ func newAffinityFixture(t *testing.T) *affinityFixture {
 	if err := os.WriteFile(filepath.Join(f.ws, "afile"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.a = NewAffinity(cfg, f.st, f.ws, f.set, zerolog.New(f.logs))
+	f.a = NewAffinityGate(f.st, settings.WorkerAffinity(cfg), f.ws, f.set, zerolog.New(f.logs))
 	return f
 }
 
@@ -90,7 +95,12 @@ func affinityEnv(tenant, id string) queue.Envelope {
 
 func (f *affinityFixture) check(t *testing.T, env queue.Envelope, repo string, want Verdict) Decision {
 	t.Helper()
-	d, err := f.a.Check(gatesCtx(t), env, repo)
+	return f.checkOn(t, f.a, env, repo, want)
+}
+
+func (f *affinityFixture) checkOn(t *testing.T, a *Affinity, env queue.Envelope, repo string, want Verdict) Decision {
+	t.Helper()
+	d, err := a.Check(gatesCtx(t), env, repo)
 	if err != nil {
 		t.Fatalf("Check(%q): %v", repo, err)
 	}
@@ -123,7 +133,7 @@ func TestAffinityPresentAndNoRepo(t *testing.T) {
 		t.Errorf("a present repo counted %d handovers", n)
 	}
 	// No workspace root: not checked (logged once).
-	noRoot := NewAffinity(nil, f.st, "", nil, zerolog.New(f.logs))
+	noRoot := NewAffinityGate(f.st, settings.Affinity{}, "", nil, zerolog.New(f.logs))
 	for range 2 {
 		if d, err := noRoot.Check(gatesCtx(t), affinityEnv("", "ex_1"), "missing"); err != nil || d.Verdict != VerdictRun {
 			t.Errorf("no root: %v %v", d, err)
@@ -194,9 +204,10 @@ func TestAffinityInvalidRepoNames(t *testing.T) {
 
 func TestAffinityDisabled(t *testing.T) {
 	f := newAffinityFixture(t)
-	f.env["PLAITA_DISABLE_AFFINITY"] = "1"
+	off := NewAffinityGate(f.st, settings.WorkerAffinity(gatesCfg(t, map[string]string{"PLAITA_DISABLE_AFFINITY": "1"})),
+		f.ws, f.set, zerolog.New(f.logs))
 	for _, repo := range []string{"missing", "../escape", "shop"} {
-		d := f.check(t, affinityEnv("", "ex_1"), repo, VerdictRun)
+		d := f.checkOn(t, off, affinityEnv("", "ex_1"), repo, VerdictRun)
 		if !strings.Contains(d.Reason, "PLAITA_DISABLE_AFFINITY=1") {
 			t.Errorf("reason %q", d.Reason)
 		}
@@ -204,15 +215,18 @@ func TestAffinityDisabled(t *testing.T) {
 	if n := f.handovers(t, "", "ex_1"); n != 0 {
 		t.Errorf("disabled affinity counted %d handovers", n)
 	}
-	delete(f.env, "PLAITA_DISABLE_AFFINITY") // re-read per call
-	f.check(t, affinityEnv("", "ex_1"), "missing", VerdictHandOver)
+	// The worker with the check on (the fixture's) hands the same execution over: the first
+	// handover, since the disabled gate counted none.
+	d := f.check(t, affinityEnv("", "ex_1"), "missing", VerdictHandOver)
+	if !strings.Contains(d.Reason, "handover 1 of") || f.handovers(t, "", "ex_1") != 1 {
+		t.Errorf("after the disabled gate: %q, counter %d", d.Reason, f.handovers(t, "", "ex_1"))
+	}
 }
 
 func TestDispatchTarget(t *testing.T) {
-	env := map[string]string{}
 	set := metrics.NewSet()
 	var logs strings.Builder
-	tg := NewTarget(gatesCfg(t, env), set, zerolog.New(&logs))
+	tg := NewTargetGate(settings.WorkerTarget(gatesCfg(t, nil)), set, zerolog.New(&logs))
 	live := map[string]bool{"worker-b": true, "worker-c": false}
 	var probed []string
 	alive := func(_ context.Context, id string) (bool, error) {
@@ -225,13 +239,17 @@ func TestDispatchTarget(t *testing.T) {
 	msg := func(target string) queue.Envelope {
 		return queue.Envelope{Kind: queue.KindResume, ExecutionID: "ex_1", ResumeType: "continue", TargetInstanceID: target}
 	}
-	check := func(target string, want Verdict) Decision {
+	checkOn := func(g *Target, target string, want Verdict) Decision {
 		t.Helper()
-		d := tg.Check(gatesCtx(t), msg(target), "worker-a", alive)
+		d := g.Check(gatesCtx(t), msg(target), "worker-a", alive)
 		if d.Verdict != want || d.Rule != RuleDispatchTarget || d.Reason == "" {
 			t.Fatalf("target %q: %v, want %v", target, d, want)
 		}
 		return d
+	}
+	check := func(target string, want Verdict) Decision {
+		t.Helper()
+		return checkOn(tg, target, want)
 	}
 	check("worker-b", VerdictLeaveForTarget) // another live instance
 	check("worker-c", VerdictRun)            // dead
@@ -246,16 +264,150 @@ func TestDispatchTarget(t *testing.T) {
 	if strings.Join(probed, ",") != "worker-b,worker-c,worker-z,broken,broken" {
 		t.Errorf("probed %v (self and empty must not be probed)", probed)
 	}
-	env["PLAITA_DISABLE_DISPATCH_TARGET"] = "1"
+	// A worker started with targets ignored runs it and probes nothing.
+	ignoring := NewTargetGate(settings.WorkerTarget(gatesCfg(t, map[string]string{"PLAITA_DISABLE_DISPATCH_TARGET": "1"})), set, zerolog.New(&logs))
 	probed = nil
-	d := check("worker-b", VerdictRun)
+	d := checkOn(ignoring, "worker-b", VerdictRun)
 	if !strings.Contains(d.Reason, "PLAITA_DISABLE_DISPATCH_TARGET=1") || len(probed) != 0 {
 		t.Errorf("disabled: %v, probed %v", d, probed)
 	}
 	if l, dead := set.GetOrCreateCounter(`plaita_dispatch_target_left_total`).Get(), set.GetOrCreateCounter(`plaita_dispatch_target_dead_total`).Get(); l != 1 || dead != 2 {
 		t.Errorf("counters left %d dead %d", l, dead)
 	}
-	if d := NewTarget(nil, nil, zerolog.Nop()).Check(gatesCtx(t), msg("worker-b"), "worker-a", nil); d.Verdict != VerdictRun {
+	if d := NewTargetGate(settings.Target{}, nil, zerolog.Nop()).Check(gatesCtx(t), msg("worker-b"), "worker-a", nil); d.Verdict != VerdictRun {
 		t.Errorf("no probe: %v", d)
+	}
+}
+
+// ---- wake-ups ------------------------------------------------------------------------------
+
+type wakeupFixture struct {
+	c     rueidis.Client
+	root  string
+	delay *queue.Delay
+	w     *Wakeups
+	now   time.Time
+}
+
+func newWakeupFixture(t *testing.T, env map[string]string) *wakeupFixture {
+	c := redistest.Client(t)
+	root := redistest.Root(t, c)
+	delay, err := queue.NewDelay(c, root+":delay:queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &wakeupFixture{c: c, root: root, delay: delay, now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	f.w = NewWakeups(store.NewRedis(c, store.DefaultSettings(), root), delay, settings.WorkerWakeups(gatesCfg(t, env)))
+	f.w.Now = func() time.Time { return f.now }
+	return f
+}
+
+func (f *wakeupFixture) suspended(tenant, id string, s state.Suspend) *state.Execution {
+	return &state.Execution{ExecutionID: id, TenantID: tenant, FlowID: "f", FlowVersion: "1", Status: state.Suspended, Suspend: &s}
+}
+
+func (f *wakeupFixture) ttl(t *testing.T, key string) time.Duration {
+	t.Helper()
+	ms, err := f.c.Do(gatesCtx(t), f.c.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func (f *wakeupFixture) scheduled(t *testing.T) []queue.DelayEntry {
+	t.Helper()
+	members, err := f.c.Do(gatesCtx(t), f.c.B().Zrange().Key(f.delay.ScheduledKey()).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []queue.DelayEntry
+	for _, m := range members {
+		var e queue.DelayEntry
+		if err := json.Unmarshal([]byte(m), &e); err != nil {
+			t.Fatalf("member %s: %v", m, err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// What each suspension registers, and how long its record lives: the event TTL, and that long
+// past the due time.
+func TestWakeupsRegister(t *testing.T) {
+	f := newWakeupFixture(t, map[string]string{"PLAITA_EVENT_TTL_SECONDS": "600"})
+	due := f.now.Add(time.Hour)
+	acme := keys.MustFor(f.root, "acme")
+	ctx := gatesCtx(t)
+
+	ev := f.suspended("acme", "ex_ev", state.Suspend{Kind: state.SuspendEvent, Node: "w", Since: f.now, Due: &due, EventType: "order.paid"})
+	for range 2 { // idempotent
+		if err := f.w.Register(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	subKey, _ := acme.Subscription("ex_ev")
+	if ttl := f.ttl(t, subKey); ttl <= time.Hour+590*time.Second || ttl > time.Hour+600*time.Second {
+		t.Errorf("subscription TTL %s, want 1h10m (due + event TTL)", ttl)
+	}
+	got := f.scheduled(t)
+	if len(got) != 1 || got[0].ResumeType != state.ResumeTimeout || got[0].TenantID != "acme" || got[0].Node != "w" || !got[0].Due.Equal(due) {
+		t.Fatalf("timeout entry %+v", got)
+	}
+
+	// An approval without a timeout: the record lives the event TTL, no delay entry.
+	ap := f.suspended("", "ex_ap", state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: f.now, Message: "ok?"})
+	if err := f.w.Register(ctx, ap); err != nil {
+		t.Fatal(err)
+	}
+	apKey, _ := keys.MustFor(f.root, "").Approval("ex_ap")
+	if ttl := f.ttl(t, apKey); ttl <= 590*time.Second || ttl > 600*time.Second {
+		t.Errorf("approval TTL %s, want 10m", ttl)
+	}
+	if n := len(f.scheduled(t)); n != 1 {
+		t.Errorf("an approval without timeout scheduled something: %d entries", n)
+	}
+
+	// A delay: a continue entry, and no record.
+	dl := f.suspended("", "ex_dl", state.Suspend{Kind: state.SuspendDelay, Node: "nap", Since: f.now, Due: &due})
+	if err := f.w.Register(ctx, dl); err != nil {
+		t.Fatal(err)
+	}
+	got = f.scheduled(t)
+	if len(got) != 2 {
+		t.Fatalf("scheduled %+v", got)
+	}
+	if i := slices.IndexFunc(got, func(e queue.DelayEntry) bool { return e.ExecutionID == "ex_dl" }); i < 0 ||
+		got[i].ResumeType != state.ResumeContinue || got[i].Node != "nap" || got[i].TenantID != "default" {
+		t.Fatalf("delay entry %+v", got)
+	}
+
+	// What cannot be registered.
+	for name, ex := range map[string]*state.Execution{
+		"not suspended":     {ExecutionID: "ex_x", Status: state.Running},
+		"delay without due": f.suspended("", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now}),
+		"unknown kind":      f.suspended("", "ex_x", state.Suspend{Kind: "nap", Node: "n", Since: f.now}),
+		"bad tenant":        f.suspended("Bad Tenant", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now, Due: &due}),
+	} {
+		if err := f.w.Register(ctx, ex); err == nil {
+			t.Errorf("%s: registered", name)
+		}
+	}
+	if n := len(f.scheduled(t)); n != 2 {
+		t.Errorf("refused registrations scheduled something: %d entries", n)
+	}
+}
+
+// The zero settings keep records for 7 days.
+func TestWakeupsDefaultEventTTL(t *testing.T) {
+	f := newWakeupFixture(t, nil)
+	f.w = NewWakeups(store.NewRedis(f.c, store.DefaultSettings(), f.root), f.delay, settings.Wakeups{})
+	ap := f.suspended("", "ex_ap", state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: f.now})
+	if err := f.w.Register(gatesCtx(t), ap); err != nil {
+		t.Fatal(err)
+	}
+	apKey, _ := keys.MustFor(f.root, "").Approval("ex_ap")
+	if ttl := f.ttl(t, apKey); ttl <= 7*24*time.Hour-10*time.Second || ttl > 7*24*time.Hour {
+		t.Errorf("approval TTL %s, want 7 days", ttl)
 	}
 }

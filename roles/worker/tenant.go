@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/big"
@@ -9,11 +10,11 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/queue"
+	"plaita/roles/settings"
+	"plaita/store"
 	"plaita/store/keys"
 )
 
@@ -92,9 +93,9 @@ const (
 // refreshes <root>:tenant_status:epoch with its PLAITA_DEPLOYMENT_EPOCH on every write and
 // reconcile.
 //
-// The epoch gate (PLAITA_TENANT_STATUS_EPOCH_STRICT, startup): "0" off, "1" on, unset/"auto"
-// on when this worker has a deployment epoch (PLAITA_DEPLOYMENT_EPOCH other than "legacy").
-// With the gate on, the Redis epoch is compared with ours by CompareEpochs:
+// The epoch gate (settings.TenantStatus.EpochStrict, PLAITA_TENANT_STATUS_EPOCH_STRICT): off,
+// on, or (nil, auto) on when this worker has a deployment epoch (PLAITA_DEPLOYMENT_EPOCH other
+// than "legacy"). With the gate on, the Redis epoch is compared with ours by CompareEpochs:
 //
 //   - same epoch: the snapshot is current;
 //   - Redis newer than ours: this worker is stale — it decides nothing for any tenant
@@ -111,42 +112,33 @@ const (
 // statuses); any other value → VerdictRefuse for a non-default tenant, VerdictRun + WARNING for
 // the default tenant. Values are compared trimmed and case-insensitively.
 type TenantStatus struct {
-	c    rueidis.Client
-	cfg  *config.Config
-	sp   keys.Space
+	st   *store.Redis
+	sp   keys.Space // the platform keys, for reasons and logs
+	gate bool       // the epoch gate is on
+	ours string     // our deployment epoch, trimmed
 	log  zerolog.Logger
 	once gateOnce
 
 	staleEpoch, refused *metrics.Counter
 }
 
-// NewTenantStatus returns the gate over client c; root "" is keys.DefaultRoot. cfg nil = the
-// defaults (epoch "legacy", gate auto, i.e. off).
-func NewTenantStatus(c rueidis.Client, cfg *config.Config, root string, set *metrics.Set, log zerolog.Logger) (*TenantStatus, error) {
-	sp, err := keys.For(root, keys.DefaultTenant)
+// NewTenantStatusGate returns the gate over the store's tenant-status keys. The zero settings
+// are the defaults: epoch "legacy", gate auto, i.e. off.
+func NewTenantStatusGate(st *store.Redis, s settings.TenantStatus, set *metrics.Set, log zerolog.Logger) (*TenantStatus, error) {
+	sp, err := keys.For(st.Root(), keys.DefaultTenant)
 	if err != nil {
 		return nil, err
 	}
+	ours := cmp.Or(strings.TrimSpace(s.DeploymentEpoch), LegacyEpoch)
+	gate := ours != LegacyEpoch
+	if s.EpochStrict != nil {
+		gate = *s.EpochStrict
+	}
 	set = setOrNew(set)
-	return &TenantStatus{c: c, cfg: cfg, sp: sp, log: log,
+	return &TenantStatus{st: st, sp: sp, gate: gate, ours: ours, log: log,
 		staleEpoch: set.GetOrCreateCounter(`plaita_tenant_status_stale_epoch_total`),
 		refused:    set.GetOrCreateCounter(`plaita_tenant_status_refused_total`),
 	}, nil
-}
-
-// epochGate reports whether the epoch gate is on, and our deployment epoch.
-func (s *TenantStatus) epochGate() (on bool, ours string) {
-	ours, strict := LegacyEpoch, "auto"
-	if s.cfg != nil {
-		ours, strict = config.DeploymentEpoch.In(s.cfg), config.TenantStatusEpochStrict.In(s.cfg)
-	}
-	switch strict {
-	case "0":
-		return false, ours
-	case "1":
-		return true, ours
-	}
-	return strings.TrimSpace(ours) != LegacyEpoch, ours
 }
 
 // Check decides whether a start or resume of tenant ("" = default) may be dispatched. An
@@ -159,62 +151,57 @@ func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, erro
 		tenant = keys.DefaultTenant
 	}
 	isDefault := tenant == keys.DefaultTenant
-	gate, ours := s.epochGate()
 
 	ctx, cancel := gateCtx(ctx)
 	defer cancel()
-	cmds := rueidis.Commands{s.c.B().Hget().Key(s.sp.TenantStatus()).Field(tenant).Build()}
-	if gate {
-		cmds = append(cmds, s.c.B().Get().Key(s.sp.TenantStatusEpoch()).Build())
-	}
-	res := s.c.DoMulti(ctx, cmds...)
-	status, found, err := optString(res[0])
+	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
 	if err != nil {
-		return Decision{}, fmt.Errorf("read %s %s: %w", s.sp.TenantStatus(), tenant, err)
+		return Decision{}, err
 	}
-	if gate {
-		redisEpoch, present, err := optString(res[1])
-		if err != nil {
-			return Decision{}, fmt.Errorf("read %s: %w", s.sp.TenantStatusEpoch(), err)
-		}
-		if d, held := s.epochDecision(tenant, isDefault, ours, strings.TrimSpace(redisEpoch), present && strings.TrimSpace(redisEpoch) != ""); held {
+	if s.gate {
+		redisEpoch := strings.TrimSpace(r.Epoch)
+		if d, held := s.epochDecision(tenant, isDefault, redisEpoch, r.EpochFound && redisEpoch != ""); held {
 			return d, nil
 		}
 	}
+	return s.statusDecision(tenant, isDefault, r.Status, r.Found), nil
+}
 
+// statusDecision maps the tenant's status entry to a verdict.
+func (s *TenantStatus) statusDecision(tenant string, isDefault bool, status string, found bool) Decision {
 	st := strings.ToLower(strings.TrimSpace(status))
 	switch {
 	case !found:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q has no entry in %s: active (fail-open, #237)", tenant, s.sp.TenantStatus())}, nil
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q has no entry in %s: active (fail-open, #237)", tenant, s.sp.TenantStatus())}
 	case st == TenantActive:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q is active", tenant)}, nil
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q is active", tenant)}
 	case st == TenantDisabled:
 		s.refused.Inc()
-		return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q is disabled (%s)", tenant, s.sp.TenantStatus())}, nil
+		return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q is disabled (%s)", tenant, s.sp.TenantStatus())}
 	case isDefault:
 		if s.once.first("status\x00" + tenant + "\x00" + status) {
 			s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", status).
 				Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
 		}
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("default tenant has unknown status %q in %s: fail-open", status, s.sp.TenantStatus())}, nil
+		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("default tenant has unknown status %q in %s: fail-open", status, s.sp.TenantStatus())}
 	}
 	s.refused.Inc()
-	return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q has status %q in %s (neither active nor disabled): refused", tenant, status, s.sp.TenantStatus())}, nil
+	return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q has status %q in %s (neither active nor disabled): refused", tenant, status, s.sp.TenantStatus())}
 }
 
 // epochDecision applies the epoch gate; held is true when it decided (VerdictHold).
-func (s *TenantStatus) epochDecision(tenant string, isDefault bool, ours, redisEpoch string, present bool) (Decision, bool) {
+func (s *TenantStatus) epochDecision(tenant string, isDefault bool, redisEpoch string, present bool) (Decision, bool) {
 	const ctl = "PLAITA_DEPLOYMENT_EPOCH vs %s; PLAITA_TENANT_STATUS_EPOCH_STRICT=0 turns the gate off"
-	key := s.sp.TenantStatusEpoch()
-	var cmp int
+	key, ours := s.sp.TenantStatusEpoch(), s.ours
+	var order int
 	var comparable bool
 	if present {
-		cmp, comparable = CompareEpochs(redisEpoch, ours)
-		if comparable && cmp == 0 {
+		order, comparable = CompareEpochs(redisEpoch, ours)
+		if comparable && order == 0 {
 			return Decision{}, false
 		}
 	}
-	if present && comparable && cmp > 0 {
+	if present && comparable && order > 0 {
 		// Redis is newer: this worker is the stale side, for every tenant.
 		s.staleEpoch.Inc()
 		reason := fmt.Sprintf("this worker is stale: its deployment epoch %q is older than %q in Redis ("+ctl+")", ours, redisEpoch, key)
@@ -246,23 +233,11 @@ func (s *TenantStatus) epochDecision(tenant string, isDefault bool, ours, redisE
 	return Decision{VerdictHold, RuleTenantEpoch, reason}, true
 }
 
-// optString reads a string reply; a nil reply is found = false.
-func optString(r rueidis.RedisResult) (s string, found bool, err error) {
-	s, err = r.ToString()
-	if rueidis.IsRedisNil(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return s, true, nil
-}
-
 // ---- tenant running quota ------------------------------------------------------------------
 
 // Quota is the worker's per-tenant running quota (runbook PLAITA_TENANT_MAX_RUNNING,
-// PLAITA_TENANT_RUNNING_TTL_SECONDS, PLAITA_TENANT_QUOTA_DEFER_MAX, PLAITA_DISABLE_TENANT_QUOTA,
-// all re-read on every call).
+// PLAITA_TENANT_RUNNING_TTL_SECONDS, PLAITA_TENANT_QUOTA_DEFER_MAX, PLAITA_DISABLE_TENANT_QUOTA;
+// settings.Quota, read once at start).
 //
 // Limit: the tenant's field in HASH <root>:tenant_quota when present (0, negative or not an
 // integer there = unlimited for that tenant + WARNING; it never falls back to the env),
@@ -270,10 +245,11 @@ func optString(r rueidis.RedisResult) (s string, found bool, err error) {
 //
 // Slots: ZSET <root>:tenant_running:<tenant>, member = execution id, score = expiry in Unix
 // milliseconds (now + PLAITA_TENANT_RUNNING_TTL_SECONDS), so a crashed worker's slot frees
-// itself. One Lua script, touching only that ZSET (cluster-safe), prunes expired slots, counts
-// and adds when under the limit. A start whose execution already holds a slot is admitted again
-// (redelivery) and its expiry refreshed. Slots are recorded even when the limit is unlimited, so
-// a limit set at run time sees the true count.
+// itself. One Lua script in the store (store.Redis.AdmitRunning), touching only that ZSET
+// (cluster-safe), prunes expired slots, counts and adds when under the limit. A start whose
+// execution already holds a slot is admitted again (redelivery) and its expiry refreshed. Slots
+// are recorded even when the limit is unlimited, so a limit set at run time (an override in
+// the HASH) sees the true count.
 //
 // Only starts are admitted: a resume belongs to an execution that was admitted when it started
 // and is never counted again.
@@ -284,27 +260,43 @@ func optString(r rueidis.RedisResult) (s string, found bool, err error) {
 // run was abandoned (transient failure left pending, lease lost, drain). A redelivered start
 // simply re-admits.
 type Quota struct {
-	c    rueidis.Client
-	cfg  *config.Config
-	root string
-	sp   keys.Space
-	log  zerolog.Logger
-	once gateOnce
+	st       *store.Redis
+	sp       keys.Space // the platform keys, for reasons and logs
+	disabled bool
+	envLimit int           // PLAITA_TENANT_MAX_RUNNING, ≥ 0
+	ttl      time.Duration // slot lifetime
+	deferMax int
+	log      zerolog.Logger
+	once     gateOnce
 	// Now is the clock of the slot scores (tests set it); nil = time.Now.
 	Now func() time.Time
 
 	admitted, deferred, bypassed *metrics.Counter
 }
 
-// NewQuota returns the quota gate over client c; root "" is keys.DefaultRoot. cfg nil = no
-// limit.
-func NewQuota(c rueidis.Client, cfg *config.Config, root string, set *metrics.Set, log zerolog.Logger) (*Quota, error) {
-	sp, err := keys.For(root, keys.DefaultTenant)
+// Defaults of the quota settings left at zero.
+const (
+	defaultRunningTTL    = 24 * time.Hour
+	defaultQuotaDeferMax = 64
+)
+
+// NewQuotaGate returns the quota gate over the store's tenant quota keys. The zero settings
+// are no limit, 24 h slots and 64 deferrals.
+func NewQuotaGate(st *store.Redis, s settings.Quota, set *metrics.Set, log zerolog.Logger) (*Quota, error) {
+	sp, err := keys.For(st.Root(), keys.DefaultTenant)
 	if err != nil {
 		return nil, err
 	}
+	ttl := s.RunningTTL
+	if ttl < time.Millisecond {
+		ttl = defaultRunningTTL
+	}
+	deferMax := s.DeferMax
+	if deferMax <= 0 {
+		deferMax = defaultQuotaDeferMax
+	}
 	set = setOrNew(set)
-	return &Quota{c: c, cfg: cfg, root: sp.Root(), sp: sp, log: log,
+	return &Quota{st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
 		admitted: set.GetOrCreateCounter(`plaita_tenant_quota_admitted_total`),
 		deferred: set.GetOrCreateCounter(`plaita_tenant_quota_deferred_total`),
 		bypassed: set.GetOrCreateCounter(`plaita_tenant_quota_bypass_total`),
@@ -348,37 +340,6 @@ func deferDelay(n int) time.Duration {
 	return min(time.Duration(1<<max(n-1, 0))*time.Second, maxDeferDelay)
 }
 
-// admitScript: KEYS[1] = the tenant's running ZSET. ARGV: now (ms), expiry (ms), execution
-// id, limit (<=0 = unlimited), force (1 = add even over the limit), key TTL (ms).
-// Returns {admitted, running, over}: over = 1 when the slot was added over the limit (force).
-var admitScript = rueidis.NewLuaScript(`
-local key = KEYS[1]
-local now, expiry, member = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local limit, force, ttl = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-if redis.call('ZSCORE', key, member) then
-  redis.call('ZADD', key, expiry, member)
-  redis.call('PEXPIRE', key, ttl)
-  return {1, redis.call('ZCARD', key), 0}
-end
-local n = redis.call('ZCARD', key)
-local over = 0
-if limit > 0 and n >= limit then
-  if not force then return {0, n, 0} end
-  over = 1
-end
-redis.call('ZADD', key, expiry, member)
-redis.call('PEXPIRE', key, ttl)
-return {1, n + 1, over}
-`)
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 func (q *Quota) now() time.Time {
 	if q.Now != nil {
 		return q.Now()
@@ -388,31 +349,27 @@ func (q *Quota) now() time.Time {
 
 // limit is the tenant's effective limit (0 = unlimited) and where it came from.
 func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
-	raw, found, err := optString(q.c.Do(ctx, q.c.B().Hget().Key(q.sp.TenantQuota()).Field(tenant).Build()))
+	raw, found, err := q.st.TenantQuotaOverride(ctx, tenant)
 	if err != nil {
-		return 0, "", fmt.Errorf("read %s %s: %w", q.sp.TenantQuota(), tenant, err)
+		return 0, "", err
 	}
-	if found {
-		src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, raw)
-		n, perr := strconv.Atoi(strings.TrimSpace(raw))
-		if perr == nil && n > 0 {
-			return n, src, nil
+	if !found {
+		return q.envLimit, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", q.envLimit), nil
+	}
+	src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, raw)
+	n, perr := strconv.Atoi(strings.TrimSpace(raw))
+	if perr == nil && n > 0 {
+		return n, src, nil
+	}
+	if q.once.first("quota\x00" + tenant + "\x00" + raw) {
+		what := "0 or negative"
+		if perr != nil {
+			what = "not an integer"
 		}
-		if q.once.first("quota\x00" + tenant + "\x00" + raw) {
-			what := "0 or negative"
-			if perr != nil {
-				what = "not an integer"
-			}
-			q.log.Warn().Str("event", "worker.tenant_quota_unlimited").Str("tenant", tenant).Str("value", raw).
-				Msgf("%s override is %s: tenant %q runs unlimited (the override never falls back to PLAITA_TENANT_MAX_RUNNING)", q.sp.TenantQuota(), what, tenant)
-		}
-		return 0, src + " (unlimited)", nil
+		q.log.Warn().Str("event", "worker.tenant_quota_unlimited").Str("tenant", tenant).Str("value", raw).
+			Msgf("%s override is %s: tenant %q runs unlimited (the override never falls back to PLAITA_TENANT_MAX_RUNNING)", q.sp.TenantQuota(), what, tenant)
 	}
-	n := 0
-	if q.cfg != nil {
-		n = max(config.TenantMaxRunning.In(q.cfg), 0)
-	}
-	return n, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", n), nil
+	return 0, src + " (unlimited)", nil
 }
 
 // Admit decides about one delivered envelope. An error is a Redis failure (transient: leave
@@ -427,67 +384,53 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	if env.Kind != queue.KindStart {
 		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, "resume of an admitted execution: not counted again"}}, nil
 	}
-	if q.cfg != nil && config.DisableTenantQuota.In(q.cfg) {
+	if q.disabled {
 		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, "per-tenant admission off: PLAITA_DISABLE_TENANT_QUOTA=1"}}, nil
 	}
 	tenant := env.Tenant()
-	sp, err := keys.For(q.root, tenant)
-	if err != nil {
+	if err := keys.ValidTenant(tenant); err != nil {
 		return Admission{}, err
 	}
 	if env.ExecutionID == "" {
 		return Admission{}, fmt.Errorf("tenant quota: start without execution_id")
 	}
-	ttlSec, deferMax := 86400, 64
-	if q.cfg != nil {
-		if v := config.TenantRunningTTLSeconds.In(q.cfg); v > 0 {
-			ttlSec = v
-		}
-		if v := config.TenantQuotaDeferMax.In(q.cfg); v > 0 {
-			deferMax = v
-		}
-	}
 	ctx, cancel := gateCtx(ctx)
 	defer cancel()
 	limit, src, err := q.limit(ctx, tenant)
 	if err != nil {
-		return Admission{}, err
+		return Admission{}, fmt.Errorf("tenant quota: %w", err)
 	}
-	force := env.QuotaBypass || env.QuotaDeferCount >= deferMax
-	now := q.now().UnixMilli()
-	ttl := int64(ttlSec) * 1000
-	key := sp.TenantRunning()
-	arr, err := admitScript.Exec(ctx, q.c, []string{key}, []string{
-		strconv.FormatInt(now, 10), strconv.FormatInt(now+ttl, 10), env.ExecutionID,
-		strconv.Itoa(limit), boolArg(force), strconv.FormatInt(ttl, 10),
-	}).AsIntSlice()
+	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.now(),
+		TTL: q.ttl, Limit: limit, Force: env.QuotaBypass || env.QuotaDeferCount >= q.deferMax})
 	if err != nil {
-		return Admission{}, fmt.Errorf("tenant quota admit %s: %w", key, err)
+		return Admission{}, fmt.Errorf("tenant quota: %w", err)
 	}
-	if len(arr) != 3 {
-		return Admission{}, fmt.Errorf("tenant quota admit %s: unexpected reply %v", key, arr)
-	}
-	adm := Admission{Limit: limit, Running: int(arr[1])}
+	return q.verdict(env, tenant, limit, src, res), nil
+}
+
+// verdict turns the store's answer into the Admission, counting and logging it.
+func (q *Quota) verdict(env queue.Envelope, tenant string, limit int, src string, res store.RunningAdmission) Admission {
+	adm := Admission{Limit: limit, Running: res.Running}
 	limitText := "unlimited"
 	if limit > 0 {
 		limitText = strconv.Itoa(limit)
 	}
 	switch {
-	case arr[0] == 1 && arr[2] == 0:
+	case res.Admitted && !res.Over:
 		q.admitted.Inc()
 		adm.Counted = true
 		adm.Decision = Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q: %d running of %s (%s)", tenant, adm.Running, limitText, src)}
-	case arr[0] == 1:
+	case res.Admitted:
 		q.bypassed.Inc()
 		adm.Counted = true
-		why := fmt.Sprintf("deferred %d times (PLAITA_TENANT_QUOTA_DEFER_MAX=%d)", env.QuotaDeferCount, deferMax)
+		why := fmt.Sprintf("deferred %d times (PLAITA_TENANT_QUOTA_DEFER_MAX=%d)", env.QuotaDeferCount, q.deferMax)
 		if env.QuotaBypass {
 			why = "the message carries quota_bypass"
 		}
 		adm.Decision = Decision{VerdictRunWithBypass, RuleTenantQuota,
 			fmt.Sprintf("tenant %q over its limit %s (%s) but %s: running with quota_bypass (liveness first)", tenant, limitText, src, why)}
 		q.log.Warn().Str("event", "worker.tenant_quota_bypass").Str("tenant", tenant).Str("execution_id", env.ExecutionID).
-			Int("limit", limit).Int("running", adm.Running).Int("quota_defer_count", env.QuotaDeferCount).Int("defer_max", deferMax).
+			Int("limit", limit).Int("running", adm.Running).Int("quota_defer_count", env.QuotaDeferCount).Int("defer_max", q.deferMax).
 			Msg(adm.Reason)
 	default:
 		q.deferred.Inc()
@@ -495,37 +438,29 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 		adm.RetryAfter = deferDelay(adm.DeferCount)
 		adm.Decision = Decision{VerdictDefer, RuleTenantQuota,
 			fmt.Sprintf("tenant %q at its limit: %d running of %s (%s); deferral %d of %d (PLAITA_TENANT_QUOTA_DEFER_MAX)",
-				tenant, adm.Running, limitText, src, adm.DeferCount, deferMax)}
+				tenant, adm.Running, limitText, src, adm.DeferCount, q.deferMax)}
 	}
-	return adm, nil
+	return adm
 }
 
 // Release frees the slot of an execution (idempotent; a slot that expired or was never taken
 // is fine). See Quota for when the dispatch loop calls it.
 func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
-	sp, err := keys.For(q.root, tenant)
-	if err != nil {
-		return err
-	}
 	ctx, cancel := gateCtx(ctx)
 	defer cancel()
-	if err := q.c.Do(ctx, q.c.B().Zrem().Key(sp.TenantRunning()).Member(executionID).Build()).Error(); err != nil {
-		return fmt.Errorf("tenant quota release %s %s: %w", sp.TenantRunning(), executionID, err)
+	if err := q.st.ReleaseRunning(ctx, tenant, executionID); err != nil {
+		return fmt.Errorf("tenant quota: %w", err)
 	}
 	return nil
 }
 
 // Running counts the tenant's unexpired slots (for status output and tests).
 func (q *Quota) Running(ctx context.Context, tenant string) (int, error) {
-	sp, err := keys.For(q.root, tenant)
-	if err != nil {
-		return 0, err
-	}
 	ctx, cancel := gateCtx(ctx)
 	defer cancel()
-	n, err := q.c.Do(ctx, q.c.B().Zcount().Key(sp.TenantRunning()).Min("("+strconv.FormatInt(q.now().UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
+	n, err := q.st.CountRunning(ctx, tenant, q.now())
 	if err != nil {
-		return 0, fmt.Errorf("tenant quota count %s: %w", sp.TenantRunning(), err)
+		return 0, fmt.Errorf("tenant quota: %w", err)
 	}
-	return int(n), nil
+	return n, nil
 }

@@ -13,11 +13,13 @@ import (
 	"plaita/config"
 	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/roles/settings"
+	"plaita/store"
 	"plaita/store/keys"
 )
 
-// gatesCfg loads a non-strict worker configuration from env. The map stays live: call-timed
-// variables are re-read from it on every use, so a test may change it between calls.
+// gatesCfg loads a non-strict worker configuration from env, for the settings builders: a
+// gate reads its settings once, so a test that needs other values builds a second gate.
 func gatesCfg(t *testing.T, env map[string]string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(env))
@@ -72,6 +74,7 @@ func TestEpochCompare(t *testing.T) {
 
 type tenantStatusFixture struct {
 	c    rueidis.Client
+	st   *store.Redis
 	root string
 	sp   keys.Space
 	set  *metrics.Set
@@ -81,12 +84,19 @@ type tenantStatusFixture struct {
 func newTenantStatusFixture(t *testing.T) *tenantStatusFixture {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	return &tenantStatusFixture{c: c, root: root, sp: keys.MustFor(root, ""), set: metrics.NewSet(), logs: &strings.Builder{}}
+	return &tenantStatusFixture{c: c, st: store.NewRedis(c, store.DefaultSettings(), root), root: root, sp: keys.MustFor(root, ""),
+		set: metrics.NewSet(), logs: &strings.Builder{}}
 }
 
+// gate builds the gate with the settings of env (through the settings builder).
 func (f *tenantStatusFixture) gate(t *testing.T, env map[string]string) *TenantStatus {
 	t.Helper()
-	g, err := NewTenantStatus(f.c, gatesCfg(t, env), f.root, f.set, zerolog.New(f.logs))
+	return f.gateWith(t, settings.WorkerTenantStatus(gatesCfg(t, env)))
+}
+
+func (f *tenantStatusFixture) gateWith(t *testing.T, s settings.TenantStatus) *TenantStatus {
+	t.Helper()
+	g, err := NewTenantStatusGate(f.st, s, f.set, zerolog.New(f.logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,15 +259,30 @@ func TestTenantStatusEpochStrictSwitch(t *testing.T) {
 	}
 }
 
+// The settings struct itself: zero is legacy + auto (off); an explicit switch wins over auto.
+func TestTenantStatusSettings(t *testing.T) {
+	f := newTenantStatusFixture(t)
+	f.status(t, "acme", "active")
+	f.epoch(t, "9")
+	tenantWant(t, f.gateWith(t, settings.TenantStatus{}), "acme", VerdictRun, RuleTenantStatus)
+	tenantWant(t, f.gateWith(t, settings.TenantStatus{DeploymentEpoch: " 9 "}), "acme", VerdictRun, RuleTenantStatus)
+	tenantWant(t, f.gateWith(t, settings.TenantStatus{DeploymentEpoch: "8"}), "acme", VerdictHold, RuleTenantEpoch)
+	tenantWant(t, f.gateWith(t, settings.TenantStatus{DeploymentEpoch: "8", EpochStrict: new(false)}), "acme", VerdictRun, RuleTenantStatus)
+	d := tenantWant(t, f.gateWith(t, settings.TenantStatus{EpochStrict: new(true)}), "acme", VerdictHold, RuleTenantEpoch)
+	if !strings.Contains(d.Reason, `"legacy"`) {
+		t.Errorf("an unset epoch is legacy: %q", d.Reason)
+	}
+}
+
 // ---- quota ---------------------------------------------------------------------------------
 
 type quotaFixture struct {
 	c    rueidis.Client
+	st   *store.Redis
 	root string
 	sp   keys.Space
 	set  *metrics.Set
 	logs *strings.Builder
-	env  map[string]string
 	q    *Quota
 	now  time.Time
 }
@@ -265,15 +290,27 @@ type quotaFixture struct {
 func newQuotaFixture(t *testing.T, env map[string]string) *quotaFixture {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	f := &quotaFixture{c: c, root: root, sp: keys.MustFor(root, ""), set: metrics.NewSet(), logs: &strings.Builder{}, env: env,
-		now: time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)}
-	q, err := NewQuota(c, gatesCfg(t, env), root, f.set, zerolog.New(f.logs))
+	f := &quotaFixture{c: c, st: store.NewRedis(c, store.DefaultSettings(), root), root: root, sp: keys.MustFor(root, ""),
+		set: metrics.NewSet(), logs: &strings.Builder{}, now: time.Date(2026, 10, 1, 12, 0, 0, 0, time.UTC)}
+	f.q = f.quota(t, env)
+	return f
+}
+
+// quota builds a gate with the settings of env over the fixture's root, clock, metrics and
+// logs: what a worker started with env sees.
+func (f *quotaFixture) quota(t *testing.T, env map[string]string) *Quota {
+	t.Helper()
+	return f.quotaWith(t, settings.WorkerQuota(gatesCfg(t, env)))
+}
+
+func (f *quotaFixture) quotaWith(t *testing.T, s settings.Quota) *Quota {
+	t.Helper()
+	q, err := NewQuotaGate(f.st, s, f.set, zerolog.New(f.logs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	q.Now = func() time.Time { return f.now }
-	f.q = q
-	return f
+	return q
 }
 
 func quotaStart(tenant, id string) queue.Envelope {
@@ -282,7 +319,12 @@ func quotaStart(tenant, id string) queue.Envelope {
 
 func (f *quotaFixture) admit(t *testing.T, env queue.Envelope, want Verdict) Admission {
 	t.Helper()
-	a, err := f.q.Admit(gatesCtx(t), env)
+	return f.admitOn(t, f.q, env, want)
+}
+
+func (f *quotaFixture) admitOn(t *testing.T, q *Quota, env queue.Envelope, want Verdict) Admission {
+	t.Helper()
+	a, err := q.Admit(gatesCtx(t), env)
 	if err != nil {
 		t.Fatalf("Admit(%s/%s): %v", env.Tenant(), env.ExecutionID, err)
 	}
@@ -423,15 +465,22 @@ func TestQuotaHashOverride(t *testing.T) {
 		t.Errorf("override 2: %+v", a)
 	}
 	f.admit(t, quotaStart("beta", "ex_b3"), VerdictDefer)
-	// No override: PLAITA_TENANT_MAX_RUNNING (re-read per call).
+	// No override: PLAITA_TENANT_MAX_RUNNING.
 	f.admit(t, quotaStart("", "ex_d1"), VerdictRun)
 	a = f.admit(t, quotaStart("", "ex_d2"), VerdictDefer)
 	if !strings.Contains(a.Reason, "PLAITA_TENANT_MAX_RUNNING=1") {
 		t.Errorf("reason %q", a.Reason)
 	}
-	f.env["PLAITA_TENANT_MAX_RUNNING"] = "0"
-	if a = f.admit(t, quotaStart("", "ex_d2"), VerdictRun); a.Limit != 0 {
+	// A worker started with 0 runs the default tenant unlimited; the override still wins there.
+	unlimited := f.quota(t, map[string]string{"PLAITA_TENANT_MAX_RUNNING": "0"})
+	if a = f.admitOn(t, unlimited, quotaStart("", "ex_d2"), VerdictRun); a.Limit != 0 || a.Running != 2 {
 		t.Errorf("env 0 = unlimited: %+v", a)
+	}
+	f.admitOn(t, unlimited, quotaStart("beta", "ex_b3"), VerdictDefer)
+	// The override is read on every admission: raising it admits the next start.
+	hset("beta", "3")
+	if a = f.admit(t, quotaStart("beta", "ex_b3"), VerdictRun); a.Limit != 3 {
+		t.Errorf("raised override: %+v", a)
 	}
 }
 
@@ -475,10 +524,33 @@ func TestQuotaDisabled(t *testing.T) {
 	if n := f.running(t, "acme"); n != 0 {
 		t.Errorf("disabled quota recorded %d slots", n)
 	}
-	// Re-read per call: turning it back on applies to the next admission.
-	f.env["PLAITA_DISABLE_TENANT_QUOTA"] = "0"
-	f.admit(t, quotaStart("acme", "ex_1"), VerdictRun)
-	f.admit(t, quotaStart("acme", "ex_2"), VerdictDefer)
+	// A worker started with the quota on counts again, from an empty tenant.
+	on := f.quota(t, map[string]string{"PLAITA_TENANT_MAX_RUNNING": "1", "PLAITA_DISABLE_TENANT_QUOTA": "0"})
+	f.admitOn(t, on, quotaStart("acme", "ex_1"), VerdictRun)
+	f.admitOn(t, on, quotaStart("acme", "ex_2"), VerdictDefer)
+}
+
+// The settings struct itself: zero is unlimited, 24 h slots, 64 deferrals.
+func TestQuotaSettingsDefaults(t *testing.T) {
+	f := newQuotaFixture(t, nil)
+	q := f.quotaWith(t, settings.Quota{})
+	for i := range 3 {
+		if a := f.admitOn(t, q, quotaStart("acme", "ex_"+string(rune('a'+i))), VerdictRun); a.Limit != 0 || !a.Counted {
+			t.Errorf("zero settings: %+v", a)
+		}
+	}
+	ttl, err := f.c.Do(gatesCtx(t), f.c.B().Pttl().Key(keys.MustFor(f.root, "acme").TenantRunning()).Build()).AsInt64()
+	if err != nil || ttl <= 23*3600*1000 || ttl > 24*3600*1000 {
+		t.Errorf("slot key pttl %d %v, want 24 h", ttl, err)
+	}
+	capped := f.quotaWith(t, settings.Quota{MaxRunning: 1})
+	e := quotaStart("acme", "ex_z")
+	e.QuotaDeferCount = 63
+	if a := f.admitOn(t, capped, e, VerdictDefer); a.DeferCount != 64 {
+		t.Errorf("deferral 64 of 64: %+v", a)
+	}
+	e.QuotaDeferCount = 64
+	f.admitOn(t, capped, e, VerdictRunWithBypass)
 }
 
 func TestTenantGateVerdictNames(t *testing.T) {

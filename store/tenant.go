@@ -1,0 +1,218 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/store/keys"
+)
+
+// Tenant status and running quota (platform keys, SPEC §4). The console writes them; the
+// worker reads the status before dispatching and takes a running slot before running a start.
+//
+//	<root>:tenant_status                HASH tenant → active|disabled (console)
+//	<root>:tenant_status:epoch          the console's PLAITA_DEPLOYMENT_EPOCH at its last write
+//	<root>:tenant_quota                 HASH tenant → per-tenant running limit (override)
+//	<root>:tenant_running:<tenant>      ZSET execution id → slot expiry (Unix ms)
+//
+// The methods return raw values: what a value means (an unknown status, a 0 override, an
+// epoch older than ours) is the caller's decision.
+
+// TenantStatusRead is one read of a tenant's status entry and, when asked, of the epoch.
+// Values are as stored (not trimmed).
+type TenantStatusRead struct {
+	// Status is the tenant's field in <root>:tenant_status; Found is false when it has none.
+	Status string
+	Found  bool
+	// Epoch is <root>:tenant_status:epoch; EpochFound is false when the key is missing (or it
+	// was not read).
+	Epoch      string
+	EpochFound bool
+}
+
+// tenantSpace is the key space of tenant ("" = default) under the store's root. A tenant's
+// field in the platform HASHes is its slug, "default" for the default tenant.
+func (r *Redis) tenantSpace(tenant string) (keys.Space, error) {
+	return keys.For(r.root, tenant)
+}
+
+// ReadTenantStatus reads the tenant's status entry and, with withEpoch, the epoch key, in one
+// round trip (two keys in two slots: pipelined, not atomic — a status written between the two
+// reads is seen with the epoch before or after it, which the next dispatch corrects). An
+// invalid slug matches keys.ErrBadTenant; a Redis failure is ErrRedis.
+func (r *Redis) ReadTenantStatus(ctx context.Context, tenant string, withEpoch bool) (TenantStatusRead, error) {
+	sp, err := r.tenantSpace(tenant)
+	if err != nil {
+		return TenantStatusRead{}, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := r.c
+	cmds := rueidis.Commands{c.B().Hget().Key(sp.TenantStatus()).Field(sp.Tenant()).Build()}
+	if withEpoch {
+		cmds = append(cmds, c.B().Get().Key(sp.TenantStatusEpoch()).Build())
+	}
+	res := c.DoMulti(ctx, cmds...)
+	var out TenantStatusRead
+	if out.Status, out.Found, err = optString(res[0]); err != nil {
+		return TenantStatusRead{}, transient(ErrRedis, "read "+sp.TenantStatus()+" "+sp.Tenant(), err)
+	}
+	if withEpoch {
+		if out.Epoch, out.EpochFound, err = optString(res[1]); err != nil {
+			return TenantStatusRead{}, transient(ErrRedis, "read "+sp.TenantStatusEpoch(), err)
+		}
+	}
+	return out, nil
+}
+
+// TenantQuotaOverride reads the tenant's field in <root>:tenant_quota; found is false when it
+// has none. The value is as stored: parsing it is the caller's decision.
+func (r *Redis) TenantQuotaOverride(ctx context.Context, tenant string) (raw string, found bool, err error) {
+	sp, err := r.tenantSpace(tenant)
+	if err != nil {
+		return "", false, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	raw, found, err = optString(r.c.Do(ctx, r.c.B().Hget().Key(sp.TenantQuota()).Field(sp.Tenant()).Build()))
+	if err != nil {
+		return "", false, transient(ErrRedis, "read "+sp.TenantQuota()+" "+sp.Tenant(), err)
+	}
+	return raw, found, nil
+}
+
+// RunningAdmit asks for a running slot of one execution.
+type RunningAdmit struct {
+	Tenant      string // "" = default
+	ExecutionID string
+	// Now is the clock of the slot scores: slots that expired at Now are pruned first.
+	Now time.Time
+	// TTL is how long the slot lives (its expiry is Now+TTL) and the ZSET key's TTL, so a
+	// crashed worker's slot frees itself and an idle tenant leaves no key behind.
+	TTL time.Duration
+	// Limit is the tenant's limit; ≤ 0 = unlimited (the slot is still recorded, so a limit
+	// set later sees the true count).
+	Limit int
+	// Force adds the slot even when the tenant is at its limit.
+	Force bool
+}
+
+// RunningAdmission is AdmitRunning's answer.
+type RunningAdmission struct {
+	// Admitted: the execution holds a slot now (a new one, or its own refreshed).
+	Admitted bool
+	// Running is the tenant's slot count after the call (at a refusal: the count that refused).
+	Running int
+	// Over: the slot was added over the limit (Force).
+	Over bool
+}
+
+// admitScript: KEYS[1] = the tenant's running ZSET. ARGV: now (ms), expiry (ms), execution
+// id, limit (<=0 = unlimited), force (1 = add even over the limit), key TTL (ms).
+// Returns {admitted, running, over}: over = 1 when the slot was added over the limit (force).
+// It touches only KEYS[1]: one slot, cluster-safe.
+var admitScript = rueidis.NewLuaScript(`
+local key = KEYS[1]
+local now, expiry, member = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local limit, force, ttl = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
+redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+if redis.call('ZSCORE', key, member) then
+  redis.call('ZADD', key, expiry, member)
+  redis.call('PEXPIRE', key, ttl)
+  return {1, redis.call('ZCARD', key), 0}
+end
+local n = redis.call('ZCARD', key)
+local over = 0
+if limit > 0 and n >= limit then
+  if not force then return {0, n, 0} end
+  over = 1
+end
+redis.call('ZADD', key, expiry, member)
+redis.call('PEXPIRE', key, ttl)
+return {1, n + 1, over}
+`)
+
+// AdmitRunning prunes the tenant's expired slots, then takes one for the execution when it is
+// under the limit (or Force), atomically. An execution that already holds a slot keeps it and
+// its expiry is refreshed (a redelivered start). A request without execution id or with a TTL
+// under a millisecond is ErrInvalid; a Redis failure is ErrRedis.
+func (r *Redis) AdmitRunning(ctx context.Context, req RunningAdmit) (RunningAdmission, error) {
+	sp, err := r.tenantSpace(req.Tenant)
+	if err != nil {
+		return RunningAdmission{}, err
+	}
+	ttl := req.TTL.Milliseconds()
+	if req.ExecutionID == "" || ttl < 1 {
+		return RunningAdmission{}, fmt.Errorf("%w: running slot of execution %q with TTL %s", ErrInvalid, req.ExecutionID, req.TTL)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	now := req.Now.UnixMilli()
+	key := sp.TenantRunning()
+	arr, err := admitScript.Exec(ctx, r.c, []string{key}, []string{
+		strconv.FormatInt(now, 10), strconv.FormatInt(now+ttl, 10), req.ExecutionID,
+		strconv.Itoa(req.Limit), boolArg(req.Force), strconv.FormatInt(ttl, 10),
+	}).AsIntSlice()
+	if err != nil {
+		return RunningAdmission{}, transient(ErrRedis, "admit running slot "+key+" "+req.ExecutionID, err)
+	}
+	if len(arr) != 3 {
+		return RunningAdmission{}, fmt.Errorf("%w: admit running slot %s: unexpected reply %v", ErrRedis, key, arr)
+	}
+	return RunningAdmission{Admitted: arr[0] == 1, Running: int(arr[1]), Over: arr[2] == 1}, nil
+}
+
+// ReleaseRunning frees the execution's slot. Idempotent: a slot that expired or was never
+// taken is fine.
+func (r *Redis) ReleaseRunning(ctx context.Context, tenant, executionID string) error {
+	sp, err := r.tenantSpace(tenant)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Zrem().Key(sp.TenantRunning()).Member(executionID).Build()).Error(); err != nil {
+		return transient(ErrRedis, "release running slot "+sp.TenantRunning()+" "+executionID, err)
+	}
+	return nil
+}
+
+// CountRunning counts the tenant's slots that have not expired at now (expired ones are left
+// for the next admission to prune: a count is a read).
+func (r *Redis) CountRunning(ctx context.Context, tenant string, now time.Time) (int, error) {
+	sp, err := r.tenantSpace(tenant)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	n, err := r.c.Do(ctx, r.c.B().Zcount().Key(sp.TenantRunning()).
+		Min("("+strconv.FormatInt(now.UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
+	if err != nil {
+		return 0, transient(ErrRedis, "count running slots "+sp.TenantRunning(), err)
+	}
+	return int(n), nil
+}
+
+// optString reads a string reply; a nil reply is found = false.
+func optString(r rueidis.RedisResult) (s string, found bool, err error) {
+	s, err = r.ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	return s, true, nil
+}
+
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
