@@ -109,7 +109,7 @@ func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	if err != nil {
 		return nil, err
 	}
-	deps.Client, deps.Config, deps.Root, deps.Queue, deps.Store = c, cfg, keys.DefaultRoot, q, st
+	deps.Root, deps.Queue, deps.Store = keys.DefaultRoot, q, st
 	deps.Flows, deps.Nodes, deps.Engine = engine.NewFlowCache(reg, settings.Engine(cfg).Expr, 1024), reg, settings.Engine(cfg)
 	deps.Registry, deps.Alerter, deps.Observer = w.registry, w.alerter, w.observer
 	deps.Log, deps.Metrics, deps.Settings, deps.Clock = log, set, worker.SettingsFrom(cfg), engine.SystemClock{}
@@ -117,13 +117,13 @@ func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	return w, nil
 }
 
-// gateDeps builds the admission gates.
+// gateDeps builds the admission gates and the wake-up records.
 func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metrics.Set, log zerolog.Logger) (worker.Deps, error) {
-	tenantStatus, err := worker.NewTenantStatus(c, cfg, keys.DefaultRoot, set, log)
+	tenantStatus, err := worker.NewTenantStatusGate(st, settings.WorkerTenantStatus(cfg), set, log)
 	if err != nil {
 		return worker.Deps{}, err
 	}
-	quota, err := worker.NewQuota(c, cfg, keys.DefaultRoot, set, log)
+	quota, err := worker.NewQuotaGate(st, settings.WorkerQuota(cfg), set, log)
 	if err != nil {
 		return worker.Deps{}, err
 	}
@@ -132,9 +132,16 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 	if err != nil {
 		return worker.Deps{}, err
 	}
-	deny := worker.DenyRepos(cfg)
-	return worker.Deps{DenyRepos: &deny, Target: worker.NewTarget(cfg, set, log), TenantStatus: tenantStatus,
-		Affinity: worker.NewAffinity(cfg, st, root.Path, set, log), Quota: quota, Disk: worker.NewDiskGuard(cfg, log, nil)}, nil
+	delay, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	if err != nil {
+		return worker.Deps{}, err
+	}
+	deny := worker.NewRepoDeny(settings.WorkerDenyRepos(cfg))
+	return worker.Deps{DenyRepos: &deny, Target: worker.NewTargetGate(settings.WorkerTarget(cfg), set, log),
+		TenantStatus: tenantStatus, Quota: quota, Disk: worker.NewDiskGuardGate(settings.WorkerDiskGuard(cfg), log, nil),
+		Affinity:    worker.NewAffinityGate(st, settings.WorkerAffinity(cfg), root.Path, set, log),
+		Wakeups:     worker.NewWakeups(st, delay, settings.WorkerWakeups(cfg)),
+		Definitions: store.NewFlows(c, keys.DefaultRoot)}, nil
 }
 
 // drain is the runbook's drain: not ready and draining at once, the dispatcher finishes or

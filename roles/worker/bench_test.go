@@ -13,6 +13,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/store"
 	"plaita/store/keys"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 	b.ResetTimer()
 	began := time.Now()
 	p := NewDispatcher(Deps{
-		Client: f.c, Config: f.cfg, Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg,
+		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(f.c, f.root), Wakeups: f.wakeups(b),
 		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 10),
 		ReadBlock: 200 * time.Millisecond,
 	})

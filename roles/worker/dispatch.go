@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/queue"
 	"plaita/roles/alert"
@@ -33,16 +31,16 @@ const (
 
 // Deps is what a Dispatcher needs. Gates, Registry, Disk, Alerter may be nil (skipped).
 type Deps struct {
-	Client rueidis.Client
-	Config *config.Config
-	Root   string // key root ("" = keys.DefaultRoot)
-	Queue  *queue.Queue
-	Store  *store.Redis
-	// Definitions are the published flow definitions (store.Flows over Root when nil); Flows
-	// parses them (nil = a cache over Nodes; nil Nodes = control nodes only).
+	Root  string // key root ("" = keys.DefaultRoot)
+	Queue *queue.Queue
+	Store *store.Redis
+	// Definitions are the published flow definitions (required); Flows parses them (nil = a
+	// cache over Nodes; nil Nodes = control nodes only).
 	Definitions *store.Flows
-	Flows       *engine.FlowCache
-	Nodes       *engine.Registry
+	// Wakeups records what wakes a suspended execution (required when flows suspend).
+	Wakeups *Wakeups
+	Flows   *engine.FlowCache
+	Nodes   *engine.Registry
 	// Engine are the executor's settings (zero value: engine.DefaultSettings()).
 	Engine engine.Settings
 
@@ -193,9 +191,6 @@ func NewDispatcher(d Deps) *Dispatcher {
 	root := d.Root
 	if root == "" {
 		root = keys.DefaultRoot
-	}
-	if d.Definitions == nil {
-		d.Definitions = store.NewFlows(d.Client, root)
 	}
 	if d.Queue != nil && d.Queue.OnDeadLetter == nil && d.Alerter != nil {
 		a := d.Alerter

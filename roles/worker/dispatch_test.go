@@ -68,12 +68,22 @@ func dctx(t testing.TB) context.Context {
 	return ctx
 }
 
+// wakeups records wake-ups under the fixture's root and delay queue.
+func (f *dispatchFix) wakeups(t testing.TB) *Wakeups {
+	t.Helper()
+	delay, err := queue.NewDelay(f.c, settings.DelayQueue(f.cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewWakeups(f.st, delay, settings.WorkerWakeups(f.cfg))
+}
+
 // start builds and starts a dispatcher; it is stopped when the test ends. mod adjusts the
 // dependencies.
 func (f *dispatchFix) start(t *testing.T, mod ...func(*Deps)) *Dispatcher {
 	t.Helper()
 	d := Deps{
-		Client: f.c, Config: f.cfg, Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg,
+		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(f.c, f.root), Wakeups: f.wakeups(t),
 		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 2),
 		ReadBlock: 200 * time.Millisecond, ReclaimEvery: 2, CancelPoll: 50 * time.Millisecond,
 	}
@@ -248,7 +258,7 @@ func TestDispatchApprovalSuspendsAndResumes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("approval record: %v", err)
 	}
-	var ap Approval
+	var ap store.Approval
 	if err := json.Unmarshal([]byte(raw), &ap); err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +286,7 @@ func TestDispatchDelayRegistersWakeup(t *testing.T) {
 		t.Fatalf("suspend %+v", st.Suspend)
 	}
 	f.waitSettled(t)
-	key := DelayScheduledKey(f.cfg)
+	key := queue.DelayScheduledKey(settings.DelayQueue(f.cfg))
 	if key != f.root+":delay:queue:scheduled" {
 		t.Fatalf("delay key %q", key)
 	}
@@ -287,17 +297,18 @@ func TestDispatchDelayRegistersWakeup(t *testing.T) {
 	if int64(res[0].Score) != st.Suspend.Due.UnixMilli() {
 		t.Fatalf("score %v, due %v", int64(res[0].Score), st.Suspend.Due.UnixMilli())
 	}
-	var e DelayEntry
+	var e queue.DelayEntry
 	if err := json.Unmarshal([]byte(res[0].Member), &e); err != nil {
 		t.Fatal(err)
 	}
-	want := DelayEntry{ExecutionID: env.ExecutionID, TenantID: "default", FlowID: "dly", FlowVersion: "1",
-		ResumeType: engine.ResumeContinue, Node: "wait", Due: st.Suspend.Due.UTC().Format(time.RFC3339Nano)}
-	if e != want {
+	want := queue.DelayEntry{ExecutionID: env.ExecutionID, TenantID: "default", FlowID: "dly", FlowVersion: "1",
+		ResumeType: engine.ResumeContinue, Node: "wait", Due: st.Suspend.Due.UTC()}
+	if !e.Due.Equal(want.Due) || e.ExecutionID != want.ExecutionID || e.TenantID != want.TenantID || e.FlowID != want.FlowID ||
+		e.FlowVersion != want.FlowVersion || e.ResumeType != want.ResumeType || e.Node != want.Node {
 		t.Fatalf("delay entry %+v, want %+v", e, want)
 	}
 	// Registering again (a redelivered suspended result) changes nothing.
-	if err := RegisterWakeup(dctx(t), f.c, f.cfg, f.root, st); err != nil {
+	if err := f.wakeups(t).Register(dctx(t), st); err != nil {
 		t.Fatal(err)
 	}
 	if n, _ := f.c.Do(dctx(t), f.c.B().Zcard().Key(key).Build()).AsInt64(); n != 1 {
@@ -434,12 +445,12 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 	if err != nil {
 		t.Fatalf("subscription: %v", err)
 	}
-	var sub Subscription
+	var sub store.Subscription
 	if err := json.Unmarshal([]byte(raw), &sub); err != nil {
 		t.Fatal(err)
 	}
 	if sub.EventType != "order.paid" || sub.Match != "EVENT.order == INPUT.n" || sub.Node != "w" ||
-		sub.ExpiresAt != st.Suspend.Due.UTC().Format(time.RFC3339Nano) {
+		!sub.ExpiresAt.Equal(*st.Suspend.Due) {
 		t.Fatalf("subscription %+v", sub)
 	}
 	idxKey, _ := sp.SubscriptionIndex("order.paid")
@@ -448,11 +459,11 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 		t.Fatalf("index score %v %v", sc, err)
 	}
 	// The timeout is a delay-queue entry with resume_type timeout.
-	res, err := f.c.Do(dctx(t), f.c.B().Zrange().Key(DelayScheduledKey(f.cfg)).Min("0").Max("-1").Build()).AsStrSlice()
+	res, err := f.c.Do(dctx(t), f.c.B().Zrange().Key(queue.DelayScheduledKey(settings.DelayQueue(f.cfg))).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil || len(res) != 1 {
 		t.Fatalf("delay queue %v %v", res, err)
 	}
-	var e DelayEntry
+	var e queue.DelayEntry
 	if err := json.Unmarshal([]byte(res[0]), &e); err != nil || e.ResumeType != engine.ResumeTimeout || e.Node != "w" {
 		t.Fatalf("timeout entry %+v %v", e, err)
 	}
@@ -478,7 +489,7 @@ func TestDispatchTenantDisabledDeadLetters(t *testing.T) {
 	if err := f.c.Do(dctx(t), f.c.B().Hset().Key(sp.TenantStatus()).FieldValue().FieldValue("acme", "disabled").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := NewTenantStatus(f.c, f.cfg, f.root, nil, zerolog.Nop())
+	ts, err := NewTenantStatusGate(f.st, settings.WorkerTenantStatus(f.cfg), nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,7 +510,7 @@ func TestDispatchDiskGuardBlocksReads(t *testing.T) {
 	env := f.startEnv("simple")
 	f.enqueue(t, env)
 	var checks atomic.Int32
-	g := NewDiskGuard(f.cfg, zerolog.Nop(), func(string) (uint64, error) { checks.Add(1); return 0, nil })
+	g := NewDiskGuardGate(settings.WorkerDiskGuard(f.cfg), zerolog.Nop(), func(string) (uint64, error) { checks.Add(1); return 0, nil })
 	f.start(t, func(d *Deps) { d.Disk = g })
 	// Positive evidence: the consumers asked the guard round after round and were refused.
 	waitUntil(t, "the disk guard asked repeatedly", func() bool { return checks.Load() >= 4 })
@@ -706,7 +717,7 @@ func TestDispatchDeletedExecutionIsNotRecreated(t *testing.T) {
 func TestDispatchRefusedStartOfExistingExecutionEndsInError(t *testing.T) {
 	f := newDispatchFix(t, nil)
 	f.publish(t, "appr", "1", approvalFlow)
-	ts, err := NewTenantStatus(f.c, f.cfg, f.root, nil, zerolog.Nop())
+	ts, err := NewTenantStatusGate(f.st, settings.WorkerTenantStatus(f.cfg), nil, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,11 +77,20 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	if o.Action == ActAck && st.Status == state.Suspended {
 		octx, cancel := opCtx(ctx)
 		defer cancel()
-		if err := RegisterWakeup(octx, p.d.Client, p.d.Config, p.root, st); err != nil {
-			return retry(fmt.Errorf("%w: %w", store.ErrRedis, err))
+		if err := p.d.Wakeups.Register(octx, st); err != nil {
+			return classifyWakeup(err)
 		}
 	}
 	return o
+}
+
+// classifyWakeup decides a failed wake-up registration: a Redis failure is transient (the
+// redelivery registers again); a record that cannot be written at all is permanent.
+func classifyWakeup(err error) Outcome {
+	if store.IsTransient(err) {
+		return retry(fmt.Errorf("record the wake-up: %w", err))
+	}
+	return deadLetter(ReasonPermanent, err, "worker.task_permanent", "the wake-up cannot be recorded: dead-lettering")
 }
 
 // payload decodes the start input or the resume data.
