@@ -1,6 +1,6 @@
 // Package queue is plaita's task queue: the task envelope (SPEC §5), the Redis Stream the
 // workers consume through one consumer group, the delivery gate, the dead-letter stream and
-// its replay, and the residue sweeper.
+// its replay, the residue sweeper, and the delay queue's schedule (Delay).
 //
 // # Envelope
 //

@@ -1,6 +1,8 @@
-// Package store holds execution storage (Redis with leases and fencing, and an in-memory
-// backend that serializes exactly like it) and the Redis key space. The console's SQLite store
-// will live here too; it is not built yet.
+// Package store holds every Redis key and script of plaita behind typed methods: execution
+// states (Redis with leases and fencing, and an in-memory backend that serializes exactly like
+// it), published flows and versions, wake-up records (subscriptions, approvals), registry
+// records, tenant status and quota, live events. Only store and queue build Redis commands. The
+// console's SQLite store will live here too; it is not built yet.
 //
 // Every backend classifies failures the same way (defect report 004):
 //   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;
