@@ -93,6 +93,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
+			benchCommand(stdout, stderr),
 			{
 				Name:      "version",
 				Usage:     "print the version, VCS commit and Go version (same as plaita --version)",

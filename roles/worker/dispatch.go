@@ -217,6 +217,10 @@ func NewDispatcher(d Deps) *Dispatcher {
 // Active is the number of tasks being handled now.
 func (p *Dispatcher) Active() int { return int(p.active.Load()) }
 
+// Acked is the number of deliveries this dispatcher has acknowledged (its
+// plaita_dispatch_acked_total counter): what a benchmark waits on without asking Redis.
+func (p *Dispatcher) Acked() uint64 { return p.acked.Get() }
+
 // Start launches the consumer goroutines and returns at once (a service: see
 // internal/service). A second call is a no-op; a call after Stop does nothing.
 func (p *Dispatcher) Start(ctx context.Context) error {

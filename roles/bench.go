@@ -1,0 +1,361 @@
+package roles
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// benchResult is one scenario's figures (the --json output).
+type benchResult struct {
+	Scenario          string  `json:"scenario"`
+	N                 int     `json:"n"`
+	Concurrency       int     `json:"concurrency"`
+	Steps             int     `json:"steps_per_execution,omitempty"`
+	Seconds           float64 `json:"seconds"`
+	PerSecond         float64 `json:"executions_per_second,omitempty"`
+	StepsPerSecond    float64 `json:"steps_per_second,omitempty"`
+	EnqueuedPerSecond float64 `json:"enqueued_per_second,omitempty"`
+	P50Millis         float64 `json:"p50_ms,omitempty"`
+	P99Millis         float64 `json:"p99_ms,omitempty"`
+	RedisCalls        int64   `json:"redis_calls"`
+	CallsPerExecution float64 `json:"calls_per_execution,omitempty"`
+	CallsPerStep      float64 `json:"calls_per_step,omitempty"`
+	CallsPerEnqueue   float64 `json:"calls_per_enqueue,omitempty"`
+	Redis             string  `json:"redis"`
+	RedisPrivate      bool    `json:"redis_private"`
+	EventsPublished   bool    `json:"events_published"`
+	MaxRSSKiB         int64   `json:"max_rss_kib,omitempty"`
+}
+
+func benchCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure the engine end to end on a real Redis: e2e, steps, enqueue (suspend is not built yet)",
+		UsageText: "plaita bench e2e|steps|enqueue [--redis URL] [--n N] [--concurrency C] [--json]",
+		Description: "e2e: N pre-enqueued starts of a 1-node flow run by an in-process worker with C consumers;\n" +
+			"executions/s from the worker's start until all are acked, p50/p99 enqueue→terminal latency,\n" +
+			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included).\n" +
+			"steps: the same with a 20-node linear flow (steps/s, calls per step). enqueue: starts/s.\n" +
+			"Without --redis a private redis-server is started (it must be installed) and removed.",
+		Flags: cliFlags(
+			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
+			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
+			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
+			jsonFlag("print the figures as one JSON object"),
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return runBench(ctx, cmd, stdout, stderr) },
+	}
+}
+
+func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "bench"
+	scenario := cmd.Args().First()
+	switch scenario {
+	case "e2e", "steps", "enqueue":
+	case "suspend":
+		return cliFail(name, "suspend: the event round trip goes through the filter role, which is not built yet")
+	default:
+		return cliUsage(name, "name a scenario: e2e, steps or enqueue")
+	}
+	n, conc := int(cmd.Int("n")), int(cmd.Int("concurrency"))
+	if n < 1 || conc < 1 {
+		return cliUsage(name, "--n and --concurrency must be positive")
+	}
+	url := cmd.String("redis")
+	private := url == ""
+	if private {
+		srv, err := startPrivateRedis(ctx)
+		if err != nil {
+			return cliFail(name, "%v (pass --redis URL to use a running server)", err)
+		}
+		defer srv.stop()
+		url = srv.url
+	}
+	b, err := newBench(cmd, url, conc, stderr)
+	if err != nil {
+		return err
+	}
+	defer b.c.Close()
+	var res benchResult
+	switch scenario {
+	case "enqueue":
+		res, err = b.enqueueOnly(ctx, n, conc)
+	case "e2e":
+		res, err = b.run(ctx, "e2e", benchFlow(1), n, 1)
+	case "steps":
+		res, err = b.run(ctx, "steps", benchFlow(20), n, 20)
+	}
+	if err != nil {
+		return cliFail(name, "%s: %v", scenario, err)
+	}
+	res.Concurrency, res.Redis, res.RedisPrivate = conc, url, private
+	res.EventsPublished = config.ExecutionEventsPublish.In(b.cfg)
+	res.MaxRSSKiB = maxRSS()
+	if cmd.Bool("json") {
+		return writeJSON(stdout, res)
+	}
+	writeBench(stdout, res)
+	return nil
+}
+
+// bench is one run's configuration and connection. Its queue is private to the run, so a
+// shared Redis is safe (flows are published under their own id; executions stay, with TTLs).
+type bench struct {
+	cfg *config.Config
+	log zerolog.Logger
+	c   rueidis.Client
+}
+
+func newBench(cmd *cli.Command, url string, conc int, stderr io.Writer) (*bench, error) {
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
+	flags := overrides(cmd, config.RoleWorker)
+	flags["PLAITA_REDIS_URL"] = url
+	flags["PLAITA_QUEUE_NAME"] = "plaita:bench:" + run + ":queue"
+	flags["PLAITA_CONSOLE_TASK_QUEUE"] = flags["PLAITA_QUEUE_NAME"]
+	flags["PLAITA_WORKER_CONCURRENCY"] = strconv.Itoa(conc)
+	flags["PLAITA_INSTANCE_ID"] = "bench-" + run
+	if _, ok := flags["PLAITA_LOG_LEVEL"]; !ok {
+		flags["PLAITA_LOG_LEVEL"] = "warn" // a line per task would measure the terminal
+	}
+	cfg, err := config.Load(config.RoleWorker, true, config.WithFlags(flags))
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return nil, &exitError{code: ExitRejected, err: err, printed: true}
+	}
+	level, _ := zerolog.ParseLevel(config.LogLevel.In(cfg))
+	log := NewLogger(stderr, LogAuto, level).With().Str("role", "bench").Logger()
+	c, err := redisClient(url)
+	if err != nil {
+		return nil, cliFail("bench", "%v", err)
+	}
+	return &bench{cfg: cfg, log: log, c: c}, nil
+}
+
+// benchFlow is a linear flow of n nodes: n−1 set nodes and an end.
+func benchFlow(n int) []byte {
+	id := "bench-" + strconv.Itoa(n)
+	nodes := ""
+	for i := 1; i < n; i++ {
+		nodes += fmt.Sprintf(`{"id":"s%d","type":"set","params":{"vars":{"i":%d}},"next":"s%d"},`, i, i, i+1)
+	}
+	nodes += fmt.Sprintf(`{"id":"s%d","type":"end","params":{"output":"ok"}}`, n)
+	return []byte(`{"id":"` + id + `","version":"1","start":"s1","nodes":[` + nodes + `]}`)
+}
+
+// run enqueues n starts of flow, runs them with an in-process worker and measures it.
+func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps int) (benchResult, error) {
+	f, err := engine.Parse(def, engine.NewRegistry(), settings.Engine(b.cfg).Expr)
+	if err != nil {
+		return benchResult{}, err
+	}
+	flows := store.NewFlows(b.c, keys.DefaultRoot)
+	if _, err := flows.Publish(ctx, "", f.ID, f.Version, def, time.Now(), func(stored []byte) (bool, error) {
+		h, err := engine.FlowHash(stored)
+		return h == f.Hash, err
+	}); err != nil {
+		return benchResult{}, fmt.Errorf("publish: %w", err)
+	}
+	set := metrics.NewSet()
+	w, err := buildWorker(b.cfg, b.c, set, b.log)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		return benchResult{}, err
+	}
+	ids, enqueued, err := b.enqueue(ctx, f.ID, n, 16)
+	if err != nil {
+		return benchResult{}, err
+	}
+	before, err := store.CommandCalls(ctx, b.c)
+	if err != nil {
+		return benchResult{}, err
+	}
+	var services service.Group
+	began := time.Now()
+	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
+		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
+		return benchResult{}, err
+	}
+	for w.dispatcher.Acked() < uint64(n) {
+		if ctx.Err() != nil {
+			services.Stop(context.Background())
+			return benchResult{}, ctx.Err()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(began)
+	after, err := store.CommandCalls(ctx, b.c)
+	services.Stop(context.Background())
+	if err != nil {
+		return benchResult{}, err
+	}
+	p50, p99, err := b.latencies(ctx, ids, enqueued)
+	if err != nil {
+		return benchResult{}, err
+	}
+	calls := after - before - int64(len(b.c.Nodes())) // the first reading's INFO
+	return benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: elapsed.Seconds(),
+		PerSecond: float64(n) / elapsed.Seconds(), StepsPerSecond: float64(n*steps) / elapsed.Seconds(),
+		P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerExecution: float64(calls) / float64(n),
+		CallsPerStep: float64(calls) / float64(n*steps)}, nil
+}
+
+// enqueue writes n starts of flowID with conc producers; it returns the ids and when each was
+// enqueued.
+func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]string, []time.Time, error) {
+	ids, at := make([]string, n), make([]time.Time, n)
+	g := settings.Generations(b.cfg)
+	stream := config.QueueName.In(b.cfg)
+	var wg sync.WaitGroup
+	errs := make([]error, conc)
+	for p := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < n; i += conc {
+				ids[i] = engine.NewExecutionID()
+				env := queue.Envelope{Kind: queue.KindStart, FlowID: flowID, FlowVersion: "1", ExecutionID: ids[i]}
+				env.Stamp(g, time.Now())
+				at[i] = time.Now()
+				if _, err := queue.Enqueue(ctx, b.c, stream, env); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, at, errors.Join(errs...)
+}
+
+// enqueueOnly measures starts/s and calls per enqueue.
+func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (benchResult, error) {
+	before, err := store.CommandCalls(ctx, b.c)
+	if err != nil {
+		return benchResult{}, err
+	}
+	began := time.Now()
+	if _, _, err := b.enqueue(ctx, "bench-enqueue", n, conc); err != nil {
+		return benchResult{}, err
+	}
+	elapsed := time.Since(began)
+	after, err := store.CommandCalls(ctx, b.c)
+	if err != nil {
+		return benchResult{}, err
+	}
+	calls := after - before - int64(len(b.c.Nodes()))
+	return benchResult{Scenario: "enqueue", N: n, Seconds: elapsed.Seconds(), EnqueuedPerSecond: float64(n) / elapsed.Seconds(),
+		RedisCalls: calls, CallsPerEnqueue: float64(calls) / float64(n)}, nil
+}
+
+// latencies are the p50 and p99 of enqueue → terminal state (its end_time), in ms.
+func (b *bench) latencies(ctx context.Context, ids []string, enqueued []time.Time) (p50, p99 float64, err error) {
+	ts, err := store.NewRedis(b.c, settings.Store(b.cfg), keys.DefaultRoot).Tenant("")
+	if err != nil {
+		return 0, 0, err
+	}
+	ms := make([]float64, 0, len(ids))
+	for i, id := range ids {
+		st, err := ts.Load(ctx, id)
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.EndTime == nil {
+			return 0, 0, fmt.Errorf("execution %s is %s, not terminal", id, st.Status)
+		}
+		ms = append(ms, float64(st.EndTime.Sub(enqueued[i]).Microseconds())/1000)
+	}
+	slices.Sort(ms)
+	return ms[len(ms)/2], ms[min(len(ms)-1, len(ms)*99/100)], nil
+}
+
+func writeBench(w io.Writer, r benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "scenario\t%s\n", r.Scenario)
+	fmt.Fprintf(tw, "executions\t%d (concurrency %d)\n", r.N, r.Concurrency)
+	fmt.Fprintf(tw, "seconds\t%.3f\n", r.Seconds)
+	switch r.Scenario {
+	case "enqueue":
+		fmt.Fprintf(tw, "starts/s\t%.0f\n", r.EnqueuedPerSecond)
+		fmt.Fprintf(tw, "redis calls per enqueue\t%.2f\n", r.CallsPerEnqueue)
+	default:
+		fmt.Fprintf(tw, "executions/s\t%.0f\n", r.PerSecond)
+		fmt.Fprintf(tw, "steps/s\t%.0f\n", r.StepsPerSecond)
+		fmt.Fprintf(tw, "latency p50 / p99\t%.1f ms / %.1f ms (enqueue → terminal)\n", r.P50Millis, r.P99Millis)
+		fmt.Fprintf(tw, "redis calls per execution\t%.2f\n", r.CallsPerExecution)
+		fmt.Fprintf(tw, "redis calls per step\t%.2f\n", r.CallsPerStep)
+	}
+	fmt.Fprintf(tw, "redis\t%s (private %v), live events published %v\n", r.Redis, r.RedisPrivate, r.EventsPublished)
+	fmt.Fprintf(tw, "max RSS\t%d MiB\n", r.MaxRSSKiB/1024)
+	tw.Flush()
+}
+
+// privateRedis is a redis-server of this run.
+type privateRedis struct {
+	cmd *exec.Cmd
+	dir string
+	url string
+}
+
+func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, errors.New("redis-server is not installed")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir, err := os.MkdirTemp("", "plaita-bench-redis-")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start redis-server: %w", err)
+	}
+	r := &privateRedis{cmd: cmd, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond); err == nil {
+			conn.Close()
+			return r, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			r.stop()
+			return nil, errors.New("the private redis-server did not answer")
+		}
+	}
+}
+
+func (r *privateRedis) stop() {
+	r.cmd.Process.Kill()
+	r.cmd.Wait()
+	os.RemoveAll(r.dir)
+}

@@ -1,0 +1,39 @@
+package store_test
+
+import (
+	"testing"
+
+	"plaita/internal/redistest"
+	"plaita/store"
+)
+
+// Commands show up in the count, those inside scripts included.
+func TestCommandCalls(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	// The client's connections say HELLO when they open: open them before counting.
+	if err := c.Do(ctx(t), c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := store.CommandCalls(ctx(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := c.Do(ctx(t), c.B().Set().Key("k").Value("v").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Do(ctx(t), c.B().Eval().Script("redis.call('GET', KEYS[1]); return 1").Numkeys(1).Key("k").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	after, err := store.CommandCalls(ctx(t), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 5 SET + EVAL + its GET + the first reading's INFO.
+	if d := after - before; d != 8 {
+		t.Fatalf("%d calls counted, want 8", d)
+	}
+}
