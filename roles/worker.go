@@ -127,6 +127,8 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 	if err != nil {
 		return worker.Deps{}, err
 	}
+	// Read on every delivery otherwise: a status or quota change takes effect within a second.
+	tenantStatus.CacheFor, quota.CacheFor = worker.GateCacheTTL, worker.GateCacheTTL
 	root, err := writefile.ResolveRoot(writefile.HostFacts(
 		config.NodesWorkspaceRoot.In(cfg), config.AllowUnrestrictedWrites.In(cfg), config.ProjectRoot.In(cfg)))
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"plaita/engine"
 	"plaita/queue"
@@ -120,15 +121,25 @@ func (p *Dispatcher) flowFor(ctx context.Context, t *task) (*engine.Flow, Outcom
 
 // loadFlow reads the published definition; reason is a dead-letter reason for a permanent
 // problem, "" for a transient one.
+//
+// A published version is immutable, so its definition is kept for FlowCacheTTL: a flow
+// read per delivery would be a Redis call per execution for bytes that never change.
 func (p *Dispatcher) loadFlow(ctx context.Context, tenant, flowID, version string) (*engine.Flow, string, error) {
-	octx, cancel := opCtx(ctx)
-	defer cancel()
-	raw, err := p.d.Definitions.Get(octx, tenant, flowID, version)
-	switch {
-	case errors.Is(err, store.ErrFlowNotFound):
-		return nil, ReasonFlowNotFound, err
-	case err != nil:
-		return nil, "", err
+	key := flowKey{tenant, flowID, version}
+	now := time.Now()
+	raw, ok := p.defs.get(key, FlowCacheTTL, now)
+	if !ok {
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		var err error
+		raw, err = p.d.Definitions.Get(octx, tenant, flowID, version)
+		switch {
+		case errors.Is(err, store.ErrFlowNotFound):
+			return nil, ReasonFlowNotFound, err
+		case err != nil:
+			return nil, "", err
+		}
+		p.defs.put(key, raw, FlowCacheTTL, now)
 	}
 	f, err := p.flows.Parse(raw)
 	if err != nil {
@@ -136,6 +147,12 @@ func (p *Dispatcher) loadFlow(ctx context.Context, tenant, flowID, version strin
 	}
 	return f, "", nil
 }
+
+// flowKey names one published flow version.
+type flowKey struct{ tenant, id, version string }
+
+// FlowCacheTTL is how long a published definition is reused without reading it again.
+const FlowCacheTTL = time.Minute
 
 // quota admits the task under its tenant's running limit. release gives the slot back when the
 // run ends (a no-op when none was taken).

@@ -156,6 +156,8 @@ type Dispatcher struct {
 	runsMu sync.Mutex
 	runs   map[string]struct{}
 
+	defs ttlCache[flowKey, []byte] // published definitions (immutable per version)
+
 	dispatched, acked, conflicts, noops, failed *metrics.Counter
 }
 

@@ -112,6 +112,11 @@ const (
 // statuses); any other value → VerdictRefuse for a non-default tenant, VerdictRun + WARNING for
 // the default tenant. Values are compared trimmed and case-insensitively.
 type TenantStatus struct {
+	// CacheFor is how long a tenant's status (and the epoch) read is reused (0: read on every
+	// delivery). Set it before first use.
+	CacheFor time.Duration
+	cache    ttlCache[string, store.TenantStatusRead]
+
 	st   *store.Redis
 	sp   keys.Space // the platform keys, for reasons and logs
 	gate bool       // the epoch gate is on
@@ -152,9 +157,7 @@ func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, erro
 	}
 	isDefault := tenant == keys.DefaultTenant
 
-	ctx, cancel := gateCtx(ctx)
-	defer cancel()
-	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
+	r, err := s.read(ctx, tenant)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -165,6 +168,21 @@ func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, erro
 		}
 	}
 	return s.statusDecision(tenant, isDefault, r.Status, r.Found), nil
+}
+
+// read is the tenant's status (and the epoch), from the cache when it is fresh.
+func (s *TenantStatus) read(ctx context.Context, tenant string) (store.TenantStatusRead, error) {
+	now := time.Now()
+	if r, ok := s.cache.get(tenant, s.CacheFor, now); ok {
+		return r, nil
+	}
+	ctx, cancel := gateCtx(ctx)
+	defer cancel()
+	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
+	if err == nil {
+		s.cache.put(tenant, r, s.CacheFor, now)
+	}
+	return r, err
 }
 
 // statusDecision maps the tenant's status entry to a verdict.
@@ -260,6 +278,11 @@ func (s *TenantStatus) epochDecision(tenant string, isDefault bool, redisEpoch s
 // run was abandoned (transient failure left pending, lease lost, drain). A redelivered start
 // simply re-admits.
 type Quota struct {
+	// CacheFor is how long a tenant's quota override read is reused (0: read on every start).
+	// Set it before first use.
+	CacheFor time.Duration
+	cache    ttlCache[string, quotaOverride]
+
 	st       *store.Redis
 	sp       keys.Space // the platform keys, for reasons and logs
 	disabled bool
@@ -348,11 +371,23 @@ func (q *Quota) now() time.Time {
 }
 
 // limit is the tenant's effective limit (0 = unlimited) and where it came from.
+// quotaOverride is one read of a tenant's override in the quota hash.
+type quotaOverride struct {
+	raw   string
+	found bool
+}
+
 func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
-	raw, found, err := q.st.TenantQuotaOverride(ctx, tenant)
-	if err != nil {
-		return 0, "", err
+	now := time.Now()
+	o, ok := q.cache.get(tenant, q.CacheFor, now)
+	if !ok {
+		var err error
+		if o.raw, o.found, err = q.st.TenantQuotaOverride(ctx, tenant); err != nil {
+			return 0, "", err
+		}
+		q.cache.put(tenant, o, q.CacheFor, now)
 	}
+	raw, found := o.raw, o.found
 	if !found {
 		return q.envLimit, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", q.envLimit), nil
 	}
@@ -399,6 +434,11 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	limit, src, err := q.limit(ctx, tenant)
 	if err != nil {
 		return Admission{}, fmt.Errorf("tenant quota: %w", err)
+	}
+	if limit == 0 {
+		// No limit applies: no slot is taken, so nothing is counted or released. A limit set
+		// later counts the starts admitted from then on.
+		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q is unlimited (%s): not counted", tenant, src)}}, nil
 	}
 	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.now(),
 		TTL: q.ttl, Limit: limit, Force: env.QuotaBypass || env.QuotaDeferCount >= q.deferMax})

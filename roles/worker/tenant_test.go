@@ -436,13 +436,17 @@ func TestQuotaHashOverride(t *testing.T) {
 	hset := func(tenant, v string) {
 		gatesDo(t, f.c, f.c.B().Hset().Key(f.sp.TenantQuota()).FieldValue().FieldValue(tenant, v).Build())
 	}
-	// 0 in the HASH: unlimited for that tenant (WARNING once), never the env's 1.
+	// 0 in the HASH: unlimited for that tenant (WARNING once), never the env's 1. No limit
+	// applies, so nothing is counted (no slot bookkeeping on the hot path).
 	hset("acme", "0")
 	for i := range 5 {
 		a := f.admit(t, quotaStart("acme", "ex_a"+string(rune('0'+i))), VerdictRun)
-		if a.Limit != 0 || !a.Counted {
+		if a.Limit != 0 || a.Counted {
 			t.Errorf("override 0: %+v", a)
 		}
+	}
+	if n := f.running(t, "acme"); n != 0 {
+		t.Errorf("an unlimited tenant has %d slots recorded", n)
 	}
 	if n := strings.Count(f.logs.String(), "worker.tenant_quota_unlimited"); n != 1 {
 		t.Errorf("override 0 warned %d times:\n%s", n, f.logs)
@@ -473,7 +477,7 @@ func TestQuotaHashOverride(t *testing.T) {
 	}
 	// A worker started with 0 runs the default tenant unlimited; the override still wins there.
 	unlimited := f.quota(t, map[string]string{"PLAITA_TENANT_MAX_RUNNING": "0"})
-	if a = f.admitOn(t, unlimited, quotaStart("", "ex_d2"), VerdictRun); a.Limit != 0 || a.Running != 2 {
+	if a = f.admitOn(t, unlimited, quotaStart("", "ex_d2"), VerdictRun); a.Limit != 0 || a.Counted {
 		t.Errorf("env 0 = unlimited: %+v", a)
 	}
 	f.admitOn(t, unlimited, quotaStart("beta", "ex_b3"), VerdictDefer)
@@ -535,15 +539,16 @@ func TestQuotaSettingsDefaults(t *testing.T) {
 	f := newQuotaFixture(t, nil)
 	q := f.quotaWith(t, settings.Quota{})
 	for i := range 3 {
-		if a := f.admitOn(t, q, quotaStart("acme", "ex_"+string(rune('a'+i))), VerdictRun); a.Limit != 0 || !a.Counted {
+		if a := f.admitOn(t, q, quotaStart("acme", "ex_"+string(rune('a'+i))), VerdictRun); a.Limit != 0 || a.Counted {
 			t.Errorf("zero settings: %+v", a)
 		}
 	}
+	capped := f.quotaWith(t, settings.Quota{MaxRunning: 1})
+	f.admitOn(t, capped, quotaStart("acme", "ex_y"), VerdictRun)
 	ttl, err := f.c.Do(gatesCtx(t), f.c.B().Pttl().Key(keys.MustFor(f.root, "acme").TenantRunning()).Build()).AsInt64()
 	if err != nil || ttl <= 23*3600*1000 || ttl > 24*3600*1000 {
 		t.Errorf("slot key pttl %d %v, want 24 h", ttl, err)
 	}
-	capped := f.quotaWith(t, settings.Quota{MaxRunning: 1})
 	e := quotaStart("acme", "ex_z")
 	e.QuotaDeferCount = 63
 	if a := f.admitOn(t, capped, e, VerdictDefer); a.DeferCount != 64 {
