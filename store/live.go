@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -38,4 +39,24 @@ func (l *LiveEvents) Publish(ctx context.Context, tenant, executionID string, ms
 		return transient(ErrRedis, "publish live event of "+executionID, err)
 	}
 	return nil
+}
+
+// Listened is the set of executions whose live-event channel has a subscriber now (every node
+// of a cluster is asked: a subscription lives on the node it was made on). Publishing only to
+// those spares a PUBLISH per event when nobody watches — the usual case.
+func (l *LiveEvents) Listened(ctx context.Context) (map[string]struct{}, error) {
+	out := map[string]struct{}{}
+	pattern := l.root + ":*execution_events:*"
+	for addr, node := range l.c.Nodes() {
+		chans, err := node.Do(ctx, node.B().PubsubChannels().Pattern(pattern).Build()).AsStrSlice()
+		if err != nil {
+			return nil, transient(ErrRedis, "PUBSUB CHANNELS on "+addr, err)
+		}
+		for _, ch := range chans {
+			if i := strings.LastIndexByte(ch, '{'); i >= 0 && strings.HasSuffix(ch, "}") {
+				out[ch[i+1:len(ch)-1]] = struct{}{}
+			}
+		}
+	}
+	return out, nil
 }

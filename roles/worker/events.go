@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -35,14 +36,18 @@ const EventQueueSize = 4096
 
 // Observer turns engine events into metrics (step durations, executions by terminal status)
 // and publishes them for live views unless publishing is off (PLAITA_EXECUTION_EVENTS_PUBLISH
-// exactly 0). Publishing is a best-effort service.Sender: a slow Redis never slows the step
-// loop; when its queue is full the event is dropped and counted.
+// exactly 0) — to the executions someone watches (their channel has a subscriber, checked every
+// ListenerRefresh), so an unwatched execution costs no PUBLISH. Publishing is a best-effort
+// service.Sender: a slow Redis never slows the step loop; when its queue is full the event is
+// dropped and counted.
 type Observer struct {
 	*service.Sender[LiveEvent]
-	live    *store.LiveEvents
-	publish bool
-	log     zerolog.Logger
-	set     *metrics.Set
+	live     *store.LiveEvents
+	publish  bool
+	listened atomic.Pointer[map[string]struct{}] // executions watched now (Refresh)
+	refresh  service.Loop
+	log      zerolog.Logger
+	set      *metrics.Set
 
 	steps        *metrics.PrometheusHistogram
 	failed, sent *metrics.Counter
@@ -58,7 +63,54 @@ func NewObserver(live *store.LiveEvents, publish bool, set *metrics.Set, log zer
 		sent:   set.GetOrCreateCounter(`plaita_execution_events_published_total`),
 	}
 	o.Sender = service.NewSender(EventQueueSize, set.GetOrCreateCounter(`plaita_execution_events_dropped_total`), o.send)
+	o.refresh = service.Loop{Interval: ListenerRefresh, Once: func(ctx context.Context) { o.Refresh(ctx) }}
 	return o
+}
+
+// ListenerRefresh is how often the observer asks which executions are watched: a live view
+// opened now sees its execution's events from at most this much later.
+const ListenerRefresh = time.Second
+
+// Start runs the sender and the refresh of the watched executions.
+func (o *Observer) Start(ctx context.Context) error {
+	if !o.publish {
+		return o.Sender.Start(ctx)
+	}
+	o.Refresh(ctx)
+	if err := o.refresh.Start(ctx); err != nil {
+		return err
+	}
+	return o.Sender.Start(ctx)
+}
+
+// Stop stops the refresh and flushes the sender.
+func (o *Observer) Stop(ctx context.Context) {
+	o.refresh.Stop(ctx)
+	o.Sender.Stop(ctx)
+}
+
+// Refresh reads which executions have a live-event subscriber. Until the first read succeeds
+// every event is published (nothing is lost to an unknown answer).
+func (o *Observer) Refresh(ctx context.Context) {
+	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ids, err := o.live.Listened(octx)
+	if err != nil {
+		o.log.Debug().Err(err).Msg("cannot read the live-event subscribers; publishing every event meanwhile")
+		o.listened.Store(nil)
+		return
+	}
+	o.listened.Store(&ids)
+}
+
+// watched reports whether an execution's events have a listener (true when unknown).
+func (o *Observer) watched(id string) bool {
+	m := o.listened.Load()
+	if m == nil {
+		return true
+	}
+	_, ok := (*m)[id]
+	return ok
 }
 
 // Event records metrics and queues the event for publishing; it never blocks.
@@ -71,7 +123,7 @@ func (o *Observer) Event(ev engine.Event) {
 	if ev.Status.Terminal() && e.Event == string(ev.Status) {
 		o.set.GetOrCreateCounter(fmt.Sprintf(`plaita_executions_total{status=%q}`, ev.Status)).Inc()
 	}
-	if !o.publish {
+	if !o.publish || !o.watched(ev.ExecutionID) {
 		return
 	}
 	o.Offer(LiveEvent{ExecutionID: ev.ExecutionID, TenantID: ev.TenantID, FlowID: ev.FlowID, Status: ev.Status,

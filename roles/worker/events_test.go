@@ -53,8 +53,11 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 
 	set := metrics.NewSet()
 	obs := NewObserver(store.NewLiveEvents(f.c, f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
-	obs.Start(context.Background())
+	obs.Start(context.Background()) // reads the watched executions: ours is
 	defer obs.Stop(context.Background())
+	if !obs.watched(env.ExecutionID) || obs.watched("ex_nobody") {
+		t.Fatal("the observer does not know who is watched")
+	}
 	f.enqueue(t, env)
 	f.start(t, func(d *Deps) { d.Observer = obs; d.Metrics = set })
 	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
@@ -92,9 +95,20 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 	if started == 0 || started != steps {
 		t.Errorf("%d node_started and %d step events", started, steps)
 	}
+	// An execution nobody watches costs no PUBLISH: its steps are counted, nothing is sent.
+	published := set.GetOrCreateCounter(`plaita_execution_events_published_total`).Get()
+	other := f.startEnv("simple")
+	f.enqueue(t, other)
+	f.waitState(t, other.ExecutionID, statusIs(state.Completed))
+	waitUntil(t, "the second execution counted", func() bool {
+		return set.GetOrCreateCounter(`plaita_executions_total{status="completed"}`).Get() == 2
+	})
+	if n := set.GetOrCreateCounter(`plaita_execution_events_published_total`).Get(); n != published {
+		t.Errorf("%d events published for an unwatched execution", n-published)
+	}
 	var b strings.Builder
 	set.WritePrometheus(&b)
-	for _, want := range []string{`plaita_executions_total{status="completed"} 1`, `plaita_step_duration_seconds_count`} {
+	for _, want := range []string{`plaita_executions_total{status="completed"} 2`, `plaita_step_duration_seconds_count`} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("metrics lack %s:\n%s", want, b.String())
 		}
