@@ -2,19 +2,17 @@ package store
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
-	"plaita/store/keys"
 )
 
 // Leases and fencing (SPEC §5 "Fenced writes").
@@ -82,37 +80,31 @@ end
 return 0
 `)
 
-// fencedSaveScript writes a state only while fence and fencegen both equal our generation.
-// KEYS: 1 state, 2 fence, 3 fencegen. ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none).
-// Returns {1} | {0, fence, fencegen}.
-var fencedSaveScript = rueidis.NewLuaScript(`
-local f = redis.call('GET', KEYS[2]) or ''
-local g = redis.call('GET', KEYS[3]) or ''
-if f ~= ARGV[1] or g ~= ARGV[1] then return {0, f, g} end
-if tonumber(ARGV[3]) > 0 then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[2])
-end
-return {1}
-`)
-
 // Lease is a held resume lease of one execution. Its methods are safe for concurrent use.
 type Lease struct {
-	ts       *TenantStore
-	id       string
-	holder   string
-	value    string // holder|token, the lease key's value while we hold it
-	gen      int64
-	ttl      time.Duration
-	leaseKey string
-	fenceKey string
-	genKey   string
-	tookOver bool // AcquireOwn replaced a leftover lease of the same holder
+	ts        *TenantStore
+	id        string
+	holder    string
+	value     string // holder|token, the lease key's value while we hold it
+	gen       int64
+	ttl       time.Duration
+	leaseKey  string
+	fenceKey  string
+	genKey    string
+	cancelKey string
+	tookOver  bool        // AcquireOwn replaced a leftover lease of the same holder
+	cancelled atomic.Bool // the cancel flag as the last begin or save read it
+	read      atomic.Bool // cancelled holds a read (Begin ran, or a fenced save did)
+	// ReleaseOnTerminal makes the save of a terminal state delete the lease in the same
+	// script (a run's last write): the later Release is then a no-op. Set it before the run.
+	ReleaseOnTerminal bool
 
 	mu         sync.Mutex
-	renewedAt  time.Time // start of the last call that (re)set the lease's TTL
-	indexed    bool      // the index holds our member with score indexScore
+	released   bool             // the lease key was deleted (by Release or a final save)
+	preloaded  bool             // Begin read the state: the first Load is served from it
+	preState   *state.Execution // what Begin read (nil: no state)
+	renewedAt  time.Time        // start of the last call that (re)set the lease's TTL
+	indexed    bool             // the index holds our member with score indexScore
 	indexScore float64
 	stops      []context.CancelFunc // running watchdogs
 }
@@ -135,21 +127,10 @@ func (ts *TenantStore) AcquireOwn(ctx context.Context, executionID, holder strin
 }
 
 func (ts *TenantStore) acquire(ctx context.Context, executionID, holder string, takeover bool) (*Lease, error) {
-	if holder == "" {
-		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
-	}
-	l := &Lease{ts: ts, id: executionID, holder: holder, ttl: ts.r.leaseTTL()}
-	var err error
-	if l.leaseKey, err = ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
+	l, err := ts.newLease(executionID, holder)
+	if err != nil {
 		return nil, err
 	}
-	l.fenceKey, _ = ts.sp.Mechanism(keys.FamFence, executionID)
-	l.genKey, _ = ts.sp.Mechanism(keys.FamFenceGen, executionID)
-	var tok [16]byte
-	if _, err := rand.Read(tok[:]); err != nil {
-		return nil, fmt.Errorf("lease token: %w", err)
-	}
-	l.value = holder + "|" + hex.EncodeToString(tok[:])
 
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
@@ -232,6 +213,12 @@ func (l *Lease) Renew(ctx context.Context) error {
 // next Acquire moves it on.
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopWatchdogs()
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return nil // the run's last save deleted it
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := releaseScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey}, []string{l.value}).AsInt64()
@@ -242,6 +229,21 @@ func (l *Lease) Release(ctx context.Context) error {
 		return fmt.Errorf("%w: execution %s: the lease was no longer ours at release", ErrLeaseLost, l.id)
 	}
 	return nil
+}
+
+// markReleased records that the lease key is gone and stops the watchdogs.
+func (l *Lease) markReleased() {
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	l.stopWatchdogs()
+}
+
+// preload keeps what Begin read for the storage's first Load.
+func (l *Lease) preload(st *state.Execution) {
+	l.mu.Lock()
+	l.preloaded, l.preState = true, st
+	l.mu.Unlock()
 }
 
 func (l *Lease) stopWatchdogs() {
@@ -341,13 +343,8 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c := ts.r.c
-	arr, err := fencedSaveScript.Exec(ctx, c, []string{e.key, l.fenceKey, l.genKey},
-		[]string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl)}).ToArray()
-	if err != nil {
-		return transient(ErrStateSave, "execution "+e.id, err)
-	}
-	if ok, _ := arr[0].AsInt64(); ok != 1 {
-		return lostError(e.id, l.gen, arr)
+	if err := s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal()); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	indexed := l.indexed && l.indexScore == e.score
@@ -364,8 +361,21 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	return nil
 }
 
-// Load is an ordinary load (TenantStore.Load).
+// Load is an ordinary load (TenantStore.Load), except that the first one after Begin is served
+// from what Begin read in its round trip.
 func (s *FencedStorage) Load(ctx context.Context, id string) (*state.Execution, error) {
+	if l := s.l; id == l.id {
+		l.mu.Lock()
+		pre, st := l.preloaded, l.preState
+		l.preloaded, l.preState = false, nil
+		l.mu.Unlock()
+		if pre && st == nil {
+			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if pre {
+			return st, nil
+		}
+	}
 	return s.l.ts.Load(ctx, id)
 }
 
@@ -382,7 +392,13 @@ func (s *FencedStorage) Delete(ctx context.Context, id string) error {
 	return l.ts.deleteExecution(ctx, id, l.ts.r.fencing(), l.gen)
 }
 
-// Cancelled reports the execution's cancel flag (engine.CancelChecker).
+// Cancelled reports the execution's cancel flag (engine.CancelChecker) as Begin and the last
+// fenced save read it: the flag is read with every step's save, so the executor's checkpoint
+// between steps costs no round trip. A lease from Acquire (no Begin) reads it from Redis until
+// its first save.
 func (s *FencedStorage) Cancelled(ctx context.Context, id string) (bool, error) {
+	if id == s.l.id && s.l.read.Load() {
+		return s.l.cancelled.Load(), nil
+	}
 	return s.l.ts.Cancelled(ctx, id)
 }

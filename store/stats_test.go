@@ -32,8 +32,9 @@ func TestCommandCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 5 SET + EVAL + its GET + the first reading's INFO.
-	if d := after - before; d != 8 {
-		t.Fatalf("%d calls counted, want 8", d)
+	// 5 SET + EVAL + its GET + the first reading's INFO; the client's keep-alive PING may land
+	// in the window too.
+	if d := after - before; d != 8 && d != 9 {
+		t.Fatalf("%d calls counted, want 8 (9 with a keep-alive PING)", d)
 	}
 }

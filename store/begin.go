@@ -1,0 +1,180 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+// beginScript is a run's first round trip: it takes the execution lease (as acquireScript,
+// taking over a leftover lease of the same holder when asked), bumps the fence, and reads in
+// the same step what the run needs before its first node — the state, the tombstone, the
+// cancel flag and the deterministic-failure count — so a run starts in one round trip.
+// KEYS: 1 lease, 2 fencegen, 3 fence, 4 state, 5 tombstone, 6 cancel, 7 nofail.
+// ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s), 4 takeover holder (” = none).
+// Returns {0, current lease value} | {1, generation, took over, state|false, tombstoned,
+// cancelled, nofail}.
+var beginScript = rueidis.NewLuaScript(`
+local took = 0
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  local held = redis.call('GET', KEYS[1]) or ''
+  if ARGV[4] == '' or string.sub(held, 1, #ARGV[4] + 1) ~= ARGV[4] .. '|' then
+    return {0, held}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  took = 1
+end
+local g = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
+local v = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+return {1, g, took, v[1], v[2] and 1 or 0, v[3] and 1 or 0, tonumber(v[4] or '0') or 0}
+`)
+
+// Begun is what Begin found when it took the lease.
+type Begun struct {
+	Lease      *Lease
+	State      *state.Execution // nil: the execution has no state yet (a fresh start)
+	Tombstoned bool             // the execution was deleted: do not recreate it
+	Cancelled  bool             // its cancel flag is raised
+	NoFail     int64            // its deterministic-failure count
+}
+
+// Begin takes the execution lease for holder (taking over a leftover lease of holder itself
+// when takeover is set, as AcquireOwn) and reads the state, tombstone, cancel flag and
+// deterministic-failure count in the same round trip. The lease's storage serves its first
+// Load from what Begin read. A lease held by another holder is a *LeaseHeldError.
+func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, takeover bool) (*Begun, error) {
+	l, err := ts.newLease(executionID, holder)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := ts.beginKeys(l)
+	if err != nil {
+		return nil, err
+	}
+	from := ""
+	if takeover {
+		from = holder
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	start := time.Now()
+	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), seconds(MechanismTTL), from}).ToArray()
+	if err != nil {
+		return nil, transient(ErrRedis, "begin a run of "+executionID, err)
+	}
+	if ok, _ := arr[0].AsInt64(); ok != 1 || len(arr) != 7 {
+		cur, _ := arr[min(1, len(arr)-1)].ToString()
+		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(cur)}
+	}
+	l.gen, _ = arr[1].AsInt64()
+	took, _ := arr[2].AsInt64()
+	l.tookOver, l.renewedAt = took == 1, start
+	b := &Begun{Lease: l}
+	tomb, _ := arr[4].AsInt64()
+	canc, _ := arr[5].AsInt64()
+	b.Tombstoned, b.Cancelled = tomb == 1, canc == 1
+	b.NoFail, _ = arr[6].AsInt64()
+	l.cancelled.Store(b.Cancelled)
+	l.read.Store(true)
+	if raw, err := arr[3].AsBytes(); err == nil {
+		if b.State, err = decodeFor(executionID, raw); err != nil {
+			return b, err
+		}
+		l.preload(b.State)
+	} else if rueidis.IsRedisNil(err) {
+		l.preload(nil)
+	}
+	return b, nil
+}
+
+// newLease prepares a lease value (keys, token, TTL) for holder; nothing is sent.
+func (ts *TenantStore) newLease(executionID, holder string) (*Lease, error) {
+	if holder == "" {
+		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
+	}
+	l := &Lease{ts: ts, id: executionID, holder: holder, ttl: ts.r.leaseTTL()}
+	var err error
+	if l.leaseKey, err = ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
+		return nil, err
+	}
+	l.fenceKey, _ = ts.sp.Mechanism(keys.FamFence, executionID)
+	l.genKey, _ = ts.sp.Mechanism(keys.FamFenceGen, executionID)
+	l.cancelKey, _ = ts.sp.Mechanism(keys.FamCancel, executionID)
+	var tok [16]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return nil, fmt.Errorf("lease token: %w", err)
+	}
+	l.value = holder + "|" + hex.EncodeToString(tok[:])
+	return l, nil
+}
+
+func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
+	stateKey, err := ts.sp.Execution(l.id)
+	if err != nil {
+		return nil, err
+	}
+	tomb, err := ts.sp.Tombstone(l.id)
+	if err != nil {
+		return nil, err
+	}
+	nofail, err := ts.sp.Mechanism(keys.FamNoFail, l.id)
+	if err != nil {
+		return nil, err
+	}
+	return []string{l.leaseKey, l.genKey, l.fenceKey, stateKey, tomb, l.cancelKey, nofail}, nil
+}
+
+// fencedSaveScript writes a state only while fence and fencegen both equal our generation,
+// reads the cancel flag in the same step (the executor's cancel checkpoint costs no round
+// trip), and — for the run's last save — deletes the lease: a fence of our generation proves
+// the lease is ours or expired and untaken, so no comparison is needed.
+// KEYS: 1 state, 2 fence, 3 fencegen, 4 cancel, 5 lease. ARGV: 1 generation, 2 state JSON,
+// 3 TTL (s, 0 = none), 4 "1" = release the lease.
+// Returns {1, cancelled} | {0, fence, fencegen}.
+var fencedSaveScript = rueidis.NewLuaScript(`
+local v = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
+local f, g = v[1] or '', v[2] or ''
+if f ~= ARGV[1] or g ~= ARGV[1] then return {0, f, g} end
+if tonumber(ARGV[3]) > 0 then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
+return {1, v[3] and 1 or 0}
+`)
+
+// fencedSave runs fencedSaveScript for an encoded state; release deletes the lease with it.
+func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release bool) error {
+	l := s.l
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	arr, err := fencedSaveScript.Exec(ctx, l.ts.r.c, []string{e.key, l.fenceKey, l.genKey, l.cancelKey, l.leaseKey},
+		[]string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}).ToArray()
+	if err != nil {
+		return transient(ErrStateSave, "execution "+e.id, err)
+	}
+	if ok, _ := arr[0].AsInt64(); ok != 1 {
+		return lostError(e.id, l.gen, arr)
+	}
+	if len(arr) > 1 {
+		c, _ := arr[1].AsInt64()
+		l.cancelled.Store(c == 1)
+		l.read.Store(true)
+	}
+	if release {
+		l.markReleased()
+	}
+	return nil
+}
