@@ -366,11 +366,12 @@ func (p *Dispatcher) setActive(delta int64) {
 
 // task is one delivery being handled.
 type task struct {
-	dl    queue.Delivery
-	env   queue.Envelope
-	log   zerolog.Logger
-	ts    *store.TenantStore
-	lease *store.Lease // held while the task runs its execution
+	dl     queue.Delivery
+	env    queue.Envelope
+	log    zerolog.Logger
+	ts     *store.TenantStore
+	lease  *store.Lease // held while the task runs its execution
+	nofail int64        // the execution's deterministic-failure count when the run began
 }
 
 // keepClaimed refreshes the pending entry's idle time while its task runs (every third of

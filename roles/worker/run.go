@@ -23,19 +23,11 @@ import (
 // ended.
 func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	id := t.env.ExecutionID
-	// A deleted execution stays deleted: a late start or resume must not recreate it.
-	tomb, err := t.ts.Tombstoned(ctx, id)
-	if err != nil {
-		return classify(err)
-	}
-	if tomb {
-		return noop("worker.execution_deleted", "the execution was deleted (tombstone): task acked as a no-op")
-	}
 	if !p.claimRun(id) {
 		return p.conflictOutcome(ctx, t, p.self) // another consumer of this process runs it
 	}
 	defer p.endRun(id)
-	lease, err := p.acquire(ctx, t, t.ts)
+	begun, err := p.begin(ctx, t)
 	if err != nil {
 		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
@@ -43,7 +35,8 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 		}
 		return classify(err)
 	}
-	t.lease = lease
+	lease := begun.Lease
+	t.lease, t.nofail = lease, begun.NoFail
 	defer func() {
 		t.lease = nil
 		octx, cancel := opCtx(ctx)
@@ -52,6 +45,12 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
 		}
 	}()
+	// A deleted execution stays deleted: a late start or resume must not recreate it.
+	if begun.Tombstoned {
+		return noop("worker.execution_deleted", "the execution was deleted (tombstone): task acked as a no-op")
+	}
+	// The run's terminal save deletes the lease in the same script (one round trip fewer).
+	lease.ReleaseOnTerminal = true
 	input, data, err := payload(t.env)
 	if err != nil {
 		return deadLetter(queue.ReasonMalformed, err, "worker.task_permanent", "input or resume data is not JSON: dead-lettering")
@@ -127,7 +126,7 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 	var progressed atomic.Bool
 	hook := observe(p.d.Observer)
 	ex := &engine.Executor{
-		Store: t.lease.Storage(), Cancel: t.ts, Clock: p.d.Clock, Log: p.log,
+		Store: t.lease.Storage(), Cancel: t.lease.Storage(), Clock: p.d.Clock, Log: p.log,
 		OnEvent: func(ev engine.Event) {
 			if ev.Entry.Event == "step" {
 				progressed.Store(true)
@@ -203,6 +202,19 @@ func (p *Dispatcher) endRun(id string) {
 	p.runsMu.Lock()
 	delete(p.runs, id)
 	p.runsMu.Unlock()
+}
+
+// begin takes the execution lease and reads what the run needs in one round trip (as acquire,
+// a leftover lease of this instance is taken over).
+func (p *Dispatcher) begin(ctx context.Context, t *task) (*store.Begun, error) {
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	b, err := t.ts.Begin(octx, t.env.ExecutionID, p.self, true)
+	if err == nil && b.Lease.TookOver() {
+		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", b.Lease.Generation()).
+			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
+	}
+	return b, err
 }
 
 // acquire takes the execution lease for a task whose execution this process claimed
@@ -385,7 +397,7 @@ func (p *Dispatcher) countFailures(ctx context.Context, t *task, st *state.Execu
 	defer cancel()
 	id := t.env.ExecutionID
 	var err error
-	if progressed {
+	if progressed && t.nofail > 0 {
 		err = t.ts.ResetCounter(octx, keys.FamNoFail, id)
 	}
 	if st.Status == state.Error && st.Error != nil && (st.Error.Type == engine.ErrTypeNode || st.Error.Type == engine.ErrTypeDeadline) {
