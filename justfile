@@ -32,6 +32,11 @@ fuzz time="60s":
 bench:
     go test ./engine -run '^$' -bench . -benchmem
 
+# plaita vs asynq on a private redis-server, in rounds (own module; minutes): `just bench-peers --n 20000`.
+[positional-arguments]
+bench-peers *args:
+    cd bench/peers && go run . "$@"
+
 # Every role in one process, for a laptop (not built yet: exits 1 with "not built yet").
 dev:
     go run . dev

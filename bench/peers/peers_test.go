@@ -1,0 +1,35 @@
+package main
+
+import "testing"
+
+func TestSumCallsSkipsInfo(t *testing.T) {
+	info := "# Commandstats\r\n" +
+		"cmdstat_evalsha:calls=10,usec=50,usec_per_call=5.00,rejected_calls=0,failed_calls=1\r\n" +
+		"cmdstat_client|setinfo:calls=2,usec=1,usec_per_call=0.50,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=7,usec=300,usec_per_call=42.86,rejected_calls=0,failed_calls=0\r\n"
+	got, err := sumCalls(info)
+	if err != nil || got != 12 {
+		t.Fatalf("sumCalls = %d, %v; want 12", got, err)
+	}
+	if _, err := sumCalls("cmdstat_get:calls=x,usec=1\r\n"); err == nil {
+		t.Fatal("a malformed count was accepted")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestLastJSONLine(t *testing.T) {
+	out := "starting\n{\"scenario\":\"e2e\"}\n\n"
+	if got := lastJSONLine(out); got != `{"scenario":"e2e"}` {
+		t.Fatalf("lastJSONLine = %q", got)
+	}
+}
