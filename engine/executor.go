@@ -166,11 +166,27 @@ func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*stat
 	case !errors.Is(err, ErrNotFound):
 		return nil, err
 	}
-	now := e.Clock.Now().UTC()
-	st = &state.Execution{
+	st, err = NewState(f, req, e.Clock.Now())
+	if err != nil {
+		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeSerialization, Message: err.Error(), Permanent: true})
+	}
+	// No save before the first node: its step boundary is the first save (a worker writes the
+	// new state in the round trip that takes the lease, see store.Begin). A run that dies in the
+	// first step replays that step from the new state, as from any checkpoint.
+	e.emit(st, st.Timeline[0])
+	return e.run(ctx, f, st)
+}
+
+// NewState is the state a start creates: running at the flow's start node, with its input and
+// the flow's vars as storage gives them back, and the "started" timeline entry. A value that
+// cannot be stored is an ErrStateSerialization (the state is returned without it).
+func NewState(f *Flow, req StartRequest, now time.Time) (*state.Execution, error) {
+	now = now.UTC()
+	st := &state.Execution{
 		ExecutionID: req.ExecutionID, TenantID: req.TenantID, FlowID: f.ID, FlowVersion: cmp.Or(req.FlowVersion, f.Version),
 		FlowHash: f.Hash, FlowHashAlgo: f.HashAlgo, Engine: Version, Status: state.Running, CurrentNode: f.Start,
 		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, StartTime: now, LastUpdate: now,
+		Timeline: []state.TimelineEntry{{Seq: 1, Time: state.Stamp(now), Event: "started", Node: f.Start}},
 	}
 	if req.Input == nil {
 		req.Input = map[string]any{} // INPUT.x on an empty start is nil, not an error
@@ -178,17 +194,14 @@ func (ex *Executor) Start(ctx context.Context, f *Flow, req StartRequest) (*stat
 	input, ierr := normalize(req.Input)
 	vars, verr := normalize(f.Vars)
 	if ierr != nil || verr != nil {
-		return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeSerialization, Message: "input or flow vars: " + errors.Join(ierr, verr).Error(), Permanent: true})
+		st.Timeline = nil
+		return st, fmt.Errorf("input or flow vars: %w", errors.Join(ierr, verr))
 	}
 	st.Input = input
 	if m, ok := vars.(map[string]any); ok {
 		st.Context[state.ContextVars] = m
 	}
-	e.timeline(st, state.TimelineEntry{Event: "started", Node: f.Start})
-	if err := e.save(ctx, st, ""); err != nil {
-		return st, err
-	}
-	return e.run(ctx, f, st)
+	return st, nil
 }
 
 // ResumeRequest is one resume of an execution.

@@ -555,7 +555,7 @@ func TestTransientSaveFailureResumesFromTheCheckpoint(t *testing.T) {
 	h := newHarness(t)
 	runs := 0
 	h.reg.Register("count", countingType{&runs})
-	fs := &failSave{Memory: h.mem, n: 3, err: errors.New("redis: connection reset")}
+	fs := &failSave{Memory: h.mem, n: 2, err: errors.New("redis: connection reset")} // b's save (a start saves first at a's boundary)
 	h.ex.Store = fs
 	f := h.flow(`{"id":"cp","start":"a","nodes":[{"id":"a","type":"count","next":"b"},{"id":"b","type":"count","next":"c"},{"id":"c","type":"end"}]}`)
 	id := NewExecutionID()
@@ -612,9 +612,9 @@ func TestUnserializableValueEndsInErrorNamingTheNode(t *testing.T) {
 }
 
 func TestStoreSerializationFailureIsTerminalNotRetried(t *testing.T) {
-	// The backstop: the store itself refuses the state (here on the second save).
+	// The backstop: the store itself refuses the state (here on the first save, a's boundary).
 	h := newHarness(t)
-	fs := &failSave{Memory: h.mem, n: 2, err: fmt.Errorf("%w: json: unsupported value: NaN", store.ErrStateSerialization)}
+	fs := &failSave{Memory: h.mem, n: 1, err: fmt.Errorf("%w: json: unsupported value: NaN", store.ErrStateSerialization)}
 	h.ex.Store = fs
 	f := h.flow(`{"id":"s","start":"a","nodes":[{"id":"a","type":"log","params":{"message":"x"},"next":"b"},{"id":"b","type":"end"}]}`)
 	st, err := h.ex.Start(context.Background(), f, StartRequest{})

@@ -35,7 +35,12 @@ end
 local g = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
 local v = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
-return {1, g, took, v[1], v[2] and 1 or 0, v[3] and 1 or 0, tonumber(v[4] or '0') or 0}
+local created = 0
+if not v[1] and not v[2] and ARGV[5] ~= '' then
+  redis.call('SET', KEYS[4], ARGV[5])
+  created = 1
+end
+return {1, g, took, v[1], v[2] and 1 or 0, v[3] and 1 or 0, tonumber(v[4] or '0') or 0, created}
 `)
 
 // Begun is what Begin found when it took the lease.
@@ -49,9 +54,21 @@ type Begun struct {
 
 // Begin takes the execution lease for holder (taking over a leftover lease of holder itself
 // when takeover is set, as AcquireOwn) and reads the state, tombstone, cancel flag and
-// deterministic-failure count in the same round trip. The lease's storage serves its first
-// Load from what Begin read. A lease held by another holder is a *LeaseHeldError.
-func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, takeover bool) (*Begun, error) {
+// deterministic-failure count in the same round trip; a start passes its new state (nil for a
+// resume), written when the execution has none and is not deleted, then indexed. The lease's
+// storage serves its first Load from what Begin read or wrote. A lease held by another holder
+// is a *LeaseHeldError; a new state that cannot be stored is ErrStateSerialization or
+// ErrStateTooLarge and nothing is sent.
+func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, takeover bool, fresh *state.Execution) (*Begun, error) {
+	var freshJSON []byte
+	var score float64
+	if fresh != nil {
+		e, err := ts.encode(fresh)
+		if err != nil {
+			return nil, err
+		}
+		freshJSON, score = e.payload, e.score
+	}
 	l, err := ts.newLease(executionID, holder)
 	if err != nil {
 		return nil, err
@@ -67,11 +84,12 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), seconds(MechanismTTL), from}).ToArray()
+	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), seconds(MechanismTTL), from,
+		rueidis.BinaryString(freshJSON)}).ToArray()
 	if err != nil {
 		return nil, transient(ErrRedis, "begin a run of "+executionID, err)
 	}
-	if ok, _ := arr[0].AsInt64(); ok != 1 || len(arr) != 7 {
+	if ok, _ := arr[0].AsInt64(); ok != 1 || len(arr) != 8 {
 		cur, _ := arr[min(1, len(arr)-1)].ToString()
 		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(cur)}
 	}
@@ -85,6 +103,17 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	b.NoFail, _ = arr[6].AsInt64()
 	l.cancelled.Store(b.Cancelled)
 	l.read.Store(true)
+	if created, _ := arr[7].AsInt64(); created == 1 {
+		b.State = fresh
+		l.preload(fresh)
+		if err := ts.r.c.Do(ctx, ts.zaddCmd(executionID, score)).Error(); err != nil {
+			return b, transient(ErrStateSave, "execution "+executionID+": state written, index not updated", err)
+		}
+		l.mu.Lock()
+		l.indexed, l.indexScore = true, score
+		l.mu.Unlock()
+		return b, nil
+	}
 	if raw, err := arr[3].AsBytes(); err == nil {
 		if b.State, err = decodeFor(executionID, raw); err != nil {
 			return b, err

@@ -18,7 +18,7 @@ func TestBeginReadsWhatARunNeeds(t *testing.T) {
 	f := setup(t, nil)
 	c := ctx(t)
 
-	b, err := f.ts.Begin(c, "b1", "w1", false)
+	b, err := f.ts.Begin(c, "b1", "w1", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +37,7 @@ func TestBeginReadsWhatARunNeeds(t *testing.T) {
 		t.Fatalf("second load reads Redis: %+v %v", got, err)
 	}
 	// Another holder meets the lease.
-	if _, err := f.ts.Begin(c, "b1", "w2", false); !errors.Is(err, store.ErrLeaseHeld) {
+	if _, err := f.ts.Begin(c, "b1", "w2", false, nil); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("held: %v", err)
 	}
 	// The cancel flag raised during a step is read by the next save.
@@ -68,7 +68,7 @@ func TestBeginReadsWhatARunNeeds(t *testing.T) {
 
 	// An existing state, its cancel flag and failure count come back with the lease.
 	f.do(f.c.B().Set().Key(f.mech(keys.FamNoFail, "b1")).Value("3").Build())
-	b2, err := f.ts.Begin(c, "b1", "w2", false)
+	b2, err := f.ts.Begin(c, "b1", "w2", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,10 +79,10 @@ func TestBeginReadsWhatARunNeeds(t *testing.T) {
 		t.Fatalf("preloaded load: %+v %v", got, err)
 	}
 	// A leftover lease of the same holder is taken over when asked, never otherwise.
-	if _, err := f.ts.Begin(c, "b1", "w2", false); !errors.Is(err, store.ErrLeaseHeld) {
+	if _, err := f.ts.Begin(c, "b1", "w2", false, nil); !errors.Is(err, store.ErrLeaseHeld) {
 		t.Fatalf("own leftover without takeover: %v", err)
 	}
-	b3, err := f.ts.Begin(c, "b1", "w2", true)
+	b3, err := f.ts.Begin(c, "b1", "w2", true, nil)
 	if err != nil || !b3.Lease.TookOver() || b3.Lease.Generation() != 3 {
 		t.Fatalf("takeover: %+v %v", b3, err)
 	}
@@ -93,8 +93,32 @@ func TestBeginReadsWhatARunNeeds(t *testing.T) {
 	if err := f.ts.Delete(c, "b1"); err != nil {
 		t.Fatal(err)
 	}
-	b4, err := f.ts.Begin(c, "b1", "w9", false)
+	b4, err := f.ts.Begin(c, "b1", "w9", false, newState("b1", state.Running))
 	if err != nil || !b4.Tombstoned || b4.State != nil {
 		t.Fatalf("deleted: %+v %v", b4, err)
+	}
+	if f.exists(f.key("b1")) {
+		t.Fatal("a deleted execution was recreated by a start")
+	}
+	// A start's new state is written and indexed in Begin, visible while its first step runs.
+	fresh := newState("b2", state.Running)
+	b5, err := f.ts.Begin(c, "b2", "w1", false, fresh)
+	if err != nil || b5.State != fresh {
+		t.Fatalf("fresh start: %+v %v", b5, err)
+	}
+	if got, err := f.ts.Load(c, "b2"); err != nil || got.Status != state.Running {
+		t.Fatalf("the new state is not stored: %+v %v", got, err)
+	}
+	if _, ok := f.indexScore("b2"); !ok {
+		t.Fatal("the new state is not indexed")
+	}
+	if got, err := b5.Lease.Storage().Load(c, "b2"); err != nil || got != fresh {
+		t.Fatalf("the first load is not the new state: %+v %v", got, err)
+	}
+	// A redelivered start meets the state its first delivery wrote.
+	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "b2")).Build())
+	b6, err := f.ts.Begin(c, "b2", "w1", false, newState("b2", state.Running))
+	if err != nil || b6.State == nil || b6.State == fresh || !b6.State.StartTime.Equal(fresh.StartTime) {
+		t.Fatalf("redelivered start: %+v %v", b6, err)
 	}
 }

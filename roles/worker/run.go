@@ -27,7 +27,11 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 		return p.conflictOutcome(ctx, t, p.self) // another consumer of this process runs it
 	}
 	defer p.endRun(id)
-	begun, err := p.begin(ctx, t)
+	input, data, err := payload(t.env)
+	if err != nil {
+		return deadLetter(queue.ReasonMalformed, err, "worker.task_permanent", "input or resume data is not JSON: dead-lettering")
+	}
+	begun, err := p.begin(ctx, t, f, input)
 	if err != nil {
 		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
@@ -51,10 +55,6 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	}
 	// The run's terminal save deletes the lease in the same script (one round trip fewer).
 	lease.ReleaseOnTerminal = true
-	input, data, err := payload(t.env)
-	if err != nil {
-		return deadLetter(queue.ReasonMalformed, err, "worker.task_permanent", "input or resume data is not JSON: dead-lettering")
-	}
 	rt := t.env.ResumeType
 	if t.env.Kind != queue.KindStart && rt == engine.ResumeRetry {
 		var o *Outcome
@@ -205,11 +205,23 @@ func (p *Dispatcher) endRun(id string) {
 }
 
 // begin takes the execution lease and reads what the run needs in one round trip (as acquire,
-// a leftover lease of this instance is taken over).
-func (p *Dispatcher) begin(ctx context.Context, t *task) (*store.Begun, error) {
+// a leftover lease of this instance is taken over). A start passes its new state, written there
+// when the execution has none, so it is visible while its first step runs.
+func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input any) (*store.Begun, error) {
+	var fresh *state.Execution
+	if env := t.env; env.Kind == queue.KindStart && f != nil {
+		st, err := engine.NewState(f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: t.ts.Tenant(),
+			FlowVersion: env.FlowVersion, Input: input}, p.d.Clock.Now())
+		if err == nil {
+			fresh = st // else the executor ends it in error, as it would without this
+		}
+	}
 	octx, cancel := opCtx(ctx)
 	defer cancel()
-	b, err := t.ts.Begin(octx, t.env.ExecutionID, p.self, true)
+	b, err := t.ts.Begin(octx, t.env.ExecutionID, p.self, true, fresh)
+	if fresh != nil && (errors.Is(err, store.ErrStateSerialization) || errors.Is(err, store.ErrStateTooLarge)) {
+		b, err = t.ts.Begin(octx, t.env.ExecutionID, p.self, true, nil) // the executor ends it in error
+	}
 	if err == nil && b.Lease.TookOver() {
 		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", b.Lease.Generation()).
 			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")

@@ -179,7 +179,10 @@ func (s *TenantStatus) read(ctx context.Context, tenant string) (store.TenantSta
 	ctx, cancel := gateCtx(ctx)
 	defer cancel()
 	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
-	if err == nil {
+	// Only an admitting answer is reused: a stale "active" lets a start in for at most
+	// CacheFor after the tenant was disabled; a stale "disabled" would dead-letter a start of a
+	// tenant that was re-enabled meanwhile, so a refusal is always read afresh.
+	if st := strings.ToLower(strings.TrimSpace(r.Status)); err == nil && (!r.Found || st == TenantActive) {
 		s.cache.put(tenant, r, s.CacheFor, now)
 	}
 	return r, err
