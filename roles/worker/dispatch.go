@@ -157,6 +157,7 @@ type Dispatcher struct {
 	runs   map[string]struct{}
 
 	defs ttlCache[flowKey, []byte] // published definitions (immutable per version)
+	acks *acker                    // batched XACK + XDEL of settled deliveries
 
 	dispatched, acked, conflicts, noops, failed *metrics.Counter
 }
@@ -236,16 +237,34 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 	runCtx, runStop := context.WithCancel(context.WithoutCancel(ctx))
 	p.readStop, p.runStop = readStop, runStop
 	p.done = make(chan struct{})
+	// One reader takes as many deliveries as there are free runners in one XREADGROUP (a read
+	// per execution would be a Redis call per execution); the runners handle them.
+	free := make(chan struct{}, p.n)
+	for range p.n {
+		free <- struct{}{}
+	}
+	work := make(chan queue.Delivery)
+	consumer := p.d.Queue.Consumer()
+	p.acks = newAcker(p.d.Queue, p.log, func(n int) { p.acked.Add(n) })
+	go p.acks.run()
 	var wg sync.WaitGroup
-	for i := range p.n {
+	for range p.n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			p.consume(readCtx, runCtx, i)
+			for dl := range work {
+				p.handle(runCtx, consumer, dl)
+				free <- struct{}{}
+			}
 		}()
 	}
 	go func() {
+		defer close(work)
+		p.read(readCtx, consumer, free, work)
+	}()
+	go func() {
 		wg.Wait()
+		p.acks.close() // the runners' last acks go out before Stop returns
 		close(p.done)
 	}()
 	return nil
@@ -294,48 +313,78 @@ func (p *Dispatcher) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-func (p *Dispatcher) consume(readCtx, runCtx context.Context, i int) {
-	q := p.d.Queue
-	consumer := q.Consumer()
-	if i > 0 {
-		consumer = fmt.Sprintf("%s#%d", consumer, i)
-	}
+// read is the reader: it waits for a free runner, takes every other free one, reclaims or
+// reads that many deliveries and hands them out. What it reads after the drain began is neither
+// dispatched nor acked (it stays pending for another worker).
+func (p *Dispatcher) read(ctx context.Context, consumer string, free chan struct{}, work chan<- queue.Delivery) {
 	idle := false
 	for round := 0; ; round++ {
-		if readCtx.Err() != nil || p.stopping.Load() {
+		select {
+		case <-ctx.Done():
 			return
+		case <-free:
 		}
-		if p.d.Disk != nil && !p.d.Disk.Allow() {
-			p.sleep(readCtx, time.Second) // no XREADGROUP, no XCLAIM this round
-			continue
-		}
-		var ds []queue.Delivery
-		var err error
-		if idle || round%p.d.ReclaimEvery == 0 {
-			octx, cancel := context.WithTimeout(readCtx, 10*time.Second)
-			ds, err = q.Reclaim(octx, consumer, 1)
-			cancel()
-			if err != nil && readCtx.Err() == nil {
-				p.readFailed(readCtx, "reclaim", err)
-			}
-		}
-		if len(ds) == 0 && readCtx.Err() == nil {
-			octx, cancel := context.WithTimeout(readCtx, p.d.ReadBlock+10*time.Second)
-			ds, err = q.Read(octx, consumer, 1, p.d.ReadBlock)
-			cancel()
-			if err != nil && readCtx.Err() == nil {
-				p.readFailed(readCtx, "read", err)
-				continue
-			}
-		}
-		if p.stopping.Load() || readCtx.Err() != nil {
-			return // read after the drain began: neither dispatched nor acked
+		k := 1 + takeFree(free, p.n-1)
+		ds, ok := p.next(ctx, consumer, k, idle || round%p.d.ReclaimEvery == 0)
+		if !ok || p.stopping.Load() || ctx.Err() != nil {
+			return
 		}
 		idle = len(ds) == 0
 		for _, dl := range ds {
-			p.handle(runCtx, consumer, dl)
+			select {
+			case work <- dl:
+			case <-ctx.Done():
+				return
+			}
+		}
+		for range k - len(ds) {
+			free <- struct{}{}
 		}
 	}
+}
+
+// takeFree takes up to n more free-runner tokens without waiting and says how many.
+func takeFree(free chan struct{}, n int) int {
+	for k := 0; k < n; k++ {
+		select {
+		case <-free:
+		default:
+			return k
+		}
+	}
+	return n
+}
+
+// next reclaims (when reclaim) or reads up to k deliveries; ok is false when reading stops.
+func (p *Dispatcher) next(ctx context.Context, consumer string, k int, reclaim bool) ([]queue.Delivery, bool) {
+	q := p.d.Queue
+	if ctx.Err() != nil || p.stopping.Load() {
+		return nil, false
+	}
+	if p.d.Disk != nil && !p.d.Disk.Allow() {
+		p.sleep(ctx, time.Second) // no XREADGROUP, no XCLAIM this round
+		return nil, true
+	}
+	var ds []queue.Delivery
+	var err error
+	if reclaim {
+		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		ds, err = q.Reclaim(octx, consumer, k)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			p.readFailed(ctx, "reclaim", err)
+		}
+	}
+	if len(ds) == 0 && ctx.Err() == nil {
+		octx, cancel := context.WithTimeout(ctx, p.d.ReadBlock+10*time.Second)
+		ds, err = q.Read(octx, consumer, k, p.d.ReadBlock)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			p.readFailed(ctx, "read", err)
+			return nil, true
+		}
+	}
+	return ds, true
 }
 
 func (p *Dispatcher) readFailed(ctx context.Context, op string, err error) {
@@ -354,8 +403,11 @@ func (p *Dispatcher) readFailed(ctx context.Context, op string, err error) {
 // opCtx bounds one settling Redis call; it outlives the run's cancellation so a finished run
 // is still acked during a drain.
 func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	return context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
 }
+
+// opTimeout bounds one settling Redis call.
+const opTimeout = 10 * time.Second
 
 func (p *Dispatcher) setActive(delta int64) {
 	n := p.active.Add(delta)

@@ -27,7 +27,7 @@ func (p *Dispatcher) settle(ctx context.Context, t *task, o Outcome) {
 		if o.NoOp {
 			p.noops.Inc()
 		}
-		p.ack(octx, t)
+		p.acks.ack(t.dl.ID, t.log)
 	case ActDeadLetter:
 		p.deadLetter(octx, t, o.Reason, o.Err)
 	case ActLeavePending:
@@ -60,14 +60,6 @@ func (p *Dispatcher) logOutcome(t *task, o Outcome) {
 		ev = ev.Err(o.Err)
 	}
 	ev.Msg(o.Msg)
-}
-
-func (p *Dispatcher) ack(ctx context.Context, t *task) {
-	if err := p.d.Queue.Ack(ctx, t.dl); err != nil {
-		t.log.Warn().Err(err).Str("event", "worker.ack_failed").Msg("ack failed; the message will be redelivered (harmless: the state is saved)")
-		return
-	}
-	p.acked.Inc()
 }
 
 // deadLetter moves the delivery to the dead-letter stream; detail becomes the entry's detail.
