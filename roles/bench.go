@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -65,6 +66,7 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
 			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
 			jsonFlag("print the figures as one JSON object"),
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured run to this file (go tool pprof)"},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return runBench(ctx, cmd, stdout, stderr) },
 	}
@@ -99,6 +101,17 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return err
 	}
 	defer b.c.Close()
+	if path := cmd.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return cliFail(name, "--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return cliFail(name, "--cpuprofile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var res benchResult
 	switch scenario {
 	case "enqueue":
