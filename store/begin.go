@@ -15,7 +15,8 @@ import (
 )
 
 // beginScript is a run's first round trip: it takes the execution lease (as acquireScript,
-// taking over a leftover lease of the same holder when asked), bumps the fence, and reads in
+// taking over a leftover lease of the same holder when asked), bumps the fence generation, and
+// reads in
 // the same step what the run needs before its first node — the state, the tombstone, the
 // cancel flag and the deterministic-failure count — so a run starts in one round trip.
 // KEYS: 1 lease, 2 fencegen, 3 fence, 4 state, 5 tombstone, 6 cancel, 7 nofail.
@@ -33,7 +34,6 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
   took = 1
 end
 local g = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
 local v = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
 local created = 0
 if not v[1] and not v[2] and ARGV[5] ~= '' then
@@ -162,24 +162,25 @@ func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
 	return []string{l.leaseKey, l.genKey, l.fenceKey, stateKey, tomb, l.cancelKey, nofail}, nil
 }
 
-// fencedSaveScript writes a state only while fence and fencegen both equal our generation,
-// reads the cancel flag in the same step (the executor's cancel checkpoint costs no round
-// trip), and — for the run's last save — deletes the lease: a fence of our generation proves
-// the lease is ours or expired and untaken, so no comparison is needed.
-// KEYS: 1 state, 2 fence, 3 fencegen, 4 cancel, 5 lease. ARGV: 1 generation, 2 state JSON,
-// 3 TTL (s, 0 = none), 4 "1" = release the lease.
-// Returns {1, cancelled} | {0, fence, fencegen}.
+// fencedSaveScript writes a state only while fencegen equals our generation (any later lease,
+// and any delete, moved it on), reads the cancel flag in the same step (the executor's cancel
+// checkpoint costs no round trip), and — for the run's last save — deletes the lease: a
+// generation still ours proves the lease is ours or expired and untaken, so no comparison is
+// needed.
+// KEYS: 1 state, 2 (unused: the legacy fence key), 3 fencegen, 4 cancel, 5 lease.
+// ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none), 4 "1" = release the lease.
+// Returns {1, cancelled} | {0, ”, fencegen}.
 var fencedSaveScript = rueidis.NewLuaScript(`
-local v = redis.call('MGET', KEYS[2], KEYS[3], KEYS[4])
-local f, g = v[1] or '', v[2] or ''
-if f ~= ARGV[1] or g ~= ARGV[1] then return {0, f, g} end
+local v = redis.call('MGET', KEYS[3], KEYS[4])
+local g = v[1] or ''
+if g ~= ARGV[1] then return {0, '', g} end
 if tonumber(ARGV[3]) > 0 then
   redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
 else
   redis.call('SET', KEYS[1], ARGV[2])
 end
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
-return {1, v[3] and 1 or 0}
+return {1, v[2] and 1 or 0}
 `)
 
 // fencedSave runs fencedSaveScript for an encoded state; release deletes the lease with it.

@@ -19,13 +19,17 @@ import (
 //
 // A worker takes the resume lease of an execution before running it: SET NX EX on the lease
 // key with "<holder>|<token>". Taking it bumps the execution's fence generation counter
-// (fencegen, no TTL, survives delete) and sets the current fence to the new value (7d TTL), in
-// the same script. Every save or delete through the lease is a CAS that writes only while both
-// fence and fencegen still equal the lease's generation: once another worker has taken the
-// lease, the old worker's late writes are refused with ErrLeaseLost and write nothing — even if
-// an operator restored an old state and fence, because fencegen only goes up.
+// (fencegen, no TTL) in the same script, and so does deleting the execution. Every save or
+// delete through the lease is a CAS that writes only while fencegen still equals the lease's
+// generation: once another worker has taken the lease, or the execution was deleted, the old
+// worker's late writes are refused with ErrLeaseLost and write nothing — even if an operator
+// restored an old state, because fencegen only goes up.
 //
-// Acquire moves the fence even with PLAITA_DISABLE_FENCING=1 (which only makes saves and
+// (Earlier builds also kept a "fence" key with the current generation and checked both; a
+// delete that bumps fencegen makes it redundant, and dropping it saves a command per run. An
+// old fence key is ignored and removed with its execution.)
+//
+// Acquire bumps fencegen even with PLAITA_DISABLE_FENCING=1 (which only makes saves and
 // deletes plain), so fencing can be turned back on without locking current holders out.
 //
 // The lease's TTL is PLAITA_LEASE_TTL_SECONDS. Lease expiry alone does not fence a worker out;
@@ -34,7 +38,7 @@ import (
 //
 //	if !config.DisableLeaseWatchdog.In(cfg) { lost = lease.Watch(ctx) }
 
-// acquireScript takes the lease and bumps the fence. With a takeover holder (ARGV[4]), a lease
+// acquireScript takes the lease and bumps fencegen. With a takeover holder (ARGV[4]), a lease
 // held by that holder is taken over too: an earlier life of this instance that runs nothing of
 // the execution any more (its release failed, or it was killed and restarted under the same
 // instance id). Bumping the fence generation fences out whatever that life might still write.
@@ -56,17 +60,15 @@ if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
   took = 1
 end
 local g = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[3], g, 'EX', ARGV[3])
 return {1, g, took}
 `)
 
-// renewScript extends the lease while it is still ours, and keeps our fence alive with it.
-// KEYS: 1 lease, 2 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 generation, 4 fence TTL (s).
+// renewScript extends the lease while it is still ours.
+// KEYS: 1 lease. ARGV: 1 holder|token, 2 lease TTL (s).
 // Returns 1 | 0 (not ours any more).
 var renewScript = rueidis.NewLuaScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('EXPIRE', KEYS[1], ARGV[2])
-if redis.call('GET', KEYS[2]) == ARGV[3] then redis.call('EXPIRE', KEYS[2], ARGV[4]) end
 return 1
 `)
 
@@ -194,8 +196,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	n, err := renewScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey, l.fenceKey},
-		[]string{l.value, seconds(l.ttl), strconv.FormatInt(l.gen, 10), seconds(MechanismTTL)}).AsInt64()
+	n, err := renewScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey}, []string{l.value, seconds(l.ttl)}).AsInt64()
 	if err != nil {
 		return transient(ErrRedis, "renew lease of "+l.id, err)
 	}

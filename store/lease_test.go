@@ -31,11 +31,11 @@ func TestLeaseHeldRenewRelease(t *testing.T) {
 	if d := f.ttl(lk); d <= 59*time.Second || d > time.Minute {
 		t.Errorf("lease TTL %v", d)
 	}
-	if v, _ := f.get(f.mech(keys.FamFence, "e1")); v != "1" {
-		t.Errorf("fence %q", v)
+	if v, _ := f.get(f.mech(keys.FamFenceGen, "e1")); v != "1" {
+		t.Errorf("fencegen %q", v)
 	}
-	if d := f.ttl(f.mech(keys.FamFence, "e1")); d < 6*24*time.Hour {
-		t.Errorf("fence TTL %v, want 7d", d)
+	if f.exists(f.mech(keys.FamFence, "e1")) {
+		t.Error("the legacy fence key was written")
 	}
 	if d := f.ttl(f.mech(keys.FamFenceGen, "e1")); d != -1 {
 		t.Errorf("fencegen TTL %v, want none", d)
@@ -172,13 +172,13 @@ func TestDeleteThenRecreateKeepsGenerationsMonotonic(t *testing.T) {
 	if err := a.Storage().Delete(c, "e1"); err != nil {
 		t.Fatal(err)
 	}
-	if f.exists(f.mech(keys.FamFence, "e1")) || !f.exists(f.mech(keys.FamFenceGen, "e1")) {
-		t.Fatal("delete must drop the fence and keep fencegen")
+	if g, _ := f.get(f.mech(keys.FamFenceGen, "e1")); g != "2" {
+		t.Fatalf("delete must keep fencegen and bump it: %q", g)
 	}
 	// A redelivered start re-creates the id: a new lease, a higher generation.
 	b := f.acquire("e1", "worker-b")
-	if b.Generation() != 2 {
-		t.Fatalf("re-created execution generation %d, want 2", b.Generation())
+	if b.Generation() != 3 {
+		t.Fatalf("re-created execution generation %d, want 3", b.Generation())
 	}
 	if err := b.Storage().Save(c, newState("e1", state.Running)); err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestDeleteThenRecreateKeepsGenerationsMonotonic(t *testing.T) {
 	if err := a.Storage().Delete(c, "e1"); !errors.Is(err, store.ErrLeaseLost) {
 		t.Fatalf("late delete after re-create: %v", err)
 	}
-	// Deleting by an operator also keeps fencegen.
+	// Deleting by an operator also bumps fencegen: the holder's late writes are refused.
 	if err := f.ts.Delete(c, "e1"); err != nil {
 		t.Fatal(err)
 	}
@@ -198,14 +198,14 @@ func TestDeleteThenRecreateKeepsGenerationsMonotonic(t *testing.T) {
 		t.Fatalf("save after an operator delete: %v", err)
 	}
 	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "e1")).Build())
-	if g := f.acquire("e1", "worker-c").Generation(); g != 3 {
-		t.Fatalf("generation after operator delete %d, want 3", g)
+	if g := f.acquire("e1", "worker-c").Generation(); g != 5 {
+		t.Fatalf("generation after operator delete %d, want 5", g)
 	}
 }
 
-// Restoring an old state and its old fence does not let the stale worker back in: fencegen
-// only goes up.
-func TestRestoredOldFenceStillRefusesTheStaleWorker(t *testing.T) {
+// Restoring an old state (and an old fence key of an earlier build) does not let the stale
+// worker back in: fencegen only goes up.
+func TestRestoredOldStateStillRefusesTheStaleWorker(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
 	c := ctx(t)
@@ -214,29 +214,28 @@ func TestRestoredOldFenceStillRefusesTheStaleWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldState, _ := f.get(f.key("e1"))
-	oldFence, _ := f.get(f.mech(keys.FamFence, "e1"))
 	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "e1")).Build())
 	b := f.acquire("e1", "worker-b")
 	if err := b.Storage().Save(c, newState("e1", state.Suspended)); err != nil {
 		t.Fatal(err)
 	}
-	// The operator restores the old state and fence (RDB/key restore).
+	// The operator restores the old state, and a fence key as earlier builds wrote it.
 	f.do(f.c.B().Set().Key(f.key("e1")).Value(oldState).Build())
-	f.do(f.c.B().Set().Key(f.mech(keys.FamFence, "e1")).Value(oldFence).Build())
+	f.do(f.c.B().Set().Key(f.mech(keys.FamFence, "e1")).Value("1").Build())
 	before := snapshot(f)
 	err := a.Storage().Save(c, newState("e1", state.Completed))
 	if !errors.Is(err, store.ErrLeaseLost) || !strings.Contains(err.Error(), `fencegen "2"`) {
-		t.Fatalf("stale save with a restored fence: %v", err)
+		t.Fatalf("stale save with a restored state: %v", err)
 	}
 	if err := a.Storage().Delete(c, "e1"); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("stale delete with a restored fence: %v", err)
+		t.Fatalf("stale delete with a restored state: %v", err)
 	}
 	if after := snapshot(f); !reflect.DeepEqual(before, after) {
 		t.Fatalf("refused writes changed Redis:\nbefore %v\nafter  %v", before, after)
 	}
-	// The new holder is refused too until it takes the lease again: fence no longer matches.
-	if err := b.Storage().Save(c, newState("e1", state.Running)); !errors.Is(err, store.ErrLeaseLost) {
-		t.Fatalf("new holder with a rolled-back fence: %v", err)
+	// The current holder still writes: the generation is its own.
+	if err := b.Storage().Save(c, newState("e1", state.Running)); err != nil {
+		t.Fatalf("current holder after a restore: %v", err)
 	}
 }
 
@@ -287,8 +286,8 @@ func TestDisableFencingIsTheBareLease(t *testing.T) {
 	if f.exists(f.key("e1")) {
 		t.Fatal("bare delete left the state")
 	}
-	if g, _ := f.get(f.mech(keys.FamFenceGen, "e1")); g != "2" {
-		t.Errorf("fencegen %q after a bare delete, want 2", g)
+	if g, _ := f.get(f.mech(keys.FamFenceGen, "e1")); g != "3" {
+		t.Errorf("fencegen %q after a bare delete, want 3 (two leases and the delete)", g)
 	}
 }
 

@@ -276,33 +276,35 @@ func isWrongType(err error) bool {
 	return ok && !re.IsNil() && strings.HasPrefix(re.Error(), "WRONGTYPE")
 }
 
-// Delete removes an execution without fencing (operators): the state, lease, fence, cancel
+// Delete removes an execution without fencing (operators): the state, lease, cancel
 // flag and every counter (with the per-node retry keys), removes it from the index and writes
 // the tombstone (TTL PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS). The fence generation counter is
-// kept, so a worker still holding an older generation is refused and a re-created execution
-// continues from a higher generation. Deleting an id with no state still writes the tombstone.
+// kept and bumped, so a worker still holding an older generation is refused and a re-created
+// execution continues from a higher generation. Deleting an id with no state still writes the tombstone.
 func (ts *TenantStore) Delete(ctx context.Context, id string) error {
 	return ts.deleteExecution(ctx, id, false, 0)
 }
 
-// deleteScript deletes one execution's keys in its slot, optionally fenced.
+// deleteScript deletes one execution's keys in its slot, optionally fenced, and bumps its fence
+// generation (kept, never deleted): every lease taken before the delete is fenced out, and a
+// re-created execution continues from a higher generation.
 //
-// KEYS: 1 state, 2 fence, 3 fencegen (kept), 4 lease, 5 cancel, 6 tombstone (written),
-// 7 node-retry set, 8… the counter families, then one key per node in the node-retry set.
-// ARGV: 1 "1" = fenced, 2 generation, 3 tombstone value, 4 tombstone TTL (s), 5 the set's size
-// when its members were read.
-// Returns {1, n deleted} | {0, fence, fencegen} (fence lost) | {2} (the set changed: re-read).
+// KEYS: 1 state, 2 fence (legacy, deleted), 3 fencegen (bumped), 4 lease, 5 cancel, 6 tombstone
+// (written), 7 node-retry set, 8… the counter families, then one key per node in the node-retry
+// set. ARGV: 1 "1" = fenced, 2 generation, 3 tombstone value, 4 tombstone TTL (s), 5 the set's
+// size when its members were read.
+// Returns {1, n deleted} | {0, ”, fencegen} (fence lost) | {2} (the set changed: re-read).
 var deleteScript = rueidis.NewLuaScript(`
 if ARGV[1] == '1' then
-  local f = redis.call('GET', KEYS[2]) or ''
   local g = redis.call('GET', KEYS[3]) or ''
-  if f ~= ARGV[2] or g ~= ARGV[2] then return {0, f, g} end
+  if g ~= ARGV[2] then return {0, '', g} end
 end
 if redis.call('SCARD', KEYS[7]) ~= tonumber(ARGV[5]) then return {2} end
 local n = 0
 for i, k in ipairs(KEYS) do
   if i ~= 3 and i ~= 6 then n = n + redis.call('DEL', k) end
 end
+redis.call('INCR', KEYS[3])
 redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
 return {1, n}
 `)
@@ -395,15 +397,14 @@ func (ts *TenantStore) deleteExecution(ctx context.Context, id string, fenced bo
 	return fmt.Errorf("%w: execution %s: its node retry counters kept changing during the delete", ErrStateDelete, id)
 }
 
-// lostError explains a refused fenced write from the script's {0, fence, fencegen} reply.
+// lostError explains a refused fenced write from the script's {0, ”, fencegen} reply.
 func lostError(id string, gen int64, arr []rueidis.RedisMessage) error {
-	var f, g string
+	var g string
 	if len(arr) == 3 {
-		f, _ = arr[1].ToString()
 		g, _ = arr[2].ToString()
 	}
-	return fmt.Errorf("%w: execution %s: our generation %d, fence %q, fencegen %q (another worker took over); nothing written",
-		ErrLeaseLost, id, gen, f, g)
+	return fmt.Errorf("%w: execution %s: our generation %d, fencegen %q (another worker took over, or the execution was deleted); nothing written",
+		ErrLeaseLost, id, gen, g)
 }
 
 // SetCancel raises the cancel flag (TTL MechanismTTL); the executor checks it between steps.

@@ -336,8 +336,8 @@ func TestDeleteClearsEverythingButFencegen(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("delete left %v", left)
 	}
-	if v, ok := f.get(gen); !ok || v != "1" {
-		t.Errorf("fencegen %q %v, want kept at 1", v, ok)
+	if v, ok := f.get(gen); !ok || v != "2" {
+		t.Errorf("fencegen %q %v, want kept and bumped to 2 (every earlier lease is fenced out)", v, ok)
 	}
 	if d := f.ttl(tomb); d < 2999990*time.Second || d > 3000000*time.Second {
 		t.Errorf("tombstone TTL %v", d)

@@ -9,8 +9,8 @@
 //	plaita:execution:index:ready                 backfill done marker
 //	plaita:execution:index:backfill:cursor       SCAN cursor of an interrupted backfill
 //	plaita:execution:lease:{<id>}                resume lease (holder + token)
-//	plaita:execution:fence:{<id>}                current fence generation
-//	plaita:execution:fencegen:{<id>}             fence generation counter (survives delete)
+//	plaita:execution:fence:{<id>}                legacy (no longer written; removed with its execution)
+//	plaita:execution:fencegen:{<id>}             fence generation: bumped by every lease and every delete, never deleted
 //	plaita:execution:cancel:{<id>}               cancel flag
 //	plaita:execution:noderetry:{<id>}[:<node>]   node retry counters
 //	plaita:execution:noderefetch:{<id>}          total refetch counter
