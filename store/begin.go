@@ -58,7 +58,8 @@ type Begun struct {
 // resume), written when the execution has none and is not deleted, then indexed. The lease's
 // storage serves its first Load from what Begin read or wrote. A lease held by another holder
 // is a *LeaseHeldError; a new state that cannot be stored is ErrStateSerialization or
-// ErrStateTooLarge and nothing is sent.
+// ErrStateTooLarge and nothing is sent. A stored state that does not decode is ErrStateCorrupt
+// with the Begun (and its taken lease) returned: the caller releases it.
 func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, takeover bool, fresh *state.Execution) (*Begun, error) {
 	var freshJSON []byte
 	var score float64

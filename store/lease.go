@@ -38,31 +38,6 @@ import (
 //
 //	if !config.DisableLeaseWatchdog.In(cfg) { lost = lease.Watch(ctx) }
 
-// acquireScript takes the lease and bumps fencegen. With a takeover holder (ARGV[4]), a lease
-// held by that holder is taken over too: an earlier life of this instance that runs nothing of
-// the execution any more (its release failed, or it was killed and restarted under the same
-// instance id). Bumping the fence generation fences out whatever that life might still write.
-// KEYS: 1 lease, 2 fencegen, 3 fence. ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s),
-// 4 takeover holder (” = none).
-// Returns {1, generation, took over (0|1)} | {0, current lease value}.
-var acquireScript = rueidis.NewLuaScript(`
-local cur = redis.call('GET', KEYS[2])
-if cur and not tonumber(cur) then
-  return redis.error_reply('fencegen ' .. KEYS[2] .. ' is not an integer')
-end
-local took = 0
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
-  local held = redis.call('GET', KEYS[1]) or ''
-  if ARGV[4] == '' or string.sub(held, 1, #ARGV[4] + 1) ~= ARGV[4] .. '|' then
-    return {0, held}
-  end
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  took = 1
-end
-local g = redis.call('INCR', KEYS[2])
-return {1, g, took}
-`)
-
 // renewScript extends the lease while it is still ours.
 // KEYS: 1 lease. ARGV: 1 holder|token, 2 lease TTL (s).
 // Returns 1 | 0 (not ours any more).
@@ -129,38 +104,17 @@ func (ts *TenantStore) AcquireOwn(ctx context.Context, executionID, holder strin
 }
 
 func (ts *TenantStore) acquire(ctx context.Context, executionID, holder string, takeover bool) (*Lease, error) {
-	l, err := ts.newLease(executionID, holder)
-	if err != nil {
+	// The one lease-taking script is Begin's; what it reads besides is dropped here, so the
+	// lease behaves as a plain one (its first Load and its cancel flag are read from Redis).
+	b, err := ts.Begin(ctx, executionID, holder, takeover, nil)
+	if err != nil && (b == nil || !errors.Is(err, ErrStateCorrupt)) {
 		return nil, err
 	}
-
-	ctx, cancel := opCtx(ctx)
-	defer cancel()
-	start := time.Now()
-	from := ""
-	if takeover {
-		from = holder
-	}
-	arr, err := acquireScript.Exec(ctx, ts.r.c, []string{l.leaseKey, l.genKey, l.fenceKey},
-		[]string{l.value, seconds(l.ttl), seconds(MechanismTTL), from}).ToArray()
-	if err != nil {
-		return nil, transient(ErrRedis, "acquire lease of "+executionID, err)
-	}
-	if len(arr) < 2 {
-		return nil, fmt.Errorf("%w: acquire lease of %s: unexpected reply", ErrRedis, executionID)
-	}
-	if ok, _ := arr[0].AsInt64(); ok != 1 {
-		cur, _ := arr[1].ToString()
-		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(cur)}
-	}
-	if l.gen, err = arr[1].AsInt64(); err != nil {
-		return nil, fmt.Errorf("%w: acquire lease of %s: generation: %w", ErrRedis, executionID, err)
-	}
-	if len(arr) > 2 {
-		took, _ := arr[2].AsInt64()
-		l.tookOver = took == 1
-	}
-	l.renewedAt = start
+	l := b.Lease // a corrupt state is the caller's to find: the lease is taken
+	l.mu.Lock()
+	l.preloaded, l.preState = false, nil
+	l.mu.Unlock()
+	l.read.Store(false)
 	return l, nil
 }
 

@@ -33,6 +33,11 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	}
 	begun, err := p.begin(ctx, t, f, input)
 	if err != nil {
+		if begun != nil && begun.Lease != nil { // taken, but the state does not decode
+			octx, cancel := opCtx(ctx)
+			_ = begun.Lease.Release(octx)
+			cancel()
+		}
 		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
 			return p.conflictOutcome(ctx, t, held.Holder)
