@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
+	"plaita/internal/tick"
 )
 
 // Leases and fencing (SPEC §5 "Fenced writes").
@@ -83,7 +84,7 @@ type Lease struct {
 	renewedAt  time.Time        // start of the last call that (re)set the lease's TTL
 	indexed    bool             // the index holds our member with score indexScore
 	indexScore float64
-	stops      []context.CancelFunc // running watchdogs
+	stops      []func() // running watchdogs
 }
 
 // Acquire takes the resume lease of an execution for holder (the instance id). It fails with a
@@ -218,44 +219,47 @@ func (l *Lease) stopWatchdogs() {
 // next tick. The caller decides whether to run it at all (PLAITA_DISABLE_LEASE_WATCHDOG).
 func (l *Lease) Watch(ctx context.Context) <-chan error {
 	out := make(chan error, 1)
-	ctx, stop := context.WithCancel(ctx)
-	l.mu.Lock()
-	l.stops = append(l.stops, stop)
-	l.mu.Unlock()
-	interval := max(l.ttl/3, 10*time.Millisecond)
+	w := l.watch(ctx, func(err error) { out <- err })
 	go func() {
-		defer close(out)
-		defer stop()
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			rctx, cancel := context.WithTimeout(ctx, interval)
-			err := l.Renew(rctx)
-			cancel()
-			switch {
-			case err == nil:
-				continue
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, ErrLeaseLost):
-				out <- err
-				return
-			}
-			l.mu.Lock()
-			since := time.Since(l.renewedAt)
-			l.mu.Unlock()
-			if since >= l.ttl {
-				out <- fmt.Errorf("%w: execution %s: not renewed for %s (the lease TTL): %w", ErrLeaseLost, l.id, since.Round(time.Millisecond), err)
-				return
-			}
-		}
+		w.Wait()
+		close(out)
 	}()
 	return out
+}
+
+// OnLoss is Watch with a callback instead of a channel: lost is called at most once, from
+// the watchdog, with the ErrLeaseLost Watch would send. Until the first renewal is due it
+// costs a timer and no goroutine: a run that ends within TTL/3 never starts one.
+func (l *Lease) OnLoss(ctx context.Context, lost func(error)) { l.watch(ctx, lost) }
+
+func (l *Lease) watch(ctx context.Context, lost func(error)) *tick.Loop {
+	interval := max(l.ttl/3, 10*time.Millisecond)
+	w := tick.Every(ctx, interval, func(ctx context.Context) bool {
+		rctx, cancel := context.WithTimeout(ctx, interval)
+		err := l.Renew(rctx)
+		cancel()
+		switch {
+		case err == nil:
+			return true
+		case ctx.Err() != nil:
+			return false
+		case errors.Is(err, ErrLeaseLost):
+			lost(err)
+			return false
+		}
+		l.mu.Lock()
+		since := time.Since(l.renewedAt)
+		l.mu.Unlock()
+		if since >= l.ttl {
+			lost(fmt.Errorf("%w: execution %s: not renewed for %s (the lease TTL): %w", ErrLeaseLost, l.id, since.Round(time.Millisecond), err))
+			return false
+		}
+		return true
+	})
+	l.mu.Lock()
+	l.stops = append(l.stops, w.Stop)
+	l.mu.Unlock()
+	return w
 }
 
 // Storage is the lease's fenced view of the tenant's storage; the executor of this execution

@@ -122,29 +122,29 @@ func (p *Dispatcher) flowFor(ctx context.Context, t *task) (*engine.Flow, Outcom
 // loadFlow reads the published definition; reason is a dead-letter reason for a permanent
 // problem, "" for a transient one.
 //
-// A published version is immutable, so its definition is kept for FlowCacheTTL: a flow
-// read per delivery would be a Redis call per execution for bytes that never change.
+// A published version is immutable, so its parsed definition is kept for FlowCacheTTL: a flow
+// read (and hashed, and parsed) per delivery would be a Redis call and a parse per execution
+// for bytes that never change.
 func (p *Dispatcher) loadFlow(ctx context.Context, tenant, flowID, version string) (*engine.Flow, string, error) {
 	key := flowKey{tenant, flowID, version}
 	now := time.Now()
-	raw, ok := p.defs.get(key, FlowCacheTTL, now)
-	if !ok {
-		octx, cancel := opCtx(ctx)
-		defer cancel()
-		var err error
-		raw, err = p.d.Definitions.Get(octx, tenant, flowID, version)
-		switch {
-		case errors.Is(err, store.ErrFlowNotFound):
-			return nil, ReasonFlowNotFound, err
-		case err != nil:
-			return nil, "", err
-		}
-		p.defs.put(key, raw, FlowCacheTTL, now)
+	if f, ok := p.defs.get(key, FlowCacheTTL, now); ok {
+		return f, "", nil
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	raw, err := p.d.Definitions.Get(octx, tenant, flowID, version)
+	switch {
+	case errors.Is(err, store.ErrFlowNotFound):
+		return nil, ReasonFlowNotFound, err
+	case err != nil:
+		return nil, "", err
 	}
 	f, err := p.flows.Parse(raw)
 	if err != nil {
 		return nil, ReasonInvalidFlow, err
 	}
+	p.defs.put(key, f, FlowCacheTTL, now)
 	return f, "", nil
 }
 

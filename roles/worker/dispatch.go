@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine"
+	"plaita/internal/tick"
 	"plaita/queue"
 	"plaita/roles/alert"
 	"plaita/roles/presence"
@@ -156,8 +157,8 @@ type Dispatcher struct {
 	runsMu sync.Mutex
 	runs   map[string]struct{}
 
-	defs ttlCache[flowKey, []byte] // published definitions (immutable per version)
-	acks *acker                    // batched XACK + XDEL of settled deliveries
+	defs ttlCache[flowKey, *engine.Flow] // parsed published definitions (immutable per version)
+	acks *acker                          // batched XACK + XDEL of settled deliveries
 
 	dispatched, acked, conflicts, noops, failed *metrics.Counter
 }
@@ -436,24 +437,13 @@ func (p *Dispatcher) keepClaimed(ctx context.Context, consumer, id string) func(
 		every = 20 * time.Second // the 60 s default's third
 	}
 	every = max(every, 50*time.Millisecond)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(every)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				octx, ocancel := opCtx(ctx)
-				if err := p.d.Queue.Touch(octx, consumer, id); err != nil && ctx.Err() == nil {
-					p.log.Debug().Err(err).Str("message_id", id).Msg("could not refresh the pending entry")
-				}
-				ocancel()
-			}
+	l := tick.Every(ctx, every, func(ctx context.Context) bool {
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		if err := p.d.Queue.Touch(octx, consumer, id); err != nil && ctx.Err() == nil {
+			p.log.Debug().Err(err).Str("message_id", id).Msg("could not refresh the pending entry")
 		}
-	}()
-	return func() { cancel(); <-done }
+		return true
+	})
+	return l.Close
 }

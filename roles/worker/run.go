@@ -14,6 +14,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/tick"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
@@ -117,15 +118,10 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if !set.DisableLeaseWatchdog {
-		lost := t.lease.Watch(runCtx)
-		go func() {
-			for err := range lost {
-				cancel(err)
-			}
-		}()
+		t.lease.OnLoss(runCtx, cancel)
 	}
 	if !set.DisableCancelInterrupt {
-		go p.cancelListener(runCtx, cancel, t.ts, env.ExecutionID)
+		defer p.cancelListener(runCtx, cancel, t.ts, env.ExecutionID).Stop()
 	}
 	// A run that moves any node forward clears the execution's deterministic-failure count.
 	var progressed atomic.Bool
@@ -249,25 +245,20 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 	return lease, err
 }
 
-// cancelListener polls the execution's cancel flag while it runs and interrupts the run (its
-// context) when the flag is set.
-func (p *Dispatcher) cancelListener(ctx context.Context, cancel context.CancelCauseFunc, ts *store.TenantStore, id string) {
-	tick := time.NewTicker(p.d.CancelPoll)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+// cancelListener polls the execution's cancel flag every CancelPoll while it runs and
+// interrupts the run (its context) when the flag is set. (The fenced saves read the flag too,
+// at every step boundary; the poll interrupts a step that is still running.)
+func (p *Dispatcher) cancelListener(ctx context.Context, cancel context.CancelCauseFunc, ts *store.TenantStore, id string) *tick.Loop {
+	return tick.Every(ctx, p.d.CancelPoll, func(ctx context.Context) bool {
 		octx, ocancel := context.WithTimeout(ctx, max(p.d.CancelPoll, time.Second))
 		set, err := ts.Cancelled(octx, id)
 		ocancel()
 		if err == nil && set {
 			cancel(errCancelInterrupt)
-			return
+			return false
 		}
-	}
+		return true
+	})
 }
 
 // deterministicFailure decides a run that panicked. The crash is counted in the execution's
