@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/rueidis"
 
@@ -367,9 +368,64 @@ func decodeField[T any](d *fieldDecoder, name, want string, dst *T) {
 	}
 }
 
-func (d *fieldDecoder) str(name string, dst *string) { decodeField(d, name, "a string", dst) }
-func (d *fieldDecoder) int(name string, dst *int)    { decodeField(d, name, "an integer", dst) }
-func (d *fieldDecoder) bool(name string, dst *bool)  { decodeField(d, name, "true or false", dst) }
+func (d *fieldDecoder) str(name string, dst *string) {
+	if v, ok := d.get(name); ok {
+		if s, ok := plainString(v); ok {
+			*dst = s
+			return
+		}
+		decodeField(d, name, "a string", dst)
+	}
+}
+
+func (d *fieldDecoder) int(name string, dst *int) {
+	if v, ok := d.get(name); ok {
+		if n, ok := plainInt(v); ok {
+			*dst = n
+			return
+		}
+		decodeField(d, name, "an integer", dst)
+	}
+}
+
+// plainString is the value of a JSON string without escapes, read without encoding/json:
+// every envelope field this build writes is one, and a delivery reads a dozen. v is a valid
+// JSON value (it comes out of the payload's parse); anything else (escapes, invalid UTF-8,
+// which encoding/json would replace) is left to encoding/json. FuzzPlainScalars checks the two
+// agree.
+func plainString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	body := v[1 : len(v)-1]
+	ascii := true
+	for _, c := range body {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return "", false
+		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	if !ascii && !utf8.Valid(body) {
+		return "", false
+	}
+	return string(body), true
+}
+
+// plainInt is the value of a JSON integer written as plain digits (as strconv.Atoi reads it:
+// out of range is not plain); exponents, fractions and the rest are left to encoding/json.
+func plainInt(v []byte) (int, bool) {
+	if len(v) == 0 || len(v) > 18 {
+		return 0, false
+	}
+	for i, c := range v {
+		if (c < '0' || c > '9') && (i > 0 || c != '-') {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(string(v))
+	return n, err == nil
+}
+func (d *fieldDecoder) bool(name string, dst *bool) { decodeField(d, name, "true or false", dst) }
 
 func (d *fieldDecoder) rawJSON(name string, dst *json.RawMessage) {
 	if v, ok := d.get(name); ok {
@@ -381,6 +437,10 @@ func (d *fieldDecoder) rawJSON(name string, dst *json.RawMessage) {
 func (d *fieldDecoder) version(name string, dst *string) {
 	v, ok := d.get(name)
 	if !ok {
+		return
+	}
+	if s, ok := plainString(v); ok {
+		*dst = s
 		return
 	}
 	if json.Unmarshal(v, dst) == nil {
@@ -401,8 +461,8 @@ func (d *fieldDecoder) time(name string, dst *time.Time) {
 	if !ok {
 		return
 	}
-	var s string
-	if json.Unmarshal(v, &s) == nil {
+	s, ok := plainString(v)
+	if ok || json.Unmarshal(v, &s) == nil {
 		t, err := time.Parse(time.RFC3339Nano, s)
 		if t = t.UTC(); err != nil || t.Year() < 1 || t.Year() > 9999 {
 			d.fail(name, "an RFC 3339 time between years 1 and 9999 (UTC)", v)

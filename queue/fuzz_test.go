@@ -47,3 +47,49 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlainScalars: the envelope decoder's fast reads of strings and integers agree with
+// encoding/json on every JSON value they accept, and accept what this build writes.
+func FuzzPlainScalars(f *testing.F) {
+	for _, s := range []string{`"ex_1"`, `"a\"b"`, `"é"`, "\"\xff\"", `"\u00e9"`, `12`, `-7`, `007`,
+		`1e3`, `9223372036854775807`, `99999999999999999999`, `"`, `""`, `-`, `null`, `true`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) {
+			return // the decoder only sees values out of a parsed payload
+		}
+		if s, ok := plainString(v); ok {
+			var want string
+			if err := json.Unmarshal(v, &want); err != nil || want != s {
+				t.Fatalf("plainString(%q) = %q; encoding/json: %q, %v", v, s, want, err)
+			}
+		}
+		if n, ok := plainInt(v); ok {
+			var want int
+			if err := json.Unmarshal(v, &want); err != nil || want != n {
+				t.Fatalf("plainInt(%q) = %d; encoding/json: %d, %v", v, n, want, err)
+			}
+		}
+	})
+}
+
+func TestPlainScalarsTakeWhatThisBuildWrites(t *testing.T) {
+	for _, v := range []string{`"ex_5da540dfda40db65e9c954d1"`, `"default"`, `"cf1-a"`, `"é"`} {
+		if _, ok := plainString([]byte(v)); !ok {
+			t.Errorf("plainString(%s) not taken", v)
+		}
+	}
+	for _, v := range []string{`1`, `0`, `-3`, `123456`} {
+		if _, ok := plainInt([]byte(v)); !ok {
+			t.Errorf("plainInt(%s) not taken", v)
+		}
+	}
+	for _, v := range []string{`"a\"b"`, "\"\xff\"", `1e3`, `1.0`, `99999999999999999999`} {
+		_, s := plainString([]byte(v))
+		_, i := plainInt([]byte(v))
+		if s || i {
+			t.Errorf("%s taken by the fast path; encoding/json must decide it", v)
+		}
+	}
+}

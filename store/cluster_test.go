@@ -118,6 +118,21 @@ func TestRedisCluster(t *testing.T) {
 		if n, _ := c.Do(bg, c.B().Zcard().Key(ts.Space().Index()).Build()).AsInt64(); n != 12 {
 			t.Errorf("%s: backfill indexed %d, want 12", ts.Tenant(), n)
 		}
+		// Begin writes a start's new state in its script and indexes it with a separate ZADD
+		// (the index is in another slot).
+		b, err := ts.Begin(bg, "begun", "worker-a", false, newState("begun", state.Running))
+		if err != nil {
+			t.Fatalf("begin: %v", err)
+		}
+		if _, err := c.Do(bg, c.B().Zscore().Key(ts.Space().Index()).Member("begun").Build()).AsFloat64(); err != nil {
+			t.Errorf("%s: begin did not index the new state: %v", ts.Tenant(), err)
+		}
+		if err := b.Lease.Storage().Save(bg, newState("begun", state.Completed)); err != nil {
+			t.Fatalf("fenced save after begin: %v", err)
+		}
+		if err := b.Lease.Release(bg); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Every node holds some of the keys, and every key is a state or a mechanism key.
 	perNode := 0

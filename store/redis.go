@@ -18,8 +18,9 @@ import (
 //
 // Every key comes from package keys. All keys of one execution carry the execution id as a
 // hash tag ({id}), so every multi-key Lua script below touches one Cluster slot and declares
-// every key it touches in KEYS. The execution index is one ZSET per tenant in its own slot: it
-// is never touched inside a per-execution script, always by a separate command.
+// every key it touches in KEYS. The execution index is one ZSET per tenant in its own slot: in
+// a cluster it is never touched inside a per-execution script, always by a separate command
+// (on a single server Begin indexes a new start inside its script, see beginScript).
 //
 // Round trips (one "RTT" = one request/response exchange; pipelined commands count once):
 //   - TenantStore.Save (unfenced, also the lease's save with PLAITA_DISABLE_FENCING=1):
