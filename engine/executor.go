@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -761,6 +762,9 @@ func normalize(v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
+	if out, ok := jsonCopy(v, 0); ok {
+		return out, nil
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
@@ -770,6 +774,55 @@ func normalize(v any) (any, error) {
 		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
 	}
 	return out, nil
+}
+
+// jsonCopy is normalize without the encoding, for values already made of JSON's own types
+// (what the expression language and the nodes return almost always): a deep copy, as a trip
+// through JSON would give. ok is false for anything a trip could change or reject — other
+// types, NaN and infinities, invalid UTF-8, a deep or cyclic shape — which normalize then
+// sends through encoding/json. FuzzNormalize checks the two agree.
+func jsonCopy(v any, depth int) (any, bool) {
+	if depth > 64 {
+		return nil, false
+	}
+	switch x := v.(type) {
+	case nil, bool:
+		return x, true
+	case float64:
+		return x, !math.IsNaN(x) && !math.IsInf(x, 0)
+	case string:
+		return x, utf8.ValidString(x)
+	case []any:
+		if x == nil {
+			return nil, true // encodes as null
+		}
+		out := make([]any, len(x))
+		for i, e := range x {
+			c, ok := jsonCopy(e, depth+1)
+			if !ok {
+				return nil, false
+			}
+			out[i] = c
+		}
+		return out, true
+	case map[string]any:
+		if x == nil {
+			return nil, true
+		}
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			if !utf8.ValidString(k) {
+				return nil, false
+			}
+			c, ok := jsonCopy(e, depth+1)
+			if !ok {
+				return nil, false
+			}
+			out[k] = c
+		}
+		return out, true
+	}
+	return nil, false
 }
 
 // within reports whether v's JSON encoding is at most max bytes, estimated by walking it

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"testing"
 	"time"
@@ -92,6 +95,44 @@ func FuzzTemplate(f *testing.F) {
 		}
 		if n, over := sizeOf(out, lim.MaxResultHard); over {
 			t.Fatalf("result of %d bytes passed the hard limit", n)
+		}
+	})
+}
+
+// FuzzNormalize: where normalize's copy takes a value, the copy equals the value's trip
+// through JSON; values it leaves to encoding/json (NaN, invalid UTF-8, other types, deep
+// shapes) still come out as encoding/json says.
+func FuzzNormalize(f *testing.F) {
+	f.Add("ok", 1.5, uint8(0), int64(3))
+	f.Add("\xff", math.NaN(), uint8(2), int64(-1))
+	f.Add("a\u2028<b>&", math.Inf(1), uint8(80), int64(1<<60))
+	f.Add("", -0.0, uint8(65), int64(0))
+	f.Fuzz(func(t *testing.T, s string, x float64, nest uint8, n int64) {
+		var v any = map[string]any{"s": s, "k" + s: []any{x, s, map[string]any{"n": nil, "e": []any{}}, true, nil}}
+		for range nest {
+			v = []any{v}
+		}
+		if n%2 == 0 {
+			v = map[string]any{"i": n, "v": v} // an int: not JSON's own type
+		}
+		got, ok := jsonCopy(v, 0)
+		var want any
+		b, err := json.Marshal(v)
+		if err == nil {
+			err = json.Unmarshal(b, &want)
+		}
+		if !ok {
+			norm, nerr := normalize(v)
+			if (nerr == nil) != (err == nil) || (err == nil && !reflect.DeepEqual(norm, want)) {
+				t.Fatalf("normalize = %#v, %v; encoding/json: %#v, %v", norm, nerr, want, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("jsonCopy took a value encoding/json rejects: %v", err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("jsonCopy = %#v; encoding/json: %#v", got, want)
 		}
 	})
 }

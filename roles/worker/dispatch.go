@@ -66,10 +66,12 @@ type Deps struct {
 	// Settings are the dispatcher's knobs (InstanceID is required: the lease holder).
 	Settings Settings
 
-	// ReadBlock is the XREADGROUP block time (default 1s); ReclaimEvery makes every n-th round
-	// (and every idle round) a reclaim pass (default 5).
-	ReadBlock    time.Duration
-	ReclaimEvery int
+	// ReadBlock is the XREADGROUP block time (default 1s). The reader makes a round a reclaim
+	// pass when the last read was empty, or ReclaimInterval (default 1s) after the last pass:
+	// under load a reclaim per few reads would put an XPENDING round trip in front of every
+	// few batches, for entries that turn reclaimable only after PLAITA_CLAIM_MIN_IDLE_MS.
+	ReadBlock       time.Duration
+	ReclaimInterval time.Duration
 	// CancelPoll is how often a running execution's cancel flag is read (the in-step cancel
 	// listener, off with PLAITA_DISABLE_CANCEL_INTERRUPT=1); default 1s.
 	CancelPoll time.Duration
@@ -174,8 +176,8 @@ func NewDispatcher(d Deps) *Dispatcher {
 	if d.ReadBlock <= 0 {
 		d.ReadBlock = time.Second
 	}
-	if d.ReclaimEvery < 1 {
-		d.ReclaimEvery = 5
+	if d.ReclaimInterval <= 0 {
+		d.ReclaimInterval = time.Second
 	}
 	if d.DeterministicFailureMax < 1 {
 		d.DeterministicFailureMax = DefaultDeterministicFailureMax
@@ -318,15 +320,19 @@ func (p *Dispatcher) sleep(ctx context.Context, d time.Duration) {
 // reads that many deliveries and hands them out. What it reads after the drain began is neither
 // dispatched nor acked (it stays pending for another worker).
 func (p *Dispatcher) read(ctx context.Context, consumer string, free chan struct{}, work chan<- queue.Delivery) {
-	idle := false
-	for round := 0; ; round++ {
+	idle, reclaimed := false, time.Time{}
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-free:
 		}
 		k := 1 + takeFree(free, p.n-1)
-		ds, ok := p.next(ctx, consumer, k, idle || round%p.d.ReclaimEvery == 0)
+		reclaim := idle || time.Since(reclaimed) >= p.d.ReclaimInterval
+		if reclaim {
+			reclaimed = time.Now()
+		}
+		ds, ok := p.next(ctx, consumer, k, reclaim)
 		if !ok || p.stopping.Load() || ctx.Err() != nil {
 			return
 		}

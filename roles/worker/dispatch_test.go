@@ -85,7 +85,7 @@ func (f *dispatchFix) start(t *testing.T, mod ...func(*Deps)) *Dispatcher {
 	d := Deps{
 		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(f.c, f.root), Wakeups: f.wakeups(t),
 		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 2),
-		ReadBlock: 200 * time.Millisecond, ReclaimEvery: 2, CancelPoll: 50 * time.Millisecond,
+		ReadBlock: 200 * time.Millisecond, ReclaimInterval: 100 * time.Millisecond, CancelPoll: 50 * time.Millisecond,
 	}
 	for _, m := range mod {
 		m(&d)
