@@ -154,6 +154,12 @@ type Dispatcher struct {
 	stopping atomic.Bool
 	active   atomic.Int64
 
+	// The reader's bookkeeping: deliveries read and not yet finished, a signal per finished
+	// one, and the moving average of run times (ns) that decides read-ahead.
+	taken    atomic.Int64
+	finished chan struct{}
+	runEWMA  atomic.Int64
+
 	// runs are the executions a consumer of this process holds (or is taking) the lease of: a
 	// lease of this instance for any other execution is a leftover of an earlier life.
 	runsMu sync.Mutex
@@ -209,15 +215,18 @@ func NewDispatcher(d Deps) *Dispatcher {
 		}
 	}
 	set := setOrNew(d.Metrics)
-	return &Dispatcher{
+	p := &Dispatcher{
 		d: d, log: d.Log.With().Str("component", "dispatch").Logger(), flows: flows, root: root, self: self, n: max(n, 1),
 		runs:       map[string]struct{}{},
+		finished:   make(chan struct{}, 1),
 		dispatched: set.GetOrCreateCounter(`plaita_dispatch_runs_total`),
 		acked:      set.GetOrCreateCounter(`plaita_dispatch_acked_total`),
 		conflicts:  set.GetOrCreateCounter(`plaita_dispatch_lease_conflicts_total`),
 		noops:      set.GetOrCreateCounter(`plaita_dispatch_noop_acks_total`),
 		failed:     set.GetOrCreateCounter(`plaita_dispatch_failed_total`),
 	}
+	p.runEWMA.Store(int64(2 * ReadAheadMaxRun)) // no read-ahead until runs are seen to be short
+	return p
 }
 
 // Active is the number of tasks being handled now.
@@ -240,12 +249,9 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 	runCtx, runStop := context.WithCancel(context.WithoutCancel(ctx))
 	p.readStop, p.runStop = readStop, runStop
 	p.done = make(chan struct{})
-	// One reader takes as many deliveries as there are free runners in one XREADGROUP (a read
-	// per execution would be a Redis call per execution); the runners handle them.
-	free := make(chan struct{}, p.n)
-	for range p.n {
-		free <- struct{}{}
-	}
+	// One reader takes as many deliveries as there are free runners (and, while runs are
+	// short, as many again to read ahead) in one XREADGROUP (a read per execution would be a
+	// Redis call per execution); the runners handle them.
 	work := make(chan queue.Delivery)
 	consumer := p.d.Queue.Consumer()
 	p.acks = newAcker(p.d.Queue, p.log, func(n int) { p.acked.Add(n) })
@@ -256,14 +262,15 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for dl := range work {
+				began := time.Now()
 				p.handle(runCtx, consumer, dl)
-				free <- struct{}{}
+				p.ran(time.Since(began))
 			}
 		}()
 	}
 	go func() {
 		defer close(work)
-		p.read(readCtx, consumer, free, work)
+		p.read(readCtx, consumer, work)
 	}()
 	go func() {
 		wg.Wait()
@@ -316,18 +323,29 @@ func (p *Dispatcher) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// read is the reader: it waits for a free runner, takes every other free one, reclaims or
-// reads that many deliveries and hands them out. What it reads after the drain began is neither
-// dispatched nor acked (it stays pending for another worker).
-func (p *Dispatcher) read(ctx context.Context, consumer string, free chan struct{}, work chan<- queue.Delivery) {
+// read is the reader. It keeps up to n deliveries taken (read and not yet finished) — 2n
+// while runs are short, see readAhead — reading what is missing in one XREADGROUP (or
+// reclaim pass) and handing the deliveries to the runners. Reading ahead takes the read's
+// round trip off the path between one execution and the next: a runner that finishes finds
+// the next delivery waiting. When reading stops (a drain) the deliveries already taken are
+// still handed out and run; what a read in flight then returns is neither run nor acked
+// (it stays pending and is reclaimed).
+func (p *Dispatcher) read(ctx context.Context, consumer string, work chan<- queue.Delivery) {
 	idle, reclaimed := false, time.Time{}
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-free:
+		limit := p.n
+		if p.readAhead() {
+			limit *= 2
 		}
-		k := 1 + takeFree(free, p.n-1)
+		k := limit - int(p.taken.Load())
+		if k <= 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.finished:
+			}
+			continue
+		}
 		reclaim := idle || time.Since(reclaimed) >= p.d.ReclaimInterval
 		if reclaim {
 			reclaimed = time.Now()
@@ -337,30 +355,68 @@ func (p *Dispatcher) read(ctx context.Context, consumer string, free chan struct
 			return
 		}
 		idle = len(ds) == 0
-		for _, dl := range ds {
-			select {
-			case work <- dl:
-			case <-ctx.Done():
-				return
-			}
-		}
-		for range k - len(ds) {
-			free <- struct{}{}
+		p.taken.Add(int64(len(ds)))
+		for i := range ds {
+			p.handOut(consumer, work, ds[i:]) // during a drain too: a taken delivery is run
 		}
 	}
 }
 
-// takeFree takes up to n more free-runner tokens without waiting and says how many.
-func takeFree(free chan struct{}, n int) int {
-	for k := 0; k < n; k++ {
+// handOut gives held[0] to a runner. While it waits (every runner busy) it refreshes the
+// pending entries of everything it holds every third of PLAITA_CLAIM_MIN_IDLE_MS, as a
+// runner does for its own: a delivery read ahead is never reclaimed by a sibling for having
+// waited here.
+func (p *Dispatcher) handOut(consumer string, work chan<- queue.Delivery, held []queue.Delivery) {
+	select {
+	case work <- held[0]:
+		return
+	default:
+	}
+	t := time.NewTicker(p.touchEvery())
+	defer t.Stop()
+	for {
 		select {
-		case <-free:
-		default:
-			return k
+		case work <- held[0]:
+			return
+		case <-t.C:
+			ids := make([]string, len(held))
+			for i, dl := range held {
+				ids[i] = dl.ID
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			if err := p.d.Queue.Touch(ctx, consumer, ids...); err != nil {
+				p.log.Debug().Err(err).Int("held", len(ids)).Msg("could not refresh the pending entries read ahead")
+			}
+			cancel()
 		}
 	}
-	return n
 }
+
+// ran records a finished delivery: it frees its place for the reader and feeds the average
+// run time readAhead looks at.
+func (p *Dispatcher) ran(d time.Duration) {
+	p.taken.Add(-1)
+	for {
+		old := p.runEWMA.Load()
+		next := old + (int64(d)-old)/8
+		if p.runEWMA.CompareAndSwap(old, next) {
+			break
+		}
+	}
+	select {
+	case p.finished <- struct{}{}:
+	default:
+	}
+}
+
+// ReadAheadMaxRun is the average run time under which the reader reads ahead. A delivery
+// read ahead waits for a runner, and its pending entry is not refreshed until a runner takes
+// it: with runs this short it waits milliseconds, far from PLAITA_CLAIM_MIN_IDLE_MS. Longer
+// runs gain nothing from it (the read is a small part of them) and are read only for free
+// runners.
+const ReadAheadMaxRun = 50 * time.Millisecond
+
+func (p *Dispatcher) readAhead() bool { return time.Duration(p.runEWMA.Load()) < ReadAheadMaxRun }
 
 // next reclaims (when reclaim) or reads up to k deliveries; ok is false when reading stops.
 func (p *Dispatcher) next(ctx context.Context, consumer string, k int, reclaim bool) ([]queue.Delivery, bool) {
@@ -433,17 +489,22 @@ type task struct {
 	nofail int64        // the execution's deterministic-failure count when the run began
 }
 
+// touchEvery is how often a held pending entry is refreshed: a third of
+// PLAITA_CLAIM_MIN_IDLE_MS.
+func (p *Dispatcher) touchEvery() time.Duration {
+	every := p.d.Settings.ClaimMinIdle / 3
+	if every <= 0 {
+		every = 20 * time.Second // the 60 s default's third
+	}
+	return max(every, 50*time.Millisecond)
+}
+
 // keepClaimed refreshes the pending entry's idle time while its task runs (every third of
 // PLAITA_CLAIM_MIN_IDLE_MS), so a sibling never reclaims a message whose long step is still
 // running here and burns its deliveries. A crashed worker stops touching, and its messages
 // become reclaimable after the idle time as before. The returned function stops it.
 func (p *Dispatcher) keepClaimed(ctx context.Context, consumer, id string) func() {
-	every := p.d.Settings.ClaimMinIdle / 3
-	if every <= 0 {
-		every = 20 * time.Second // the 60 s default's third
-	}
-	every = max(every, 50*time.Millisecond)
-	l := tick.Every(ctx, every, func(ctx context.Context) bool {
+	l := tick.Every(ctx, p.touchEvery(), func(ctx context.Context) bool {
 		octx, cancel := opCtx(ctx)
 		defer cancel()
 		if err := p.d.Queue.Touch(octx, consumer, id); err != nil && ctx.Err() == nil {
