@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -16,6 +17,10 @@ type asynqResult struct {
 	TasksPerSecond float64 `json:"tasks_per_second"`
 	RedisCalls     int64   `json:"redis_calls"`
 	CallsPerTask   float64 `json:"calls_per_task"`
+	// CPU per task over the timed window: this process (asynq's server and its Redis client)
+	// and the redis-server (INFO cpu; only asynq runs against it meanwhile).
+	ProcessCPUMicros float64 `json:"process_cpu_us_per_task"`
+	RedisCPUMicros   float64 `json:"redis_cpu_us_per_task"`
 }
 
 // runAsynq is asynq's BenchmarkEndToEndSimple: enqueue N small tasks into an empty db, then
@@ -47,6 +52,11 @@ func runAsynq(ctx context.Context, t *target, o options) (asynqResult, error) {
 		return nil
 	})
 	srv := asynq.NewServer(conn, asynq.Config{Concurrency: o.concurrency, LogLevel: asynq.ErrorLevel})
+	redis0, err := t.redisCPU(ctx)
+	if err != nil {
+		return asynqResult{}, err
+	}
+	cpu0 := processCPU()
 	start := time.Now()
 	if err := srv.Start(handler); err != nil {
 		return asynqResult{}, err
@@ -58,8 +68,13 @@ func runAsynq(ctx context.Context, t *target, o options) (asynqResult, error) {
 		return asynqResult{}, fmt.Errorf("%d of %d tasks handled: %w", handled.Load(), o.n, ctx.Err())
 	}
 	elapsed := time.Since(start)
+	cpu := processCPU() - cpu0
 	// Read right away: the server's heartbeats after the last task are not the tasks' cost.
 	after, err := t.commandCalls(ctx)
+	if err != nil {
+		return asynqResult{}, err
+	}
+	redis1, err := t.redisCPU(ctx)
 	if err != nil {
 		return asynqResult{}, err
 	}
@@ -69,6 +84,9 @@ func runAsynq(ctx context.Context, t *target, o options) (asynqResult, error) {
 		TasksPerSecond: float64(o.n) / elapsed.Seconds(),
 		RedisCalls:     calls,
 		CallsPerTask:   float64(calls) / float64(o.n),
+
+		ProcessCPUMicros: float64(cpu.Microseconds()) / float64(o.n),
+		RedisCPUMicros:   (redis1 - redis0).Seconds() * 1e6 / float64(o.n),
 	}, nil
 }
 
@@ -94,4 +112,13 @@ func enqueue(ctx context.Context, conn asynq.RedisClientOpt, n int) error {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// processCPU is the CPU time (user + system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

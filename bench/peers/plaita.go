@@ -25,6 +25,8 @@ type plaitaResult struct {
 	P99ms               float64 `json:"p99_ms"`
 	RedisCalls          int64   `json:"redis_calls"`
 	CallsPerExecution   float64 `json:"calls_per_execution"`
+	WorkerCPUMicros     float64 `json:"worker_cpu_us_per_execution"`
+	RedisCPUMicros      float64 `json:"redis_cpu_us_per_execution"`
 }
 
 // runPlaita runs the plaita binary's own end-to-end benchmark on plaita's db and reads its

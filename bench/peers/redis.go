@@ -111,6 +111,26 @@ func (t *target) commandCalls(ctx context.Context) (int64, error) {
 	return sumCalls(info)
 }
 
+// redisCPU is the CPU time the server has used (INFO cpu: used_cpu_user + used_cpu_sys).
+func (t *target) redisCPU(ctx context.Context) (time.Duration, error) {
+	info, err := t.asynq.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0, err
+	}
+	var secs float64
+	for line := range strings.Lines(info) {
+		name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("INFO cpu line %q: %w", strings.TrimSpace(line), err)
+			}
+			secs += f
+		}
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
 // sumCalls adds up the calls of every command in INFO commandstats. Redis counts the commands
 // a Lua script runs as well as the EVALSHA itself, so scripts are not free in this count. INFO
 // is left out: it is this program's own snapshot, not the peer's work.

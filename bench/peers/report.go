@@ -57,11 +57,12 @@ func median(xs []float64) float64 {
 func printRound(w io.Writer, r round) {
 	fmt.Fprintf(w, "\nround %d\n", r.Round)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "peer\tper second\tseconds\tredis calls\tcalls/task\tp50 ms\tp99 ms")
+	fmt.Fprintln(tw, "peer\tper second\tseconds\tredis calls\tcalls/task\tcpu µs/task\tredis cpu µs/task\tp50 ms\tp99 ms")
 	a, p := r.Asynq, r.Plaita
-	fmt.Fprintf(tw, "asynq\t%.0f\t%.3f\t%d\t%.2f\t-\t-\n", a.TasksPerSecond, a.Seconds, a.RedisCalls, a.CallsPerTask)
-	fmt.Fprintf(tw, "plaita\t%.0f\t%.3f\t%d\t%.2f\t%.2f\t%.2f\n", p.ExecutionsPerSecond, p.Seconds, p.RedisCalls,
-		p.CallsPerExecution, p.P50ms, p.P99ms)
+	fmt.Fprintf(tw, "asynq\t%.0f\t%.3f\t%d\t%.2f\t%.1f\t%.1f\t-\t-\n", a.TasksPerSecond, a.Seconds, a.RedisCalls, a.CallsPerTask,
+		a.ProcessCPUMicros, a.RedisCPUMicros)
+	fmt.Fprintf(tw, "plaita\t%.0f\t%.3f\t%d\t%.2f\t%s\t%s\t%.2f\t%.2f\n", p.ExecutionsPerSecond, p.Seconds, p.RedisCalls,
+		p.CallsPerExecution, orDash(p.WorkerCPUMicros), orDash(p.RedisCPUMicros), p.P50ms, p.P99ms)
 	tw.Flush()
 	fmt.Fprintf(w, "plaita/asynq: %.2fx\n", r.Ratio)
 }
@@ -74,10 +75,11 @@ func printSummary(w io.Writer, s summary) {
 	fmt.Fprintf(w, "\nsummary: %d rounds, n=%d, concurrency=%d, Redis %s (%s)\n",
 		len(s.Rounds), s.N, s.Concurrency, s.RedisVersion, where)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "round\tasynq tasks/s\tplaita execs/s\tplaita/asynq\tasynq calls/task\tplaita calls/exec\tplaita p50/p99 ms")
+	fmt.Fprintln(tw, "round\tasynq tasks/s\tplaita execs/s\tplaita/asynq\tasynq calls/task\tplaita calls/exec\tasynq cpu µs (proc + redis)\tplaita cpu µs (worker + redis)\tplaita p50/p99 ms")
 	for _, r := range s.Rounds {
-		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f\t%.2f\t%.2f / %.2f\n", r.Round, r.Asynq.TasksPerSecond,
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2fx\t%.2f\t%.2f\t%.1f + %.1f\t%s + %s\t%.2f / %.2f\n", r.Round, r.Asynq.TasksPerSecond,
 			r.Plaita.ExecutionsPerSecond, r.Ratio, r.Asynq.CallsPerTask, r.Plaita.CallsPerExecution,
+			r.Asynq.ProcessCPUMicros, r.Asynq.RedisCPUMicros, orDash(r.Plaita.WorkerCPUMicros), orDash(r.Plaita.RedisCPUMicros),
 			r.Plaita.P50ms, r.Plaita.P99ms)
 	}
 	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2fx\n", s.MedianAsynqTasksPerSecond, s.MedianPlaitaExecsPerSec, s.MedianRatio)
@@ -88,4 +90,12 @@ func printJSON(w io.Writer, s summary) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(s)
+}
+
+// orDash prints a figure an older plaita binary does not report as "-".
+func orDash(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
 }
