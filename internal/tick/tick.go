@@ -2,8 +2,8 @@
 //
 // The worker keeps several small loops per running execution (the lease watchdog, the pending
 // entry toucher, the cancel poll). Most executions end long before any of them is first due,
-// so a goroutine and a ticker each, made and torn down per execution, were pure overhead on
-// the hot path. A timer costs no goroutine until it fires.
+// so a goroutine, a ticker and a context each, made and torn down per execution, were pure
+// overhead on the hot path. A loop here is one timer until it first fires.
 package tick
 
 import (
@@ -14,38 +14,54 @@ import (
 
 // Loop is a started periodic call; Stop ends it.
 type Loop struct {
+	ctx      context.Context
+	interval time.Duration
+	fn       func(context.Context) bool
+
 	mu      sync.Mutex
 	t       *time.Timer
 	stopped bool
-	calls   sync.WaitGroup // a pending timer or a running call
-	cancel  context.CancelFunc
-	unhook  func() bool
+	cancel  context.CancelFunc // ends the running call's context; nil between calls
+	calls   sync.WaitGroup     // a pending timer or a running call
 }
 
 // Every calls fn every interval (the first call one interval from now), each call in a
-// goroutine of its own that ends with it, until ctx ends, Stop is called or fn returns false.
-// Calls never overlap: the next is scheduled when one returns. fn's context ends with the loop.
+// goroutine of its own that ends with it, until Stop is called, fn returns false or ctx ends
+// (noticed at the next due call: a loop is stopped, not abandoned). Calls never overlap: the
+// next is due one interval after the last began (at once if it took longer). fn's context ends with ctx or with Stop.
 func Every(ctx context.Context, interval time.Duration, fn func(context.Context) bool) *Loop {
-	ctx, cancel := context.WithCancel(ctx)
-	l := &Loop{cancel: cancel}
+	l := &Loop{ctx: ctx, interval: interval, fn: fn}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls.Add(1)
-	l.t = time.AfterFunc(interval, func() {
-		defer l.calls.Done()
-		if ctx.Err() != nil || !fn(ctx) {
-			l.Stop()
-			return
-		}
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		if !l.stopped {
-			l.calls.Add(1)
-			l.t.Reset(interval)
-		}
-	})
-	l.unhook = context.AfterFunc(ctx, l.Stop)
+	l.t = time.AfterFunc(interval, l.fire)
 	return l
+}
+
+func (l *Loop) fire() {
+	defer l.calls.Done()
+	l.mu.Lock()
+	if l.stopped || l.ctx.Err() != nil {
+		l.stopped = true
+		l.mu.Unlock()
+		return
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	l.cancel = cancel
+	l.mu.Unlock()
+	began := time.Now()
+	again := l.fn(ctx)
+	cancel()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cancel = nil
+	if !again {
+		l.stopped = true
+	}
+	if !l.stopped {
+		l.calls.Add(1)
+		l.t.Reset(max(l.interval-time.Since(began), 0)) // a ticker's cadence: a slow call does not stretch it
+	}
 }
 
 // Stop ends the loop: no call starts after it; one that is running is told to end (its
@@ -57,8 +73,9 @@ func (l *Loop) Stop() {
 		return
 	}
 	l.stopped = true
-	l.unhook() // before cancel: the hook would otherwise run Stop again, in a goroutine
-	l.cancel()
+	if l.cancel != nil {
+		l.cancel()
+	}
 	if l.t.Stop() {
 		l.calls.Done() // the pending call will not run
 	}
