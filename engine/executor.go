@@ -346,7 +346,7 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 	// The node sees EVENT = the event being delivered; the state itself is left alone.
 	call := e.call(st, f, node, now)
 	if rt == ResumeEvent {
-		call.env["EVENT"], call.Event = data, data
+		call.Event = data // EVENT in the environment too
 	}
 	out, err := res.Resume(context.Background(), call, rt, data)
 	if err != nil {
@@ -688,20 +688,23 @@ func deadlineError(nodeID string, budget time.Duration) *state.ErrorInfo {
 
 // call builds what a node sees.
 func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) *Call {
-	nodes := st.Nodes()
-	env := map[string]any{
-		"INPUT": st.Input,
-		"NODE":  nodes,
-		"$NODE": nodes,
-		"VARS":  st.Vars(),
-		"EVENT": st.Context[contextEvent],
-		"EXECUTION": map[string]any{
-			"id": st.ExecutionID, "tenant_id": st.TenantID, "flow_id": f.ID, "flow_version": st.FlowVersion,
-			"step_count": st.StepCount, "start_time": st.StartTime.Format(time.RFC3339Nano), "node": node.ID,
-			"attempt": st.NodeAttempts[node.ID] + 1,
-		},
+	c := &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], limits: e.set.Expr, log: e.Log}
+	c.mkEnv = func() map[string]any {
+		nodes := st.Nodes()
+		return map[string]any{
+			"INPUT": st.Input,
+			"NODE":  nodes,
+			"$NODE": nodes,
+			"VARS":  st.Vars(),
+			"EVENT": c.Event,
+			"EXECUTION": map[string]any{
+				"id": st.ExecutionID, "tenant_id": st.TenantID, "flow_id": f.ID, "flow_version": st.FlowVersion,
+				"step_count": st.StepCount, "start_time": st.StartTime.Format(time.RFC3339Nano), "node": node.ID,
+				"attempt": st.NodeAttempts[node.ID] + 1,
+			},
+		}
 	}
-	return &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], env: env, limits: e.set.Expr, log: e.Log}
+	return c
 }
 
 func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {

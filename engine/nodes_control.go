@@ -44,7 +44,7 @@ func (setType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (s *setNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := s.vars.Eval(c.env, c.limits)
+	v, err := s.vars.Eval(c.Env(), c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -81,7 +81,7 @@ func (conditionType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (cn *conditionNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := cn.expr.Eval(c.env, c.limits)
+	v, err := cn.expr.Eval(c.Env(), c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -130,7 +130,7 @@ func (switchType) Prepare(n *Node, pc *PrepareContext) Runner {
 
 func (sw *switchNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	for i, w := range sw.whens {
-		v, err := w.Eval(c.env, c.limits)
+		v, err := w.Eval(c.Env(), c.limits)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -176,7 +176,7 @@ func (logType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (l *logNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := l.message.Eval(c.env, c.limits)
+	v, err := l.message.Eval(c.Env(), c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -229,7 +229,7 @@ func (failType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (f *failNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := f.message.Eval(c.env, c.limits)
+	v, err := f.message.Eval(c.Env(), c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -260,7 +260,7 @@ func (e *endNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	if e.output == nil {
 		return Outcome{End: true}, nil
 	}
-	v, err := e.output.Eval(c.env, c.limits)
+	v, err := e.output.Eval(c.Env(), c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -291,7 +291,7 @@ func (delayType) Prepare(n *Node, pc *PrepareContext) Runner {
 func (d *delayNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	due := c.Now.Add(seconds(d.seconds))
 	if d.until != nil {
-		v, err := d.until.Eval(c.env, c.limits)
+		v, err := d.until.Eval(c.Env(), c.limits)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -374,7 +374,7 @@ func (w *waitEventNode) Resume(_ context.Context, c *Call, rt ResumeType, data a
 		// An event the expression cannot even evaluate (wrong shape, missing fields) does not
 		// match: it is refused and the execution keeps waiting. Whoever can publish an event
 		// must not be able to end someone else's execution.
-		v, err := w.match.Eval(c.env, c.limits)
+		v, err := w.match.Eval(c.Env(), c.limits)
 		if err != nil {
 			return Outcome{}, fmt.Errorf("%w: %v", ErrEventMismatch, err)
 		}
@@ -417,7 +417,7 @@ func (approvalType) Prepare(n *Node, pc *PrepareContext) Runner {
 func (a *approvalNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	s := &state.Suspend{Kind: state.SuspendApproval}
 	if a.message != nil {
-		v, err := a.message.Eval(c.env, c.limits)
+		v, err := a.message.Eval(c.Env(), c.limits)
 		if err != nil {
 			return Outcome{}, err
 		}

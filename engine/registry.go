@@ -54,6 +54,7 @@ type Call struct {
 	Now       time.Time
 	Event     any // the event that resumed the execution, when there is one
 	env       map[string]any
+	mkEnv     func() map[string]any // builds env on first use: most nodes evaluate nothing
 	limits    ExprLimits
 	log       zerolog.Logger
 }
@@ -62,8 +63,14 @@ type Call struct {
 // the log node): the executor's logger carries no per-execution fields.
 func (c *Call) Log() *zerolog.Logger { return &c.log }
 
-// Env is the expression environment of this call.
-func (c *Call) Env() map[string]any { return c.env }
+// Env is the expression environment of this call, built on first use (a Call belongs to
+// the goroutine running its node).
+func (c *Call) Env() map[string]any {
+	if c.env == nil && c.mkEnv != nil {
+		c.env, c.mkEnv = c.mkEnv(), nil
+	}
+	return c.env
+}
 
 // Limits are the expression limits in force.
 func (c *Call) Limits() ExprLimits { return c.limits }
