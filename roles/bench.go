@@ -45,10 +45,14 @@ type benchResult struct {
 	CallsPerExecution float64 `json:"calls_per_execution,omitempty"`
 	CallsPerStep      float64 `json:"calls_per_step,omitempty"`
 	CallsPerEnqueue   float64 `json:"calls_per_enqueue,omitempty"`
-	Redis             string  `json:"redis"`
-	RedisPrivate      bool    `json:"redis_private"`
-	EventsPublished   bool    `json:"events_published"`
-	MaxRSSKiB         int64   `json:"max_rss_kib,omitempty"`
+	// CallsPerNode is RedisCalls by primary (host:port): on a cluster, how the load spreads.
+	CallsPerNode    map[string]int64 `json:"calls_per_node"`
+	Redis           string           `json:"redis"`
+	RedisPrivate    bool             `json:"redis_private"`
+	RedisCluster    bool             `json:"redis_cluster"`
+	RedisPrimaries  int              `json:"redis_primaries"`
+	EventsPublished bool             `json:"events_published"`
+	MaxRSSKiB       int64            `json:"max_rss_kib,omitempty"`
 }
 
 func benchCommand(stdout, stderr io.Writer) *cli.Command {
@@ -58,7 +62,8 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 		UsageText: "plaita bench e2e|steps|enqueue [--redis URL] [--n N] [--concurrency C] [--json]",
 		Description: "e2e: N pre-enqueued starts of a 1-node flow run by an in-process worker with C consumers;\n" +
 			"executions/s from the worker's start until all are acked, p50/p99 enqueue→terminal latency,\n" +
-			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included).\n" +
+			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included; on a Redis\n" +
+			"Cluster summed over every primary, found with CLUSTER NODES, and shown per node).\n" +
 			"steps: the same with a 20-node linear flow (steps/s, calls per step). enqueue: starts/s.\n" +
 			"Without --redis a private redis-server is started (it must be installed) and removed.",
 		Flags: cliFlags(
@@ -125,6 +130,7 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return cliFail(name, "%s: %v", scenario, err)
 	}
 	res.Concurrency, res.Redis, res.RedisPrivate = conc, url, private
+	res.RedisCluster, res.RedisPrimaries = b.target.cluster, len(b.target.primaries)
 	res.EventsPublished = config.ExecutionEventsPublish.In(b.cfg)
 	res.MaxRSSKiB = maxRSS()
 	if cmd.Bool("json") {
@@ -137,9 +143,10 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 // bench is one run's configuration and connection. Its queue is private to the run, so a
 // shared Redis is safe (flows are published under their own id; executions stay, with TTLs).
 type bench struct {
-	cfg *config.Config
-	log zerolog.Logger
-	c   rueidis.Client
+	cfg    *config.Config
+	log    zerolog.Logger
+	c      rueidis.Client
+	target benchTarget
 }
 
 func newBench(cmd *cli.Command, url string, conc int, stderr io.Writer) (*bench, error) {
@@ -164,7 +171,12 @@ func newBench(cmd *cli.Command, url string, conc int, stderr io.Writer) (*bench,
 	if err != nil {
 		return nil, cliFail("bench", "%v", err)
 	}
-	return &bench{cfg: cfg, log: log, c: c}, nil
+	target, err := discoverTarget(context.Background(), c)
+	if err != nil {
+		c.Close()
+		return nil, cliFail("bench", "%v", err)
+	}
+	return &bench{cfg: cfg, log: log, c: c, target: target}, nil
 }
 
 // benchFlow is a linear flow of n nodes: n−1 set nodes and an end.
@@ -203,7 +215,7 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	if err != nil {
 		return benchResult{}, err
 	}
-	before, err := store.CommandCalls(ctx, b.c)
+	before, err := b.target.calls(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -221,7 +233,7 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(began)
-	after, err := store.CommandCalls(ctx, b.c)
+	after, err := b.target.calls(ctx)
 	services.Stop(context.Background())
 	if err != nil {
 		return benchResult{}, err
@@ -230,10 +242,10 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	if err != nil {
 		return benchResult{}, err
 	}
-	calls := after - before - int64(len(b.c.Nodes())) // the first reading's INFO
+	perNode, calls := callsBetween(before, after)
 	return benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: elapsed.Seconds(),
 		PerSecond: float64(n) / elapsed.Seconds(), StepsPerSecond: float64(n*steps) / elapsed.Seconds(),
-		P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerExecution: float64(calls) / float64(n),
+		P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerNode: perNode, CallsPerExecution: float64(calls) / float64(n),
 		CallsPerStep: float64(calls) / float64(n*steps)}, nil
 }
 
@@ -267,7 +279,7 @@ func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]stri
 
 // enqueueOnly measures starts/s and calls per enqueue.
 func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (benchResult, error) {
-	before, err := store.CommandCalls(ctx, b.c)
+	before, err := b.target.calls(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -276,13 +288,13 @@ func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (benchResult, erro
 		return benchResult{}, err
 	}
 	elapsed := time.Since(began)
-	after, err := store.CommandCalls(ctx, b.c)
+	after, err := b.target.calls(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
-	calls := after - before - int64(len(b.c.Nodes()))
+	perNode, calls := callsBetween(before, after)
 	return benchResult{Scenario: "enqueue", N: n, Seconds: elapsed.Seconds(), EnqueuedPerSecond: float64(n) / elapsed.Seconds(),
-		RedisCalls: calls, CallsPerEnqueue: float64(calls) / float64(n)}, nil
+		RedisCalls: calls, CallsPerNode: perNode, CallsPerEnqueue: float64(calls) / float64(n)}, nil
 }
 
 // latencies are the p50 and p99 of enqueue → terminal state (its end_time), in ms.
@@ -322,7 +334,14 @@ func writeBench(w io.Writer, r benchResult) {
 		fmt.Fprintf(tw, "redis calls per execution\t%.2f\n", r.CallsPerExecution)
 		fmt.Fprintf(tw, "redis calls per step\t%.2f\n", r.CallsPerStep)
 	}
-	fmt.Fprintf(tw, "redis\t%s (private %v), live events published %v\n", r.Redis, r.RedisPrivate, r.EventsPublished)
+	target := "one server"
+	if r.RedisCluster {
+		target = fmt.Sprintf("Redis Cluster, %d primaries", r.RedisPrimaries)
+	}
+	fmt.Fprintf(tw, "redis\t%s (private %v, %s), live events published %v\n", r.Redis, r.RedisPrivate, target, r.EventsPublished)
+	if r.RedisCluster {
+		fmt.Fprintf(tw, "redis calls per node\t%s\n", callsByNode(r.CallsPerNode, r.RedisCalls))
+	}
 	fmt.Fprintf(tw, "max RSS\t%d MiB\n", r.MaxRSSKiB/1024)
 	tw.Flush()
 }
