@@ -53,6 +53,11 @@ type benchResult struct {
 	RedisPrimaries  int              `json:"redis_primaries"`
 	EventsPublished bool             `json:"events_published"`
 	MaxRSSKiB       int64            `json:"max_rss_kib,omitempty"`
+	// CPU per execution over the timed window: this process (the worker; the bench's own
+	// polling is negligible) and the Redis primaries (INFO cpu: meaningful on a server the
+	// bench has to itself, such as the private one).
+	WorkerCPUMicros float64 `json:"worker_cpu_us_per_execution,omitempty"`
+	RedisCPUMicros  float64 `json:"redis_cpu_us_per_execution,omitempty"`
 }
 
 func benchCommand(stdout, stderr io.Writer) *cli.Command {
@@ -219,7 +224,12 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	if err != nil {
 		return benchResult{}, err
 	}
+	redis0, err := b.target.cpu(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
 	var services service.Group
+	cpu0 := processCPU()
 	began := time.Now()
 	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
 		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
@@ -233,8 +243,13 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(began)
+	cpu := processCPU() - cpu0
 	after, err := b.target.calls(ctx)
 	services.Stop(context.Background())
+	if err != nil {
+		return benchResult{}, err
+	}
+	redis1, err := b.target.cpu(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
@@ -246,7 +261,8 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	return benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: elapsed.Seconds(),
 		PerSecond: float64(n) / elapsed.Seconds(), StepsPerSecond: float64(n*steps) / elapsed.Seconds(),
 		P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerNode: perNode, CallsPerExecution: float64(calls) / float64(n),
-		CallsPerStep: float64(calls) / float64(n*steps)}, nil
+		CallsPerStep:    float64(calls) / float64(n*steps),
+		WorkerCPUMicros: float64(cpu.Nanoseconds()) / 1e3 / float64(n), RedisCPUMicros: float64((redis1 - redis0).Nanoseconds()) / 1e3 / float64(n)}, nil
 }
 
 // enqueue writes n starts of flowID with conc producers; it returns the ids and when each was
@@ -333,6 +349,7 @@ func writeBench(w io.Writer, r benchResult) {
 		fmt.Fprintf(tw, "latency p50 / p99\t%.1f ms / %.1f ms (enqueue → terminal)\n", r.P50Millis, r.P99Millis)
 		fmt.Fprintf(tw, "redis calls per execution\t%.2f\n", r.CallsPerExecution)
 		fmt.Fprintf(tw, "redis calls per step\t%.2f\n", r.CallsPerStep)
+		fmt.Fprintf(tw, "cpu per execution\tworker %.1f µs, redis %.1f µs\n", r.WorkerCPUMicros, r.RedisCPUMicros)
 	}
 	target := "one server"
 	if r.RedisCluster {

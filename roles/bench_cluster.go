@@ -7,7 +7,9 @@ import (
 	"maps"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -126,4 +128,28 @@ func callsByNode(perNode map[string]int64, total int64) string {
 		parts = append(parts, fmt.Sprintf("%s %d (%.0f%%)", addr, perNode[addr], share))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// cpu is the CPU time every primary has used (INFO cpu: used_cpu_user + used_cpu_sys). Only a
+// server the bench has to itself makes it the workload's cost.
+func (t benchTarget) cpu(ctx context.Context) (time.Duration, error) {
+	var secs float64
+	for _, addr := range t.primaries {
+		node := t.nodes[addr]
+		info, err := node.Do(ctx, node.B().Info().Section("cpu").Build()).ToString()
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu on %s: %w", addr, err)
+		}
+		for line := range strings.SplitSeq(info, "\n") {
+			name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
+				f, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return 0, fmt.Errorf("INFO cpu on %s: line %q: %w", addr, line, err)
+				}
+				secs += f
+			}
+		}
+	}
+	return time.Duration(secs * float64(time.Second)), nil
 }
