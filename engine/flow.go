@@ -62,6 +62,23 @@ type RetryPolicy struct {
 	MaxBackoffSeconds float64 `json:"max_backoff_seconds,omitempty"`
 }
 
+// StartsInstantly reports whether the flow's first step is a control node (set, condition,
+// switch, log, fail, end, or one that suspends: delay, wait_event, approval): it evaluates
+// expressions and returns within microseconds, so the state saved at its end is the first a
+// reader needs to see. A first step that calls out (http, code, file, an external node) can
+// take minutes, and the worker writes the new state before it (see roles/worker begin).
+func (f *Flow) StartsInstantly() bool {
+	n, ok := f.Node(f.Start)
+	if !ok {
+		return false
+	}
+	_, ok = n.runner.(instantRunner)
+	return ok
+}
+
+// instantRunner marks the control nodes' runners.
+type instantRunner interface{ instant() }
+
 // Node returns the node with that id.
 func (f *Flow) Node(id string) (*Node, bool) {
 	n, ok := f.index[id]

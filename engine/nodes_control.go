@@ -477,3 +477,14 @@ func render2json(v any) string {
 	}
 	return s
 }
+
+// The control nodes only evaluate expressions: see Flow.StartsInstantly.
+func (*setNode) instant()       {}
+func (*conditionNode) instant() {}
+func (*switchNode) instant()    {}
+func (*logNode) instant()       {}
+func (*failNode) instant()      {}
+func (*endNode) instant()       {}
+func (*delayNode) instant()     {}
+func (*waitEventNode) instant() {}
+func (*approvalNode) instant()  {}

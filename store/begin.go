@@ -179,8 +179,12 @@ func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
 // checkpoint costs no round trip), and — for the run's last save — deletes the lease: a
 // generation still ours proves the lease is ours or expired and untaken, so no comparison is
 // needed.
-// KEYS: 1 state, 2 (unused: the legacy fence key), 3 fencegen, 4 cancel, 5 lease.
-// ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none), 4 "1" = release the lease.
+// On a single server it also indexes the state when asked (KEYS[6]: the execution's first
+// save, or a changed start time), a round trip fewer; in a cluster the index is in another
+// slot and the caller sends the ZADD after the script.
+// KEYS: 1 state, 2 (unused: the legacy fence key), 3 fencegen, 4 cancel, 5 lease[, 6 index].
+// ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none), 4 "1" = release the lease, 5 index
+// score, 6 execution id (the index member).
 // Returns {1, cancelled} | {0, ”, fencegen}.
 var fencedSaveScript = rueidis.NewLuaScript(`
 local v = redis.call('MGET', KEYS[3], KEYS[4])
@@ -192,18 +196,25 @@ else
   redis.call('SET', KEYS[1], ARGV[2])
 end
 if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
+if KEYS[6] then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[6]) end
 return {1, v[2] and 1 or 0}
 `)
 
-// fencedSave runs fencedSaveScript for an encoded state; release deletes the lease with it.
-func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release bool) error {
+// fencedSave runs fencedSaveScript for an encoded state; release deletes the lease with it,
+// index (single server only) indexes it.
+func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release, index bool) error {
 	l := s.l
 	rel := "0"
 	if release {
 		rel = "1"
 	}
-	arr, err := fencedSaveScript.Exec(ctx, l.ts.r.c, []string{e.key, l.fenceKey, l.genKey, l.cancelKey, l.leaseKey},
-		[]string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}).ToArray()
+	ks := []string{e.key, l.fenceKey, l.genKey, l.cancelKey, l.leaseKey}
+	args := []string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
+	if index {
+		ks = append(ks, l.ts.sp.Index())
+		args = append(args, strconv.FormatFloat(e.score, 'f', -1, 64), e.id)
+	}
+	arr, err := fencedSaveScript.Exec(ctx, l.ts.r.c, ks, args).ToArray()
 	if err != nil {
 		return transient(ErrStateSave, "execution "+e.id, err)
 	}

@@ -302,13 +302,19 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c := ts.r.c
-	if err := s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal()); err != nil {
-		return err
-	}
 	l.mu.Lock()
 	indexed := l.indexed && l.indexScore == e.score
 	l.mu.Unlock()
-	if indexed {
+	inScript := !indexed && c.Mode() != rueidis.ClientModeCluster
+	if err := s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal(), inScript); err != nil {
+		return err
+	}
+	if indexed || inScript {
+		if inScript {
+			l.mu.Lock()
+			l.indexed, l.indexScore = true, e.score
+			l.mu.Unlock()
+		}
 		return nil
 	}
 	if err := c.Do(ctx, ts.zaddCmd(e.id, e.score)).Error(); err != nil {

@@ -397,3 +397,37 @@ func TestAcquireOwnTakesOverOnlyTheSameHolder(t *testing.T) {
 		t.Fatalf("free lease: %v took over %v", err, l2.TookOver())
 	}
 }
+
+// A lease's first save indexes the execution (in the save script on a single server), and a
+// changed start time moves the member; later saves leave the index alone.
+func TestFencedSaveIndexes(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	l := f.acquire("ix1", "worker-a")
+	st := newState("ix1", state.Running)
+	if err := l.Storage().Save(c, st); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := f.indexScore("ix1"); !ok || s != float64(st.StartTime.UnixMilli()) {
+		t.Fatalf("first fenced save: index score %v %v, want %d", s, ok, st.StartTime.UnixMilli())
+	}
+	st.StartTime = st.StartTime.Add(time.Hour)
+	if err := l.Storage().Save(c, st); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := f.indexScore("ix1"); s != float64(st.StartTime.UnixMilli()) {
+		t.Fatalf("changed start time: index score %v, want %d", s, st.StartTime.UnixMilli())
+	}
+	// Another lease fences this one out: its save writes neither the state nor the index.
+	f.do(f.c.B().Del().Key(f.mech(keys.FamLease, "ix1")).Build())
+	f.acquire("ix1", "worker-b")
+	stale := newState("ix1", state.Completed)
+	stale.StartTime = st.StartTime.Add(time.Hour)
+	if err := l.Storage().Save(c, stale); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("stale save: %v", err)
+	}
+	if s, _ := f.indexScore("ix1"); s != float64(st.StartTime.UnixMilli()) {
+		t.Fatalf("a fenced-out save moved the index to %v", s)
+	}
+}

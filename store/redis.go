@@ -25,8 +25,11 @@ import (
 // Round trips (one "RTT" = one request/response exchange; pipelined commands count once):
 //   - TenantStore.Save (unfenced, also the lease's save with PLAITA_DISABLE_FENCING=1):
 //     1 — SET and ZADD pipelined (2 against a cluster, where the ZADD waits for the SET);
-//   - FencedStorage.Save: 1 (the CAS script) once the lease has indexed the execution, 2 on
-//     the lease's first save or when the start time changes (the script, then ZADD);
+//   - FencedStorage.Save: 1 (the CAS script; on a single server it indexes the execution
+//     itself when needed); against a cluster 2 on the lease's first save or when the start
+//     time changes (the script, then ZADD);
+//   - Begin: 1 (the begin script; a start's new state is indexed in it on a single server,
+//     by a ZADD after it against a cluster);
 //   - Load: 1 — GET and ZSCORE pipelined; +1 (ZADD NX) only when the index member is missing;
 //   - Delete: 3 — SMEMBERS of the node-retry set, the delete script, ZREM.
 //

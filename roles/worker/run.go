@@ -206,11 +206,13 @@ func (p *Dispatcher) endRun(id string) {
 }
 
 // begin takes the execution lease and reads what the run needs in one round trip (as acquire,
-// a leftover lease of this instance is taken over). A start passes its new state, written there
-// when the execution has none, so it is visible while its first step runs.
+// a leftover lease of this instance is taken over). A start whose first step may take long
+// passes its new state, written there when the execution has none, so it is visible while that
+// step runs; one whose first step is instant (Flow.StartsInstantly) is first written at the end
+// of that step, microseconds later — a state encoded and written less per execution.
 func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input any) (*store.Begun, error) {
 	var fresh *state.Execution
-	if env := t.env; env.Kind == queue.KindStart && f != nil {
+	if env := t.env; env.Kind == queue.KindStart && f != nil && !f.StartsInstantly() {
 		st, err := engine.NewState(f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: t.ts.Tenant(),
 			FlowVersion: env.FlowVersion, Input: input}, p.d.Clock.Now())
 		if err == nil {
