@@ -224,8 +224,8 @@ type effectServer struct {
 
 type connOwnerKey struct{}
 
-func newEffectServer(t *testing.T, workers func() []*e2eWorker) *effectServer {
-	s := &effectServer{start: time.Now(), workers: workers, counts: map[string]int{}, fx: map[string][]*fxRequest{},
+func newEffectServer(t *testing.T, start time.Time, workers func() []*e2eWorker) *effectServer {
+	s := &effectServer{start: start, workers: workers, counts: map[string]int{}, fx: map[string][]*fxRequest{},
 		saved: map[string]bool{}, doomed: map[*e2eWorker]*fault{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.port = s.Listener.Addr().(*net.TCPAddr).Port
@@ -536,20 +536,16 @@ func runChaos(t *testing.T, size chaosSize) {
 		"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(chaosConcurrency), "PLAITA_WORKER_DRAIN_TIMEOUT": "3",
 	}, "--appendonly", "yes", "--appendfsync", "always")
 	pool := &workerPool{t: t, e: e, index: map[*e2eWorker]int{}}
-	fx := newEffectServer(t, pool.alive)
+	started := time.Now()
+	fx := newEffectServer(t, started, pool.alive)
 	for id, def := range chaosFlows {
 		e.publish(id, strings.ReplaceAll(def, "URL", fx.URL))
 	}
 	queueName := config.QueueName.In(e.cfg)
 	cases := chaosCases(total)
-	byID := map[string]*chaosCase{}
-	for _, c := range cases {
-		byID[c.id] = c
-	}
 	for range chaosWorkers {
 		pool.spawn()
 	}
-	started := time.Now()
 
 	// The driver plays the flows' clients: it keeps up to chaosWindow executions enqueued and
 	// unsettled, adds a malformed entry every chaosPoisonEvery executions, and once an
@@ -557,7 +553,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	// no enqueue of its own straddles the kill and has an unknown outcome.
 	var redisMu sync.RWMutex
 	var settledN atomic.Int64
-	var retried []string // enqueues the driver had to retry
+	var retried []string       // enqueues the driver had to retry
 	poison := map[string]int{} // stream id → kind
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -566,13 +562,16 @@ func runChaos(t *testing.T, size chaosSize) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		failed := func(what string, err error) error {
+			if err != nil && len(retried) < 10 {
+				retried = append(retried, fmt.Sprintf("+%.1fs %s: %v", time.Since(started).Seconds(), what, err))
+			}
+			return err
+		}
 		enqueue := func(env queue.Envelope) error {
 			env.Stamp(settings.Generations(e.cfg), time.Now())
 			_, err := queue.Enqueue(e.ctx, e.c, queueName, env)
-			if err != nil && len(retried) < 10 {
-				retried = append(retried, fmt.Sprintf("+%.1fs enqueue %s %s: %v", time.Since(started).Seconds(), env.Kind, env.ExecutionID, err))
-			}
-			return err
+			return failed(fmt.Sprintf("enqueue %s %s", env.Kind, env.ExecutionID), err)
 		}
 		var active []*chaosCase
 		next, poisoned := 0, 0
@@ -589,7 +588,7 @@ func runChaos(t *testing.T, size chaosSize) {
 				if poisoned <= next/chaosPoisonEvery {
 					fv := chaosPoison(poisoned)
 					id, err := e.c.Do(e.ctx, e.c.B().Xadd().Key(queueName).Id("*").FieldValue().FieldValue(fv[0], fv[1]).Build()).ToString()
-					if err != nil {
+					if failed("add a malformed entry", err) != nil {
 						break
 					}
 					poison[id] = poisoned % 4
@@ -653,6 +652,30 @@ func runChaos(t *testing.T, size chaosSize) {
 			fx.caught(f, r)
 		}
 	}
+	// restartRedis stops every worker for the fault moment, kills Redis, lets the workers run
+	// into the outage for a second, and starts Redis again on its AOF.
+	restartRedis := func(f *fault) {
+		redisMu.Lock()
+		defer redisMu.Unlock()
+		var frozen []*e2eWorker
+		for _, w := range pool.alive() {
+			if freeze(w) {
+				frozen = append(frozen, w)
+			}
+		}
+		checkAnswered(f, fx.faultMoment(f, frozen, true))
+		e.srv.Kill()
+		for _, w := range frozen {
+			w.cmd.Process.Signal(syscall.SIGCONT)
+		}
+		time.Sleep(time.Second) // the outage
+		e.srv.Start()
+		// The test's own client reconnects before the driver goes on.
+		waitFor(t, "Redis answering the test again", 30*time.Second, func() bool {
+			return e.c.Do(e.ctx, e.c.B().Ping().Build()).Error() == nil
+		})
+		fx.endOutage()
+	}
 	var faults []*fault
 	newFault := func(kind string, w *e2eWorker) *fault {
 		f := &fault{kind: kind, at: time.Since(started), worker: -1}
@@ -663,6 +686,8 @@ func runChaos(t *testing.T, size chaosSize) {
 		return f
 	}
 	faultLog := func() string {
+		fx.mu.Lock()
+		defer fx.mu.Unlock()
 		var b strings.Builder
 		for _, f := range faults {
 			fmt.Fprintf(&b, "%s: %d in flight\n", f, f.inFlight)
@@ -675,7 +700,6 @@ func runChaos(t *testing.T, size chaosSize) {
 	// Redis (once a third did). At each fault moment the workers concerned are stopped with
 	// SIGSTOP for the effect server to take stock of their side effects in flight.
 	var kills, restarts, drains, unsettledAtRestart int
-	var restart *fault
 	var drained *e2eWorker
 	deadline := started.Add(size.deadline)
 	for {
@@ -698,29 +722,8 @@ func runChaos(t *testing.T, size chaosSize) {
 			drains++
 			pool.spawn()
 		case restarts == 0 && done >= total/3:
-			redisMu.Lock()
-			ws := pool.alive()
-			var frozen []*e2eWorker
-			for _, w := range ws {
-				if freeze(w) {
-					frozen = append(frozen, w)
-				}
-			}
-			restart = newFault("restart", nil)
-			checkAnswered(restart, fx.faultMoment(restart, frozen, true))
-			unsettledAtRestart = total - int(settledN.Load())
-			e.srv.Kill()
-			for _, w := range frozen {
-				w.cmd.Process.Signal(syscall.SIGCONT)
-			}
-			time.Sleep(time.Second) // the outage
-			e.srv.Start()
-			// The test's own client reconnects before the driver goes on.
-			waitFor(t, "Redis answering the test again", 30*time.Second, func() bool {
-				return e.c.Do(e.ctx, e.c.B().Ping().Build()).Error() == nil
-			})
-			fx.endOutage()
-			redisMu.Unlock()
+			restartRedis(newFault("restart", nil))
+			unsettledAtRestart = total - done
 			restarts++
 		default:
 			w := pool.pick()
@@ -856,21 +859,20 @@ func runChaos(t *testing.T, size chaosSize) {
 		}
 	}
 	steps := len(fx.fx)
-	fx.mu.Unlock()
-	limit, atKills, maxKill := 0, 0, 0
+	limit, atKills, maxKill, atDrain, atRestart := 0, 0, 0, 0, 0
 	for _, f := range faults {
 		limit += f.inFlight
-		if f.kind == "kill" {
+		switch f.kind {
+		case "kill":
 			atKills += f.inFlight
 			maxKill = max(maxKill, f.inFlight)
+		case "drain":
+			atDrain += f.inFlight
+		case "restart":
+			atRestart += f.inFlight
 		}
 	}
-	drainInFlight := 0
-	for _, f := range faults {
-		if f.kind == "drain" {
-			drainInFlight += f.inFlight
-		}
-	}
+	fx.mu.Unlock()
 
 	var b strings.Builder
 	row := func(k, format string, a ...any) { fmt.Fprintf(&b, "  %-22s %s\n", k, fmt.Sprintf(format, a...)) }
@@ -881,9 +883,9 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("kills (kill -9)", "%d", kills)
 	row("Redis restarts", "%d", restarts)
 	row("drains (SIGTERM)", "%d", drains)
-	row("in flight at restart", "%d side-effecting steps (%d executions unsettled)", restart.inFlight, unsettledAtRestart)
+	row("in flight at restart", "%d side-effecting steps (%d executions unsettled)", atRestart, unsettledAtRestart)
 	row("in flight at kills", "%d side-effecting steps (at most %d at one kill)", atKills, maxKill)
-	row("in flight at drain", "%d side-effecting steps", drainInFlight)
+	row("in flight at drain", "%d side-effecting steps", atDrain)
 	row("side-effect requests", "%d for %d steps", requests, steps)
 	row("replays", "%d (%d not caught in flight by a fault)", replays, len(unexplained))
 	row("limit", "%d (the side-effecting steps in flight at the faults)", limit)
