@@ -190,11 +190,12 @@ func (f *fault) catch(r *fxRequest) {
 
 // fxRequest is one side-effect request as the effect server saw it.
 type fxRequest struct {
-	path  string
-	owner *e2eWorker // the worker whose socket sent it; nil when that socket was gone already
-	at    time.Duration
-	open  bool
-	fault *fault // the fault that caught its step in flight
+	path    string
+	owner   *e2eWorker // the worker whose socket sent it; nil when that socket was gone already
+	at      time.Duration
+	open    bool
+	fault   *fault // the fault that caught its step in flight
+	stopped bool   // else: the run it belonged to was stopped by its worker (see workerPool.stops)
 }
 
 // effectServer is the flows' outside world. It answers after a random pause (so kills land
@@ -488,6 +489,45 @@ func (p *workerPool) logs() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return logs(p.all)
+}
+
+// workerStop is a worker and an execution whose run it stopped.
+type workerStop struct {
+	w  *e2eWorker
+	id string
+}
+
+// stops are the runs the workers stopped themselves without saving their step, from their
+// logs: a lost lease (a fenced save, or renewals late past the TTL on a starved machine) or a
+// transient failure (a storage call that failed); either leaves the message to be redelivered
+// from the last checkpoint, and so replays the step it was in. By worker and execution, with
+// the count of each kind.
+func (p *workerPool) stops() (stops map[workerStop]int, lostLeases, failedTasks int) {
+	p.mu.Lock()
+	ws := append([]*e2eWorker(nil), p.all...)
+	p.mu.Unlock()
+	stops = map[workerStop]int{}
+	for _, w := range ws {
+		for _, line := range strings.Split(w.stderr.String(), "\n") {
+			lost := strings.Contains(line, `"event":"worker.lease_lost"`)
+			if !lost && !strings.Contains(line, `"event":"worker.task_failed"`) {
+				continue
+			}
+			var ev struct {
+				ExecutionID string `json:"execution_id"`
+			}
+			if json.Unmarshal([]byte(line), &ev) != nil || ev.ExecutionID == "" {
+				continue
+			}
+			stops[workerStop{w, ev.ExecutionID}]++
+			if lost {
+				lostLeases++
+			} else {
+				failedTasks++
+			}
+		}
+	}
+	return stops, lostLeases, failedTasks
 }
 
 // freeze stops w with SIGSTOP and waits until every thread of it is stopped; false when the
@@ -824,7 +864,10 @@ func runChaos(t *testing.T, size chaosSize) {
 		t.Errorf("the DLQ holds %d entries, want the %d poisoned ones; the others:\n%s", len(entries), len(poison), strings.Join(other, "\n"))
 	}
 
-	// Side effects: each step ran once, plus once per time a fault caught it in flight.
+	// Side effects: each step ran once, plus once per time a fault caught it in flight, or its
+	// worker stopped the run itself (each such stop explains one request of its own).
+	stops, lostLeases, failedTasks := pool.stops()
+	stopCaught := 0
 	fx.mu.Lock()
 	requests, replays := 0, 0
 	var unexplained []string
@@ -837,21 +880,34 @@ func runChaos(t *testing.T, size chaosSize) {
 		rs := fx.fx[path]
 		requests += len(rs)
 		replays += len(rs) - 1
-		uncaught := 0
+		var uncaught []*fxRequest
 		for _, r := range rs {
 			if r.fault == nil {
-				uncaught++
+				uncaught = append(uncaught, r)
 			}
 		}
-		if uncaught > 1 {
+		id, _ := fxStep(path)
+		left := len(uncaught)
+		for _, r := range uncaught[:max(0, len(uncaught)-1)] { // all but the one that went through
+			if k := (workerStop{r.owner, id}); stops[k] > 0 {
+				stops[k]--
+				r.stopped = true
+				stopCaught++
+				left--
+			}
+		}
+		if left > 1 {
 			var desc []string
 			for _, r := range rs {
 				d := fmt.Sprintf("+%.2fs from a socket gone before it was named", r.at.Seconds())
 				if r.owner != nil {
 					d = fmt.Sprintf("+%.2fs from w%d", r.at.Seconds(), pool.index[r.owner])
 				}
-				if r.fault != nil {
+				switch {
+				case r.fault != nil:
 					d += ", caught by the " + r.fault.String()
+				case r.stopped:
+					d += ", its run stopped by its worker"
 				}
 				desc = append(desc, d)
 			}
@@ -859,7 +915,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		}
 	}
 	steps := len(fx.fx)
-	limit, atKills, maxKill, atDrain, atRestart := 0, 0, 0, 0, 0
+	limit, atKills, maxKill, atDrain, atRestart := stopCaught, 0, 0, 0, 0
 	for _, f := range faults {
 		limit += f.inFlight
 		switch f.kind {
@@ -887,8 +943,10 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("in flight at kills", "%d side-effecting steps (at most %d at one kill)", atKills, maxKill)
 	row("in flight at drain", "%d side-effecting steps", atDrain)
 	row("side-effect requests", "%d for %d steps", requests, steps)
-	row("replays", "%d (%d not caught in flight by a fault)", replays, len(unexplained))
-	row("limit", "%d (the side-effecting steps in flight at the faults)", limit)
+	row("stopped runs", "%d by their own worker (lease lost %d, transient failure %d); %d explain a replay no fault caught",
+		lostLeases+failedTasks, lostLeases, failedTasks, stopCaught)
+	row("replays", "%d (%d not caught in flight by a fault or a stopped run)", replays, len(unexplained))
+	row("limit", "%d (the side-effecting steps in flight at the faults and the stopped runs)", limit)
 	row("kills+restarts", "%d (%.2f replays per fault)", kills+restarts, float64(replays)/float64(kills+restarts))
 	row("dead letters", "%d (the %d poisoned entries)", len(entries), len(poison))
 	row("duration", "%.1fs", elapsed.Seconds())
@@ -904,10 +962,10 @@ func runChaos(t *testing.T, size chaosSize) {
 	}
 
 	if replays > limit {
-		t.Errorf("%d side effects replayed, more than the %d steps the faults caught in flight", replays, limit)
+		t.Errorf("%d side effects replayed, more than the %d steps in flight at the faults and the stopped runs", replays, limit)
 	}
 	if len(unexplained) > 0 {
-		t.Errorf("%d side-effecting steps replayed without a fault catching them in flight:\n%s\nfaults:\n%s",
+		t.Errorf("%d side-effecting steps replayed without a fault catching them in flight or their worker stopping the run:\n%s\nfaults:\n%s",
 			len(unexplained), strings.Join(unexplained[:min(len(unexplained), 20)], "\n"), faultLog())
 		for _, u := range unexplained[:min(len(unexplained), 3)] {
 			id, _ := fxStep(strings.SplitN(u, ":", 2)[0])
