@@ -32,7 +32,8 @@ import (
 // is drained with SIGTERM. At the end every execution is in its expected state with exactly
 // one terminal transition, none is left running, the queue is drained, the dead-letter stream
 // holds exactly the deliberately malformed entries, each once, and a side effect was replayed
-// only where a fault caught its step in flight.
+// only where a fault caught its step in flight (or, on a starved machine, where its worker
+// stopped the run itself, having lost the lease).
 //
 // TestChaosShort (every `go test`) runs a few hundred executions; TestChaos (`-tags chaos`,
 // `just chaos`) a few thousand. One body, runChaos, serves both.
@@ -207,7 +208,8 @@ type fxRequest struct {
 //   - requests that arrive afterwards from a killed or draining worker, or from anyone while
 //     Redis is down.
 //
-// A replay no fault caught in flight is unexplained.
+// A replay no fault caught in flight is unexplained, unless the worker logged stopping that run
+// (workerPool.stops).
 type effectServer struct {
 	*httptest.Server
 	port    int
@@ -399,7 +401,6 @@ func fxStep(path string) (id, step string) {
 
 // workerPool is every worker the run started.
 type workerPool struct {
-	t     *testing.T
 	e     *e2e
 	mu    sync.Mutex
 	all   []*e2eWorker
@@ -575,7 +576,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "3", "PLAITA_MAX_DELIVERIES": "20",
 		"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(chaosConcurrency), "PLAITA_WORKER_DRAIN_TIMEOUT": "3",
 	}, "--appendonly", "yes", "--appendfsync", "always")
-	pool := &workerPool{t: t, e: e, index: map[*e2eWorker]int{}}
+	pool := &workerPool{e: e, index: map[*e2eWorker]int{}}
 	started := time.Now()
 	fx := newEffectServer(t, started, pool.alive)
 	for id, def := range chaosFlows {
