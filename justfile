@@ -13,6 +13,7 @@ test:
 lint:
     @out="$(gofmt -l .)"; if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
     go vet ./...
+    go vet -tags chaos ./...
     go tool staticcheck ./...
 
 # Regenerate docs/configuration.md and config/keys_gen.go from the registry.
@@ -27,6 +28,11 @@ fuzz time="60s":
     go test ./engine -run '^$' -fuzz FuzzTemplate -fuzztime {{time}}
     go test ./store/keys -run '^$' -fuzz FuzzKeySpaceHasNoOverlap -fuzztime {{time}}
     go test ./queue -run '^$' -fuzz FuzzDecode -fuzztime {{time}}
+
+# The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
+# few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
+chaos:
+    go test -tags chaos -run TestChaos -count=1 -v -timeout 30m .
 
 # Executor throughput on a 100-node linear flow, with allocations.
 bench:
