@@ -64,11 +64,17 @@ func showState(t *testing.T, env map[string]string, id string) state.Execution {
 	return st
 }
 
-// waitStatus polls `execution show --json` until the execution has the status.
+// waitStatus polls `execution show --json` until the execution has the status. An execution
+// that does not exist yet (its start still queued, or its first step running) is waited for.
 func waitStatus(t *testing.T, env map[string]string, id string, want state.Status) state.Execution {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		r := run(t, env, "execution", "show", id, "--json", "--quiet")
+		if r.code != 0 && strings.Contains(r.stderr, "no execution "+id) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		st := showState(t, env, id)
 		if st.Status == want {
 			return st
