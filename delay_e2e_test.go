@@ -458,3 +458,58 @@ func TestE2EDelayQueueAndCheckIntervalPreflight(t *testing.T) {
 		t.Errorf("%d connection(s) made before the preflight passed", n)
 	}
 }
+
+// The worker is killed with kill -9 in the step after a delay's wake-up was applied: the
+// redelivered wake-up meets the running execution its first delivery left behind, is
+// recognised as that very resume (its mark), and the execution goes on from its checkpoint to
+// completion — without a second resume and without a second wake-up sent.
+func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
+	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})}
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
+	flow := writeCLIFlow(t, "nap-then-slow.json", `{"id":"nap-then-slow","version":"1","start":"nap","nodes":[
+	 {"id":"nap","type":"delay","params":{"seconds":1},"next":"slow"},
+	 {"id":"slow","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
+	 {"id":"done","type":"end","params":{"output":"ok"}}]}`)
+	a := spawnWorker(t, d.env)
+	d.procs = append(d.procs, a)
+	d.startRole("delay")
+	id := d.startFlow(flow, "")
+	hs.waitSeen(t, "/slow", 60*time.Second, d.procs...)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(10 * time.Second)
+	d.startRole("worker")
+	st := d.waitDone(id)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s, error %+v\n%s", st.Status, st.Error, logs(d.procs))
+	}
+	if r := timelineResumes(st); len(r) != 1 || st.LastResume == nil || !strings.HasPrefix(st.LastResume.Key, "delay:"+id+":nap:") {
+		t.Fatalf("resumes %v, last resume %+v", r, st.LastResume)
+	}
+	if n := d.entriesAdded(); n != 2 {
+		t.Fatalf("%d stream entries added, want 2 (the start and the one wake-up, redelivered)", n)
+	}
+	if fired(id, d.procs...) != 1 {
+		t.Fatalf("delay.fired %d times", fired(id, d.procs...))
+	}
+}
+
+// Redis restarts (with its data) while a delay waits: the delay role and the worker reconnect
+// and the execution completes, resumed once.
+func TestE2EDelayRoleSurvivesARedisRestart(t *testing.T) {
+	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, nil, "--appendonly", "yes", "--appendfsync", "always")}
+	d.startRole("worker")
+	delayRole := d.startRole("delay")
+	id := d.startFlow(delayFlowFile(t, "nap3r", 3), "")
+	d.waitSuspended(id)
+	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
+	d.srv.Restart()
+	st := d.waitDone(id)
+	if st.Status != state.Completed || len(timelineResumes(st)) != 1 {
+		t.Fatalf("status %s, resumes %v\n%s", st.Status, timelineResumes(st), logs(d.procs))
+	}
+	if fired(id, delayRole) != 1 {
+		t.Fatalf("delay.fired %d times\n%s", fired(id, delayRole), delayRole.stderr.String())
+	}
+}

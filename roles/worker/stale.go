@@ -32,8 +32,10 @@ import (
 //
 // A wake-up that meets a held lease is not acked away (a continue "carries nothing" for the
 // lease-conflict rules, but this one is the execution's only way out of its suspension — the
-// worker that suspended it may simply not have let go yet): if it still fits the state it goes
-// back on the delay queue for WakeupRetryDelay, else it is dropped as stale.
+// worker that suspended it may simply not have let go yet): if the execution is still
+// suspended as the mark says, the wake-up goes back on the delay queue for WakeupRetryDelay;
+// if it runs on this very resume, the usual lease-conflict rules apply (its holder settles it,
+// or a dead holder's lease runs out and the redelivery goes on); else it is dropped as stale.
 
 // WakeupRetryDelay is how long a delay-queue wake-up that met a held lease waits on the delay
 // queue before it is sent again.
@@ -102,7 +104,8 @@ func (p *Dispatcher) staleWakeup(t *task, st *state.Execution) (Outcome, bool) {
 }
 
 // wakeupConflict decides a delay-queue resume whose execution lease is held: rescheduled when
-// it still fits the stored state, dropped when it does not. ok is false for any other task.
+// the execution is still suspended as its mark says, dropped when it does not fit. ok is false
+// for any other task, and for the resume a running execution is on (the usual rules apply).
 func (p *Dispatcher) wakeupConflict(ctx context.Context, t *task) (Outcome, bool) {
 	w, ok, err := queue.ParseWakeup(t.env)
 	switch {
@@ -122,6 +125,11 @@ func (p *Dispatcher) wakeupConflict(ctx context.Context, t *task) (Outcome, bool
 	}
 	if fits, why := judgeWakeup(st, w, t.env.ResumeType, carrierKey(t)); !fits {
 		return p.stale(t, why), true
+	}
+	if st.Status != state.Suspended {
+		// Running on this very resume: its holder runs it, or its lease outlives a dead
+		// holder. The usual conflict rules settle that without losing it.
+		return Outcome{}, false
 	}
 	if err := p.d.Wakeups.delay.Reschedule(octx, queue.WakeupEntry(t.env, w), time.Now().Add(WakeupRetryDelay)); err != nil {
 		return retry(fmt.Errorf("put a wake-up that met a held lease back on the delay queue: %w", err)), true

@@ -321,3 +321,42 @@ func (f *dispatchFix) putState(t *testing.T, st *state.Execution) {
 		t.Fatal(err)
 	}
 }
+
+func TestJudgeWakeup(t *testing.T) {
+	due := time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC)
+	w := queue.Wakeup{Source: queue.WakeupSource, Node: "n", Due: due.Truncate(time.Millisecond)}
+	suspended := func(kind, node string, due time.Time) *state.Execution {
+		return &state.Execution{Status: state.Suspended, Suspend: &state.Suspend{Kind: kind, Node: node, Due: &due}}
+	}
+	running := func(m *state.ResumeMark) *state.Execution {
+		return &state.Execution{Status: state.Running, LastResume: m}
+	}
+	mark := &state.ResumeMark{Type: "continue", Node: "n", Key: "delay:k"}
+	for name, tc := range map[string]struct {
+		st   *state.Execution
+		rt   engine.ResumeType
+		key  string
+		fits bool
+	}{
+		"the delay it was scheduled for":      {suspended(state.SuspendDelay, "n", due), engine.ResumeContinue, "", true},
+		"a wait's timeout":                    {suspended(state.SuspendEvent, "n", due), engine.ResumeTimeout, "", true},
+		"an approval's timeout":               {suspended(state.SuspendApproval, "n", due), engine.ResumeTimeout, "", true},
+		"another node":                        {suspended(state.SuspendDelay, "m", due), engine.ResumeContinue, "", false},
+		"the same node, another due time":     {suspended(state.SuspendDelay, "n", due.Add(time.Millisecond)), engine.ResumeContinue, "", false},
+		"a continue for a wait":               {suspended(state.SuspendEvent, "n", due), engine.ResumeContinue, "", false},
+		"a timeout for a delay":               {suspended(state.SuspendDelay, "n", due), engine.ResumeTimeout, "", false},
+		"no due time":                         {&state.Execution{Status: state.Suspended, Suspend: &state.Suspend{Kind: state.SuspendDelay, Node: "n"}}, engine.ResumeContinue, "", false},
+		"no suspension record":                {&state.Execution{Status: state.Suspended}, engine.ResumeContinue, "", false},
+		"running on this resume":              {running(mark), engine.ResumeContinue, "delay:k", true},
+		"running on another carrier":          {running(mark), engine.ResumeContinue, "delay:other", false},
+		"running on a resume of another type": {running(mark), engine.ResumeTimeout, "delay:k", false},
+		"running, no mark":                    {running(nil), engine.ResumeContinue, "delay:k", false},
+		"completed":                           {&state.Execution{Status: state.Completed}, engine.ResumeContinue, "", false},
+		"no state":                            {nil, engine.ResumeContinue, "", false},
+	} {
+		fits, why := judgeWakeup(tc.st, w, tc.rt, tc.key)
+		if fits != tc.fits || (!fits && why == "") {
+			t.Errorf("%s: fits=%v (%s), want %v", name, fits, why, tc.fits)
+		}
+	}
+}
