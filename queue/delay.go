@@ -306,8 +306,8 @@ type MoveReport struct {
 	Full bool
 }
 
-// moveScript sends due members on a single server (or when every key shares one Cluster
-// slot), each one atomically: its resume is added to the stream and the member removed in the
+// moveScript sends due members on a single server (in a Redis Cluster its keys would span
+// slots: see MoveDue), each one atomically: its resume is added to the stream and the member removed in the
 // same step, so a crash never sends it twice and two movers never both send it (the second
 // finds it gone). A member whose XADD fails (OOM, a stream key of the wrong type …) has its
 // failure counted in :attempts and its score pushed to its next attempt, or past MaxAttempts

@@ -448,7 +448,7 @@ func (k *conn) wakeUpFor(ctx context.Context, st *state.Execution, now time.Time
 		}
 	case state.SuspendEvent:
 		w.By = string(config.RoleFilter)
-		w.Text = fmt.Sprintf("an event of type %q through the filter role: %s", s.EventType, roleText(config.RoleFilter, count(config.RoleFilter),
+		w.Text = fmt.Sprintf("an event of type %q — %s", s.EventType, roleText(config.RoleFilter, count(config.RoleFilter),
 			"nothing delivers the event until one runs; the commands below deliver one by hand"))
 	case state.SuspendApproval:
 		w.By = string(config.RoleConsole)
@@ -480,15 +480,15 @@ func (k *conn) dueReport(ctx context.Context, st *state.Execution, rt engine.Res
 	switch {
 	case err != nil:
 		w.Problems = append(w.Problems, fmt.Sprintf("the delay queue cannot be read: %v", err))
-	case l.Dead != nil:
-		d.Entry, d.DeadReason = "dead", l.Dead.Reason
-	case l.Scheduled:
+	case l.Scheduled: // even with a :dead record: scheduled again since (a redelivery registers it anew)
 		d.Entry, d.Attempts = "scheduled", l.Attempts
 		if l.Attempts > 0 {
 			d.Entry = "retrying"
 		}
 		at := l.At
 		d.EntryAt = &at
+	case l.Dead != nil:
+		d.Entry, d.DeadReason = "dead", l.Dead.Reason
 	default:
 		d.Entry = "missing"
 	}
