@@ -87,13 +87,29 @@ func (d *delayE2E) wakeUp(id string) map[string]any {
 	return out.WakeUp
 }
 
+// state reads the execution through `plaita execution show --json`; false while it does not
+// exist yet (`plaita start` returns once the start is enqueued, before a worker runs it).
+func (d *delayE2E) state(id string) (state.Execution, bool) {
+	d.t.Helper()
+	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
+	var st state.Execution
+	if r.code == 1 && strings.Contains(r.stderr, "no execution "+id) {
+		return st, false
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		d.t.Fatalf("show --json %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	return st, true
+}
+
 // waitDone waits (generously: the machine is shared) for a terminal status through the CLI.
 func (d *delayE2E) waitDone(id string) state.Execution {
 	d.t.Helper()
 	var st state.Execution
 	waitFor(d.t, "execution "+id+" to finish", 90*time.Second, func() bool {
-		st = showState(d.t, d.env, id)
-		return st.Status.Terminal()
+		var ok bool
+		st, ok = d.state(id)
+		return ok && st.Status.Terminal()
 	}, d.procs...)
 	return st
 }
@@ -102,8 +118,9 @@ func (d *delayE2E) waitSuspended(id string) state.Execution {
 	d.t.Helper()
 	var st state.Execution
 	waitFor(d.t, "execution "+id+" to suspend", 60*time.Second, func() bool {
-		st = showState(d.t, d.env, id)
-		return st.Status == state.Suspended
+		var ok bool
+		st, ok = d.state(id)
+		return ok && st.Status == state.Suspended
 	}, d.procs...)
 	return st
 }
