@@ -109,7 +109,9 @@ func (m *Mover) loop(ctx context.Context) {
 		}
 		for range maxPassesPerTick {
 			rep, err := m.RunOnce(ctx)
-			if err != nil || !rep.Full || ctx.Err() != nil {
+			// Go on at once only while passes move members: a full batch of members that could
+			// not even be counted (Redis out of memory) would otherwise be retried in a hot loop.
+			if err != nil || !rep.Full || len(rep.Fired)+len(rep.Dead) == 0 || ctx.Err() != nil {
 				break
 			}
 		}
