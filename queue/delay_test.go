@@ -580,3 +580,44 @@ func TestDelayMoveDueCluster(t *testing.T) {
 		t.Fatalf("claimed member %+v", l)
 	}
 }
+
+// Out of memory Redis refuses the XADD and the count of the failure alike: the member stays as
+// it is (an outage, not a poisoned entry: nothing is given up) and is sent once memory is back.
+func TestDelayOutOfMemoryGivesNothingUp(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t, "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	c := srv.Client(t)
+	f := newDelayFix(t, c, "plaita")
+	now := time.Now()
+	e := entryAt("ex_1", state.ResumeContinue, now)
+	f.schedule(t, e)
+	var filler []string
+	for i := 0; ; i++ {
+		key := fmt.Sprintf("fill:%d", i)
+		err := c.Do(testCtx(t), c.B().Set().Key(key).Value(strings.Repeat("y", 100000)).Build()).Error()
+		if err != nil {
+			if !strings.Contains(err.Error(), "OOM") {
+				t.Fatal(err)
+			}
+			break
+		}
+		filler = append(filler, key)
+	}
+	for range 3 {
+		rep := f.move(t, now)
+		if len(rep.Retried) != 1 || rep.Retried[0].Attempts != 0 || !strings.Contains(rep.Retried[0].Err, "OOM") || len(rep.Dead) != 0 {
+			t.Fatalf("out of memory: %+v", rep)
+		}
+	}
+	if l, err := f.d.Lookup(testCtx(t), e); err != nil || !l.Scheduled || l.Attempts != 0 || l.Dead != nil {
+		t.Fatalf("lookup %+v %v", l, err)
+	}
+	for _, k := range filler {
+		if err := c.Do(testCtx(t), c.B().Del().Key(k).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rep := f.move(t, now); len(rep.Fired) != 1 {
+		t.Fatalf("after memory came back: %+v", rep)
+	}
+}
