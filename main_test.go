@@ -215,8 +215,8 @@ func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
 	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate"} {
 		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
 		want := 1 // not built yet: the preflight passed
-		if cmd == "worker" {
-			// The worker would go on to Redis: stop it at its preflight with a rejected value.
+		if cmd == "worker" || cmd == "delay" {
+			// A built role would go on to Redis: stop it at its preflight with a rejected value.
 			env["PLAITA_QUEUE_NAME"] = ""
 			want = 2
 		}
@@ -486,11 +486,11 @@ func TestRolesTable(t *testing.T) {
 			continue
 		}
 		switch f[0] {
-		case "worker":
+		case "worker", "delay":
 			if strings.Contains(line, "not built") {
-				t.Errorf("the worker is built: %q", line)
+				t.Errorf("the %s is built: %q", f[0], line)
 			}
-		case "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate":
+		case "console", "filter", "schedule", "dev", "reap", "reindex", "dlq", "drain-list", "migrate":
 			if !strings.HasSuffix(line, "(not built yet)") {
 				t.Errorf("--help does not mark %s: %q", f[0], line)
 			}
@@ -512,7 +512,7 @@ func TestLoggingFlagsOnEveryCommand(t *testing.T) {
 		// others pass it and are not built yet (exit 1).
 		{[]string{"worker"}, 2, true},
 		{[]string{"console"}, 1, true}, {[]string{"filter"}, 2, true}, {[]string{"schedule"}, 2, true},
-		{[]string{"delay"}, 1, true}, {[]string{"dev"}, 2, true},
+		{[]string{"delay"}, 2, true}, {[]string{"dev"}, 2, true},
 		{[]string{"reap"}, 2, true}, {[]string{"reindex"}, 2, true}, {[]string{"dlq"}, 2, true},
 		{[]string{"drain-list"}, 2, true}, {[]string{"migrate"}, 1, true},
 		{[]string{"doctor", "--role", "console"}, 0, false}, {[]string{"roles"}, 0, false},

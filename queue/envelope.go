@@ -223,24 +223,35 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 		return "", fmt.Errorf("%w: %w: the %s is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
 			ErrInvalidEnvelope, ErrInputTooLarge, what, n, o.maxInput)
 	}
-	if env.SchemaVersion == 0 {
-		env.SchemaVersion = SchemaVersion
-	}
-	if env.CreatedAt.IsZero() {
-		env.CreatedAt = time.Now().UTC()
-	}
-	if err := env.Validate(); err != nil {
-		return "", err
-	}
-	payload, err := json.Marshal(env)
+	payload, err := env.encode(time.Now())
 	if err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+		return "", err
 	}
 	id, err = c.Do(ctx, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue(PayloadField, string(payload)).Build()).ToString()
 	if err != nil {
 		return "", fmt.Errorf("enqueue to %s: %w", stream, err)
 	}
 	return id, nil
+}
+
+// encode stamps what Enqueue stamps (schema_version when absent, created_at when zero),
+// validates and serializes: the value of the "payload" field. The delay queue's mover writes
+// the same bytes from inside its script.
+func (env Envelope) encode(now time.Time) ([]byte, error) {
+	if env.SchemaVersion == 0 {
+		env.SchemaVersion = SchemaVersion
+	}
+	if env.CreatedAt.IsZero() {
+		env.CreatedAt = now.UTC()
+	}
+	if err := env.Validate(); err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+	}
+	return payload, nil
 }
 
 // DeterministicExecutionID is the execution id of a legacy start that carries none: the same

@@ -161,6 +161,8 @@ func roleBody(role config.Role) (func(context.Context, *config.Config, zerolog.L
 	switch role {
 	case config.RoleWorker:
 		return runWorker, true
+	case config.RoleDelay:
+		return runDelay, true
 	}
 	return nil, false
 }

@@ -17,6 +17,8 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
+	"plaita/roles/presence"
+	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -50,19 +52,22 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			},
 			{
 				Name:      "show",
-				Usage:     "print one execution's summary and timeline (or its state as JSON)",
+				Usage:     "print one execution's summary, what wakes it, and its timeline (or its state as JSON)",
 				UsageText: "plaita execution show ID [--tenant T] [--json]",
-				Flags:     cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON")),
+				Description: "A suspended execution's summary says which role wakes it and whether one is registered and\n" +
+					"alive, and for a due time whether its delay-queue entry is there (--json: the wake_up object).",
+				Flags: cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					return withExecution(ctx, cmd, "show", stderr, func(k *conn, st *state.Execution) error {
+						wake := k.wakeUpFor(ctx, st, time.Now())
 						if cmd.Bool("json") {
-							return writeJSON(stdout, st)
+							return writeJSON(stdout, shownState{Execution: st, WakeUp: wake})
 						}
 						adv, err := k.adviceFor(ctx, st, nil)
 						if err != nil {
 							return cliFail("show", "execution %s: %v", st.ExecutionID, err)
 						}
-						writeSummary(stdout, st, adv, k.sp.Tenant())
+						writeSummary(stdout, st, adv, k.sp.Tenant(), wake)
 						return nil
 					})
 				},
@@ -297,10 +302,10 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 	return nil
 }
 
-// writeSummary prints an execution stored in Redis: status, what it waits for, the commands
-// that answer it (each checked against adv: only what would be accepted is printed) and the
-// timeline.
-func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string) {
+// writeSummary prints an execution stored in Redis: status, what it waits for and what wakes
+// it (wake; nil when unknown), the commands that answer it (each checked against adv: only what
+// would be accepted is printed) and the timeline.
+func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string, wake *wakeUp) {
 	writeHeader(w, st)
 	switch st.Status {
 	case state.Completed:
@@ -325,8 +330,14 @@ func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string) 
 				fmt.Fprintf(w, "  message:   %s\n", s.Message)
 			}
 			if s.Due != nil {
-				fmt.Fprintf(w, "  due:       %s (%s)\n", s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
+				// Only the time: whether anything will fire it is the wake-up report's to say.
+				label := "times out:"
+				if s.Kind == state.SuspendDelay {
+					label = "due:      "
+				}
+				fmt.Fprintf(w, "  %s %s\n", label, s.Due.UTC().Format(time.RFC3339))
 			}
+			writeWakeUp(w, wake)
 		}
 	}
 	writeHints(w, adv.hints(st), cliCommand(st.ExecutionID, tenant))
@@ -349,4 +360,205 @@ func writeSummary(w io.Writer, st *state.Execution, adv *advice, tenant string) 
 			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
 		}
 	}
+}
+
+// ---- who wakes a suspended execution ----
+
+// `plaita execution show` says, for a suspended execution, which role wakes it and whether one
+// is registered and alive (the registry: store.Registry, written by every role's presence
+// heartbeat), and for a due time whether its delay-queue entry is there (queue.Delay.Lookup:
+// the member is a pure function of the state). A due time alone says nothing about whether
+// anything will fire it; this says.
+
+// wakeRole is how many instances of a role the registry knows.
+type wakeRole struct {
+	Built     bool     `json:"built"`     // this build has the role
+	Alive     int      `json:"alive"`     // registered, fresh heartbeat, status running
+	Stopping  int      `json:"stopping"`  // registered, but draining or stopping
+	Instances []string `json:"instances"` // the alive ones
+}
+
+// wakeDue is a due time (a delay's, or a wait's or an approval's timeout), its delay-queue
+// entry and the delay role that sends it.
+type wakeDue struct {
+	ResumeType  engine.ResumeType `json:"resume_type"`
+	Due         time.Time         `json:"due"`
+	DueInMillis int64             `json:"due_in_ms"` // negative once it has passed
+	// Entry is scheduled | retrying (an enqueue failed; see attempts) | dead (given up) |
+	// missing (not in the queue: sent already, or never written) | unknown (unreadable).
+	Entry      string     `json:"entry"`
+	EntryAt    *time.Time `json:"entry_at,omitempty"` // when the entry is sent
+	Attempts   int64      `json:"attempts,omitempty"`
+	DeadReason string     `json:"dead_reason,omitempty"`
+	Text       string     `json:"text"`
+}
+
+// wakeUp is the wake-up report of a suspended execution.
+type wakeUp struct {
+	Kind     string              `json:"kind"` // the suspension: delay | event | approval
+	By       string              `json:"by"`   // the role that wakes it: delay | filter | console
+	Text     string              `json:"text"`
+	Roles    map[string]wakeRole `json:"roles"`
+	Due      *wakeDue            `json:"due,omitempty"` // delay: the wake-up itself; event, approval: the timeout
+	Problems []string            `json:"problems,omitempty"`
+}
+
+// wakeUpFor builds the report of st; nil when st is not suspended. What cannot be read (the
+// registry, the delay queue) is said in Problems, never an error: show still shows the rest.
+func (k *conn) wakeUpFor(ctx context.Context, st *state.Execution, now time.Time) *wakeUp {
+	s := st.Suspend
+	if st.Status != state.Suspended || s == nil {
+		return nil
+	}
+	w := &wakeUp{Kind: s.Kind, Roles: map[string]wakeRole{}}
+	live, err := store.NewRegistry(k.c, keys.DefaultRoot).Instances(ctx, now, presence.TTLFactor*presence.DefaultHeartbeatInterval)
+	if err != nil {
+		w.Problems = append(w.Problems, fmt.Sprintf("the registry cannot be read: %v", err))
+	}
+	count := func(role config.Role) wakeRole {
+		r := wakeRole{Built: lookupSpec(role).Built, Instances: []string{}}
+		for _, rec := range live.Live {
+			// plaita dev runs every role in one process.
+			if rec.Role != string(role) && rec.Role != string(config.RoleDev) {
+				continue
+			}
+			if rec.Status == presence.StatusRunning {
+				r.Alive++
+				r.Instances = append(r.Instances, rec.InstanceID)
+			} else {
+				r.Stopping++
+			}
+		}
+		w.Roles[string(role)] = r
+		return r
+	}
+	cmd := cliCommand(st.ExecutionID, k.sp.Tenant())
+	if s.Due != nil {
+		rt := engine.ResumeTimeout
+		if s.Kind == state.SuspendDelay {
+			rt = engine.ResumeContinue
+		}
+		w.Due = k.dueReport(ctx, st, rt, now, count(config.RoleDelay), cmd(rt, ""), w)
+	}
+	switch s.Kind {
+	case state.SuspendDelay:
+		w.By = string(config.RoleDelay)
+		if w.Due != nil {
+			w.Text = w.Due.Text
+		}
+	case state.SuspendEvent:
+		w.By = string(config.RoleFilter)
+		w.Text = fmt.Sprintf("an event of type %q — %s", s.EventType, roleText(config.RoleFilter, count(config.RoleFilter),
+			"nothing delivers the event until one runs; the commands below deliver one by hand"))
+	case state.SuspendApproval:
+		w.By = string(config.RoleConsole)
+		c := count(config.RoleConsole)
+		console := "the console"
+		switch {
+		case !c.Built:
+			console += " (not built yet)"
+		default:
+			console += " (" + roleText(config.RoleConsole, c, "") + ")"
+		}
+		w.Text = fmt.Sprintf("an answer through %s or `%s`", console, cmd(engine.ResumeApproval, `{"approved": true}`))
+	}
+	return w
+}
+
+// dueReport looks the due time's delay-queue entry up and says whether anything will send it.
+func (k *conn) dueReport(ctx context.Context, st *state.Execution, rt engine.ResumeType, now time.Time, delayRole wakeRole,
+	command string, w *wakeUp) *wakeDue {
+	s := st.Suspend
+	d := &wakeDue{ResumeType: rt, Due: s.Due.UTC(), DueInMillis: s.Due.Sub(now).Milliseconds(), Entry: "unknown"}
+	entry := queue.DelayEntry{ExecutionID: st.ExecutionID, TenantID: k.sp.Tenant(), FlowID: st.FlowID, FlowVersion: st.FlowVersion,
+		ResumeType: rt, Node: s.Node, Due: *s.Due}
+	q, err := queue.NewDelay(k.c, settings.DelayQueue(k.cfg))
+	var l queue.DelayLookup
+	if err == nil {
+		l, err = q.Lookup(ctx, entry)
+	}
+	switch {
+	case err != nil:
+		w.Problems = append(w.Problems, fmt.Sprintf("the delay queue cannot be read: %v", err))
+	case l.Scheduled: // even with a :dead record: scheduled again since (a redelivery registers it anew)
+		d.Entry, d.Attempts = "scheduled", l.Attempts
+		if l.Attempts > 0 {
+			d.Entry = "retrying"
+		}
+		at := l.At
+		d.EntryAt = &at
+	case l.Dead != nil:
+		d.Entry, d.DeadReason = "dead", l.Dead.Reason
+	default:
+		d.Entry = "missing"
+	}
+	what := "continue it"
+	if rt == engine.ResumeTimeout {
+		what = "time it out"
+	}
+	when := "due in " + roundDuration(s.Due.Sub(now))
+	if !s.Due.After(now) {
+		when = "was due " + roundDuration(now.Sub(*s.Due)) + " ago"
+	}
+	switch {
+	case d.Entry == "dead":
+		d.Text = fmt.Sprintf("%s — its delay-queue entry was given up (%s, in %s): nothing will %s; `%s`",
+			when, d.DeadReason, queue.DelayDeadKey(settings.DelayQueue(k.cfg)), what, command)
+	case d.Entry == "missing" && s.Due.After(now):
+		d.Text = fmt.Sprintf("%s — no delay-queue entry: nothing will %s; `%s`", when, what, command)
+	case d.Entry == "missing":
+		d.Text = fmt.Sprintf("%s — its wake-up has left the delay queue (sent); if it stays suspended: `%s`", when, command)
+	default:
+		d.Text = when + " — " + roleText(config.RoleDelay, delayRole, "nothing will "+what+" until one runs (`plaita delay`)")
+		if d.Entry == "retrying" {
+			d.Text += fmt.Sprintf("; %d enqueue(s) of its wake-up failed, next try %s", d.Attempts, relative(d.EntryAt.Sub(now)))
+		}
+	}
+	return d
+}
+
+// roleText says how many instances of role are alive: "delay role: 1 alive", or "no delay
+// role registered" and then none, what that means.
+func roleText(role config.Role, r wakeRole, none string) string {
+	switch {
+	case r.Alive > 0:
+		return fmt.Sprintf("%s role: %d alive", role, r.Alive)
+	case r.Stopping > 0:
+		return fmt.Sprintf("%s role: 0 alive (%d stopping)", role, r.Stopping) + prefixed(": ", none)
+	}
+	text := fmt.Sprintf("no %s role registered", role)
+	if !r.Built {
+		text += " (not built yet)"
+	}
+	return text + prefixed(": ", none)
+}
+
+func prefixed(p, s string) string {
+	if s == "" {
+		return ""
+	}
+	return p + s
+}
+
+// writeWakeUp prints the report's lines of the summary.
+func writeWakeUp(w io.Writer, wu *wakeUp) {
+	if wu == nil {
+		return
+	}
+	if wu.Text != "" {
+		fmt.Fprintf(w, "  wakes it:  %s\n", wu.Text)
+	}
+	if wu.Due != nil && wu.Kind != state.SuspendDelay {
+		fmt.Fprintf(w, "  timeout:   %s\n", wu.Due.Text)
+	}
+	for _, p := range wu.Problems {
+		fmt.Fprintf(w, "  note:      %s\n", p)
+	}
+}
+
+// shownState is `execution show --json`: the state as stored, plus the wake-up report of a
+// suspended execution.
+type shownState struct {
+	*state.Execution
+	WakeUp *wakeUp `json:"wake_up,omitempty"`
 }

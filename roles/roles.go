@@ -42,7 +42,7 @@ func Table() []Spec {
 		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
 			[]string{DepRedis}, false},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
-			[]string{DepRedis}, false},
+			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDev, "every role above in one process, for a laptop",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, false},
 	}

@@ -280,7 +280,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 			if aerr != nil {
 				k.log.Warn().Err(aerr).Str("event", "start.hints_unavailable").Msg("cannot check what would resume the execution: no commands are suggested")
 			}
-			writeSummary(stdout, st, adv, k.sp.Tenant())
+			writeSummary(stdout, st, adv, k.sp.Tenant(), k.wakeUpFor(ctx, st, time.Now()))
 		}
 	}
 	if err != nil {

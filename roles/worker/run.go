@@ -59,6 +59,9 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	if begun.Tombstoned {
 		return noop("worker.execution_deleted", "the execution was deleted (tombstone): task acked as a no-op")
 	}
+	if o, stale := p.staleWakeup(t, begun.State); stale { // stale.go
+		return o
+	}
 	// The run's terminal save deletes the lease in the same script (one round trip fewer).
 	lease.ReleaseOnTerminal = true
 	rt := t.env.ResumeType
@@ -166,6 +169,9 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 
 // conflictOutcome decides a delivery whose execution lease holder holds.
 func (p *Dispatcher) conflictOutcome(ctx context.Context, t *task, holder string) Outcome {
+	if o, ok := p.wakeupConflict(ctx, t); ok { // stale.go
+		return o
+	}
 	p.conflicts.Inc()
 	p.d.Queue.IncLeaseConflicts()
 	c := conflict{kind: t.env.Kind, resume: t.env.ResumeType, redelivery: t.dl.Reclaimed || t.dl.Count > 1, alive: true,

@@ -1,0 +1,532 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"plaita/config"
+	"plaita/engine/state"
+	"plaita/queue"
+)
+
+// Acceptance scenarios of the delay role: real `plaita worker` and `plaita delay` processes on
+// a private redis-server, driven through the CLI (`plaita start`, `plaita execution show`).
+// Redis is read only to count what reached it (stream entries added, delay-queue members).
+
+// delayE2E is one scenario: its Redis, the CLI environment and the processes it started.
+type delayE2E struct {
+	*e2e
+	procs []*e2eWorker
+}
+
+func newDelayE2E(t *testing.T) *delayE2E {
+	t.Helper()
+	return &delayE2E{e2e: newE2E(t, 3*time.Minute, map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})}
+}
+
+// startRole starts `plaita <role>`; at the end of the test it is stopped with SIGTERM and must
+// exit cleanly (unless the test killed it).
+func (d *delayE2E) startRole(role string) *e2eWorker {
+	d.t.Helper()
+	p := spawn(d.t, exec.Command(binary, role), d.env)
+	d.procs = append(d.procs, p)
+	d.t.Cleanup(func() {
+		select {
+		case <-p.exited:
+			return
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		if !p.wait(30 * time.Second) {
+			d.t.Errorf("%s did not stop on SIGTERM\n%s", role, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// startFlow starts the flow file with input through the CLI and returns the execution id.
+func (d *delayE2E) startFlow(path, input string) string {
+	d.t.Helper()
+	args := []string{"start", path, "--quiet"}
+	if input != "" {
+		args = append(args, "--input", input)
+	}
+	r := run(d.t, d.env, args...)
+	if r.code != 0 {
+		d.t.Fatalf("start %s: exit %d\n%s", path, r.code, r.stderr)
+	}
+	return strings.TrimSpace(r.stdout)
+}
+
+// show is `plaita execution show` (text).
+func (d *delayE2E) show(id string) string {
+	d.t.Helper()
+	r := run(d.t, d.env, "execution", "show", id, "--quiet")
+	if r.code != 0 {
+		d.t.Fatalf("show %s: exit %d\n%s", id, r.code, r.stderr)
+	}
+	return r.stdout
+}
+
+// wakeUp is `plaita execution show --json`'s wake_up object.
+func (d *delayE2E) wakeUp(id string) map[string]any {
+	d.t.Helper()
+	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
+	var out struct {
+		WakeUp map[string]any `json:"wake_up"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
+		d.t.Fatalf("show --json %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	return out.WakeUp
+}
+
+// state reads the execution through `plaita execution show --json`; false while it does not
+// exist yet (`plaita start` returns once the start is enqueued, before a worker runs it).
+func (d *delayE2E) state(id string) (state.Execution, bool) {
+	d.t.Helper()
+	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
+	var st state.Execution
+	if r.code == 1 && strings.Contains(r.stderr, "no execution "+id) {
+		return st, false
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
+		d.t.Fatalf("show --json %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
+	}
+	return st, true
+}
+
+// waitDone waits (generously: the machine is shared) for a terminal status through the CLI.
+func (d *delayE2E) waitDone(id string) state.Execution {
+	d.t.Helper()
+	var st state.Execution
+	waitFor(d.t, "execution "+id+" to finish", 90*time.Second, func() bool {
+		var ok bool
+		st, ok = d.state(id)
+		return ok && st.Status.Terminal()
+	}, d.procs...)
+	return st
+}
+
+func (d *delayE2E) waitSuspended(id string) state.Execution {
+	d.t.Helper()
+	var st state.Execution
+	waitFor(d.t, "execution "+id+" to suspend", 60*time.Second, func() bool {
+		var ok bool
+		st, ok = d.state(id)
+		return ok && st.Status == state.Suspended
+	}, d.procs...)
+	return st
+}
+
+// entriesAdded is how many entries were ever added to the task stream (XINFO STREAM
+// entries-added): every start and every resume that reached it, whether or not it was deleted
+// after it was acked.
+func (d *delayE2E) entriesAdded() int64 {
+	d.t.Helper()
+	m, err := d.c.Do(d.ctx, d.c.B().XinfoStream().Key(config.QueueName.In(d.cfg)).Build()).AsMap()
+	if err != nil {
+		d.t.Fatalf("xinfo stream: %v", err)
+	}
+	v := m["entries-added"]
+	n, err := v.AsInt64()
+	if err != nil {
+		d.t.Fatalf("entries-added: %v", err)
+	}
+	return n
+}
+
+func (d *delayE2E) scheduledKey() string { return queue.DelayScheduledKey(config.DelayQueue.In(d.cfg)) }
+
+func (d *delayE2E) scheduled() []string {
+	d.t.Helper()
+	ms, err := d.c.Do(d.ctx, d.c.B().Zrange().Key(d.scheduledKey()).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return ms
+}
+
+// fired counts the delay.fired lines for execution id in the logs of procs.
+func fired(id string, procs ...*e2eWorker) int {
+	n := 0
+	for _, p := range procs {
+		for _, l := range logLines(p.stderr.String(), "delay.fired") {
+			if l["execution_id"] == id {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// timelineResumes returns the details of the "resumed" timeline entries.
+func timelineResumes(st state.Execution) []string {
+	var out []string
+	for _, e := range st.Timeline {
+		if e.Event == "resumed" {
+			out = append(out, e.Node+":"+e.Detail)
+		}
+	}
+	return out
+}
+
+func delayFlowFile(t *testing.T, id string, seconds float64) string {
+	return writeCLIFlow(t, id+".json", fmt.Sprintf(`{"id":%q,"version":"1","start":"nap","nodes":[
+	 {"id":"nap","type":"delay","params":{"seconds":%v},"next":"done"},
+	 {"id":"done","type":"end","params":{"output":{"due":"{{ NODE.nap.due }}","resumed_at":"{{ NODE.nap.resumed_at }}"}}}]}`, id, seconds))
+}
+
+// outputTimes reads the delay node's due and resumed_at from a completed execution's output.
+func outputTimes(t *testing.T, st state.Execution) (due, resumed time.Time) {
+	t.Helper()
+	out, _ := st.Output.(map[string]any)
+	due, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(out["due"]))
+	resumed, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(out["resumed_at"]))
+	if err1 != nil || err2 != nil {
+		t.Fatalf("output %v: %v %v", st.Output, err1, err2)
+	}
+	return due, resumed
+}
+
+// A 2-second delay resumes through the delay role no earlier than its due time, once, and
+// completes; `execution show` says whether a delay role is there to wake a delayed execution.
+func TestE2EDelayNodeResumesAfterItsDueTime(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	short := delayFlowFile(t, "nap2", 2)
+	long := delayFlowFile(t, "nap1h", 3600)
+
+	parked := d.startFlow(long, "")
+	d.waitSuspended(parked)
+	if out := d.show(parked); !strings.Contains(out, "wakes it:  due in ") || !strings.Contains(out, "no delay role registered: nothing will continue it until one runs (`plaita delay`)") {
+		t.Fatalf("show without a delay role:\n%s", out)
+	}
+
+	id := d.startFlow(short, "")
+	delayRole := d.startRole("delay")
+	waitFor(t, "show to count the delay role", 60*time.Second, func() bool {
+		return strings.Contains(d.show(parked), "wakes it:  due in ") && strings.Contains(d.show(parked), " — delay role: 1 alive")
+	}, d.procs...)
+	if wu := d.wakeUp(parked); wu["by"] != "delay" || wu["due"].(map[string]any)["entry"] != "scheduled" ||
+		wu["roles"].(map[string]any)["delay"].(map[string]any)["alive"] != 1.0 {
+		t.Fatalf("wake_up %v", wu)
+	}
+
+	st := d.waitDone(id)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s, error %+v", st.Status, st.Error)
+	}
+	due, resumed := outputTimes(t, st)
+	var since time.Time
+	for _, e := range st.Timeline {
+		if e.Event == "suspended" {
+			since = e.Time.Time()
+		}
+	}
+	if due.Sub(since) < 2*time.Second-time.Millisecond || resumed.Before(due) {
+		t.Fatalf("suspended %s, due %s, resumed %s: not at least 2 s after the suspension", since, due, resumed)
+	}
+	if r := timelineResumes(st); len(r) != 1 || r[0] != "nap:continue" {
+		t.Fatalf("resumes in the timeline %v", r)
+	}
+	// Two executions started, one resume sent: three entries ever reached the stream.
+	if n := d.entriesAdded(); n != 3 {
+		t.Fatalf("%d stream entries added, want 3 (two starts, one resume)", n)
+	}
+	if n := fired(id, delayRole); n != 1 {
+		t.Fatalf("delay.fired logged %d times", n)
+	}
+
+	// Stopped with SIGTERM, the delay role deregisters: show says nothing will wake it.
+	_ = delayRole.cmd.Process.Signal(syscall.SIGTERM)
+	if !delayRole.wait(30 * time.Second) {
+		t.Fatalf("delay role did not stop\n%s", delayRole.stderr.String())
+	}
+	for _, ev := range []string{"delay.started", "delay.registered", "delay.deregistered", "delay.stopped"} {
+		if len(logLines(delayRole.stderr.String(), ev)) != 1 {
+			t.Errorf("no %s line:\n%s", ev, delayRole.stderr.String())
+		}
+	}
+	if out := d.show(parked); !strings.Contains(out, "no delay role registered") {
+		t.Fatalf("show after the delay role stopped:\n%s", out)
+	}
+}
+
+// The delay role killed with kill -9 while the entry waits, and started again: the resume is
+// sent exactly once.
+func TestE2EDelayRoleKill9AndRestartFiresOnce(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	first := d.startRole("delay")
+	id := d.startFlow(delayFlowFile(t, "nap3", 3), "")
+	d.waitSuspended(id)
+	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
+	if err := first.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	first.wait(10 * time.Second)
+	second := d.startRole("delay")
+	st := d.waitDone(id)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s, error %+v", st.Status, st.Error)
+	}
+	if r := timelineResumes(st); len(r) != 1 {
+		t.Fatalf("resumes in the timeline %v", r)
+	}
+	if n := d.entriesAdded(); n != 2 {
+		t.Fatalf("%d stream entries added, want 2 (the start and one resume)", n)
+	}
+	if a, b := fired(id, first), fired(id, second); a+b != 1 || b != 1 {
+		t.Fatalf("sent by the killed role %d times, by the new one %d times", a, b)
+	}
+	if len(d.scheduled()) != 0 {
+		t.Fatalf("left on the delay queue: %v", d.scheduled())
+	}
+}
+
+// Two delay roles race for the same entries (started one after the other, they come due over
+// about a second, across several passes), and one of them is killed with kill -9 once sending
+// has begun and replaced: every execution is resumed exactly once.
+func TestE2EDelayRolesRacingOneKilledWhileSendingFireEachOnce(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	flow := delayFlowFile(t, "nap2many", 2)
+	const n = 20
+	var ids []string
+	for range n {
+		ids = append(ids, d.startFlow(flow, ""))
+	}
+	for _, id := range ids {
+		d.waitSuspended(id)
+	}
+	a, b := d.startRole("delay"), d.startRole("delay")
+	waitFor(t, "the first wake-up sent", 60*time.Second, func() bool {
+		return len(logLines(a.stderr.String(), "delay.fired"))+len(logLines(b.stderr.String(), "delay.fired")) > 0
+	}, d.procs...)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.startRole("delay")
+	for _, id := range ids {
+		st := d.waitDone(id)
+		if st.Status != state.Completed || len(timelineResumes(st)) != 1 {
+			t.Fatalf("%s: %s, resumes %v", id, st.Status, timelineResumes(st))
+		}
+	}
+	if got := d.entriesAdded(); got != 2*n {
+		t.Fatalf("%d stream entries added, want %d (each start and one resume each)", got, 2*n)
+	}
+	if len(d.scheduled()) != 0 {
+		t.Fatalf("left on the delay queue: %v", d.scheduled())
+	}
+}
+
+const waitTimeoutFlow = `{"id":"wait-timeout","version":"1","start":"wait","nodes":[
+ {"id":"wait","type":"wait_event","params":{"event_type":"order.approved","match":"EVENT.order == INPUT.order","timeout":2,"on_timeout":"expired"},"next":"done"},
+ {"id":"expired","type":"end","params":{"output":{"expired":true}}},
+ {"id":"done","type":"end","params":{"output":{"expired":false}}}]}`
+
+const approvalTimeoutFlow = `{"id":"ask-timeout","version":"1","start":"ask","nodes":[
+ {"id":"ask","type":"approval","params":{"message":"ship?","timeout":2,"on_timeout":"late"},"next":"done"},
+ {"id":"late","type":"end","params":{"output":{"answered":false}}},
+ {"id":"done","type":"end","params":{"output":{"answered":true}}}]}`
+
+// A wait_event and an approval with a timeout and no answer are resumed by the delay role as
+// timeouts, and take their on_timeout branch.
+func TestE2ETimeoutsResumeThroughTheDelayRole(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	d.startRole("delay")
+	wait := d.startFlow(writeCLIFlow(t, "wait-timeout.json", waitTimeoutFlow), `{"order":"o-1"}`)
+	ask := d.startFlow(writeCLIFlow(t, "ask-timeout.json", approvalTimeoutFlow), "")
+	for id, want := range map[string]struct{ node, output string }{
+		wait: {"wait", `{"expired":true}`},
+		ask:  {"ask", `{"answered":false}`},
+	} {
+		st := d.waitDone(id)
+		out, _ := json.Marshal(st.Output)
+		if st.Status != state.Completed || string(out) != want.output {
+			t.Fatalf("%s: %s, output %s, error %+v", want.node, st.Status, out, st.Error)
+		}
+		if r := timelineResumes(st); len(r) != 1 || r[0] != want.node+":timeout" {
+			t.Fatalf("%s: resumes %v", want.node, r)
+		}
+		if fired(id, d.procs...) != 1 {
+			t.Fatalf("%s: delay.fired %d times", want.node, fired(id, d.procs...))
+		}
+	}
+}
+
+// A poisoned member — not an entry, or one no worker could run — goes to :dead once, with its
+// reason, and does not hold up the entries behind it.
+func TestE2EPoisonedDelayMemberEndsInDeadOnce(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	past := float64(time.Now().Add(-time.Minute).UnixMilli())
+	for _, m := range []string{"not an entry",
+		`{"execution_id":"ex_1","tenant_id":"Bad Tenant!","resume_type":"continue","node":"n","due":"2026-01-01T00:00:00Z"}`} {
+		if err := d.c.Do(d.ctx, d.c.B().Zadd().Key(d.scheduledKey()).ScoreMember().ScoreMember(past, m).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delayRole := d.startRole("delay")
+	id := d.startFlow(delayFlowFile(t, "nap1", 1), "")
+	if st := d.waitDone(id); st.Status != state.Completed {
+		t.Fatalf("the entry behind the poisoned ones: %s", st.Status)
+	}
+	dead := queue.DelayDeadKey(config.DelayQueue.In(d.cfg))
+	recs, err := d.c.Do(d.ctx, d.c.B().Hgetall().Key(dead).Build()).AsStrMap()
+	if err != nil || len(recs) != 2 {
+		t.Fatalf(":dead %v %v", recs, err)
+	}
+	for m, raw := range recs {
+		var rec queue.DelayDeadRecord
+		if err := json.Unmarshal([]byte(raw), &rec); err != nil || rec.Reason != queue.DelayReasonMalformed || rec.Detail == "" || rec.At.IsZero() {
+			t.Errorf("dead record of %q: %s %v", m, raw, err)
+		}
+	}
+	if lines := logLines(delayRole.stderr.String(), "delay.dead"); len(lines) != 2 {
+		t.Fatalf("%d delay.dead lines, want 2\n%s", len(lines), delayRole.stderr.String())
+	}
+	if len(d.scheduled()) != 0 {
+		t.Fatalf("left on the delay queue: %v", d.scheduled())
+	}
+}
+
+// The testdata flows that delay run to completion on worker + delay, started through the CLI.
+// scheduled-report sleeps until its run_at (two seconds ahead). reminder-delay sleeps an hour:
+// the test stands in for the hour passing by moving its entry's score to now — the member,
+// which names the suspension the wake-up is for, is left as the worker wrote it.
+func TestE2ETestdataDelayFlowsComplete(t *testing.T) {
+	d := newDelayE2E(t)
+	d.startRole("worker")
+	d.startRole("delay")
+	dir, err := filepath.Abs(filepath.Join("testdata", "flows"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runAt := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
+	report := d.startFlow(filepath.Join(dir, "scheduled-report.json"), fmt.Sprintf(`{"run_at":%q,"report":"weekly"}`, runAt))
+
+	reminder := d.startFlow(filepath.Join(dir, "reminder-delay.json"), `{"user":"sam"}`)
+	d.waitSuspended(reminder)
+	waitFor(t, "show to say the delay role will continue it", 60*time.Second, func() bool {
+		return strings.Contains(d.show(reminder), "wakes it:  due in ") && strings.Contains(d.show(reminder), "delay role: 1 alive")
+	}, d.procs...)
+	members := d.scheduled()
+	var member string
+	for _, m := range members {
+		if strings.Contains(m, reminder) {
+			member = m
+		}
+	}
+	if member == "" {
+		t.Fatalf("no entry of %s in %v", reminder, members)
+	}
+	if err := d.c.Do(d.ctx, d.c.B().Zadd().Key(d.scheduledKey()).Xx().ScoreMember().ScoreMember(float64(time.Now().UnixMilli()), member).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+
+	st := d.waitDone(reminder)
+	out, _ := st.Output.(map[string]any)
+	if st.Status != state.Completed || !strings.HasPrefix(fmt.Sprint(out["sent"]), "Reminder for sam") {
+		t.Fatalf("reminder-delay: %s, output %v, error %+v", st.Status, st.Output, st.Error)
+	}
+	st = d.waitDone(report)
+	out, _ = st.Output.(map[string]any)
+	if st.Status != state.Completed || out["report"] != "weekly" || !strings.HasPrefix(fmt.Sprint(out["scheduled_for"]), strings.TrimSuffix(runAt, "Z")) {
+		t.Fatalf("scheduled-report: %s, output %v, error %+v", st.Status, st.Output, st.Error)
+	}
+	for _, id := range []string{reminder, report} {
+		if fired(id, d.procs...) != 1 {
+			t.Fatalf("%s: delay.fired %d times", id, fired(id, d.procs...))
+		}
+	}
+}
+
+// PLAITA_DELAY_QUEUE= (an empty key prefix) is rejected by the preflight of every role that
+// reads it, and PLAITA_CHECK_INTERVAL=0 by every role that reads that: exit 2, the variable
+// named, no connection made.
+func TestE2EDelayQueueAndCheckIntervalPreflight(t *testing.T) {
+	tr := newTrap(t)
+	for _, tc := range []struct {
+		variable, value, want string
+		roles                 []string
+	}{
+		{"PLAITA_DELAY_QUEUE", "", `PLAITA_DELAY_QUEUE: empty value is not allowed`, []string{"worker", "delay", "dev"}},
+		{"PLAITA_CHECK_INTERVAL", "0", `PLAITA_CHECK_INTERVAL: "0" is zero: must be a positive number of seconds`, []string{"schedule", "dev"}},
+	} {
+		for _, role := range tc.roles {
+			r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url(), tc.variable: tc.value}, role)
+			if r.code != 2 || !strings.Contains(r.stderr, "plaita: configuration rejected") || !strings.Contains(r.stderr, tc.want) {
+				t.Errorf("%s with %s=%q: exit %d\n%s", role, tc.variable, tc.value, r.code, r.stderr)
+			}
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) made before the preflight passed", n)
+	}
+}
+
+// The worker is killed with kill -9 in the step after a delay's wake-up was applied: the
+// redelivered wake-up meets the running execution its first delivery left behind, is
+// recognised as that very resume (its mark), and the execution goes on from its checkpoint to
+// completion — without a second resume and without a second wake-up sent.
+func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
+	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})}
+	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
+	flow := writeCLIFlow(t, "nap-then-slow.json", `{"id":"nap-then-slow","version":"1","start":"nap","nodes":[
+	 {"id":"nap","type":"delay","params":{"seconds":1},"next":"slow"},
+	 {"id":"slow","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
+	 {"id":"done","type":"end","params":{"output":"ok"}}]}`)
+	a := spawnWorker(t, d.env)
+	d.procs = append(d.procs, a)
+	d.startRole("delay")
+	id := d.startFlow(flow, "")
+	hs.waitSeen(t, "/slow", 60*time.Second, d.procs...)
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	a.wait(10 * time.Second)
+	d.startRole("worker")
+	st := d.waitDone(id)
+	if st.Status != state.Completed {
+		t.Fatalf("status %s, error %+v\n%s", st.Status, st.Error, logs(d.procs))
+	}
+	if r := timelineResumes(st); len(r) != 1 || st.LastResume == nil || !strings.HasPrefix(st.LastResume.Key, "delay:"+id+":nap:") {
+		t.Fatalf("resumes %v, last resume %+v", r, st.LastResume)
+	}
+	if n := d.entriesAdded(); n != 2 {
+		t.Fatalf("%d stream entries added, want 2 (the start and the one wake-up, redelivered)", n)
+	}
+	if fired(id, d.procs...) != 1 {
+		t.Fatalf("delay.fired %d times", fired(id, d.procs...))
+	}
+}
+
+// Redis restarts (with its data) while a delay waits: the delay role and the worker reconnect
+// and the execution completes, resumed once.
+func TestE2EDelayRoleSurvivesARedisRestart(t *testing.T) {
+	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, nil, "--appendonly", "yes", "--appendfsync", "always")}
+	d.startRole("worker")
+	delayRole := d.startRole("delay")
+	id := d.startFlow(delayFlowFile(t, "nap3r", 3), "")
+	d.waitSuspended(id)
+	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
+	d.srv.Restart()
+	st := d.waitDone(id)
+	if st.Status != state.Completed || len(timelineResumes(st)) != 1 {
+		t.Fatalf("status %s, resumes %v\n%s", st.Status, timelineResumes(st), logs(d.procs))
+	}
+	if fired(id, delayRole) != 1 {
+		t.Fatalf("delay.fired %d times\n%s", fired(id, delayRole), delayRole.stderr.String())
+	}
+}

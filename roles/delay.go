@@ -1,0 +1,106 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/delay"
+	"plaita/roles/health"
+	"plaita/roles/presence"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// runDelay wires the delay role and runs it until ctx ends (SIGTERM/SIGINT): it sends the
+// delay queue's due entries (PLAITA_DELAY_QUEUE) to the task stream (PLAITA_QUEUE_NAME) as
+// resumes. Several delay processes may run at once: each entry is sent by one of them.
+//
+// Start order (service.Group): metrics server → registry (status running) → mover, then
+// ready. Shutdown: not ready and status stopping at once → the mover finishes its pass in
+// flight and stops → registry deregistered → metrics server last. A process killed instead
+// (kill -9) loses nothing: an entry leaves the queue only in the step that sends it.
+func runDelay(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	set := metrics.NewSet()
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return fmt.Errorf("delay: %w", err)
+	}
+	defer c.Close()
+	d, err := buildDelay(cfg, c, set, log)
+	if err != nil {
+		return fmt.Errorf("delay: %w", err)
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStart()
+	var services service.Group
+	if err := services.Start(startCtx,
+		service.Named{Name: "metrics server", Service: d.server},
+		service.Named{Name: "registry", Service: d.registry},
+		service.Named{Name: "mover", Service: d.mover},
+	); err != nil {
+		return fmt.Errorf("delay: %w", err)
+	}
+	d.ready.SetReady()
+	log.Info().Str("event", "delay.started").Str("delay_queue", settings.DelayQueue(cfg)).
+		Str("queue", config.QueueName.In(cfg)).Dur("interval", delay.DefaultInterval).Str("metrics", d.server.Addr()).
+		Msg("delay role running")
+
+	<-ctx.Done()
+	bg := context.Background()
+	d.ready.SetNotReady("stopping")
+	if err := d.registry.SetStatus(bg, presence.StatusStopping); err != nil {
+		log.Warn().Err(err).Str("event", "delay.status_write_failed").Msg("could not mark the instance stopping")
+	}
+	stopCtx, cancelStop := context.WithTimeout(bg, 15*time.Second)
+	defer cancelStop()
+	services.Stop(stopCtx)
+	log.Info().Str("event", "delay.stopped").Msg("delay role stopped")
+	return nil
+}
+
+// delayParts are the delay role's services.
+type delayParts struct {
+	ready    *health.Readiness
+	server   *health.Server
+	registry *presence.Registry
+	mover    *delay.Mover
+}
+
+// buildDelay builds every part; nothing runs yet.
+func buildDelay(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*delayParts, error) {
+	q, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	if err != nil {
+		return nil, err
+	}
+	started := time.Now().UTC()
+	mover := delay.NewMover(q, delay.Settings{Move: queue.MoveOptions{Stream: config.QueueName.In(cfg),
+		Generations: settings.Generations(cfg), EffectiveAt: started}}, set, log)
+	d := &delayParts{ready: health.NewReadiness(), mover: mover,
+		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), delayInstance(cfg, started), log, set)}
+	d.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, d.ready, log)
+	d.server.AddCollector(mover.Collector())
+	return d, nil
+}
+
+// delayInstance is what a delay process says about itself in the registry: `plaita execution
+// show` counts these records to say whether anything will wake a delayed execution.
+func delayInstance(cfg *config.Config, started time.Time) presence.InstanceInfo {
+	host, _ := os.Hostname()
+	g := cfg.Generations()
+	return presence.InstanceInfo{
+		InstanceID: config.InstanceID.In(cfg), Role: string(config.RoleDelay), Host: host, PID: os.Getpid(),
+		Queue:       config.QueueName.In(cfg),
+		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+		StartedAt:   started,
+	}
+}
