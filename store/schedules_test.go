@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/internal/redistest"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -512,4 +513,63 @@ func FuzzParseCron(f *testing.F) {
 			t.Fatalf("%q %q: Latest up to the next tick = %s %v, want %s", spec, tz, l, ok, n)
 		}
 	})
+}
+
+// Every schedule script and read on a 3-node Redis Cluster: the {sched} hash tag keeps each
+// one in a single slot (no CROSSSLOT), for every tenant.
+func TestSchedulesOnRedisCluster(t *testing.T) {
+	t.Parallel()
+	cl, _ := redistest.StartCluster(t, 3)
+	waitClusterOK(t, cl)
+	c := ctx(t)
+	st := store.NewSchedules(cl, "plaita")
+	past := time.Now().Add(-time.Hour)
+	for _, tenant := range []string{"", "acme"} {
+		rec, err := st.Create(c, newSchedule("cl", tenant, "* * * * * *"), past)
+		if err != nil {
+			t.Fatalf("create %q: %v", tenant, err)
+		}
+		if _, _, err := st.SetEnabled(c, tenant, "cl", false, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if rec, _, err = st.SetEnabled(c, tenant, "cl", true, past); err != nil {
+			t.Fatal(err)
+		}
+		cr, _ := store.ParseCron(rec.Cron, rec.TimeZone)
+		tick, _ := cr.Latest(rec.LastTick, time.Now())
+		p, ok, err := st.Claim(c, rec, store.PendingFire{TickMS: tick.UnixMilli(), ExecutionID: "ex_cl", FlowID: "f", FlowVersion: "1"}, cr.Next(tick))
+		if !ok || err != nil {
+			t.Fatalf("claim %q: %v %v", tenant, ok, err)
+		}
+		if _, _, _, err := st.TakeOver(c, tenant, "cl", p, "other"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Complete(c, tenant, "cl", p, &store.ScheduleFire{Tick: tick, ExecutionID: "ex_cl"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		rec, _ = st.Get(c, tenant, "cl")
+		if _, err := st.Skip(c, rec, cr.Next(tick), "test", cr.Next(cr.Next(tick)), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Reschedule(c, rec, cr.Next(tick)); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.List(c, tenant); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Park(c, tenant, "cl"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Due(c, time.Now().Add(time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	for _, tenant := range []string{"", "acme"} {
+		if ok, err := st.Delete(c, tenant, "cl"); !ok || err != nil {
+			t.Fatalf("delete %q: %v %v", tenant, ok, err)
+		}
+		if err := st.Forget(c, tenant, "cl"); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
