@@ -486,7 +486,7 @@ set_due(KEYS[1], KEYS[3], ARGV[6], tonumber(ARGV[7]))
 return 1
 `)
 
-// schedUpdateScript: KEYS rec, due. ARGV rev, def, last_tick ('' keeps it), next_ms, member, grace.
+// schedUpdateScript: KEYS rec, due. ARGV rev, def, last_tick (empty: kept), next_ms, member, grace.
 // Returns -1 when the record is gone, 0 when rev moved, 1 when written.
 var schedUpdateScript = rueidis.NewLuaScript(schedLuaDue + `
 local rev = redis.call('HGET', KEYS[1], 'rev')
@@ -600,8 +600,6 @@ func nextAfter(s Schedule, t time.Time) (time.Time, error) {
 	return c.Next(t), nil
 }
 
-func (s *Schedules) bound(ctx context.Context) (context.Context, context.CancelFunc) { return opCtx(ctx) }
-
 // Create stores a new schedule (TenantID says where) with now as its baseline: only ticks after
 // now fire. CreatedAt and UpdatedAt default to now. The id taken is ErrScheduleExists; a
 // definition Validate refuses is ErrBadSchedule; nothing is written then.
@@ -629,7 +627,7 @@ func (s *Schedules) Create(ctx context.Context, sc Schedule, now time.Time) (Sch
 	if err != nil {
 		return ScheduleRecord{}, schedErr(ErrBadSchedule, "schedule %s: %v", sc.ID, err)
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := schedCreateScript.Exec(ctx, s.c, []string{k.rec, k.idx, k.due}, []string{
 		string(def), msArg(now), msArg(next), msArg(sc.CreatedAt), sc.ID, k.member, s.grace(),
@@ -650,7 +648,7 @@ func (s *Schedules) Get(ctx context.Context, tenant, id string) (ScheduleRecord,
 	if err != nil {
 		return ScheduleRecord{}, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	fields, err := s.c.Do(ctx, s.c.B().Hgetall().Key(k.rec).Build()).AsStrMap()
 	if err != nil {
@@ -678,7 +676,7 @@ func (s *Schedules) List(ctx context.Context, tenant string) (recs []ScheduleRec
 	if err != nil {
 		return nil, nil, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(sp.Schedules()).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
@@ -772,7 +770,7 @@ func (s *Schedules) update(ctx context.Context, rec ScheduleRecord, last string)
 	if err != nil {
 		return false, schedErr(ErrBadSchedule, "schedule %s: %v", rec.ID, err)
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := schedUpdateScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
 		strconv.FormatInt(rec.Rev, 10), string(def), last, msArg(next), k.member, s.grace(),
@@ -793,7 +791,7 @@ func (s *Schedules) Delete(ctx context.Context, tenant, id string) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := schedDeleteScript.Exec(ctx, s.c, []string{k.rec, k.idx, k.due}, []string{id, k.member}).AsInt64()
 	if err != nil {
@@ -815,7 +813,7 @@ type DueRef struct {
 // Members that do not name a schedule are skipped.
 func (s *Schedules) Due(ctx context.Context, now time.Time, limit int) ([]DueRef, error) {
 	due := keys.MustFor(s.root, "").ScheduleDue()
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	zs, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(due).Min("-inf").Max(msArg(now)).Withscores().
 		Limit(0, int64(max(limit, 1))).Build()).AsZScores()
@@ -844,7 +842,7 @@ func (s *Schedules) DueScore(ctx context.Context, tenant, id string) (at time.Ti
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	f, err := s.c.Do(ctx, s.c.B().Zscore().Key(k.due).Member(k.member).Build()).AsFloat64()
 	switch {
@@ -882,7 +880,7 @@ func (s *Schedules) Claim(ctx context.Context, rec ScheduleRecord, p PendingFire
 	if err != nil {
 		return PendingFire{}, false, fmt.Errorf("%w: claim of schedule %s: %w", ErrInvalid, rec.ID, err)
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	tick := strconv.FormatInt(p.TickMS, 10)
 	arr, err := schedClaimScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
@@ -916,7 +914,7 @@ func (s *Schedules) Skip(ctx context.Context, rec ScheduleRecord, tick time.Time
 	if err != nil {
 		return false, fmt.Errorf("%w: skip of schedule %s: %w", ErrInvalid, rec.ID, err)
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := schedSkipScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
 		strconv.FormatInt(rec.Rev, 10), msArg(rec.LastTick), msArg(tick), string(body), msArg(next), k.member, s.grace(),
@@ -943,7 +941,7 @@ func (s *Schedules) Complete(ctx context.Context, tenant, id string, p PendingFi
 	if err != nil || (fire == nil && skip == nil) {
 		return false, fmt.Errorf("%w: completion of schedule %s without an outcome (%v)", ErrInvalid, id, err)
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	tick := strconv.FormatInt(p.TickMS, 10)
 	n, err := schedCompleteScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
@@ -962,7 +960,7 @@ func (s *Schedules) TakeOver(ctx context.Context, tenant, id string, p PendingFi
 	if err != nil {
 		return PendingFire{}, false, false, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	tick := strconv.FormatInt(p.TickMS, 10)
 	arr, err := schedTakeoverScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{fPending + tick, p.raw, by, k.member, s.grace()}).ToArray()
@@ -995,7 +993,7 @@ func (s *Schedules) Reschedule(ctx context.Context, rec ScheduleRecord, next tim
 	if err != nil {
 		return false, err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	n, err := schedRescheduleScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
 		strconv.FormatInt(rec.Rev, 10), msArg(next), k.member, s.grace(),
@@ -1022,7 +1020,7 @@ func (s *Schedules) dueOnly(ctx context.Context, script *rueidis.Lua, tenant, id
 	if err != nil {
 		return err
 	}
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	if err := script.Exec(ctx, s.c, []string{k.rec, k.due}, []string{k.member}).Error(); err != nil {
 		return transient(ErrRedis, what+" due member of "+k.rec, err)
@@ -1041,7 +1039,7 @@ type StreamEntry struct {
 // first. It is how a takeover tells whether a claimed start is already enqueued: the task
 // stream's ids are Redis-clock milliseconds, like the claim's times.
 func (s *Schedules) FindInStream(ctx context.Context, stream string, fromMS int64, limit int, match func(StreamEntry) bool) (found, complete bool, err error) {
-	ctx, cancel := s.bound(ctx)
+	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	const page = 500
 	start := strconv.FormatInt(max(fromMS, 0), 10) + "-0"
