@@ -203,10 +203,10 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 	a := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "sched-a", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
 	b := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "sched-b"})
 	rec := e.addSchedule("tick", "--cron", "* * * * * *", "--flow", "hello", "--input", `{"name":"cron"}`)
-	got := e.waitStarts(rec, 12, 90*time.Second, a, b)
+	e.waitStarts(rec, 12, 90*time.Second, a, b)
 	e.stop(a)
 	e.stop(b)
-	got = e.starts(rec) // anything the last passes added
+	got := e.starts(rec) // with anything the last passes added
 	if ts := onceEach(t, got); len(ts) < 10 {
 		t.Fatalf("%d ticks", len(ts))
 	}
@@ -360,10 +360,10 @@ func TestE2EScheduleAfterAStopFiresOnceForTheMissedTicks(t *testing.T) {
 	time.Sleep(5 * time.Second) // the downtime itself, not a wait for an outcome
 	a, b = e.spawnSchedule(nil), e.spawnSchedule(nil)
 	restarted := time.Now()
-	after := e.waitStarts(rec, len(before)+3, 60*time.Second, a, b)
+	e.waitStarts(rec, len(before)+3, 60*time.Second, a, b)
 	e.stop(a)
 	e.stop(b)
-	after = e.starts(rec)
+	after := e.starts(rec)
 	// The first start after the restart: had the missed ticks fired one by one, it would be the
 	// tick right after the last one before the stop.
 	var firstAfter time.Time

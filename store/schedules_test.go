@@ -20,13 +20,6 @@ func newSchedule(id, tenant, spec string) store.Schedule {
 
 func (f *fixture) schedules() *store.Schedules { return store.NewSchedules(f.c, f.root) }
 
-func (f *fixture) hash(key string) map[string]string {
-	f.t.Helper()
-	m, err := f.do(f.c.B().Hgetall().Key(key).Build()).AsStrMap()
-	f.must(err)
-	return m
-}
-
 func (f *fixture) schedKey(tenant, id string) string {
 	f.t.Helper()
 	k, err := keys.MustFor(f.root, tenant).Schedule(id)
