@@ -61,7 +61,7 @@ func (g *gate) setVerdict(tenant string, v Verdict) {
 
 // bundle is one test's Redis root, stores and clock.
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	c      rueidis.Client
 	root   string
 	st     *store.Schedules
@@ -73,7 +73,7 @@ type bundle struct {
 	base   time.Time // a whole second, a minute ahead of the Redis clock; the test clock starts half a second after it
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
@@ -86,7 +86,7 @@ func setup(t *testing.T) *bundle {
 	return b
 }
 
-func tctx(t *testing.T) context.Context {
+func tctx(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
