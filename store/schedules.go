@@ -612,6 +612,9 @@ func (s *Schedules) Create(ctx context.Context, sc Schedule, now time.Time) (Sch
 		sc.UpdatedAt = sc.CreatedAt
 	}
 	sc.TenantID = tenantName(sc.TenantID)
+	if sc.TimeZone == "" {
+		sc.TimeZone = "UTC"
+	}
 	if err := sc.Validate(); err != nil {
 		return ScheduleRecord{}, err
 	}

@@ -175,6 +175,9 @@ func (s *Scheduler) RunOnce(ctx context.Context) Pass {
 			break
 		}
 		refs, err := s.d.Store.Due(ctx, now, s.d.Batch)
+		if err != nil && ctx.Err() != nil {
+			return total // stopping
+		}
 		if err != nil {
 			s.m.passErrors.Inc()
 			total.Errors++
@@ -449,6 +452,20 @@ func (s *Scheduler) recoverClaim(ctx context.Context, rec store.ScheduleRecord, 
 		log.Info().Str("event", "schedule.recovered").Str("how", "already_enqueued").Msg("pending claim completed: its start was enqueued")
 		if _, err := s.d.Store.Complete(ctx, rec.TenantID, rec.ID, claim, &store.ScheduleFire{Tick: claim.Tick(), ExecutionID: claim.ExecutionID,
 			FlowVersion: claim.FlowVersion, At: s.d.Now(), By: s.d.Instance, Recovered: true}, nil); err != nil {
+			p.Errors++
+		}
+		return p
+	}
+	// The tenant may have been disabled since the claim: its start would be refused.
+	switch verdict, reason, err := s.d.Tenants.Check(ctx, rec.TenantID); {
+	case err != nil || verdict == Hold:
+		p.Errors++
+		log.Warn().Err(err).Str("event", "schedule.tenant_check_failed").Str("reason", reason).Msg("cannot decide the pending start's tenant now: it is looked at again after the grace")
+		return p
+	case verdict == Skip:
+		s.m.skippedTenant.Inc()
+		p.Skipped++
+		if _, err := s.d.Store.Complete(ctx, rec.TenantID, rec.ID, claim, nil, &store.ScheduleSkip{Tick: claim.Tick(), Reason: reason, At: s.d.Now()}); err != nil {
 			p.Errors++
 		}
 		return p

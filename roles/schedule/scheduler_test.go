@@ -521,3 +521,23 @@ func TestExecutionIDIsPerScheduleAndTick(t *testing.T) {
 		}
 	}
 }
+
+// A tenant disabled between a claim and its takeover: the pending start is not enqueued, the
+// tick is recorded as skipped.
+func TestPendingClaimOfADisabledTenantIsSkipped(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.st.Grace = 200 * time.Millisecond
+	b.publish("acme", "report", "1", b.base)
+	b.create(everySecond("off", "acme"))
+	b.clock.set(b.base.Add(1100 * time.Millisecond))
+	b.scheduler("s-dead", nil, b.failingEnqueue(false)).RunOnce(tctx(t))
+	b.gate.setVerdict("acme", Skip)
+	got := b.recoverWith(b.scheduler("s-alive", nil, nil), "acme", "off")
+	if n := len(b.entries()); n != 0 {
+		t.Fatalf("%d starts for a disabled tenant", n)
+	}
+	if got.LastFire != nil || got.LastSkip == nil || !strings.Contains(got.LastSkip.Reason, "disabled") {
+		t.Fatalf("record %+v", got)
+	}
+}
