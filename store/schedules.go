@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -339,7 +340,7 @@ func DecodeSchedule(tenant, id string, fields map[string]string) (ScheduleRecord
 		}
 		r.Pending = append(r.Pending, p)
 	}
-	slices.SortFunc(r.Pending, func(a, b PendingFire) int { return cmpInt(a.TickMS, b.TickMS) })
+	slices.SortFunc(r.Pending, func(a, b PendingFire) int { return cmp.Compare(a.TickMS, b.TickMS) })
 	if v, ok := fields[fLastFire]; ok {
 		r.LastFire = new(ScheduleFire)
 		if err := json.Unmarshal([]byte(v), r.LastFire); err != nil {
@@ -368,16 +369,6 @@ func decodePending(tick, v string) (PendingFire, error) {
 	}
 	p.raw = v
 	return p, nil
-}
-
-func cmpInt(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func tenantName(t string) string {
@@ -892,6 +883,9 @@ func (s *Schedules) Claim(ctx context.Context, rec ScheduleRecord, p PendingFire
 	if err != nil {
 		return PendingFire{}, false, transient(ErrRedis, "claim schedule "+k.rec, err)
 	}
+	if len(arr) == 0 {
+		return PendingFire{}, false, fmt.Errorf("%w: claim of %s: empty reply", ErrRedis, k.rec)
+	}
 	if n, _ := arr[0].AsInt64(); n != 1 || len(arr) < 2 {
 		return PendingFire{}, false, nil
 	}
@@ -969,6 +963,9 @@ func (s *Schedules) TakeOver(ctx context.Context, tenant, id string, p PendingFi
 	arr, err := schedTakeoverScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{fPending + tick, p.raw, by, k.member, s.grace()}).ToArray()
 	if err != nil {
 		return PendingFire{}, false, false, transient(ErrRedis, "take over claim of schedule "+k.rec, err)
+	}
+	if len(arr) == 0 {
+		return PendingFire{}, false, false, fmt.Errorf("%w: takeover of %s: empty reply", ErrRedis, k.rec)
 	}
 	switch n, _ := arr[0].AsInt64(); {
 	case n == 2:
