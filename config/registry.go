@@ -120,7 +120,7 @@ func registry() []*Var {
 			doc("Turns the write-side index prune off."),
 		numVar("PLAITA_METRICS_PORT", rRedis, upTo(numRule{def: 0, zero: keep(), neg: to(0), bad: to(0).W(),
 			want: "a port number"}, 65535)).flag("metrics-port").defDoc("0 (off)").
-			doc("Port of the /metrics, /healthz and /readyz endpoint of the worker and the Redis services; 0 = off."),
+			doc("Port of the role's /metrics, /healthz and /readyz endpoint; 0 = off."),
 		stringVar("PLAITA_METRICS_HOST", rRedis, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
 		stringVar("PLAITA_ALERT_WEBHOOK", rEngine, "", dflt()).secretURL().defDoc("unset").validated(webhookProblem).
 			doc("JSON POST target for dead-letter and zombie alerts."),
@@ -153,13 +153,13 @@ func registry() []*Var {
 			doc("Freshness window of a capacity snapshot."),
 		boolVar("PLAITA_CONSOLE_DISPATCH_SHADOW", rConsole, KindLooseBool, true).timing(TimingCall).
 			doc("Shadow decision labels of the dispatcher."),
-		identityVar("PLAITA_CONSOLE_TASK_QUEUE", rConsole, defaultQueue).timing(TimingCall).semantic().
+		identityVar("PLAITA_CONSOLE_TASK_QUEUE", []Role{RoleConsole, RoleSchedule}, defaultQueue).timing(TimingCall).semantic().
 			checked(func(v any, c *Config) (any, string) {
 				if q := c.str("PLAITA_QUEUE_NAME"); q != v {
 					return v, fmt.Sprintf("differs from PLAITA_QUEUE_NAME %q: the console enqueues where the workers do not read", q)
 				}
 				return v, ""
-			}).doc("Stream the console enqueues to."),
+			}).doc("Stream the console and the schedule role enqueue starts to."),
 		stringVar("PLAITA_DISPATCH_LEDGER_KEY", rConsole, "plaita:dispatch:ledger", dflt()).timing(TimingCall).doc("Dispatch ledger key."),
 		derivedString("PLAITA_DISPATCHER_ID", rConsole, "hostname", dflt(), func(c *Config) string { return c.hostname }).
 			timing(TimingCall).doc("Ledger actor id."),

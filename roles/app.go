@@ -86,7 +86,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			roleCommand(config.RoleWorker, stderr),
 			roleCommand(config.RoleConsole, stderr),
 			roleCommand(config.RoleFilter, stderr),
-			roleCommand(config.RoleSchedule, stderr),
+			scheduleCommand(roleCommand(config.RoleSchedule, stderr), stdout, stderr),
 			roleCommand(config.RoleDelay, stderr),
 			roleCommand(config.RoleDev, stderr),
 			doctorCommand(stdout, stderr),
@@ -163,6 +163,8 @@ func roleBody(role config.Role) (func(context.Context, *config.Config, zerolog.L
 		return runWorker, true
 	case config.RoleDelay:
 		return runDelay, true
+	case config.RoleSchedule:
+		return runSchedule, true
 	}
 	return nil, false
 }

@@ -40,7 +40,7 @@ func Table() []Spec {
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
 			[]string{DepRedis}, false},
 		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
-			[]string{DepRedis}, false},
+			[]string{DepRedis}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDev, "every role above in one process, for a laptop",

@@ -19,6 +19,9 @@
 //	plaita:execution:affinityhandover:{<id>}     affinity handovers
 //	plaita:exec_tombstone:{<id>}                 deletion tombstone
 //	plaita:flow:<flow>:<version>, plaita:flow_list, plaita:flow_versions:<flow>
+//	plaita:schedule:{sched}:<id>                 cron schedule (HASH: definition and firing state)
+//	plaita:schedules:{sched}                     ZSET of the tenant's schedule ids
+//	plaita:schedule_due:{sched}                  platform ZSET <tenant>:<id> → next look (Unix ms)
 //
 // Another tenant's keys insert its slug after the root: plaita:acme:execution:{<id>}.
 // Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
@@ -86,6 +89,7 @@ func Families() []Family {
 		// Per deployment.
 		{Name: "tenant_status", Platform: true}, {Name: "tenant_quota", Platform: true}, {Name: "tenant_running", Platform: true},
 		{Name: "registry", Platform: true}, {Name: "delay", Platform: true}, {Name: "dispatch", Platform: true},
+		{Name: "schedule_due", Platform: true},
 	}
 }
 
@@ -280,6 +284,26 @@ func (s Space) Approval(executionID string) (string, error) {
 
 // ApprovalIndex is the ZSET of the tenant's pending approvals (score = since unix ms).
 func (s Space) ApprovalIndex() string { return s.prefix + "approval_index" }
+
+// ScheduleTag is the hash tag of every schedule key, of every tenant: a schedule's record, its
+// tenant's index and the due index change together in one script, so they share one Cluster
+// slot (see docs/schedules.md).
+const ScheduleTag = "{sched}"
+
+// Schedule is the HASH of one cron schedule: its definition and its firing state.
+func (s Space) Schedule(id string) (string, error) {
+	if err := validID(id); err != nil {
+		return "", err
+	}
+	return s.prefix + "schedule:" + ScheduleTag + ":" + id, nil
+}
+
+// Schedules is the ZSET of the tenant's schedule ids (score = creation time, Unix ms).
+func (s Space) Schedules() string { return s.prefix + "schedules:" + ScheduleTag }
+
+// ScheduleDue is the platform ZSET of every tenant's schedules, member <tenant>:<id>, score =
+// when the schedule role must look at it next (Unix ms; +inf while there is nothing to do).
+func (s Space) ScheduleDue() string { return s.root + ":schedule_due:" + ScheduleTag }
 
 // Tombstone is the deletion tombstone of an execution.
 func (s Space) Tombstone(id string) (string, error) {

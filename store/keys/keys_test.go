@@ -65,6 +65,32 @@ func TestAllKeysOfAnExecutionShareAHashTag(t *testing.T) {
 	}
 }
 
+// Every schedule key of every tenant carries the same hash tag (first brace pair): one script
+// changes a record, its tenant's index and the due index together.
+func TestScheduleKeysShareOneSlot(t *testing.T) {
+	def, acme := MustFor("", ""), MustFor("", "acme")
+	rec, _ := def.Schedule("nightly")
+	other, _ := acme.Schedule("nightly")
+	for got, want := range map[string]string{
+		rec:                "plaita:schedule:{sched}:nightly",
+		other:              "plaita:acme:schedule:{sched}:nightly",
+		def.Schedules():    "plaita:schedules:{sched}",
+		acme.Schedules():   "plaita:acme:schedules:{sched}",
+		def.ScheduleDue():  "plaita:schedule_due:{sched}",
+		acme.ScheduleDue(): "plaita:schedule_due:{sched}",
+	} {
+		if got != want {
+			t.Errorf("got %s, want %s", got, want)
+		}
+		if i := strings.Index(got, "{"); i < 0 || !strings.HasPrefix(got[i:], ScheduleTag) {
+			t.Errorf("%s does not carry the hash tag %s first", got, ScheduleTag)
+		}
+	}
+	if _, err := def.Schedule("a:b"); !errors.Is(err, ErrBadID) {
+		t.Errorf("schedule id with ':' accepted: %v", err)
+	}
+}
+
 func TestBadTenantsAndIDs(t *testing.T) {
 	for _, bad := range []string{"a:b", "{x}", "has space", "UPPER", strings.Repeat("a", 65), "execution", "-x", "é"} {
 		if _, err := For("", bad); !errors.Is(err, ErrBadTenant) {

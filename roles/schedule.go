@@ -1,0 +1,143 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/health"
+	"plaita/roles/presence"
+	"plaita/roles/schedule"
+	"plaita/roles/settings"
+	"plaita/roles/worker"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// runSchedule wires the schedule role and runs it until ctx ends (SIGTERM/SIGINT).
+//
+// Start order (service.Group): metrics server → registry (status running) → scheduler, then
+// ready. Shutdown: not ready and registry status stopping at once → the scheduler stops after
+// the schedules its pass already began (a claimed tick is enqueued and completed, not left
+// pending) → registry deregistered → metrics server last.
+func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	set := metrics.NewSet()
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	defer c.Close()
+	p, err := buildSchedule(cfg, c, set, log)
+	if err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStart()
+	var services service.Group
+	if err := services.Start(startCtx,
+		service.Named{Name: "metrics server", Service: p.server},
+		service.Named{Name: "registry", Service: p.registry},
+		service.Named{Name: "scheduler", Service: p.scheduler},
+	); err != nil {
+		return fmt.Errorf("schedule: %w", err)
+	}
+	p.ready.SetReady()
+	log.Info().Str("event", "schedule.started").Str("queue", config.ConsoleTaskQueue.In(cfg)).
+		Float64("check_interval_s", config.CheckInterval.In(cfg)).Str("metrics", p.server.Addr()).Msg("schedule role running")
+
+	<-ctx.Done()
+	bg := context.Background()
+	p.ready.SetNotReady("stopping")
+	if err := p.registry.SetStatus(bg, presence.StatusStopping); err != nil {
+		log.Warn().Err(err).Str("event", "schedule.status_write_failed").Msg("could not mark the instance stopping")
+	}
+	stopCtx, cancelStop := context.WithTimeout(bg, 15*time.Second)
+	defer cancelStop()
+	services.Stop(stopCtx)
+	log.Info().Str("event", "schedule.stopped").Msg("schedule role stopped")
+	return nil
+}
+
+// scheduleParts are the schedule role's services.
+type scheduleParts struct {
+	registry  *presence.Registry
+	ready     *health.Readiness
+	server    *health.Server
+	scheduler *schedule.Scheduler
+}
+
+// buildSchedule builds every part; nothing runs yet.
+func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*scheduleParts, error) {
+	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
+	// The worker's tenant-status gate, without its epoch gate (PLAITA_DEPLOYMENT_EPOCH is the
+	// worker's and the console's): the worker still holds a start a stale snapshot admitted.
+	tenants, err := worker.NewTenantStatusGate(st, settings.TenantStatus{}, set, log)
+	if err != nil {
+		return nil, err
+	}
+	tenants.CacheFor = worker.GateCacheTTL
+	stream := config.ConsoleTaskQueue.In(cfg)
+	gens, maxInput := settings.Generations(cfg), queue.MaxInput(config.ExecutionStateMaxBytes.In(cfg))
+	info := scheduleInstance(cfg)
+	p := &scheduleParts{ready: health.NewReadiness(),
+		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set)}
+	p.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, p.ready, log)
+	p.scheduler = schedule.New(schedule.Deps{
+		Store:   store.NewSchedules(c, keys.DefaultRoot),
+		Flows:   store.NewFlows(c, keys.DefaultRoot),
+		Tenants: tenantGate{tenants},
+		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
+			env.Stamp(gens, time.Now())
+			return queue.Enqueue(ctx, c, stream, env, maxInput)
+		},
+		Stream:   stream,
+		Started:  schedule.Executions(st),
+		Instance: info.InstanceID,
+		Interval: time.Duration(config.CheckInterval.In(cfg) * float64(time.Second)),
+		Log:      log,
+		Metrics:  set,
+	})
+	return p, nil
+}
+
+// scheduleInstance is what a schedule process says about itself in the registry: the stream
+// it enqueues to stands where a worker's queue does.
+func scheduleInstance(cfg *config.Config) presence.InstanceInfo {
+	host, _ := os.Hostname()
+	g := cfg.Generations()
+	return presence.InstanceInfo{
+		InstanceID:  config.InstanceID.In(cfg),
+		Role:        string(config.RoleSchedule),
+		Host:        host,
+		PID:         os.Getpid(),
+		Queue:       config.ConsoleTaskQueue.In(cfg),
+		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+		StartedAt:   time.Now().UTC(),
+	}
+}
+
+// tenantGate maps the worker's tenant-status decision onto the schedule's: a refused tenant's
+// ticks are skipped, an undecidable one's stay due.
+type tenantGate struct{ g *worker.TenantStatus }
+
+func (t tenantGate) Check(ctx context.Context, tenant string) (schedule.Verdict, string, error) {
+	d, err := t.g.Check(ctx, tenant)
+	if err != nil {
+		return schedule.Hold, "", err
+	}
+	switch {
+	case d.Runs():
+		return schedule.Fire, d.Reason, nil
+	case d.Verdict == worker.VerdictRefuse:
+		return schedule.Skip, d.Reason, nil
+	}
+	return schedule.Hold, d.Reason, nil
+}

@@ -1,0 +1,413 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// scheduleCommand gives the schedule role's command its editing subcommands. `plaita schedule`
+// alone runs the role, like every role command; `plaita schedule add|list|show|enable|disable|
+// delete` edit the schedules in Redis (what the console will do) and exit. One command name
+// for both keeps `plaita schedule --help` the one place an operator looks.
+func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
+	runRole := role.Action
+	role.UsageText = "plaita schedule [flags]                                          run the schedule role\n" +
+		"plaita schedule add|list|show|enable|disable|delete [ID] [flags]   edit the schedules (each has --help)"
+	role.Description = "Without a subcommand: runs the schedule role. Every PLAITA_CHECK_INTERVAL seconds it enqueues a\n" +
+		"start on PLAITA_CONSOLE_TASK_QUEUE for every schedule with a cron tick due, across all tenants.\n" +
+		"Any number of schedule processes may run: each tick is claimed by one of them and fired once. After\n" +
+		"a stop, a schedule fires once for the ticks it missed (the newest one), not once per tick. Ticks of\n" +
+		"disabled schedules and of disabled tenants are skipped and never fired later. docs/schedules.md\n" +
+		"has the whole contract.\n\n" +
+		"The subcommands edit the schedules and exit; they run the schedule role's configuration preflight and\n" +
+		"connect to PLAITA_REDIS_URL. Exit status: 0 done; 1 failure (unknown schedule, Redis); 2 bad usage."
+	role.Action = func(ctx context.Context, cmd *cli.Command) error {
+		if cmd.Args().Len() > 0 {
+			return cliUsage("schedule", "unknown subcommand %q (add, list, show, enable, disable, delete; none runs the role)", cmd.Args().First())
+		}
+		return runRole(ctx, cmd)
+	}
+	role.Commands = []*cli.Command{
+		{
+			Name:      "add",
+			Usage:     "create a cron schedule that starts a flow",
+			UsageText: "plaita schedule add [ID] --cron SPEC --flow FLOW_ID [--version V|latest] [--tz ZONE] [--input JSON|@file] [--disabled] [--tenant T] [--json]",
+			Description: "SPEC is 5 fields (minute hour day-of-month month day-of-week), 6 with seconds first\n" +
+				"(\"*/10 * * * * *\": every 10 seconds), or @yearly, @monthly, @weekly, @daily, @hourly; it is read\n" +
+				"in --tz (an IANA zone, default UTC). --version latest (the default) starts the flow's most\n" +
+				"recently published version at each tick. Only ticks after the schedule is created fire. Without\n" +
+				"ID an id is generated. A flow that is not published yet is a warning: its ticks are skipped\n" +
+				"until it is.",
+			Flags: cliFlags(tenantFlag(),
+				&cli.StringFlag{Name: "cron", Usage: "the cron spec (5 fields, or 6 with seconds first)"},
+				&cli.StringFlag{Name: "tz", Value: "UTC", Usage: "IANA time zone the spec is read in"},
+				&cli.StringFlag{Name: "flow", Usage: "the flow id to start"},
+				&cli.StringFlag{Name: "version", Value: store.LatestVersion, Usage: "the flow version to start, or latest (resolved at each tick)"},
+				&cli.StringFlag{Name: "input", Usage: "the executions' INPUT: inline JSON, or @path (default {})"},
+				&cli.BoolFlag{Name: "disabled", Usage: "create it disabled (enable it later)"},
+				jsonFlag("print the stored schedule as JSON")),
+			Action: func(ctx context.Context, cmd *cli.Command) error { return scheduleAdd(ctx, cmd, stdout, stderr) },
+		},
+		{
+			Name:      "list",
+			Usage:     "list the tenant's schedules",
+			UsageText: "plaita schedule list [--tenant T] [--json]",
+			Flags:     cliFlags(tenantFlag(), jsonFlag("print {tenant_id, items, bad} as JSON")),
+			Action:    func(ctx context.Context, cmd *cli.Command) error { return scheduleList(ctx, cmd, stdout, stderr) },
+		},
+		{
+			Name:      "show",
+			Usage:     "print one schedule with its firing state",
+			UsageText: "plaita schedule show ID [--tenant T] [--json]",
+			Flags:     cliFlags(tenantFlag(), jsonFlag("print the stored schedule as JSON")),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				return withSchedule(ctx, cmd, "show", stderr, func(k *schedConn, id string) error {
+					rec, err := k.st.Get(ctx, k.tenant, id)
+					if err != nil {
+						return cliFail("show", "%v", err)
+					}
+					if cmd.Bool("json") {
+						return writeJSON(stdout, rec)
+					}
+					writeSchedule(stdout, rec)
+					return nil
+				})
+			},
+		},
+		scheduleToggle("enable", true, stdout, stderr),
+		scheduleToggle("disable", false, stdout, stderr),
+		{
+			Name:      "delete",
+			Usage:     "delete a schedule (a start already enqueued still runs)",
+			UsageText: "plaita schedule delete ID [--tenant T] [--json]",
+			Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				return withSchedule(ctx, cmd, "delete", stderr, func(k *schedConn, id string) error {
+					ok, err := k.st.Delete(ctx, k.tenant, id)
+					if err != nil {
+						return cliFail("delete", "%v", err)
+					}
+					if !ok {
+						return cliFail("delete", "no schedule %s in tenant %s", id, k.tenant)
+					}
+					if cmd.Bool("json") {
+						return writeJSON(stdout, map[string]any{"id": id, "tenant_id": k.tenant, "action": "delete", "deleted": true})
+					}
+					fmt.Fprintf(stdout, "schedule %s: deleted\n", id)
+					return nil
+				})
+			},
+		},
+	}
+	return role
+}
+
+func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Command {
+	usage := "disable a schedule: its ticks are skipped until it is enabled again"
+	if enable {
+		usage = "enable a schedule: ticks from now on fire (ticks while it was disabled never do)"
+	}
+	return &cli.Command{
+		Name:      name,
+		Usage:     usage,
+		UsageText: "plaita schedule " + name + " ID [--tenant T] [--json]",
+		Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withSchedule(ctx, cmd, name, stderr, func(k *schedConn, id string) error {
+				rec, changed, err := k.st.SetEnabled(ctx, k.tenant, id, enable, time.Now())
+				if err != nil {
+					return cliFail(name, "%v", err)
+				}
+				if cmd.Bool("json") {
+					out := map[string]any{"id": id, "tenant_id": k.tenant, "action": name, "changed": changed, "enabled": rec.Enabled}
+					if !rec.Next.IsZero() {
+						out["next_tick"] = rec.Next
+					}
+					return writeJSON(stdout, out)
+				}
+				state := "disabled"
+				if enable {
+					state = "enabled"
+				}
+				if !changed {
+					fmt.Fprintf(stdout, "schedule %s: already %s; nothing to do\n", id, state)
+					return nil
+				}
+				fmt.Fprintf(stdout, "schedule %s: %s", id, state)
+				if !rec.Next.IsZero() {
+					fmt.Fprintf(stdout, " (next tick %s)", rec.Next.Format(time.RFC3339))
+				}
+				fmt.Fprintln(stdout)
+				return nil
+			})
+		},
+	}
+}
+
+// schedConn is a connected schedule command.
+type schedConn struct {
+	cfg    *config.Config
+	log    zerolog.Logger
+	c      rueidis.Client
+	tenant string
+	st     *store.Schedules
+	flows  *store.Flows
+}
+
+// connectSchedules runs the schedule role's preflight and connects for the --tenant.
+func connectSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedConn, error) {
+	cfg, log, err := preflightAs(cmd, config.RoleSchedule, "cli", zerolog.DebugLevel, stderr)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := keys.For(keys.DefaultRoot, cmd.String("tenant"))
+	if err != nil {
+		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
+	}
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return nil, cliFail(name, "%v", err)
+	}
+	return &schedConn{cfg: cfg, log: log, c: c, tenant: sp.Tenant(), st: store.NewSchedules(c, keys.DefaultRoot),
+		flows: store.NewFlows(c, keys.DefaultRoot)}, nil
+}
+
+// withSchedule checks the one ID argument, connects and runs fn.
+func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(k *schedConn, id string) error) error {
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one schedule: plaita schedule %s ID", name)
+	}
+	id := cmd.Args().First()
+	if err := keys.ValidName("schedule id", id); err != nil {
+		return cliUsage(name, "%v", err)
+	}
+	k, err := connectSchedules(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.c.Close()
+	return fn(k, id)
+}
+
+// scheduleErr is a store error of add as its exit: a refused definition is bad usage (2); an
+// id taken or a Redis failure is a failure (1).
+func scheduleErr(name string, err error) error {
+	if errors.Is(err, store.ErrBadSchedule) {
+		return cliUsage(name, "%v", err)
+	}
+	return cliFail(name, "%v", err)
+}
+
+func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "add"
+	var id string
+	switch cmd.Args().Len() {
+	case 0:
+		id = newScheduleID()
+	case 1:
+		id = cmd.Args().First()
+	default:
+		return cliUsage(name, "at most one schedule id: plaita schedule add [ID] --cron SPEC --flow FLOW_ID")
+	}
+	if err := keys.ValidName("schedule id", id); err != nil {
+		return cliUsage(name, "%v", err)
+	}
+	if !cmd.IsSet("cron") || !cmd.IsSet("flow") {
+		return cliUsage(name, "--cron and --flow are required")
+	}
+	s := store.Schedule{ID: id, TenantID: cmd.String("tenant"), Cron: strings.TrimSpace(cmd.String("cron")), TimeZone: cmd.String("tz"),
+		Enabled: !cmd.Bool("disabled"), FlowID: cmd.String("flow"), FlowVersion: cmd.String("version"), Input: json.RawMessage(`{}`)}
+	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
+		return cliUsage(name, "--cron/--tz: %v", err)
+	}
+	if err := keys.ValidName("flow id", s.FlowID); err != nil {
+		return cliUsage(name, "--flow: %v", err)
+	}
+	if s.FlowVersion != store.LatestVersion {
+		if err := keys.ValidName("flow version", s.FlowVersion); err != nil {
+			return cliUsage(name, "--version: %v (or %s)", err, store.LatestVersion)
+		}
+	}
+	if cmd.IsSet("input") {
+		var err error
+		if s.Input, err = jsonArg(name, "input", cmd.String("input")); err != nil {
+			return err
+		}
+	}
+	k, err := connectSchedules(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.c.Close()
+	s.TenantID = k.tenant
+	if limit := config.ExecutionStateMaxBytes.In(k.cfg); limit > 0 && len(s.Input) > limit {
+		return cliUsage(name, "--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
+	}
+	var warnings []string
+	if w, err := flowWarning(ctx, k, s); err != nil {
+		return cliFail(name, "%v", err)
+	} else if w != "" {
+		warnings = append(warnings, w)
+		k.log.Warn().Str("event", "schedule.flow_not_published").Str("flow_id", s.FlowID).Str("flow_version", s.FlowVersion).Msg(w)
+	}
+	rec, err := k.st.Create(ctx, s, time.Now())
+	if err != nil {
+		return scheduleErr(name, err)
+	}
+	if cmd.Bool("json") {
+		out := struct {
+			store.ScheduleRecord
+			Warnings []string `json:"warnings,omitempty"`
+		}{rec, warnings}
+		return writeJSON(stdout, out)
+	}
+	state := "enabled"
+	if !rec.Enabled {
+		state = "disabled"
+	}
+	fmt.Fprintf(stdout, "schedule %s created in tenant %s: cron %q (%s), flow %s version %s, %s\n",
+		rec.ID, rec.TenantID, rec.Cron, rec.TimeZone, rec.FlowID, rec.FlowVersion, state)
+	if !rec.Next.IsZero() {
+		fmt.Fprintf(stdout, "next tick: %s\n", rec.Next.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// flowWarning says when the schedule's flow (version) is not published yet.
+func flowWarning(ctx context.Context, k *schedConn, s store.Schedule) (string, error) {
+	var err error
+	if s.FlowVersion == store.LatestVersion {
+		_, err = k.flows.Latest(ctx, k.tenant, s.FlowID)
+	} else {
+		_, err = k.flows.Get(ctx, k.tenant, s.FlowID, s.FlowVersion)
+	}
+	switch {
+	case errors.Is(err, store.ErrFlowNotFound):
+		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita start FLOW.json publishes it)",
+			s.FlowID, s.FlowVersion, k.tenant), nil
+	case err != nil:
+		return "", err
+	}
+	return "", nil
+}
+
+func newScheduleID() string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("crypto/rand: " + err.Error())
+	}
+	return "sch_" + hex.EncodeToString(b[:])
+}
+
+func scheduleList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "list"
+	if cmd.Args().Len() > 0 {
+		return cliUsage(name, "no arguments: plaita schedule list [--tenant T] [--json]")
+	}
+	k, err := connectSchedules(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.c.Close()
+	recs, bad, err := k.st.List(ctx, k.tenant)
+	if err != nil {
+		return cliFail(name, "%v", err)
+	}
+	for _, b := range bad {
+		k.log.Warn().Err(b.Err).Str("event", "schedule.bad_record").Str("schedule_id", b.ID).Msg("a schedule's record does not decode: delete it, or write it again")
+	}
+	if cmd.Bool("json") {
+		type badOut struct {
+			ID    string `json:"id"`
+			Error string `json:"error"`
+		}
+		out := struct {
+			TenantID string                 `json:"tenant_id"`
+			Items    []store.ScheduleRecord `json:"items"`
+			Bad      []badOut               `json:"bad"`
+		}{TenantID: k.tenant, Items: recs, Bad: []badOut{}}
+		if out.Items == nil {
+			out.Items = []store.ScheduleRecord{}
+		}
+		for _, b := range bad {
+			out.Bad = append(out.Bad, badOut{ID: b.ID, Error: b.Err.Error()})
+		}
+		return writeJSON(stdout, out)
+	}
+	if len(recs) == 0 && len(bad) == 0 {
+		fmt.Fprintf(stdout, "no schedules in tenant %s\n", k.tenant)
+		return nil
+	}
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tENABLED\tCRON\tTZ\tFLOW\tVERSION\tNEXT TICK\tLAST FIRED")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.Enabled, r.Cron, r.TimeZone, r.FlowID, r.FlowVersion, tickText(r.Next), lastFired(r))
+	}
+	for _, bd := range bad {
+		fmt.Fprintf(tw, "%s\t?\t(unreadable record)\t\t\t\t\t\n", bd.ID)
+	}
+	if err := tw.Flush(); err != nil {
+		return cliFail(name, "%v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		fmt.Fprintln(stdout, strings.TrimRight(line, " "))
+	}
+	return nil
+}
+
+func tickText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+func lastFired(r store.ScheduleRecord) string {
+	if r.LastFire == nil {
+		return "-"
+	}
+	return r.LastFire.Tick.Format(time.RFC3339) + " " + r.LastFire.ExecutionID
+}
+
+// writeSchedule prints one schedule for `plaita schedule show`.
+func writeSchedule(w io.Writer, r store.ScheduleRecord) {
+	fmt.Fprintf(w, "schedule %s (tenant %s)\n", r.ID, r.TenantID)
+	fmt.Fprintf(w, "  enabled:   %v\n", r.Enabled)
+	fmt.Fprintf(w, "  cron:      %s (%s)\n", r.Cron, r.TimeZone)
+	fmt.Fprintf(w, "  flow:      %s version %s\n", r.FlowID, r.FlowVersion)
+	fmt.Fprintf(w, "  input:     %s\n", string(r.Input))
+	fmt.Fprintf(w, "  created:   %s, updated %s\n", r.CreatedAt.Format(time.RFC3339), r.UpdatedAt.Format(time.RFC3339))
+	fmt.Fprintf(w, "  next tick: %s\n", tickText(r.Next))
+	if f := r.LastFire; f != nil {
+		how := ""
+		if f.Recovered {
+			how = ", completed by a takeover"
+		}
+		fmt.Fprintf(w, "  last fired: tick %s → execution %s (version %s, by %s%s)\n", f.Tick.Format(time.RFC3339), f.ExecutionID, f.FlowVersion, f.By, how)
+	}
+	if s := r.LastSkip; s != nil {
+		fmt.Fprintf(w, "  last skipped: tick %s: %s\n", s.Tick.Format(time.RFC3339), s.Reason)
+	}
+	for _, p := range r.Pending {
+		fmt.Fprintf(w, "  pending: tick %s → execution %s, claimed by %s at %s\n", p.Tick().Format(time.RFC3339), p.ExecutionID, p.By,
+			time.UnixMilli(p.ClaimedMS).UTC().Format(time.RFC3339))
+	}
+}
