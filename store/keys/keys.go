@@ -22,6 +22,9 @@
 //	plaita:schedule:{sched}:<id>                 cron schedule (HASH: definition and firing state)
 //	plaita:schedules:{sched}                     ZSET of the tenant's schedule ids
 //	plaita:schedule_due:{sched}                  platform ZSET <tenant>:<id> → next look (Unix ms)
+//	plaita:event:<event id>, plaita:event_index:<type>[:prune], plaita:events   events (docs/events.md)
+//	plaita:event_wake:<execution id>:<suspension>:<event id>               one-shot wake-up marker
+//	plaita:event_bus:tenants, plaita:event_bus:cursor, plaita:event_bus:notify  (platform)
 //
 // Another tenant's keys insert its slug after the root: plaita:acme:execution:{<id>}.
 // Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
@@ -85,6 +88,7 @@ func Families() []Family {
 		{Name: "flow"}, {Name: "flow_list"}, {Name: "flow_versions"},
 		{Name: "subscription"}, {Name: "subscription_index"}, {Name: "approval"}, {Name: "approval_index"},
 		{Name: "event"}, {Name: "event_index"}, {Name: "events"}, {Name: "subscriptions"},
+		{Name: "event_wake"}, {Name: "event_bus", Platform: true},
 		{Name: "schedule"}, {Name: "schedules"},
 		// Per deployment.
 		{Name: "tenant_status", Platform: true}, {Name: "tenant_quota", Platform: true}, {Name: "tenant_running", Platform: true},
@@ -305,6 +309,49 @@ func (s Space) Schedules() string { return s.prefix + "schedules:" + ScheduleTag
 // when the schedule role must look at it next (Unix ms; +inf while there is nothing to do).
 func (s Space) ScheduleDue() string { return s.root + ":schedule_due:" + ScheduleTag }
 
+// Event is the record of a published event (docs/events.md). Event ids have the alphabet of
+// execution ids.
+func (s Space) Event(eventID string) (string, error) {
+	if err := validID(eventID); err != nil {
+		return "", fmt.Errorf("event id: %w", err)
+	}
+	return s.prefix + "event:" + eventID, nil
+}
+
+// EventIndex is the ZSET of the tenant's events of one type (member event id, score = publish
+// time in Unix ms). The type is a ValidName.
+func (s Space) EventIndex(eventType string) (string, error) {
+	if err := ValidName("event type", eventType); err != nil {
+		return "", err
+	}
+	return s.prefix + "event_index:" + eventType, nil
+}
+
+// EventIndexPrune is the throttle of the write-side prune of an event type's index (types have
+// no ':', so it cannot be another type's index).
+func (s Space) EventIndexPrune(eventType string) (string, error) {
+	idx, err := s.EventIndex(eventType)
+	if err != nil {
+		return "", err
+	}
+	return idx + ":prune", nil
+}
+
+// EventFeed is the ZSET of every event of the tenant (member "<type> <id>", score = publish
+// time in Unix ms): what the filter's reconciler scans by time and the index janitor sweeps.
+func (s Space) EventFeed() string { return s.prefix + "events" }
+
+// EventWake is the one-shot marker of one wake-up: an event delivered to one suspension (the
+// suspension's token, e.g. its start in Unix ns) of one execution.
+func (s Space) EventWake(executionID, suspension, eventID string) (string, error) {
+	for _, id := range []string{executionID, suspension, eventID} {
+		if err := validID(id); err != nil {
+			return "", fmt.Errorf("event wake-up: %w", err)
+		}
+	}
+	return s.prefix + "event_wake:" + executionID + ":" + suspension + ":" + eventID, nil
+}
+
 // Tombstone is the deletion tombstone of an execution.
 func (s Space) Tombstone(id string) (string, error) {
 	if err := validID(id); err != nil {
@@ -337,6 +384,14 @@ func (s Space) TenantStatusEpoch() string { return s.root + ":tenant_status:epoc
 func (s Space) TenantQuota() string       { return s.root + ":tenant_quota" }
 func (s Space) TenantRunning() string     { return s.root + ":tenant_running:" + s.tenant }
 func (s Space) RegistryInstances() string { return s.root + ":registry:instances" }
+
+// The event bus of a key root (platform keys: one per deployment, every tenant):
+// EventBusTenants is the ZSET of tenants with events (score = last publish, Unix ms),
+// EventBusCursor the HASH tenant → reconcile cursor (Unix ms), EventBusNotify the pub/sub
+// channel every publish notifies (a channel, not a key).
+func (s Space) EventBusTenants() string { return s.root + ":event_bus:tenants" }
+func (s Space) EventBusCursor() string  { return s.root + ":event_bus:cursor" }
+func (s Space) EventBusNotify() string  { return s.root + ":event_bus:notify" }
 func (s Space) RegistryInstance(instance string) string {
 	return s.root + ":registry:instance:" + instance
 }

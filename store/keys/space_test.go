@@ -14,7 +14,7 @@ func allKeys(t testing.TB, s Space, id, event, flow, version, node string) map[s
 	t.Helper()
 	skip := map[string]bool{"Tenant": true, "Root": true, "Prefix": true, "ExecutionID": true}
 	args := map[string][]string{
-		"Mechanism": nil, "NodeRetry": {id, node}, "SubscriptionIndex": {event}, "Flow": {flow, version},
+		"Mechanism": nil, "NodeRetry": {id, node}, "SubscriptionIndex": {event}, "EventIndex": {event}, "EventIndexPrune": {event}, "Flow": {flow, version},
 		"FlowVersions": {flow}, "RegistryInstance": {"inst-1"},
 	}
 	out := map[string]string{}
@@ -158,7 +158,7 @@ func FuzzKeySpaceHasNoOverlap(f *testing.F) {
 			}
 			// Platform keys are shared by design; tenant keys of one tenant may meet themselves
 			// only for the same method with the same arguments.
-			platform := strings.HasPrefix(m, "Tenant") || strings.HasPrefix(m, "Registry") || m == "ScheduleDue"
+			platform := strings.HasPrefix(m, "Tenant") || strings.HasPrefix(m, "Registry") || m == "ScheduleDue" || strings.HasPrefix(m, "EventBus")
 			if platform && m == prev {
 				if m == "TenantRunning" && norm(ta) != norm(tb) {
 					t.Fatalf("TenantRunning of %q and %q are both %q", ta, tb, k)

@@ -1,0 +1,1112 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/store/keys"
+)
+
+// Events (docs/events.md): what `plaita event publish`, the console and the worker publish, and
+// what the filter role turns into resume tasks. Per tenant (<prefix> as for execution states):
+//
+//	<prefix>event:<id>                 STRING JSON record (Event), TTL = PLAITA_EVENT_TTL_SECONDS
+//	<prefix>event_index:<type>         ZSET   event id → publish time (Unix ms); key TTL = event TTL
+//	<prefix>event_index:<type>:prune   STRING throttle of the write-side prune (60 s)
+//	<prefix>events                     ZSET   "<type> <id>" → publish time (Unix ms); key TTL = event TTL
+//	<prefix>event_wake:<execution id>:<suspension>:<event id>   one-shot wake-up marker
+//
+// Per key root (platform):
+//
+//	<root>:event_bus:tenants           ZSET   tenant → last publish (Unix ms)
+//	<root>:event_bus:cursor            HASH   tenant → the reconciler's cursor (Unix ms)
+//	<root>:event_bus:notify            pub/sub channel: {"tenant_id","type","id"} per publish
+//
+// Every key sits in its own Cluster slot: a publish is two round trips of single-key commands
+// (the record first, so a notified filter always finds it), never one script. The scripts
+// below (markers, cursor, stale subscriptions) each touch one key.
+
+// DefaultEventTTL is the lifetime of an event record when EventSettings.TTL is unset.
+const DefaultEventTTL = 7 * 24 * time.Hour
+
+// MaxEventDataBytes bounds an event's data (compact JSON): an event is a notification, and
+// every execution it wakes keeps it in its state.
+const MaxEventDataBytes = 1 << 20
+
+// Write-side prune (runbook PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE): at most every
+// pruneEvery per (tenant, type), a publish checks the pruneBatch oldest members of the type's
+// index and removes those whose record has expired.
+const (
+	pruneEvery = 60 * time.Second
+	pruneBatch = 8
+)
+
+// wakeMarginTTL is how much longer a wake-up marker lives than an event: a marker must outlive
+// the record whose re-scans it de-duplicates.
+const wakeMarginTTL = 24 * time.Hour
+
+var (
+	// ErrEventNotFound: no such event (never published, or expired). Permanent (it matches
+	// ErrNotFound).
+	ErrEventNotFound error = &classedError{"event not found", ErrNotFound}
+	// ErrEventConflict: the event id is already published with another type or other data;
+	// nothing was written. Permanent (it matches ErrInvalid).
+	ErrEventConflict error = &classedError{"event id already published with another type or data", ErrInvalid}
+	// ErrBadEvent: bytes that are not an event record, or an event that cannot be published
+	// (bad type, id, tenant, data). Permanent (it matches ErrInvalid).
+	ErrBadEvent error = &classedError{"malformed event", ErrInvalid}
+)
+
+// classedError is a sentinel with its own message that belongs to a failure class, so
+// IsTransient and errors.Is on the class see it.
+type classedError struct {
+	msg   string
+	class error
+}
+
+func (e *classedError) Error() string { return e.msg }
+func (e *classedError) Unwrap() error { return e.class }
+
+// Event is one published event, as stored. TenantID is the tenant slug ("default" for the
+// default tenant); PublishedAt is in UTC.
+type Event struct {
+	ID          string          `json:"id"`
+	Type        string          `json:"type"`
+	TenantID    string          `json:"tenant_id"`
+	Data        json.RawMessage `json:"data"`
+	PublishedAt time.Time       `json:"published_at"`
+}
+
+// NewEventID mints an event id: "evt_" and 24 random hex digits.
+func NewEventID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "evt_" + hex.EncodeToString(b[:])
+}
+
+// DecodeEvent reads a stored record strictly: a JSON object with a valid id, type and tenant,
+// data, and an RFC 3339 published_at. Unknown fields are ignored (a newer publisher may add
+// some). Anything else is ErrBadEvent naming what is wrong.
+func DecodeEvent(b []byte) (Event, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil || raw == nil {
+		return Event{}, fmt.Errorf("%w: not a JSON object", ErrBadEvent)
+	}
+	str := func(name string) (string, error) {
+		v, ok := raw[name]
+		if !ok {
+			return "", fmt.Errorf("%w: no %q", ErrBadEvent, name)
+		}
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", fmt.Errorf("%w: %q is not a string", ErrBadEvent, name)
+		}
+		return s, nil
+	}
+	var ev Event
+	var err error
+	if ev.ID, err = str("id"); err != nil {
+		return Event{}, err
+	}
+	if ev.Type, err = str("type"); err != nil {
+		return Event{}, err
+	}
+	if ev.TenantID, err = str("tenant_id"); err != nil {
+		return Event{}, err
+	}
+	at, err := str("published_at")
+	if err != nil {
+		return Event{}, err
+	}
+	if ev.PublishedAt, err = time.Parse(time.RFC3339Nano, at); err != nil {
+		return Event{}, fmt.Errorf("%w: published_at %q is not an RFC 3339 time", ErrBadEvent, at)
+	}
+	// In UTC the year must stay a four-digit one (0000-01-01T00:00:00+01:00 is in year -1,
+	// which no record can be written back with).
+	if ev.PublishedAt = ev.PublishedAt.UTC(); ev.PublishedAt.IsZero() || ev.PublishedAt.Year() < 1 || ev.PublishedAt.Year() > 9999 {
+		return Event{}, fmt.Errorf("%w: published_at %q is out of range", ErrBadEvent, at)
+	}
+	data, ok := raw["data"]
+	if !ok {
+		return Event{}, fmt.Errorf("%w: no \"data\"", ErrBadEvent)
+	}
+	if ev.Data, err = compactJSON(data); err != nil {
+		return Event{}, fmt.Errorf("%w: data: %w", ErrBadEvent, err)
+	}
+	if err := ev.validate(); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
+// validate checks the fields that become keys and the data bound.
+func (ev *Event) validate() error {
+	if _, err := keys.MustFor("", "").Event(ev.ID); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	if err := keys.ValidName("event type", ev.Type); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	if err := keys.ValidTenant(ev.TenantID); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	if ev.TenantID == "" {
+		ev.TenantID = keys.DefaultTenant
+	}
+	if len(ev.Data) > MaxEventDataBytes {
+		return fmt.Errorf("%w: data is %d bytes, above the %d-byte bound", ErrBadEvent, len(ev.Data), MaxEventDataBytes)
+	}
+	return nil
+}
+
+// EncodeEvent writes the stored form of an event: compact JSON, fields in the order of Event,
+// no HTML escaping (the data is kept as published).
+func EncodeEvent(ev Event) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(ev); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+func compactJSON(b []byte) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, fmt.Errorf("not JSON: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// sameEvent reports whether a stored event is the one being published again: same type and
+// the same data (as JSON values: key order and spacing do not matter).
+func sameEvent(stored, ev Event) bool {
+	if stored.Type != ev.Type {
+		return false
+	}
+	if bytes.Equal(stored.Data, ev.Data) {
+		return true
+	}
+	var a, b any
+	return json.Unmarshal(stored.Data, &a) == nil && json.Unmarshal(ev.Data, &b) == nil && reflect.DeepEqual(a, b)
+}
+
+// EventRef names one event: what a notification carries and a feed member holds. At is the
+// feed score (publish time, ms precision) when it comes from the feed.
+type EventRef struct {
+	TenantID string    `json:"tenant_id"`
+	Type     string    `json:"type"`
+	ID       string    `json:"id"`
+	At       time.Time `json:"-"`
+}
+
+// DecodeNotification reads a notification payload (ErrBadEvent when it is not one).
+func DecodeNotification(payload string) (EventRef, error) {
+	var ref EventRef
+	if err := json.Unmarshal([]byte(payload), &ref); err != nil {
+		return EventRef{}, fmt.Errorf("%w: notification %q is not a JSON object of tenant_id, type and id", ErrBadEvent, payload)
+	}
+	ev := Event{ID: ref.ID, Type: ref.Type, TenantID: ref.TenantID}
+	if err := ev.validate(); err != nil {
+		return EventRef{}, fmt.Errorf("notification %q: %w", payload, err)
+	}
+	ref.TenantID = ev.TenantID
+	return ref, nil
+}
+
+func feedMember(eventType, id string) string { return eventType + " " + id }
+
+func parseFeedMember(m string) (eventType, id string, ok bool) {
+	eventType, id, ok = strings.Cut(m, " ")
+	return eventType, id, ok && eventType != "" && id != ""
+}
+
+// EventSettings are the event bus's knobs (roles build them from the configuration).
+type EventSettings struct {
+	// TTL is PLAITA_EVENT_TTL_SECONDS: the lifetime of a record, and of the index and feed
+	// keys after their last write (< 1 s: DefaultEventTTL).
+	TTL time.Duration
+	// DisablePruneOnWrite is PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE.
+	DisablePruneOnWrite bool
+}
+
+// Events is the event bus of one key root. It is safe for concurrent use.
+type Events struct {
+	c    rueidis.Client
+	root string
+	s    EventSettings
+	// Now is the clock of publish times and marker ages (tests set it); nil = time.Now.
+	Now func() time.Time
+}
+
+// NewEvents returns the event bus over c under root ("" = keys.DefaultRoot).
+func NewEvents(c rueidis.Client, s EventSettings, root string) *Events {
+	if root == "" {
+		root = keys.DefaultRoot
+	}
+	if s.TTL < time.Second {
+		s.TTL = DefaultEventTTL
+	}
+	return &Events{c: c, root: root, s: s}
+}
+
+// TTL is the effective event lifetime.
+func (e *Events) TTL() time.Duration { return e.s.TTL }
+
+func (e *Events) now() time.Time {
+	if e.Now != nil {
+		return e.Now()
+	}
+	return time.Now()
+}
+
+func (e *Events) space(tenant string) (keys.Space, error) { return keys.For(e.root, tenant) }
+
+// platform is the space of the platform keys.
+func (e *Events) platform() keys.Space { return keys.MustFor(e.root, "") }
+
+// publishAttempts bounds the SET NX / GET race with the record expiring in between.
+const eventPublishAttempts = 3
+
+// Publish stores an event, indexes it and notifies the filters. ev.ID "" mints one
+// (NewEventID); ev.TenantID "" is the default tenant; empty data is {}; PublishedAt is set
+// now. Publishing an id again with the same type and data is idempotent: the stored event is
+// returned with duplicate = true, its index entries are written again (a publish interrupted
+// half way is completed) and the filters are notified again (they deliver an event to an
+// execution once, whatever the number of notifications). Another type or other data under the
+// same id is ErrEventConflict and nothing is written. Bad input is ErrBadEvent; a Redis
+// failure ErrRedis.
+//
+// Two round trips: the record (SET NX, so a notified filter finds it), then the index, the
+// feed, the tenant list and the notification pipelined; the write-side prune adds two, at most
+// once a minute per (tenant, type).
+func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate bool, err error) {
+	if ev.ID == "" {
+		ev.ID = NewEventID()
+	}
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		ev.Data = json.RawMessage(`{}`)
+	}
+	if ev.Data, err = compactJSON(ev.Data); err != nil {
+		return Event{}, false, fmt.Errorf("%w: data: %w", ErrBadEvent, err)
+	}
+	if err := ev.validate(); err != nil {
+		return Event{}, false, err
+	}
+	sp, err := e.space(ev.TenantID)
+	if err != nil {
+		return Event{}, false, fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	key, _ := sp.Event(ev.ID)
+	ev.PublishedAt = e.now().UTC()
+	rec, err := EncodeEvent(ev)
+	if err != nil {
+		return Event{}, false, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := e.c
+	stored, duplicate = ev, false
+	for attempt := 0; ; attempt++ {
+		if attempt == eventPublishAttempts {
+			return Event{}, false, fmt.Errorf("%w: publish event %s: its record expired %d times while it was read", ErrRedis, ev.ID, attempt)
+		}
+		err := c.Do(ctx, c.B().Set().Key(key).Value(string(rec)).Nx().Px(e.s.TTL).Build()).Error()
+		if err == nil {
+			break
+		}
+		if !rueidis.IsRedisNil(err) {
+			return Event{}, false, transient(ErrRedis, "write event "+ev.ID, err)
+		}
+		b, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
+		if rueidis.IsRedisNil(err) {
+			continue // expired in between: publish it afresh
+		}
+		if err != nil {
+			return Event{}, false, transient(ErrRedis, "read event "+ev.ID, err)
+		}
+		old, err := DecodeEvent(b)
+		if err != nil {
+			return Event{}, false, fmt.Errorf("%w: event %s: the stored record (%s) does not decode: %w", ErrEventConflict, ev.ID, key, err)
+		}
+		if !sameEvent(old, ev) {
+			return Event{}, false, fmt.Errorf("%w: event %s in tenant %s is %s with data %s", ErrEventConflict, ev.ID, sp.Tenant(), old.Type, truncate(string(old.Data), 200))
+		}
+		stored, duplicate = old, true
+		break
+	}
+	return stored, duplicate, e.index(ctx, sp, stored)
+}
+
+// index writes an event's index and feed members, the tenant's entry in the tenant list and
+// the notification, and runs the write-side prune when it is due.
+func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
+	c, pl := e.c, e.platform()
+	idx, _ := sp.EventIndex(ev.Type)
+	score := float64(ev.PublishedAt.UnixMilli())
+	note, _ := json.Marshal(EventRef{TenantID: sp.Tenant(), Type: ev.Type, ID: ev.ID})
+	cmds := rueidis.Commands{
+		c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, ev.ID).Build(),
+		c.B().Pexpire().Key(idx).Milliseconds(e.s.TTL.Milliseconds()).Build(),
+		c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(score, feedMember(ev.Type, ev.ID)).Build(),
+		c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(e.s.TTL.Milliseconds()).Build(),
+		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.now().UnixMilli()), sp.Tenant()).Build(),
+		c.B().Publish().Channel(pl.EventBusNotify()).Message(string(note)).Build(),
+	}
+	prune := !e.s.DisablePruneOnWrite
+	if prune {
+		throttle, _ := sp.EventIndexPrune(ev.Type)
+		cmds = append(cmds, c.B().Set().Key(throttle).Value("1").Nx().Px(pruneEvery).Build())
+	}
+	res := c.DoMulti(ctx, cmds...)
+	for _, r := range res[:6] {
+		if err := r.Error(); err != nil {
+			return transient(ErrRedis, "index event "+ev.ID, err)
+		}
+	}
+	if !prune {
+		return nil
+	}
+	if err := res[6].Error(); err != nil {
+		// The prune is a fallback of the janitor: an event is published without it.
+		return nil
+	}
+	_, _ = e.pruneIndex(ctx, sp, ev.Type)
+	return nil
+}
+
+// pruneIndex checks the pruneBatch oldest members of a type's index and removes those whose
+// record is gone (from the index and the feed). It returns how many it removed.
+func (e *Events) pruneIndex(ctx context.Context, sp keys.Space, eventType string) (int, error) {
+	c := e.c
+	idx, err := sp.EventIndex(eventType)
+	if err != nil {
+		return 0, err
+	}
+	ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min("0").Max(strconv.Itoa(pruneBatch-1)).Build()).AsStrSlice()
+	if err != nil {
+		return 0, transient(ErrRedis, "read "+idx, err)
+	}
+	var refs []EventRef
+	for _, id := range ids {
+		refs = append(refs, EventRef{TenantID: sp.Tenant(), Type: eventType, ID: id})
+	}
+	return e.removeExpired(ctx, sp, refs)
+}
+
+// removeExpired removes, for each event whose record does not exist, its index and feed
+// members. One round trip to check, one to remove. It returns how many events it removed.
+func (e *Events) removeExpired(ctx context.Context, sp keys.Space, refs []EventRef) (int, error) {
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	c := e.c
+	checks := make(rueidis.Commands, 0, len(refs))
+	var valid []EventRef
+	var removes rueidis.Commands
+	gone := 0
+	for _, r := range refs {
+		key, err := sp.Event(r.ID)
+		if err != nil {
+			// A member that can never have a record: it goes at once.
+			removes = append(removes, e.removeCmds(sp, r)...)
+			gone++
+			continue
+		}
+		valid = append(valid, r)
+		checks = append(checks, c.B().Exists().Key(key).Build())
+	}
+	if len(checks) > 0 {
+		for i, res := range c.DoMulti(ctx, checks...) {
+			n, err := res.AsInt64()
+			if err != nil {
+				return 0, transient(ErrRedis, "check events of "+sp.Tenant(), err)
+			}
+			if n == 0 {
+				removes = append(removes, e.removeCmds(sp, valid[i])...)
+				gone++
+			}
+		}
+	}
+	if len(removes) == 0 {
+		return 0, nil
+	}
+	for _, res := range c.DoMulti(ctx, removes...) {
+		if err := res.Error(); err != nil {
+			return 0, transient(ErrRedis, "remove expired events of "+sp.Tenant(), err)
+		}
+	}
+	return gone, nil
+}
+
+// removeCmds removes an event's feed member and, when its type can have one, its index member.
+func (e *Events) removeCmds(sp keys.Space, r EventRef) rueidis.Commands {
+	c := e.c
+	cmds := rueidis.Commands{c.B().Zrem().Key(sp.EventFeed()).Member(feedMember(r.Type, r.ID)).Build()}
+	if idx, err := sp.EventIndex(r.Type); err == nil {
+		cmds = append(cmds, c.B().Zrem().Key(idx).Member(r.ID).Build())
+	}
+	return cmds
+}
+
+// Get reads one event of a tenant: ErrEventNotFound when it does not exist (or expired),
+// ErrBadEvent when the stored bytes are not a record of this id and tenant, ErrRedis when Redis
+// does not answer.
+func (e *Events) Get(ctx context.Context, tenant, id string) (Event, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return Event{}, err
+	}
+	key, err := sp.Event(id)
+	if err != nil {
+		return Event{}, fmt.Errorf("%w: %w", ErrBadEvent, err)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	b, err := e.c.Do(ctx, e.c.B().Get().Key(key).Build()).AsBytes()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return Event{}, fmt.Errorf("%w: %s in tenant %s", ErrEventNotFound, id, sp.Tenant())
+	case isWrongType(err):
+		return Event{}, fmt.Errorf("%w: %s holds no string: %w", ErrBadEvent, key, err)
+	case err != nil:
+		return Event{}, transient(ErrRedis, "read event "+id, err)
+	}
+	return decodeEventAt(key, id, sp.Tenant(), b)
+}
+
+// decodeEventAt decodes the record under key and checks that it is the record of id in tenant.
+func decodeEventAt(key, id, tenant string, b []byte) (Event, error) {
+	ev, err := DecodeEvent(b)
+	if err != nil {
+		return Event{}, fmt.Errorf("%s: %w", key, err)
+	}
+	if ev.ID != id || ev.TenantID != tenant {
+		return Event{}, fmt.Errorf("%w: %s holds event %s of tenant %s", ErrBadEvent, key, ev.ID, ev.TenantID)
+	}
+	return ev, nil
+}
+
+// EventPage is a List answer: the events, newest first, and how many listed members had no
+// (valid) record — expired ones are removed from the index as they are found.
+type EventPage struct {
+	Events  []Event `json:"events"`
+	Expired int     `json:"expired"`
+	Corrupt int     `json:"corrupt"`
+}
+
+// MaxEventList bounds one List.
+const MaxEventList = 1000
+
+// List reads a tenant's newest events, of one type (eventType) or of all types (""), at most
+// limit (1 … MaxEventList). Members whose record expired are removed on the way (the read-side
+// lazy prune); records that do not decode are counted and skipped.
+func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) (EventPage, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return EventPage{}, err
+	}
+	if limit < 1 || limit > MaxEventList {
+		return EventPage{}, fmt.Errorf("%w: list limit %d (1–%d)", ErrInvalid, limit, MaxEventList)
+	}
+	key := sp.EventFeed()
+	if eventType != "" {
+		if key, err = sp.EventIndex(eventType); err != nil {
+			return EventPage{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := e.c
+	members, err := c.Do(ctx, c.B().Zrange().Key(key).Min("+inf").Max("-inf").Byscore().Rev().Limit(0, int64(limit)).Build()).AsStrSlice()
+	if err != nil {
+		return EventPage{}, transient(ErrRedis, "read "+key, err)
+	}
+	refs := make([]EventRef, 0, len(members))
+	for _, m := range members {
+		r := EventRef{TenantID: sp.Tenant(), Type: eventType, ID: m}
+		if eventType == "" {
+			t, id, ok := parseFeedMember(m)
+			if !ok {
+				c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build())
+				continue
+			}
+			r.Type, r.ID = t, id
+		}
+		refs = append(refs, r)
+	}
+	var page EventPage
+	var gone []EventRef
+	evs, err := e.getMany(ctx, sp, refs)
+	if err != nil {
+		return EventPage{}, err
+	}
+	for i, got := range evs {
+		switch {
+		case got.missing:
+			page.Expired++
+			gone = append(gone, refs[i])
+		case got.err != nil:
+			page.Corrupt++
+		default:
+			page.Events = append(page.Events, got.ev)
+		}
+	}
+	if len(gone) > 0 {
+		_, _ = e.removeExpired(ctx, sp, gone)
+	}
+	if page.Events == nil {
+		page.Events = []Event{}
+	}
+	return page, nil
+}
+
+type eventRead struct {
+	ev      Event
+	missing bool
+	err     error
+}
+
+// getMany reads several records in one round trip (single-key GETs: they may live in
+// different Cluster slots).
+func (e *Events) getMany(ctx context.Context, sp keys.Space, refs []EventRef) ([]eventRead, error) {
+	out := make([]eventRead, len(refs))
+	cmds := make(rueidis.Commands, 0, len(refs))
+	pos := make([]int, 0, len(refs))
+	for i, r := range refs {
+		key, err := sp.Event(r.ID)
+		if err != nil {
+			out[i].missing = true
+			continue
+		}
+		cmds = append(cmds, e.c.B().Get().Key(key).Build())
+		pos = append(pos, i)
+	}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	for j, res := range e.c.DoMulti(ctx, cmds...) {
+		i := pos[j]
+		b, err := res.AsBytes()
+		switch {
+		case rueidis.IsRedisNil(err):
+			out[i].missing = true
+		case isWrongType(err):
+			out[i].err = fmt.Errorf("%w: %w", ErrBadEvent, err)
+		case err != nil:
+			return nil, transient(ErrRedis, "read events of "+sp.Tenant(), err)
+		default:
+			key, _ := sp.Event(refs[i].ID)
+			out[i].ev, out[i].err = decodeEventAt(key, refs[i].ID, sp.Tenant(), b)
+		}
+	}
+	return out, nil
+}
+
+// ---- the feed, the tenant list and the reconciler's cursors --------------------------------
+
+// Tenants lists the tenants that published an event at or after since (the tenant list's
+// score is the last publish), in slug order.
+func (e *Events) Tenants(ctx context.Context, since time.Time) ([]string, error) {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	key := e.platform().EventBusTenants()
+	min := "-inf"
+	if !since.IsZero() {
+		min = strconv.FormatInt(since.UnixMilli(), 10)
+	}
+	ts, err := e.c.Do(ctx, e.c.B().Zrange().Key(key).Min(min).Max("+inf").Byscore().Build()).AsStrSlice()
+	if err != nil {
+		return nil, transient(ErrRedis, "read "+key, err)
+	}
+	out := ts[:0]
+	for _, t := range ts {
+		if keys.ValidTenant(t) == nil {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// FeedPage is one page of a tenant's feed between two publish times (both inclusive, ms
+// precision), oldest first: at most count members after the first skip ones. Members that are
+// not "<type> <id>" are removed on the way.
+func (e *Events) FeedPage(ctx context.Context, tenant string, from, to time.Time, skip, count int) ([]EventRef, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, key := e.c, sp.EventFeed()
+	res, err := c.Do(ctx, c.B().Zrange().Key(key).Min(strconv.FormatInt(from.UnixMilli(), 10)).Max(strconv.FormatInt(to.UnixMilli(), 10)).
+		Byscore().Limit(int64(skip), int64(count)).Withscores().Build()).AsZScores()
+	if err != nil {
+		return nil, transient(ErrRedis, "read "+key, err)
+	}
+	out := make([]EventRef, 0, len(res))
+	for _, z := range res {
+		t, id, ok := parseFeedMember(z.Member)
+		if !ok {
+			c.Do(ctx, c.B().Zrem().Key(key).Member(z.Member).Build())
+			continue
+		}
+		out = append(out, EventRef{TenantID: sp.Tenant(), Type: t, ID: id, At: time.UnixMilli(int64(z.Score)).UTC()})
+	}
+	return out, nil
+}
+
+// Cursor reads the reconciler's cursor of a tenant; found is false when it has none (a first
+// start, or a lost cursor).
+func (e *Events) Cursor(ctx context.Context, tenant string) (at time.Time, found bool, err error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	key := e.platform().EventBusCursor()
+	s, found, err := optString(e.c.Do(ctx, e.c.B().Hget().Key(key).Field(sp.Tenant()).Build()))
+	if err != nil {
+		return time.Time{}, false, transient(ErrRedis, "read "+key, err)
+	}
+	if !found {
+		return time.Time{}, false, nil
+	}
+	ms, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, false, nil // unreadable: as lost
+	}
+	return time.UnixMilli(ms).UTC(), true, nil
+}
+
+// cursorScript moves a tenant's cursor forward only: KEYS[1] = the cursor HASH, ARGV = tenant,
+// Unix ms. One key.
+var cursorScript = rueidis.NewLuaScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+local at = tonumber(ARGV[2])
+if cur == nil or cur < at then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return 1
+end
+return 0
+`)
+
+// SetCursor moves a tenant's reconcile cursor to at, never backwards (several filters share
+// it; the one that scanned further wins).
+func (e *Events) SetCursor(ctx context.Context, tenant string, at time.Time) error {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	key := e.platform().EventBusCursor()
+	if err := cursorScript.Exec(ctx, e.c, []string{key}, []string{sp.Tenant(), strconv.FormatInt(at.UnixMilli(), 10)}).Error(); err != nil {
+		return transient(ErrRedis, "write "+key, err)
+	}
+	return nil
+}
+
+// SweepResult is one janitor pass over one tenant's feed.
+type SweepResult struct {
+	Checked int // members looked at (the budget counts these)
+	Removed int // expired events removed from the feed and their type's index
+	Next    int // the rank the next pass starts at (0: the feed was walked to its end)
+}
+
+// SweepFeed checks up to budget members of a tenant's feed from rank start (oldest first) and
+// removes, from the feed and from their type's index, the events whose record has expired.
+// Next is where the following pass continues; it wraps to 0 at the end of the feed.
+func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int) (SweepResult, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return SweepResult{}, err
+	}
+	if budget < 1 {
+		budget = 1
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, key := e.c, sp.EventFeed()
+	members, err := c.Do(ctx, c.B().Zrange().Key(key).Min(strconv.Itoa(start)).Max(strconv.Itoa(start+budget-1)).Build()).AsStrSlice()
+	if err != nil {
+		return SweepResult{}, transient(ErrRedis, "read "+key, err)
+	}
+	refs := make([]EventRef, 0, len(members))
+	removed := 0
+	for _, m := range members {
+		t, id, ok := parseFeedMember(m)
+		if !ok {
+			if err := c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build()).Error(); err != nil {
+				return SweepResult{}, transient(ErrRedis, "write "+key, err)
+			}
+			removed++
+			continue
+		}
+		refs = append(refs, EventRef{TenantID: sp.Tenant(), Type: t, ID: id})
+	}
+	n, err := e.removeExpired(ctx, sp, refs)
+	if err != nil {
+		return SweepResult{}, err
+	}
+	removed += n
+	res := SweepResult{Checked: len(members), Removed: removed}
+	if len(members) == budget {
+		// Removed members shift the ranks after them down.
+		res.Next = start + budget - removed
+	}
+	return res, nil
+}
+
+// ForgetTenant removes a tenant from the tenant list when it has published nothing since
+// before (and so has no live event): the janitor's last step for an idle tenant. It reports
+// whether the entry was removed.
+func (e *Events) ForgetTenant(ctx context.Context, tenant string, before time.Time) (bool, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	key := e.platform().EventBusTenants()
+	n, err := forgetScript.Exec(ctx, e.c, []string{key}, []string{sp.Tenant(), strconv.FormatInt(before.UnixMilli(), 10)}).AsInt64()
+	if err != nil {
+		return false, transient(ErrRedis, "write "+key, err)
+	}
+	return n == 1, nil
+}
+
+// forgetScript: KEYS[1] = the tenant list; ARGV = tenant, Unix ms. Removes the tenant only when
+// its last publish is older than the time (a concurrent publish keeps it). One key.
+var forgetScript = rueidis.NewLuaScript(`
+local s = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
+if s ~= nil and s < tonumber(ARGV[2]) then
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  return 1
+end
+return 0
+`)
+
+// ---- notifications -------------------------------------------------------------------------
+
+// Listen subscribes to the notification channel of the key root and calls fn for each
+// notification (with the decoding error of a payload that is not one), until ctx ends or the
+// subscription fails. onSubscribed runs on every (re)subscription: the client subscribes again
+// by itself after a lost connection, and what was published meanwhile reached nobody.
+func (e *Events) Listen(ctx context.Context, onSubscribed func(), fn func(EventRef, error)) error {
+	channel := e.platform().EventBusNotify()
+	if onSubscribed != nil {
+		ctx = rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
+			if s.Kind == "subscribe" && s.Channel == channel {
+				onSubscribed()
+			}
+		})
+	}
+	err := e.c.Receive(ctx, e.c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+		fn(DecodeNotification(m.Message))
+	})
+	if err != nil && ctx.Err() == nil {
+		return transient(ErrRedis, "subscribe to "+channel, err)
+	}
+	return nil
+}
+
+// ---- one-shot wake-up markers --------------------------------------------------------------
+
+// WakeState is what ClaimWake found.
+type WakeState string
+
+const (
+	// WakeClaimed: no marker existed; the caller owns it and enqueues the wake-up.
+	WakeClaimed WakeState = "claimed"
+	// WakeTakenOver: the marker was pending for longer than the grace period (its owner
+	// died between claiming and enqueuing, or before it marked the wake-up sent); the caller
+	// owns it now and enqueues.
+	WakeTakenOver WakeState = "taken_over"
+	// WakeSent: the wake-up was enqueued already.
+	WakeSent WakeState = "sent"
+	// WakePending: another owner claimed it within the grace period and is enqueuing.
+	WakePending WakeState = "pending"
+)
+
+// Wake is a claim of one wake-up marker.
+type Wake struct {
+	State WakeState
+	Key   string
+	// Token is the pending value this caller wrote (WakeClaimed, WakeTakenOver): WakeSent and
+	// ReleaseWake change the marker only while it still holds it.
+	Token string
+	// Previous is the value found (WakeTakenOver, WakeSent, WakePending).
+	Previous string
+}
+
+// Mine reports whether the caller owns the wake-up and must enqueue it.
+func (w Wake) Mine() bool { return w.State == WakeClaimed || w.State == WakeTakenOver }
+
+// claimScript: KEYS[1] = the marker. ARGV = the pending value, now (ms), grace (ms), TTL (ms).
+// Values: "pending <ms> <owner>" or "sent <ms> <stream id>". One key.
+var claimScript = rueidis.NewLuaScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+  return {'claimed', ''}
+end
+if string.sub(v, 1, 5) == 'sent ' then
+  return {'sent', v}
+end
+local t = tonumber(string.match(v, '^pending (%d+)'))
+if t == nil or tonumber(ARGV[2]) - t >= tonumber(ARGV[3]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+  return {'taken_over', v}
+end
+return {'pending', v}
+`)
+
+// casScript: KEYS[1] = the marker. ARGV = the expected value, the new value ("" deletes), TTL
+// (ms). One key.
+var casScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+end
+return 1
+`)
+
+func (e *Events) wakeTTL() time.Duration { return e.s.TTL + wakeMarginTTL }
+
+// ClaimWake claims the one-shot marker of delivering event eventID to the suspension (a token
+// such as its start in Unix ns) of an execution of tenant. owner names the claimer (an
+// instance id). A marker pending for grace or longer is taken over. The marker lives the
+// event TTL plus a day, so every re-scan of a live event finds it.
+func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension, eventID, owner string, grace time.Duration) (Wake, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return Wake{}, err
+	}
+	key, err := sp.EventWake(executionID, suspension, eventID)
+	if err != nil {
+		return Wake{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	now := e.now().UnixMilli()
+	token := "pending " + strconv.FormatInt(now, 10) + " " + owner
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	arr, err := claimScript.Exec(ctx, e.c, []string{key}, []string{token, strconv.FormatInt(now, 10),
+		strconv.FormatInt(grace.Milliseconds(), 10), strconv.FormatInt(e.wakeTTL().Milliseconds(), 10)}).AsStrSlice()
+	if err != nil || len(arr) != 2 {
+		return Wake{}, transient(ErrRedis, "claim "+key, fmt.Errorf("reply %v: %w", arr, err))
+	}
+	w := Wake{State: WakeState(arr[0]), Key: key, Previous: arr[1]}
+	if w.Mine() {
+		w.Token = token
+	}
+	return w, nil
+}
+
+// WakeSent marks a claimed wake-up as enqueued as stream entry streamID. It reports false when
+// the marker no longer holds the caller's claim (another owner took it over after the grace
+// period, and enqueues too).
+func (e *Events) WakeSent(ctx context.Context, w Wake, streamID string) (bool, error) {
+	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.now().UnixMilli(), 10)+" "+streamID)
+}
+
+// ReleaseWake deletes a claimed marker whose wake-up could not be enqueued, so the next
+// delivery of the event claims it again at once.
+func (e *Events) ReleaseWake(ctx context.Context, w Wake) (bool, error) { return e.casWake(ctx, w, "") }
+
+func (e *Events) casWake(ctx context.Context, w Wake, value string) (bool, error) {
+	if !w.Mine() {
+		return false, fmt.Errorf("%w: wake-up %s is not claimed by the caller (%s)", ErrInvalid, w.Key, w.State)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	n, err := casScript.Exec(ctx, e.c, []string{w.Key}, []string{w.Token, value, strconv.FormatInt(e.wakeTTL().Milliseconds(), 10)}).AsInt64()
+	if err != nil {
+		return false, transient(ErrRedis, "write "+w.Key, err)
+	}
+	return n == 1, nil
+}
+
+// ---- subscriptions, as the filter reads them -----------------------------------------------
+
+// SubscriptionRead is one member of a subscription index with its record.
+type SubscriptionRead struct {
+	ExecutionID string
+	Sub         Subscription
+	// Raw is the record as stored ("" when Missing): RemoveStaleSubscription deletes the
+	// record only while it still holds exactly this.
+	Raw string
+	// Missing: the index lists the execution but its record is gone.
+	Missing bool
+	// Err: the record does not decode (ErrInvalid); it is left for an operator.
+	Err error
+}
+
+// subscriptionPage bounds one index read of Subscriptions.
+const subscriptionPage = 500
+
+// Subscriptions reads the executions waiting for an event type in this tenant that have not
+// timed out at now, with their records, in pages of a few hundred. Index members that expired
+// before now are removed on the way (their wait timed out: the delay role resumes them).
+func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) ([]SubscriptionRead, error) {
+	idx, err := ts.subscriptionIndex(eventType)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
+	c.Do(ctx, c.B().Zremrangebyscore().Key(idx).Min("-inf").Max("("+nowMs).Build())
+	var out []SubscriptionRead
+	for skip := int64(0); ; skip += subscriptionPage {
+		ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()
+		if err != nil {
+			return nil, transient(ErrRedis, "read "+idx, err)
+		}
+		reads, err := ts.readSubscriptions(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, reads...)
+		if len(ids) < subscriptionPage {
+			return out, nil
+		}
+	}
+}
+
+func (ts *TenantStore) readSubscriptions(ctx context.Context, ids []string) ([]SubscriptionRead, error) {
+	out := make([]SubscriptionRead, len(ids))
+	cmds := make(rueidis.Commands, 0, len(ids))
+	pos := make([]int, 0, len(ids))
+	for i, id := range ids {
+		out[i].ExecutionID = id
+		key, err := ts.sp.Subscription(id)
+		if err != nil {
+			out[i].Missing = true // a member no record can have
+			continue
+		}
+		cmds = append(cmds, ts.r.c.B().Get().Key(key).Build())
+		pos = append(pos, i)
+	}
+	if len(cmds) == 0 {
+		return out, nil
+	}
+	for j, res := range ts.r.c.DoMulti(ctx, cmds...) {
+		r := &out[pos[j]]
+		s, err := res.ToString()
+		switch {
+		case rueidis.IsRedisNil(err):
+			r.Missing = true
+		case isWrongType(err):
+			r.Err = fmt.Errorf("%w: subscription of %s: %w", ErrInvalid, r.ExecutionID, err)
+		case err != nil:
+			return nil, transient(ErrRedis, "read subscriptions of "+ts.sp.Tenant(), err)
+		default:
+			r.Raw = s
+			r.Sub, r.Err = DecodeSubscription(r.ExecutionID, []byte(s))
+		}
+	}
+	return out, nil
+}
+
+// DecodeSubscription reads a subscription record of execution id strictly: JSON with the
+// same execution id, a node, a valid event type and a since time (ErrInvalid otherwise).
+func DecodeSubscription(id string, b []byte) (Subscription, error) {
+	var sub Subscription
+	if err := json.Unmarshal(b, &sub); err != nil {
+		return Subscription{}, fmt.Errorf("%w: subscription of %s is not a record: %w", ErrInvalid, id, err)
+	}
+	switch {
+	case sub.ExecutionID != id:
+		return Subscription{}, fmt.Errorf("%w: the subscription of %s names execution %q", ErrInvalid, id, sub.ExecutionID)
+	case sub.Node == "" || sub.Since.IsZero():
+		return Subscription{}, fmt.Errorf("%w: the subscription of %s has no node or since", ErrInvalid, id)
+	case keys.ValidName("event type", sub.EventType) != nil:
+		return Subscription{}, fmt.Errorf("%w: the subscription of %s has event type %q", ErrInvalid, id, sub.EventType)
+	}
+	return sub, nil
+}
+
+// casDeleteScript: KEYS[1] = a record; ARGV[1] = the value it must still hold. One key.
+var casDeleteScript = rueidis.NewLuaScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+`)
+
+// RemoveStaleSubscription removes an execution's subscription to an event type once its
+// state shows it waits for something else (or nothing): the record — only while it still
+// holds raw ("" = the record is already gone), so a record the worker rewrote for a new
+// suspension stays — and the index member. The record and the index live in two Cluster
+// slots, so this is not one script: after removing the member it reads the record again and,
+// when a new one appeared meanwhile (a worker registered a new wait of the same type between
+// the two steps), puts the member back. It reports whether anything was removed.
+func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID, eventType, raw string) (bool, error) {
+	key, err := ts.sp.Subscription(executionID)
+	if err != nil {
+		return false, err
+	}
+	idx, err := ts.subscriptionIndex(eventType)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	if raw != "" {
+		n, err := casDeleteScript.Exec(ctx, c, []string{key}, []string{raw}).AsInt64()
+		if err != nil {
+			return false, transient(ErrRedis, "remove subscription of "+executionID, err)
+		}
+		if n == 0 {
+			return false, nil // rewritten meanwhile: it is current
+		}
+	}
+	res := c.DoMulti(ctx, c.B().Zrem().Key(idx).Member(executionID).Build(), c.B().Get().Key(key).Build())
+	if err := res[0].Error(); err != nil {
+		return false, transient(ErrRedis, "remove subscription of "+executionID, err)
+	}
+	again, err := res[1].ToString()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return true, nil
+	case err != nil:
+		return true, transient(ErrRedis, "read subscription of "+executionID, err)
+	}
+	sub, err := DecodeSubscription(executionID, []byte(again))
+	if err != nil || sub.EventType != eventType {
+		return true, nil
+	}
+	score := math.Inf(1)
+	if !sub.ExpiresAt.IsZero() {
+		score = float64(sub.ExpiresAt.UnixMilli())
+	}
+	if err := c.Do(ctx, c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, executionID).Build()).Error(); err != nil {
+		return true, transient(ErrRedis, "restore subscription of "+executionID, err)
+	}
+	return true, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,593 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// events is the fixture's event bus with a settable clock.
+func (f *fixture) events(s store.EventSettings) (*store.Events, *atomic.Int64) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC).UnixNano())
+	ev := store.NewEvents(f.c, s, f.root)
+	ev.Now = func() time.Time { return time.Unix(0, clock.Load()) }
+	return ev, &clock
+}
+
+func (f *fixture) zcard(key string) int64 {
+	f.t.Helper()
+	n, err := f.do(f.c.B().Zcard().Key(key).Build()).AsInt64()
+	f.must(err)
+	return n
+}
+
+func (f *fixture) del(keys ...string) {
+	f.t.Helper()
+	f.must(f.do(f.c.B().Del().Key(keys...).Build()).Error())
+}
+
+// A publish writes the record of docs/events.md byte for byte, indexes it by type and in the
+// tenant's feed (scores in ms), lists the tenant and notifies the channel of the root.
+func TestEventPublishWritesRecordIndexFeedAndNotifies(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, _ := f.events(store.EventSettings{TTL: time.Hour})
+
+	got := make(chan store.EventRef, 4)
+	subscribed := make(chan struct{}, 4)
+	lctx, stop := context.WithCancel(c)
+	defer stop()
+	go func() {
+		_ = bus.Listen(lctx, func() { subscribed <- struct{}{} }, func(r store.EventRef, err error) {
+			if err == nil {
+				got <- r
+			}
+		})
+	}()
+	<-subscribed
+
+	ev, dup, err := bus.Publish(c, store.Event{ID: "evt_1", Type: "order.approved", TenantID: "acme", Data: json.RawMessage(`{ "order_id" : "A1" }`)})
+	f.must(err)
+	if dup {
+		t.Error("a first publish reported as a duplicate")
+	}
+	sp := f.platform("acme")
+	key, _ := sp.Event("evt_1")
+	const want = `{"id":"evt_1","type":"order.approved","tenant_id":"acme","data":{"order_id":"A1"},"published_at":"2026-11-29T12:00:00.123456789Z"}`
+	if rec, _ := f.get(key); rec != want {
+		t.Errorf("record\n got %s\nwant %s", rec, want)
+	}
+	if ttl := f.ttl(key); ttl <= 59*time.Minute || ttl > time.Hour {
+		t.Errorf("record TTL %s", ttl)
+	}
+	if ev.PublishedAt.UnixNano() != time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC).UnixNano() || string(ev.Data) != `{"order_id":"A1"}` {
+		t.Errorf("returned event %+v", ev)
+	}
+	idx, _ := sp.EventIndex("order.approved")
+	if s, ok := f.zscore(idx, "evt_1"); !ok || s != strconv.FormatInt(ev.PublishedAt.UnixMilli(), 10) {
+		t.Errorf("index score %q %v", s, ok)
+	}
+	if s, ok := f.zscore(sp.EventFeed(), "order.approved evt_1"); !ok || s != strconv.FormatInt(ev.PublishedAt.UnixMilli(), 10) {
+		t.Errorf("feed score %q %v", s, ok)
+	}
+	for _, k := range []string{idx, sp.EventFeed()} {
+		if ttl := f.ttl(k); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("%s TTL %s", k, ttl)
+		}
+	}
+	if _, ok := f.zscore(sp.EventBusTenants(), "acme"); !ok {
+		t.Error("acme is not in the tenant list")
+	}
+	select {
+	case r := <-got:
+		if r != (store.EventRef{TenantID: "acme", Type: "order.approved", ID: "evt_1"}) {
+			t.Errorf("notification %+v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification")
+	}
+	back, err := bus.Get(c, "acme", "evt_1")
+	if err != nil || back.Type != "order.approved" || back.TenantID != "acme" || !back.PublishedAt.Equal(ev.PublishedAt) {
+		t.Errorf("Get: %+v %v", back, err)
+	}
+	// The default tenant sees nothing of acme's.
+	if _, err := bus.Get(c, "", "evt_1"); !errors.Is(err, store.ErrEventNotFound) || !errors.Is(err, store.ErrNotFound) || store.IsTransient(err) {
+		t.Errorf("Get in the default tenant: %v", err)
+	}
+	if page, err := bus.List(c, "", "order.approved", 10); err != nil || len(page.Events) != 0 {
+		t.Errorf("default tenant's list: %+v %v", page, err)
+	}
+}
+
+// Publishing an id again is idempotent for the same type and data (whatever the key order
+// and spacing); anything else under the id is a conflict and nothing is overwritten.
+func TestEventPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{})
+	first, _, err := bus.Publish(c, store.Event{ID: "evt_x", Type: "paid", Data: json.RawMessage(`{"a":1,"b":[1,2]}`)})
+	f.must(err)
+	clock.Add(int64(5 * time.Second))
+	again, dup, err := bus.Publish(c, store.Event{ID: "evt_x", Type: "paid", Data: json.RawMessage(`{"b":[1, 2], "a":1.0}`)})
+	if err != nil || !dup || !again.PublishedAt.Equal(first.PublishedAt) {
+		t.Fatalf("republish: %+v dup=%v %v", again, dup, err)
+	}
+	key, _ := f.platform("").Event("evt_x")
+	rec, _ := f.get(key)
+	for _, bad := range []store.Event{
+		{ID: "evt_x", Type: "paid", Data: json.RawMessage(`{"a":2}`)},
+		{ID: "evt_x", Type: "refunded", Data: json.RawMessage(`{"a":1,"b":[1,2]}`)},
+	} {
+		_, _, err := bus.Publish(c, bad)
+		if !errors.Is(err, store.ErrEventConflict) || store.IsTransient(err) {
+			t.Errorf("publish %+v: %v, want ErrEventConflict", bad, err)
+		}
+	}
+	if now, _ := f.get(key); now != rec {
+		t.Errorf("a conflict rewrote the record:\n%s\n%s", rec, now)
+	}
+	// The same id in another tenant is another event.
+	if _, dup, err := bus.Publish(c, store.Event{ID: "evt_x", Type: "refunded", TenantID: "acme"}); err != nil || dup {
+		t.Errorf("same id in acme: dup=%v %v", dup, err)
+	}
+	// A minted id, and empty data is {}.
+	ev, _, err := bus.Publish(c, store.Event{Type: "paid"})
+	if err != nil || !strings.HasPrefix(ev.ID, "evt_") || len(ev.ID) != 28 || string(ev.Data) != "{}" {
+		t.Errorf("minted: %+v %v", ev, err)
+	}
+}
+
+func TestEventPublishRejectsBadInputAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, _ := f.events(store.EventSettings{})
+	big := `{"s":"` + strings.Repeat("x", store.MaxEventDataBytes) + `"}`
+	for _, ev := range []store.Event{
+		{Type: ""}, {Type: "a:b"}, {Type: "x{y}"}, {Type: "a b"},
+		{Type: "ok", ID: "a:b"}, {Type: "ok", ID: "{x}"}, {Type: "ok", ID: "a b"},
+		{Type: "ok", TenantID: "Bad Tenant"}, {Type: "ok", TenantID: "events"},
+		{Type: "ok", Data: json.RawMessage(`{"a":`)}, {Type: "ok", Data: json.RawMessage(big)},
+	} {
+		_, _, err := bus.Publish(c, ev)
+		if !errors.Is(err, store.ErrBadEvent) || store.IsTransient(err) {
+			t.Errorf("publish %+v: %v, want ErrBadEvent", ev, truncated(err))
+		}
+	}
+	if ks := f.scan(); len(ks) != 0 {
+		t.Errorf("keys written: %v", ks)
+	}
+}
+
+func truncated(err error) string {
+	if err == nil {
+		return "<nil>"
+	}
+	s := err.Error()
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// List is newest first, by type or over all types; members whose record expired are counted
+// and removed from the index and the feed on the way.
+func TestEventListNewestFirstAndPrunesExpired(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{DisablePruneOnWrite: true})
+	for i, typ := range []string{"a", "b", "a", "a"} {
+		_, _, err := bus.Publish(c, store.Event{ID: fmt.Sprintf("e%d", i), Type: typ, Data: json.RawMessage(strconv.Itoa(i))})
+		f.must(err)
+		clock.Add(int64(time.Second))
+	}
+	sp := f.platform("")
+	k2, _ := sp.Event("e2")
+	f.del(k2) // as if it expired
+	page, err := bus.List(c, "", "a", 10)
+	f.must(err)
+	if len(page.Events) != 2 || page.Events[0].ID != "e3" || page.Events[1].ID != "e0" || page.Expired != 1 {
+		t.Fatalf("list a: %+v", page)
+	}
+	idx, _ := sp.EventIndex("a")
+	if _, ok := f.zscore(idx, "e2"); ok {
+		t.Error("the expired event is still in the index")
+	}
+	if _, ok := f.zscore(sp.EventFeed(), "a e2"); ok {
+		t.Error("the expired event is still in the feed")
+	}
+	page, err = bus.List(c, "", "", 2)
+	f.must(err)
+	if len(page.Events) != 2 || page.Events[0].ID != "e3" || page.Events[1].ID != "e1" {
+		t.Fatalf("list all, limit 2: %+v", page)
+	}
+	if _, err := bus.List(c, "", "a:b", 10); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("bad type: %v", err)
+	}
+	if _, err := bus.List(c, "", "", 0); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("limit 0: %v", err)
+	}
+	// A corrupt record is counted, not returned, and not removed.
+	k0, _ := sp.Event("e0")
+	f.must(f.do(f.c.B().Set().Key(k0).Value(`{"id":"e0"`).Build()).Error())
+	page, err = bus.List(c, "", "a", 10)
+	if err != nil || len(page.Events) != 1 || page.Corrupt != 1 {
+		t.Fatalf("with a corrupt record: %+v %v", page, err)
+	}
+	if _, err := bus.Get(c, "", "e0"); !errors.Is(err, store.ErrBadEvent) {
+		t.Errorf("Get of a corrupt record: %v", err)
+	}
+}
+
+// The write-side prune checks the 8 oldest members of the type's index at most once a minute
+// per (tenant, type), and only when it is not disabled.
+func TestEventWriteSidePrune(t *testing.T) {
+	t.Parallel()
+	for _, disabled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("disabled=%v", disabled), func(t *testing.T) {
+			t.Parallel()
+			f := setup(t, nil)
+			c := ctx(t)
+			bus, clock := f.events(store.EventSettings{DisablePruneOnWrite: true})
+			sp := f.platform("")
+			for i := range 12 {
+				_, _, err := bus.Publish(c, store.Event{ID: fmt.Sprintf("old%02d", i), Type: "t"})
+				f.must(err)
+				clock.Add(int64(time.Millisecond))
+				k, _ := sp.Event(fmt.Sprintf("old%02d", i))
+				f.del(k)
+			}
+			idx, _ := sp.EventIndex("t")
+			pruning, _ := f.events(store.EventSettings{DisablePruneOnWrite: disabled})
+			pruning.Now = bus.Now
+			_, _, err := pruning.Publish(c, store.Event{ID: "new1", Type: "t"})
+			f.must(err)
+			want := int64(13 - 8)
+			if disabled {
+				want = 13
+			}
+			if n := f.zcard(idx); n != want {
+				t.Fatalf("index holds %d after the first publish, want %d", n, want)
+			}
+			if n := f.zcard(sp.EventFeed()); n != want {
+				t.Fatalf("feed holds %d, want %d", n, want)
+			}
+			// Within the minute: no second prune.
+			_, _, err = pruning.Publish(c, store.Event{ID: "new2", Type: "t"})
+			f.must(err)
+			if n := f.zcard(idx); n != want+1 {
+				t.Fatalf("index holds %d after a second publish within the minute, want %d", n, want+1)
+			}
+			if !disabled {
+				throttle, _ := sp.EventIndexPrune("t")
+				if ttl := f.ttl(throttle); ttl <= 0 || ttl > time.Minute {
+					t.Errorf("throttle TTL %s", ttl)
+				}
+			}
+		})
+	}
+}
+
+// The janitor's sweep checks budget members per call (expired or not), removes the expired
+// ones from the feed and their index, and walks the whole feed over several calls.
+func TestEventSweepFeedBudget(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{DisablePruneOnWrite: true})
+	sp := f.platform("acme")
+	for i := range 10 {
+		_, _, err := bus.Publish(c, store.Event{ID: fmt.Sprintf("e%d", i), Type: "t", TenantID: "acme"})
+		f.must(err)
+		clock.Add(int64(time.Millisecond))
+		if i%2 == 0 {
+			k, _ := sp.Event(fmt.Sprintf("e%d", i))
+			f.del(k)
+		}
+	}
+	f.must(f.do(f.c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(0, "garbage").Build()).Error())
+	idx, _ := sp.EventIndex("t")
+	start, checked, removed, passes := 0, 0, 0, 0
+	for {
+		res, err := bus.SweepFeed(c, "acme", start, 4)
+		f.must(err)
+		if res.Checked > 4 {
+			t.Fatalf("checked %d with a budget of 4", res.Checked)
+		}
+		checked, removed, passes = checked+res.Checked, removed+res.Removed, passes+1
+		if start = res.Next; start == 0 {
+			break
+		}
+	}
+	if removed != 6 || checked != 11 || passes != 3 {
+		t.Errorf("removed %d, checked %d in %d passes; want 6 (5 expired + garbage), 11, 3", removed, checked, passes)
+	}
+	if n := f.zcard(sp.EventFeed()); n != 5 {
+		t.Errorf("feed holds %d, want 5", n)
+	}
+	if n := f.zcard(idx); n != 5 {
+		t.Errorf("index holds %d, want 5", n)
+	}
+}
+
+func TestEventFeedPagesTenantsAndCursor(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{})
+	t0 := bus.Now()
+	for i := range 5 {
+		_, _, err := bus.Publish(c, store.Event{ID: fmt.Sprintf("e%d", i), Type: "t", TenantID: "acme"})
+		f.must(err)
+		if i != 1 { // e1 and e2 share a millisecond
+			clock.Add(int64(10 * time.Millisecond))
+		}
+	}
+	var ids []string
+	for skip := 0; ; skip += 2 {
+		page, err := bus.FeedPage(c, "acme", t0, bus.Now(), skip, 2)
+		f.must(err)
+		for _, r := range page {
+			if r.TenantID != "acme" || r.Type != "t" || r.At.IsZero() {
+				t.Errorf("ref %+v", r)
+			}
+			ids = append(ids, r.ID)
+		}
+		if len(page) < 2 {
+			break
+		}
+	}
+	if strings.Join(ids, ",") != "e0,e1,e2,e3,e4" {
+		t.Errorf("feed order %v", ids)
+	}
+	page, err := bus.FeedPage(c, "acme", t0.Add(10*time.Millisecond), t0.Add(10*time.Millisecond), 0, 10)
+	if err != nil || len(page) != 2 {
+		t.Errorf("the shared millisecond: %+v %v", page, err)
+	}
+	tenants, err := bus.Tenants(c, time.Time{})
+	if err != nil || len(tenants) != 1 || tenants[0] != "acme" {
+		t.Errorf("tenants %v %v", tenants, err)
+	}
+	if tenants, _ := bus.Tenants(c, bus.Now().Add(time.Hour)); len(tenants) != 0 {
+		t.Errorf("tenants publishing after an hour from now: %v", tenants)
+	}
+	if _, found, err := bus.Cursor(c, "acme"); found || err != nil {
+		t.Errorf("a cursor before any: %v %v", found, err)
+	}
+	at := time.UnixMilli(1_800_000_000_000).UTC()
+	f.must(bus.SetCursor(c, "acme", at))
+	f.must(bus.SetCursor(c, "acme", at.Add(-time.Minute))) // never backwards
+	if got, found, err := bus.Cursor(c, "acme"); !found || err != nil || !got.Equal(at) {
+		t.Errorf("cursor %s %v %v, want %s", got, found, err, at)
+	}
+	// An idle tenant is forgotten, a recent one kept.
+	if gone, err := bus.ForgetTenant(c, "acme", t0); gone || err != nil {
+		t.Errorf("forget a recent tenant: %v %v", gone, err)
+	}
+	if gone, err := bus.ForgetTenant(c, "acme", bus.Now().Add(time.Hour)); !gone || err != nil {
+		t.Errorf("forget an idle tenant: %v %v", gone, err)
+	}
+}
+
+// A wake-up marker is claimed once: a second claimer finds it pending (or sent), a claim
+// pending past the grace period is taken over, and only the owner of the current claim can
+// mark it sent or release it.
+func TestEventWakeMarker(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{TTL: time.Hour})
+	const grace = 30 * time.Second
+	claim := func(owner string) store.Wake {
+		t.Helper()
+		w, err := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_1", owner, grace)
+		f.must(err)
+		return w
+	}
+	a := claim("filter-a")
+	if a.State != store.WakeClaimed || !a.Mine() || !strings.HasPrefix(a.Token, "pending ") {
+		t.Fatalf("first claim %+v", a)
+	}
+	if ttl := f.ttl(a.Key); ttl <= time.Hour || ttl > 25*time.Hour {
+		t.Errorf("marker TTL %s, want the event TTL plus a day", ttl)
+	}
+	if b := claim("filter-b"); b.State != store.WakePending || b.Mine() || b.Previous != a.Token {
+		t.Fatalf("second claim %+v", b)
+	}
+	clock.Add(int64(grace))
+	b := claim("filter-b")
+	if b.State != store.WakeTakenOver || !b.Mine() || b.Previous != a.Token {
+		t.Fatalf("claim past the grace period %+v", b)
+	}
+	if ok, err := bus.WakeSent(c, a, "1-1"); ok || err != nil {
+		t.Errorf("the old owner marked it sent: %v %v", ok, err)
+	}
+	if ok, err := bus.WakeSent(c, b, "1-2"); !ok || err != nil {
+		t.Fatalf("the new owner could not mark it sent: %v %v", ok, err)
+	}
+	clock.Add(int64(time.Hour))
+	if s := claim("filter-c"); s.State != store.WakeSent || !strings.HasSuffix(s.Previous, " 1-2") {
+		t.Errorf("claim of a sent marker %+v", s)
+	}
+	// A release lets the next claim succeed at once.
+	w, err := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_2", "filter-a", grace)
+	f.must(err)
+	if ok, err := bus.ReleaseWake(c, w); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	if again, _ := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_2", "filter-b", grace); again.State != store.WakeClaimed {
+		t.Errorf("claim after a release %+v", again)
+	}
+	if _, err := bus.ClaimWake(c, "acme", "ex:1", "1", "evt", "x", grace); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("bad execution id: %v", err)
+	}
+	if _, err := bus.WakeSent(c, store.Wake{State: store.WakePending}, "1-1"); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("mark sent without a claim: %v", err)
+	}
+}
+
+// The filter's view of a subscription index: live members with their records, expired ones
+// removed, and a stale subscription removed only while its record is the one read.
+func TestSubscriptionsAndStaleRemoval(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	acme := f.tenant("acme")
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	put := func(id, node string, expires time.Time) {
+		t.Helper()
+		f.must(acme.PutSubscription(c, store.Subscription{ExecutionID: id, FlowID: "f", FlowVersion: "1", Node: node, EventType: "paid",
+			Since: now.Add(-time.Minute), ExpiresAt: expires}, time.Hour))
+	}
+	put("ex_live", "w", time.Time{})
+	put("ex_timed", "w", now.Add(time.Minute))
+	put("ex_expired", "w", now.Add(-time.Second))
+	put("ex_gone", "w", time.Time{})
+	gone, _ := acme.Space().Subscription("ex_gone")
+	f.del(gone)
+	bad, _ := acme.Space().Subscription("ex_bad")
+	idx, _ := acme.Space().SubscriptionIndex("paid")
+	f.must(f.do(f.c.B().Set().Key(bad).Value(`{"execution_id":"ex_other"}`).Build()).Error())
+	f.must(f.do(f.c.B().Zadd().Key(idx).ScoreMember().ScoreMember(1e18, "ex_bad").Build()).Error())
+
+	reads, err := acme.Subscriptions(c, "paid", now)
+	f.must(err)
+	byID := map[string]store.SubscriptionRead{}
+	for _, r := range reads {
+		byID[r.ExecutionID] = r
+	}
+	if len(reads) != 4 || byID["ex_live"].Sub.Node != "w" || byID["ex_timed"].Raw == "" || !byID["ex_gone"].Missing ||
+		!errors.Is(byID["ex_bad"].Err, store.ErrInvalid) {
+		t.Fatalf("reads %+v", reads)
+	}
+	if _, ok := f.zscore(idx, "ex_expired"); ok {
+		t.Error("the expired member is still indexed")
+	}
+	// Default tenant: nothing of acme's.
+	if reads, err := f.ts.Subscriptions(c, "paid", now); err != nil || len(reads) != 0 {
+		t.Errorf("default tenant: %+v %v", reads, err)
+	}
+
+	// The worker rewrote ex_live's record (a new suspension) after the filter read it: the
+	// stale removal keeps the new record and the member.
+	old := byID["ex_live"].Raw
+	put("ex_live", "w2", time.Time{})
+	if removed, err := acme.RemoveStaleSubscription(c, "ex_live", "paid", old); removed || err != nil {
+		t.Fatalf("removal of a rewritten record: %v %v", removed, err)
+	}
+	if _, ok := f.zscore(idx, "ex_live"); !ok {
+		t.Fatal("the rewritten subscription lost its index member")
+	}
+	// Removed while it is the record read.
+	rec, _ := acme.Space().Subscription("ex_timed")
+	if removed, err := acme.RemoveStaleSubscription(c, "ex_timed", "paid", byID["ex_timed"].Raw); !removed || err != nil {
+		t.Fatalf("stale removal: %v %v", removed, err)
+	}
+	if f.exists(rec) {
+		t.Error("the stale record is still there")
+	}
+	if _, ok := f.zscore(idx, "ex_timed"); ok {
+		t.Error("the stale member is still there")
+	}
+	// A member without a record is removed.
+	if removed, err := acme.RemoveStaleSubscription(c, "ex_gone", "paid", ""); !removed || err != nil {
+		t.Fatalf("member without record: %v %v", removed, err)
+	}
+	// A record that reappeared (written by a worker between the two steps) gets its member
+	// back: simulated by a removal with raw "" while the record exists.
+	if removed, err := acme.RemoveStaleSubscription(c, "ex_live", "paid", ""); !removed || err != nil {
+		t.Fatalf("removal racing a registration: %v %v", removed, err)
+	}
+	if s, ok := f.zscore(idx, "ex_live"); !ok || s != "inf" {
+		t.Errorf("member not restored: %q %v", s, ok)
+	}
+}
+
+func TestDecodeEventRefusesWhatIsNotARecord(t *testing.T) {
+	t.Parallel()
+	for _, b := range []string{
+		``, `null`, `[]`, `"x"`, `{}`,
+		`{"id":"e","type":"t","tenant_id":"default","published_at":"2026-11-29T12:00:00Z"}`,             // no data
+		`{"id":"e","type":"t","tenant_id":"default","data":{},"published_at":"yesterday"}`,              // bad time
+		`{"id":"e:1","type":"t","tenant_id":"default","data":{},"published_at":"2026-11-29T12:00:00Z"}`, // bad id
+		`{"id":"e","type":"a b","tenant_id":"default","data":{},"published_at":"2026-11-29T12:00:00Z"}`, // bad type
+		`{"id":"e","type":"t","tenant_id":"Acme","data":{},"published_at":"2026-11-29T12:00:00Z"}`,      // bad tenant
+		`{"id":1,"type":"t","tenant_id":"default","data":{},"published_at":"2026-11-29T12:00:00Z"}`,     // id not a string
+	} {
+		if _, err := store.DecodeEvent([]byte(b)); !errors.Is(err, store.ErrBadEvent) {
+			t.Errorf("DecodeEvent(%s): %v, want ErrBadEvent", b, err)
+		}
+	}
+	ev, err := store.DecodeEvent([]byte(`{"id":"e","type":"t","tenant_id":"","data":[1, 2],"published_at":"2026-11-29T13:00:00+01:00","extra":true}`))
+	if err != nil || ev.TenantID != keys.DefaultTenant || string(ev.Data) != "[1,2]" || ev.PublishedAt.Location() != time.UTC || ev.PublishedAt.Hour() != 12 {
+		t.Errorf("a good record: %+v %v", ev, err)
+	}
+}
+
+// FuzzDecodeEvent: the decoder never panics, and what it accepts encodes back to a record it
+// accepts as the same event.
+func FuzzDecodeEvent(f *testing.F) {
+	f.Add([]byte(`{"id":"evt_1","type":"order.approved","tenant_id":"acme","data":{"order_id":"A1"},"published_at":"2026-11-29T12:00:00.123456789Z"}`))
+	f.Add([]byte(`{"id":"e","type":"t","tenant_id":"","data":null,"published_at":"2026-11-29T13:00:00+01:00"}`))
+	f.Add([]byte(`{"id":"e","type":"t","tenant_id":"default","data":"\u0000","published_at":"0001-01-01T00:00:00Z"}`))
+	f.Add([]byte(`[{"id":1}]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ev, err := store.DecodeEvent(b)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadEvent) {
+				t.Fatalf("error %v is not ErrBadEvent", err)
+			}
+			return
+		}
+		again, err := store.EncodeEvent(ev)
+		if err != nil {
+			t.Fatalf("an accepted event does not encode: %+v: %v", ev, err)
+		}
+		back, err := store.DecodeEvent(again)
+		if err != nil {
+			t.Fatalf("the encoding of an accepted event is refused: %s: %v", again, err)
+		}
+		if back.ID != ev.ID || back.Type != ev.Type || back.TenantID != ev.TenantID || !back.PublishedAt.Equal(ev.PublishedAt) ||
+			string(back.Data) != string(ev.Data) {
+			t.Fatalf("round trip changed the event:\n%+v\n%+v", ev, back)
+		}
+	})
+}
+
+func FuzzDecodeNotification(f *testing.F) {
+	f.Add(`{"tenant_id":"acme","type":"t","id":"e"}`)
+	f.Add(`{"tenant_id":"","type":"a:b","id":"e"}`)
+	f.Add(`null`)
+	f.Fuzz(func(t *testing.T, s string) {
+		ref, err := store.DecodeNotification(s)
+		if err != nil {
+			if !errors.Is(err, store.ErrBadEvent) {
+				t.Fatalf("error %v is not ErrBadEvent", err)
+			}
+			return
+		}
+		sp, err := keys.For("", ref.TenantID)
+		if err != nil {
+			t.Fatalf("accepted tenant %q: %v", ref.TenantID, err)
+		}
+		if _, err := sp.Event(ref.ID); err != nil {
+			t.Fatalf("accepted id %q: %v", ref.ID, err)
+		}
+		if _, err := sp.EventIndex(ref.Type); err != nil {
+			t.Fatalf("accepted type %q: %v", ref.Type, err)
+		}
+	})
+}
