@@ -233,11 +233,11 @@ func registry() []*Var {
 			doc("Exact 1 lets an unavailable backend fall back to subprocess when subprocess is allow-listed."),
 	)
 	section(secExprHTTP,
-		intVar("PLAITA_EXPR_MAX_RESULT_SIZE", rEngine, 100000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		intVar("PLAITA_EXPR_MAX_RESULT_SIZE", rEvents, 100000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Base bound of an expression result."),
-		floatVar("PLAITA_EXPR_GROWTH_FACTOR", rEngine, 4, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		floatVar("PLAITA_EXPR_GROWTH_FACTOR", rEvents, 4, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Growth allowed by one expression step."),
-		intVar("PLAITA_EXPR_MAX_RESULT_HARD", rEngine, 100000000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		intVar("PLAITA_EXPR_MAX_RESULT_HARD", rEvents, 100000000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Hard bound of one expression result."),
 		floatVar("PLAITA_HTTP_DNS_TTL", rEngine, 30, keep(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("DNS cache TTL of the SSRF check; 0 turns the cache off."),
