@@ -93,6 +93,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
+			eventCommand(stdout, stderr),
 			benchCommand(stdout, stderr),
 			{
 				Name:      "version",
@@ -165,6 +166,8 @@ func roleBody(role config.Role) (func(context.Context, *config.Config, zerolog.L
 		return runDelay, true
 	case config.RoleSchedule:
 		return runSchedule, true
+	case config.RoleFilter:
+		return runFilter, true
 	}
 	return nil, false
 }

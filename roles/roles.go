@@ -38,7 +38,7 @@ func Table() []Spec {
 		{config.RoleConsole, "HTTP API and web UI; publishes flows, schedules and tenant status",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, false},
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
-			[]string{DepRedis}, false},
+			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
 			[]string{DepRedis}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",

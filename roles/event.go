@@ -1,0 +1,200 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"plaita/roles/filter"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// eventCommand publishes and lists events (docs/events.md) with the same store calls as the
+// console: store.Events.Publish and List. A published event wakes the executions waiting for
+// it through the filter role.
+func eventCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "event",
+		Usage:     "publish an event (it wakes the executions waiting for it, through the filter role) or list events",
+		UsageText: "plaita event publish|list [flags]",
+		Description: "Every subcommand runs the worker's configuration preflight and connects to PLAITA_REDIS_URL.\n" +
+			"Exit status: 0 done; 1 failure (Redis, an event id taken by another event); 2 bad usage.",
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() > 0 {
+				return cliUsage("event", "unknown subcommand %q (publish, list)", cmd.Args().First())
+			}
+			return cli.ShowSubcommandHelp(cmd)
+		},
+		Commands: []*cli.Command{
+			{
+				Name:      "publish",
+				Usage:     "publish an event of TYPE with its data",
+				UsageText: "plaita event publish TYPE [--data JSON|@file] [--id ID] [--tenant T] [--json]",
+				Description: "The data (default {}) is what a waiting execution sees as EVENT. The event is kept for\n" +
+					"PLAITA_EVENT_TTL_SECONDS. Without --id an id is minted; publishing an id again with the same\n" +
+					"type and data is idempotent (\"already published\", exit 0; a waiting execution is woken once),\n" +
+					"with another type or other data it is refused (exit 1).",
+				Flags: cliFlags(tenantFlag(),
+					&cli.StringFlag{Name: "data", Usage: "the event's data: inline JSON, or @path to read it from a file (default {})"},
+					&cli.StringFlag{Name: "id", Usage: "the event id (default: a new one); the same id publishes once"},
+					jsonFlag("print the stored event as JSON, with \"duplicate\"")),
+				Action: func(ctx context.Context, cmd *cli.Command) error { return eventPublish(ctx, cmd, stdout, stderr) },
+			},
+			{
+				Name:      "list",
+				Usage:     "list the tenant's newest events, of one type or of all",
+				UsageText: "plaita event list [--type T] [--tenant T] [--limit N] [--json]",
+				Flags: cliFlags(tenantFlag(),
+					&cli.StringFlag{Name: "type", Usage: "only events of this type"},
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: fmt.Sprintf("events to list (1–%d)", store.MaxEventList)},
+					jsonFlag("print the page as JSON: events, expired, corrupt")),
+				Action: func(ctx context.Context, cmd *cli.Command) error { return eventList(ctx, cmd, stdout, stderr) },
+			},
+		},
+	}
+}
+
+// rawJSONArg reads --data (inline JSON or @path) as the bytes given, once checked to be one
+// JSON value: numbers keep every digit, key order stays as written.
+func rawJSONArg(name, flag, value string) (json.RawMessage, error) {
+	if _, err := readJSONFlag(flag, value); err != nil {
+		return nil, cliUsage(name, "%s", strings.TrimPrefix(err.Error(), "run: "))
+	}
+	if path, ok := strings.CutPrefix(value, "@"); ok {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, cliUsage(name, "--%s %s: %v", flag, value, unwrapPathError(err))
+		}
+		return bytes.TrimSpace(b), nil
+	}
+	return json.RawMessage(strings.TrimSpace(value)), nil
+}
+
+// checkEventType refuses a type no wait_event could name (it becomes a key segment).
+func checkEventType(name, typ string) error {
+	if err := keys.ValidName("event type", typ); err != nil {
+		return cliUsage(name, "%v", err)
+	}
+	return nil
+}
+
+func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "event publish"
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one event type: plaita event publish TYPE [--data JSON]")
+	}
+	typ := cmd.Args().First()
+	if err := checkEventType(name, typ); err != nil {
+		return err
+	}
+	data := json.RawMessage(`{}`)
+	if cmd.IsSet("data") {
+		var err error
+		if data, err = rawJSONArg(name, "data", cmd.String("data")); err != nil {
+			return err
+		}
+	}
+	id := cmd.String("id")
+	if cmd.IsSet("id") {
+		if _, err := keys.MustFor("", "").Event(id); err != nil {
+			return cliUsage(name, "--id %q: %v", id, err)
+		}
+	}
+	k, err := connect(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	bus := store.NewEvents(k.c, filter.EventSettings(k.cfg), keys.DefaultRoot)
+	ev, dup, err := bus.Publish(ctx, store.Event{ID: id, Type: typ, TenantID: k.sp.Tenant(), Data: data})
+	switch {
+	case errors.Is(err, store.ErrEventConflict):
+		return cliFail(name, "%v", err)
+	case errors.Is(err, store.ErrBadEvent):
+		return cliUsage(name, "%v", err)
+	case err != nil:
+		return cliFail(name, "%v", err)
+	}
+	if cmd.Bool("json") {
+		return writeJSON(stdout, struct {
+			store.Event
+			Duplicate bool `json:"duplicate"`
+		}{ev, dup})
+	}
+	what := "published"
+	if dup {
+		what = "already published at " + ev.PublishedAt.Format(time.RFC3339Nano)
+	}
+	fmt.Fprintf(stdout, "event %s: %s (type %s, tenant %s)\n", ev.ID, what, ev.Type, ev.TenantID)
+	return nil
+}
+
+func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "event list"
+	if cmd.Args().Len() > 0 {
+		return cliUsage(name, "takes no arguments (use --type T)")
+	}
+	typ := cmd.String("type")
+	if cmd.IsSet("type") {
+		if err := checkEventType(name, typ); err != nil {
+			return err
+		}
+	}
+	limit := cmd.Int("limit")
+	if limit < 1 || limit > store.MaxEventList {
+		return cliUsage(name, "--limit %d: use 1 to %d", limit, store.MaxEventList)
+	}
+	k, err := connect(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	bus := store.NewEvents(k.c, filter.EventSettings(k.cfg), keys.DefaultRoot)
+	page, err := bus.List(ctx, k.sp.Tenant(), typ, limit)
+	if err != nil {
+		return cliFail(name, "%v", err)
+	}
+	if cmd.Bool("json") {
+		return writeJSON(stdout, struct {
+			TenantID string `json:"tenant_id"`
+			Type     string `json:"type,omitempty"`
+			store.EventPage
+		}{k.sp.Tenant(), typ, page})
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PUBLISHED\tTYPE\tID\tDATA")
+	for _, ev := range page.Events {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", ev.PublishedAt.Format(time.RFC3339), ev.Type, ev.ID, clip(string(ev.Data), 60))
+	}
+	tw.Flush()
+	stdout.Write(buf.Bytes())
+	of := "all types"
+	if typ != "" {
+		of = "type " + typ
+	}
+	fmt.Fprintf(stdout, "%d event(s) of %s in tenant %s\n", len(page.Events), of, k.sp.Tenant())
+	if page.Expired > 0 || page.Corrupt > 0 {
+		fmt.Fprintf(stdout, "skipped: %d expired (removed from the index), %d unreadable\n", page.Expired, page.Corrupt)
+	}
+	return nil
+}
+
+// clip shortens s to at most n runes for a table cell.
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}

@@ -1,0 +1,149 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/filter"
+	"plaita/roles/health"
+	"plaita/roles/presence"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// runFilter wires the filter's services and runs them until ctx ends (SIGTERM/SIGINT).
+//
+// Start order (service.Group): metrics server → registry (status running) → index janitor →
+// reconciler (its start-up pass runs at once) → listener; the role is ready once the listener
+// has subscribed. A service that fails to start stops the ones before it, in reverse.
+// Shutdown order: not ready + registry status draining → the listener unsubscribes and its
+// handlers finish the notifications already queued (what is left is the reconciler's) →
+// status stopping → the services stop in reverse: reconciler, janitor, registry
+// (deregistered), metrics server last.
+func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	set := metrics.NewSet()
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
+	defer c.Close()
+	f := buildFilter(cfg, c, set, log)
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStart()
+	svcs := []service.Named{
+		{Name: "metrics server", Service: f.server},
+		{Name: "registry", Service: f.registry},
+	}
+	s := filter.SettingsFrom(cfg)
+	if s.DisableSweep {
+		log.Warn().Str("event", "filter.sweep_disabled").Str("variable", "PLAITA_DISABLE_EVENT_INDEX_SWEEP").
+			Msg("event index janitor off: expired events stay in the indexes until a publish prunes them or a list reads them")
+	} else {
+		svcs = append(svcs, service.Named{Name: "index janitor", Service: f.janitor})
+	}
+	if s.DisableReconcile {
+		log.Warn().Str("event", "filter.reconcile_disabled").Str("variable", "PLAITA_DISABLE_EVENT_RECONCILE").
+			Msg("event reconciler off: an event whose notification is lost (no filter subscribed, a dropped connection) wakes nothing")
+	} else {
+		svcs = append(svcs, service.Named{Name: "reconciler", Service: f.reconciler})
+	}
+	svcs = append(svcs, service.Named{Name: "listener", Service: f.listener})
+	var services service.Group
+	if err := services.Start(startCtx, svcs...); err != nil {
+		return fmt.Errorf("filter: %w", err)
+	}
+	log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", f.server.Addr()).
+		Dur("reconcile_interval", s.ReconcileInterval).Dur("reconcile_backfill", s.ReconcileBackfill).
+		Bool("reconcile", !s.DisableReconcile).Bool("sweep", !s.DisableSweep).Msg("filter running")
+
+	<-ctx.Done()
+	bg := context.Background()
+	f.ready.SetNotReady("draining")
+	if err := f.registry.SetStatus(bg, presence.StatusDraining); err != nil {
+		log.Warn().Err(err).Str("event", "filter.status_write_failed").Msg("could not mark the instance draining")
+	}
+	drainCtx, cancelDrain := context.WithTimeout(bg, 10*time.Second)
+	f.listener.Stop(drainCtx)
+	cancelDrain()
+	if err := f.registry.SetStatus(bg, presence.StatusStopping); err != nil {
+		log.Warn().Err(err).Str("event", "filter.status_write_failed").Msg("could not mark the instance stopping")
+	}
+	stopCtx, cancelStop := context.WithTimeout(bg, 5*time.Second)
+	defer cancelStop()
+	services.Stop(stopCtx)
+	log.Info().Str("event", "filter.stopped").Msg("filter stopped")
+	return nil
+}
+
+// filterParts are the filter's services.
+type filterParts struct {
+	ready      *health.Readiness
+	server     *health.Server
+	registry   *presence.Registry
+	listener   *filter.Listener
+	reconciler *filter.Reconciler
+	janitor    *filter.Janitor
+}
+
+// buildFilter builds every part; nothing runs yet.
+func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) *filterParts {
+	s := filter.SettingsFrom(cfg)
+	d := filterDeps(cfg, c, set, log)
+	m := filter.NewMatcher(d, s)
+	f := &filterParts{ready: health.NewReadiness(),
+		registry:   presence.New(store.NewRegistry(c, keys.DefaultRoot), filterInstance(cfg), log, set),
+		listener:   filter.NewListener(d, s, m),
+		reconciler: filter.NewReconciler(d, s, m),
+		janitor:    filter.NewJanitor(d, s),
+	}
+	f.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, f.ready, log)
+	f.listener.OnSubscribed = func(first bool) {
+		f.ready.SetReady()
+		if !first && !s.DisableReconcile {
+			f.reconciler.Trigger() // what was published while unsubscribed reached nobody
+		}
+	}
+	f.listener.OnDown = func(error) { f.ready.SetNotReady("event notifications: not subscribed") }
+	return f
+}
+
+// filterDeps are the stores the filter's services share and its enqueue: resumes go to
+// PLAITA_QUEUE_NAME, the stream the workers read, stamped with this process's generations.
+func filterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
+	stream, gens := config.QueueName.In(cfg), settings.Generations(cfg)
+	return filter.Deps{
+		Events: store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),
+		Store:  store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
+		Flows:  store.NewFlows(c, keys.DefaultRoot),
+		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
+			env.Stamp(gens, time.Now())
+			return queue.Enqueue(ctx, c, stream, env)
+		},
+		Log: log, Metrics: set,
+	}
+}
+
+// filterInstance is what a filter says about itself in the registry.
+func filterInstance(cfg *config.Config) presence.InstanceInfo {
+	host, _ := os.Hostname()
+	g := cfg.Generations()
+	return presence.InstanceInfo{
+		InstanceID:  config.InstanceID.In(cfg),
+		Role:        string(cfg.Role()),
+		Host:        host,
+		PID:         os.Getpid(),
+		Queue:       config.QueueName.In(cfg),
+		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+		StartedAt:   time.Now().UTC(),
+	}
+}

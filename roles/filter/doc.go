@@ -1,0 +1,15 @@
+// Package filter is the filter role (`plaita filter`, docs/events.md): it turns published
+// events into resume tasks for the executions suspended at a wait_event.
+//
+//	Listener    pub/sub notifications → a bounded pool of handlers → Matcher
+//	Reconciler  every PLAITA_EVENT_RECONCILE_INTERVAL, the events published since its cursor
+//	            (per tenant, in Redis) → Matcher: a lost notification still wakes the execution
+//	Janitor     every PLAITA_EVENT_INDEX_SWEEP_INTERVAL, PLAITA_EVENT_INDEX_SWEEP_BUDGET members
+//	            of the tenants' event feeds checked, expired events removed from the indexes
+//	Matcher     one event against the subscriptions of its type and tenant: the execution state
+//	            decides (suspended there, since before the event, match true, not timed out);
+//	            one resume(event) per (execution, suspension, event) through a one-shot marker
+//
+// Subscriptions and notifications are hints; the execution state is the truth, and the
+// worker decides again when it runs the resume.
+package filter
