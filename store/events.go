@@ -960,9 +960,14 @@ type SubscriptionRead struct {
 // subscriptionPage bounds one index read of Subscriptions.
 const subscriptionPage = 500
 
+// expiredMargin is how long past its timeout an index member stays: a clock a little ahead
+// of the worker's must not drop a wait that has not timed out yet.
+const expiredMargin = time.Minute
+
 // Subscriptions reads the executions waiting for an event type in this tenant that have not
-// timed out at now, with their records, in pages of a few hundred. Index members that expired
-// before now are removed on the way (their wait timed out: the delay role resumes them).
+// timed out at now, with their records, in pages of a few hundred. Index members that timed
+// out more than a minute before now are removed on the way (the delay role resumes them with
+// their timeout).
 func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) ([]SubscriptionRead, error) {
 	idx, err := ts.subscriptionIndex(eventType)
 	if err != nil {
@@ -971,7 +976,7 @@ func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now 
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
-	c.Do(ctx, c.B().Zremrangebyscore().Key(idx).Min("-inf").Max("("+nowMs).Build())
+	c.Do(ctx, c.B().Zremrangebyscore().Key(idx).Min("-inf").Max("("+strconv.FormatInt(now.Add(-expiredMargin).UnixMilli(), 10)).Build())
 	var out []SubscriptionRead
 	for skip := int64(0); ; skip += subscriptionPage {
 		ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()

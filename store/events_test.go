@@ -454,7 +454,8 @@ func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 	}
 	put("ex_live", "w", time.Time{})
 	put("ex_timed", "w", now.Add(time.Minute))
-	put("ex_expired", "w", now.Add(-time.Second))
+	put("ex_expired", "w", now.Add(-2*time.Minute))
+	put("ex_just_expired", "w", now.Add(-time.Second)) // within the margin: kept, not returned
 	put("ex_gone", "w", time.Time{})
 	gone, _ := acme.Space().Subscription("ex_gone")
 	f.del(gone)
@@ -475,6 +476,9 @@ func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 	}
 	if _, ok := f.zscore(idx, "ex_expired"); ok {
 		t.Error("the expired member is still indexed")
+	}
+	if _, ok := f.zscore(idx, "ex_just_expired"); !ok {
+		t.Error("a member expired a second ago was removed")
 	}
 	// Default tenant: nothing of acme's.
 	if reads, err := f.ts.Subscriptions(c, "paid", now); err != nil || len(reads) != 0 {

@@ -144,6 +144,10 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time) e
 	if !ok {
 		r.log.Debug().Str("event", "filter.reconcile_tenant_skipped").Str("tenant", tenant).Str("reason", why).
 			Msg("tenant refused by the worker: its cursor stays until it is active")
+		if !found {
+			// Pin where this pass would have started, so later passes start there too.
+			return r.d.Events.SetCursor(ctx, tenant, from.Add(r.s.Overlap))
+		}
 		return nil
 	}
 	// hold is the publish time of the oldest event that must be seen again.
