@@ -245,7 +245,8 @@ func (p *Dispatcher) Start(ctx context.Context) error {
 		return nil
 	}
 	p.started = true
-	readCtx, readStop := context.WithCancel(ctx)
+	// Only Stop ends the reader: ctx is the role's bounded start-up context.
+	readCtx, readStop := context.WithCancel(context.WithoutCancel(ctx))
 	runCtx, runStop := context.WithCancel(context.WithoutCancel(ctx))
 	p.readStop, p.runStop = readStop, runStop
 	p.done = make(chan struct{})
