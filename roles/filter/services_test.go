@@ -281,3 +281,41 @@ func TestReconcilerHoldsARefusedTenantWithoutCursor(t *testing.T) {
 		t.Fatalf("%d entries once active, want 1", n)
 	}
 }
+
+// The services outlive the context they were started with (the role's bounded start-up
+// context): once it is done, the listener still delivers and the reconciler still passes.
+func TestServicesOutliveTheirStartContext(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := b.flow("", ordersFlow)
+	b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
+	m := NewMatcher(b.d, b.s)
+	l := NewListener(b.d, b.s, m)
+	r := NewReconciler(b.d, b.s, m)
+	subscribed := make(chan bool, 4)
+	l.OnSubscribed = func(first bool) { subscribed <- first }
+	startCtx, cancel := context.WithCancel(context.Background())
+	b.must(l.Start(startCtx))
+	b.must(r.Start(startCtx))
+	defer l.Stop(context.Background())
+	defer r.Stop(context.Background())
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("never subscribed")
+	}
+	cancel()
+	passes := b.counter("plaita_filter_reconcile_passes_total")
+	r.Trigger()
+	deadline := time.Now().Add(10 * time.Second)
+	for b.counter("plaita_filter_reconcile_passes_total") <= passes {
+		if time.Now().After(deadline) {
+			t.Fatal("no reconcile pass after the start context ended")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b.publish("", "evt_a1", "order.approved", `{"order_id":"A1"}`)
+	if got := b.waitEntries(1, 10*time.Second); len(got) != 1 {
+		t.Fatalf("entries %+v after the start context ended", got)
+	}
+}
