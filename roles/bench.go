@@ -45,6 +45,10 @@ type benchResult struct {
 	CallsPerExecution float64 `json:"calls_per_execution,omitempty"`
 	CallsPerStep      float64 `json:"calls_per_step,omitempty"`
 	CallsPerEnqueue   float64 `json:"calls_per_enqueue,omitempty"`
+	// suspend: event → resumed, completed execution.
+	RoundTripsPerSecond float64 `json:"round_trips_per_second,omitempty"`
+	CallsPerRoundTrip   float64 `json:"calls_per_round_trip,omitempty"`
+	WaitsPerEventType   int     `json:"waits_per_event_type,omitempty"`
 	// CallsPerNode is RedisCalls by primary (host:port): on a cluster, how the load spreads.
 	CallsPerNode    map[string]int64 `json:"calls_per_node"`
 	Redis           string           `json:"redis"`
@@ -63,13 +67,16 @@ type benchResult struct {
 func benchCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "bench",
-		Usage:     "measure the engine end to end on a real Redis: e2e, steps, enqueue (suspend is not built yet)",
-		UsageText: "plaita bench e2e|steps|enqueue [--redis URL] [--n N] [--concurrency C] [--json]",
+		Usage:     "measure the engine end to end on a real Redis: e2e, steps, enqueue, suspend",
+		UsageText: "plaita bench e2e|steps|enqueue|suspend [--redis URL] [--n N] [--concurrency C] [--json]",
 		Description: "e2e: N pre-enqueued starts of a 1-node flow run by an in-process worker with C consumers;\n" +
 			"executions/s from the worker's start until all are acked, p50/p99 enqueue→terminal latency,\n" +
 			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included; on a Redis\n" +
 			"Cluster summed over every primary, found with CLUSTER NODES, and shown per node).\n" +
 			"steps: the same with a 20-node linear flow (steps/s, calls per step). enqueue: starts/s.\n" +
+			"suspend: N executions waiting at a wait_event (spread over 500 event types), then N events\n" +
+			"published with C producers; an in-process filter (C handlers) and worker resume them: round\n" +
+			"trips/s from the first publish until all completed, p50/p99 publish→completed.\n" +
 			"Without --redis a private redis-server is started (it must be installed) and removed.",
 		Flags: cliFlags(
 			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
@@ -86,11 +93,9 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	const name = "bench"
 	scenario := cmd.Args().First()
 	switch scenario {
-	case "e2e", "steps", "enqueue":
-	case "suspend":
-		return cliFail(name, "suspend: the event round trip goes through the filter role, which is not built yet")
+	case "e2e", "steps", "enqueue", "suspend":
 	default:
-		return cliUsage(name, "name a scenario: e2e, steps or enqueue")
+		return cliUsage(name, "name a scenario: e2e, steps, enqueue or suspend")
 	}
 	n, conc := int(cmd.Int("n")), int(cmd.Int("concurrency"))
 	if n < 1 || conc < 1 {
@@ -130,6 +135,8 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		res, err = b.run(ctx, "e2e", benchFlow(1), n, 1)
 	case "steps":
 		res, err = b.run(ctx, "steps", benchFlow(20), n, 20)
+	case "suspend":
+		res, err = b.suspend(ctx, n, conc)
 	}
 	if err != nil {
 		return cliFail(name, "%s: %v", scenario, err)
@@ -343,6 +350,11 @@ func writeBench(w io.Writer, r benchResult) {
 	case "enqueue":
 		fmt.Fprintf(tw, "starts/s\t%.0f\n", r.EnqueuedPerSecond)
 		fmt.Fprintf(tw, "redis calls per enqueue\t%.2f\n", r.CallsPerEnqueue)
+	case "suspend":
+		fmt.Fprintf(tw, "round trips/s\t%.0f (event → resumed, completed execution; %d waits per event type)\n", r.RoundTripsPerSecond, r.WaitsPerEventType)
+		fmt.Fprintf(tw, "latency p50 / p99\t%.1f ms / %.1f ms (publish → completed)\n", r.P50Millis, r.P99Millis)
+		fmt.Fprintf(tw, "redis calls per round trip\t%.2f (publish, filter, resume)\n", r.CallsPerRoundTrip)
+		fmt.Fprintf(tw, "cpu per round trip\tfilter + worker %.1f µs, redis %.1f µs\n", r.WorkerCPUMicros, r.RedisCPUMicros)
 	default:
 		fmt.Fprintf(tw, "executions/s\t%.0f\n", r.PerSecond)
 		fmt.Fprintf(tw, "steps/s\t%.0f\n", r.StepsPerSecond)

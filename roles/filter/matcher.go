@@ -202,7 +202,16 @@ func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, ev store.E
 	if o, done := m.check(ctx, ts.Tenant(), st, data, now, log); done {
 		return o, nil
 	}
-	return m.wake(ctx, ts.Tenant(), st, ev, log)
+	res, err := m.wake(ctx, ts.Tenant(), st, ev, log)
+	if err == nil && res.Woken == 1 && sr.Sub.Since.Equal(s.Since) {
+		// Used: the consumer removes it (docs/wakeups.md), so the next events of the type do not
+		// read this execution again. Only while the record is the one read: a wait registered
+		// meanwhile stays.
+		if _, rerr := ts.RemoveStaleSubscription(context.WithoutCancel(ctx), id, ev.Type, sr.Raw); rerr != nil {
+			log.Warn().Err(rerr).Str("event", "filter.subscription_not_removed").Msg("the used subscription stays (it is removed as stale later)")
+		}
+	}
+	return res, err
 }
 
 // check runs the worker's resume check. done is true when the event must not be delivered.

@@ -1,0 +1,214 @@
+package roles
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/filter"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// The suspend scenario: the event round trip. N executions wait at a wait_event (set up first,
+// not timed); then N events are published with C producers, and an in-process filter (its
+// listener, with C handlers) and an in-process worker (C consumers) turn each into a resumed,
+// completed execution. Timed: from the first publish until the worker acked all N resumes.
+// The executions wait on suspendTypes event types (execution i on type i mod suspendTypes,
+// with a match on its own number), so an event is checked against N/suspendTypes waits: the
+// filter reads the state of every wait of the event's type.
+
+// suspendTypes is the number of event types (one flow each) the waits are spread over.
+const suspendTypes = 500
+
+func suspendFlow(k int) []byte {
+	return []byte(fmt.Sprintf(`{"id":"bench-suspend-%d","version":"1","start":"w","nodes":[
+		{"id":"w","type":"wait_event","params":{"event_type":"bench.suspend.%d","match":"EVENT.n == INPUT.n"},"next":"e"},
+		{"id":"e","type":"end","params":{"output":"ok"}}]}`, k, k))
+}
+
+func (b *bench) suspend(ctx context.Context, n, conc int) (benchResult, error) {
+	types := min(n, suspendTypes)
+	flows := store.NewFlows(b.c, keys.DefaultRoot)
+	for k := range types {
+		def := suspendFlow(k)
+		f, err := engine.Parse(def, engine.NewRegistry(), settings.Engine(b.cfg).Expr)
+		if err != nil {
+			return benchResult{}, err
+		}
+		if _, err := flows.Publish(ctx, "", f.ID, f.Version, def, time.Now(), func(stored []byte) (bool, error) {
+			h, err := engine.FlowHash(stored)
+			return h == f.Hash, err
+		}); err != nil {
+			return benchResult{}, fmt.Errorf("publish: %w", err)
+		}
+	}
+	set := metrics.NewSet()
+	w, err := buildWorker(b.cfg, b.c, set, b.log)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		return benchResult{}, err
+	}
+	// Set-up: N suspended executions.
+	ids, err := b.enqueueWaits(ctx, n, types)
+	if err != nil {
+		return benchResult{}, err
+	}
+	var services service.Group
+	defer services.Stop(context.Background())
+	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
+		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
+		return benchResult{}, err
+	}
+	if err := waitAcked(ctx, w, n); err != nil {
+		return benchResult{}, err
+	}
+	// The filter: its listener only (the reconciler would find nothing to do here).
+	fs := filter.SettingsFrom(b.cfg)
+	fs.Handlers, fs.Queue = conc, n+1 // no notification dropped: every wake-up goes through the listener
+	d := filterDeps(b.cfg, b.c, metrics.NewSet(), b.log)
+	l := filter.NewListener(d, fs, filter.NewMatcher(d, fs))
+	if err := services.Start(ctx, service.Named{Name: "listener", Service: l}); err != nil {
+		return benchResult{}, err
+	}
+	for l.Subscriptions() < 1 {
+		if ctx.Err() != nil {
+			return benchResult{}, ctx.Err()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before, err := b.target.calls(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	redis0, err := b.target.cpu(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	cpu0 := processCPU()
+	began := time.Now()
+	published, err := b.publishEvents(ctx, d.Events, n, types, conc)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if err := waitAcked(ctx, w, 2*n); err != nil {
+		return benchResult{}, err
+	}
+	elapsed := time.Since(began)
+	cpu := processCPU() - cpu0
+	after, err := b.target.calls(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	redis1, err := b.target.cpu(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	p50, p99, err := b.endLatencies(ctx, ids, published)
+	if err != nil {
+		return benchResult{}, err
+	}
+	perNode, calls := callsBetween(before, after)
+	return benchResult{Scenario: "suspend", N: n, Seconds: elapsed.Seconds(), RoundTripsPerSecond: float64(n) / elapsed.Seconds(),
+		WaitsPerEventType: (n + types - 1) / types, P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerNode: perNode,
+		CallsPerRoundTrip: float64(calls) / float64(n),
+		WorkerCPUMicros:   float64(cpu.Nanoseconds()) / 1e3 / float64(n), RedisCPUMicros: float64((redis1 - redis0).Nanoseconds()) / 1e3 / float64(n)}, nil
+}
+
+// waitAcked waits until the worker acknowledged n deliveries.
+func waitAcked(ctx context.Context, w *workerParts, n int) error {
+	for w.dispatcher.Acked() < uint64(n) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
+}
+
+// enqueueWaits enqueues the N starts: execution i runs bench-suspend-(i mod types) with
+// input {"n": i}.
+func (b *bench) enqueueWaits(ctx context.Context, n, types int) ([]string, error) {
+	ids := make([]string, n)
+	g, stream := settings.Generations(b.cfg), config.QueueName.In(b.cfg)
+	const producers = 16
+	var wg sync.WaitGroup
+	errs := make([]error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < n; i += producers {
+				ids[i] = engine.NewExecutionID()
+				env := queue.Envelope{Kind: queue.KindStart, FlowID: "bench-suspend-" + strconv.Itoa(i%types), FlowVersion: "1",
+					ExecutionID: ids[i], Input: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)}
+				env.Stamp(g, time.Now())
+				if _, err := queue.Enqueue(ctx, b.c, stream, env); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, errors.Join(errs...)
+}
+
+// publishEvents publishes event i (type of execution i, data {"n": i}) with conc producers and
+// returns when each was published.
+func (b *bench) publishEvents(ctx context.Context, bus *store.Events, n, types, conc int) ([]time.Time, error) {
+	at := make([]time.Time, n)
+	var wg sync.WaitGroup
+	errs := make([]error, conc)
+	for p := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < n; i += conc {
+				at[i] = time.Now()
+				ev := store.Event{Type: "bench.suspend." + strconv.Itoa(i%types), Data: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)}
+				if _, _, err := bus.Publish(ctx, ev); err != nil {
+					errs[p] = err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return at, errors.Join(errs...)
+}
+
+// endLatencies are the p50 and p99 of publish → completed (the state's end_time), in ms.
+func (b *bench) endLatencies(ctx context.Context, ids []string, from []time.Time) (p50, p99 float64, err error) {
+	ts, err := store.NewRedis(b.c, settings.Store(b.cfg), keys.DefaultRoot).Tenant("")
+	if err != nil {
+		return 0, 0, err
+	}
+	ms := make([]float64, 0, len(ids))
+	for i, id := range ids {
+		st, err := ts.Load(ctx, id)
+		if err != nil {
+			return 0, 0, err
+		}
+		if st.EndTime == nil {
+			return 0, 0, fmt.Errorf("execution %s is %s, not terminal", id, st.Status)
+		}
+		ms = append(ms, float64(st.EndTime.Sub(from[i]).Microseconds())/1000)
+	}
+	slices.Sort(ms)
+	return ms[len(ms)/2], ms[min(len(ms)-1, len(ms)*99/100)], nil
+}
