@@ -44,9 +44,9 @@ type roleProc struct {
 	port int
 }
 
-func newFilterStack(t *testing.T, extra map[string]string) *filterStack {
+func newFilterStack(t *testing.T, extra map[string]string, redisArgs ...string) *filterStack {
 	t.Helper()
-	srv := redistest.StartServer(t)
+	srv := redistest.StartServer(t, redisArgs...)
 	env := cliEnv(t, srv)
 	// A pass a second: a test waiting for the reconciler waits seconds, not minutes.
 	env["PLAITA_EVENT_RECONCILE_INTERVAL"] = "1"
@@ -454,6 +454,33 @@ func TestE2EFilterTakesOverTheClaimOfADeadFilter(t *testing.T) {
 	}
 	if v, _ := c.Do(context.Background(), c.B().Get().Key(key).Build()).ToString(); !strings.HasPrefix(v, "sent ") {
 		t.Errorf("marker %q after the takeover", v)
+	}
+}
+
+// A Redis restart: the filter subscribes again by itself (and reconciles what it may have
+// missed) and goes on waking executions.
+func TestE2EFilterSurvivesARedisRestart(t *testing.T) {
+	// A run cut by the restart is redelivered after the claim idle time, its lease expired.
+	s := newFilterStack(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "2"},
+		"--appendonly", "yes", "--appendfsync", "always")
+	s.start("worker", nil)
+	f := s.filter(nil)
+	id := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	s.waitStatus(id, "", state.Suspended, 60*time.Second)
+	passes := s.metric(f, "plaita_filter_reconcile_passes_total")
+	s.srv.Kill()
+	s.srv.Start()
+	waitFor(t, "the filter subscribed again", 60*time.Second, func() bool { return countLog(f, "filter.subscribed", `"times":2`) == 1 }, s.procs...)
+	waitFor(t, "a reconcile pass after the restart", 60*time.Second, func() bool {
+		return s.metric(f, "plaita_filter_reconcile_passes_total") > passes
+	}, s.procs...)
+	s.publishEvent("order.approved", `{"order_id":"A1","by":"after-restart"}`)
+	st := s.waitStatus(id, "", state.Completed, 60*time.Second)
+	if out, _ := st.Output.(map[string]any); out["by"] != "after-restart" || resumes(st) != 1 {
+		t.Fatalf("output %v, %d resumes", st.Output, resumes(st))
+	}
+	if code, body := s.get(f, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after the restart: %d %s", code, body)
 	}
 }
 

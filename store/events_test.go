@@ -595,3 +595,23 @@ func FuzzDecodeNotification(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeSubscription: the filter's reader of subscription records never panics, and what
+// it accepts names the execution asked for, a node and an event type that is a key name.
+func FuzzDecodeSubscription(f *testing.F) {
+	f.Add("ex_1", []byte(`{"execution_id":"ex_1","tenant_id":"default","flow_id":"f","flow_version":"1","node":"w","event_type":"paid","since":"2026-11-29T12:00:00Z"}`))
+	f.Add("ex_1", []byte(`{"execution_id":"ex_2","node":"w","event_type":"paid","since":"2026-11-29T12:00:00Z"}`))
+	f.Add("ex_1", []byte(`{"execution_id":"ex_1","node":"w","event_type":"a:b","since":"2026-11-29T12:00:00Z","expires_at":"x"}`))
+	f.Fuzz(func(t *testing.T, id string, b []byte) {
+		sub, err := store.DecodeSubscription(id, b)
+		if err != nil {
+			if !errors.Is(err, store.ErrInvalid) {
+				t.Fatalf("error %v is not ErrInvalid", err)
+			}
+			return
+		}
+		if sub.ExecutionID != id || sub.Node == "" || sub.Since.IsZero() || keys.ValidName("event type", sub.EventType) != nil {
+			t.Fatalf("accepted %+v for %q", sub, id)
+		}
+	})
+}
