@@ -24,10 +24,19 @@ generate:
 fuzz time="60s":
     go test ./config -run '^$' -fuzz FuzzParsers -fuzztime {{time}}
     go test ./config -run '^$' -fuzz FuzzMaskURL -fuzztime {{time}}
-    go test ./engine -run '^$' -fuzz FuzzParse -fuzztime {{time}}
+    go test ./engine -run '^$' -fuzz 'FuzzParse$' -fuzztime {{time}}
     go test ./engine -run '^$' -fuzz FuzzTemplate -fuzztime {{time}}
     go test ./store/keys -run '^$' -fuzz FuzzKeySpaceHasNoOverlap -fuzztime {{time}}
-    go test ./queue -run '^$' -fuzz FuzzDecode -fuzztime {{time}}
+    go test ./queue -run '^$' -fuzz 'FuzzDecode$' -fuzztime {{time}}
+    go test ./queue -run '^$' -fuzz FuzzPlainScalars -fuzztime {{time}}
+    go test ./queue -run '^$' -fuzz FuzzParseDelayEntry -fuzztime {{time}}
+    go test ./queue -run '^$' -fuzz FuzzParseWakeup -fuzztime {{time}}
+    go test ./engine -run '^$' -fuzz FuzzNormalize -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzDecodeSchedule -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzParseCron -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzDecodeEvent -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzDecodeNotification -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzDecodeSubscription -fuzztime {{time}}
 
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
