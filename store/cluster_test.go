@@ -133,6 +133,18 @@ func TestRedisCluster(t *testing.T) {
 		if err := b.Lease.Release(bg); err != nil {
 			t.Fatal(err)
 		}
+		// A deferred lease's first save: begin and save in one script, the index after it.
+		d, err := ts.Deferred("deferred", "worker-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.ReleaseOnTerminal = true
+		if err := d.Storage().Save(bg, newState("deferred", state.Completed)); err != nil {
+			t.Fatalf("deferred first save: %v", err)
+		}
+		if _, err := c.Do(bg, c.B().Zscore().Key(ts.Space().Index()).Member("deferred").Build()).AsFloat64(); err != nil {
+			t.Errorf("%s: the deferred first save did not index the state: %v", ts.Tenant(), err)
+		}
 	}
 	// Every node holds some of the keys, and every key is a state or a mechanism key.
 	perNode := 0

@@ -85,6 +85,7 @@ type Lease struct {
 	indexed    bool             // the index holds our member with score indexScore
 	indexScore float64
 	stops      []func() // running watchdogs
+	deferred   bool     // taken by the first save (TenantStore.Deferred), not yet
 }
 
 // Acquire takes the resume lease of an execution for holder (the instance id). It fails with a
@@ -170,10 +171,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 func (l *Lease) Release(ctx context.Context) error {
 	l.stopWatchdogs()
 	l.mu.Lock()
-	released := l.released
+	released, deferred := l.released, l.deferred
 	l.mu.Unlock()
-	if released {
-		return nil // the run's last save deleted it
+	if released || deferred {
+		return nil // the run's last save deleted it, or no save ever took it
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
@@ -303,8 +304,11 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	defer cancel()
 	c := ts.r.c
 	l.mu.Lock()
-	indexed := l.indexed && l.indexScore == e.score
+	indexed, deferred := l.indexed && l.indexScore == e.score, l.deferred
 	l.mu.Unlock()
+	if deferred {
+		return s.beginSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal())
+	}
 	inScript := !indexed && c.Mode() != rueidis.ClientModeCluster
 	if err := s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal(), inScript); err != nil {
 		return err

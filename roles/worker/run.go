@@ -32,6 +32,9 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	if err != nil {
 		return deadLetter(queue.ReasonMalformed, err, "worker.task_permanent", "input or resume data is not JSON: dead-lettering")
 	}
+	if o, done := p.runFresh(ctx, t, f, input); done {
+		return o
+	}
 	begun, err := p.begin(ctx, t, f, input)
 	if err != nil {
 		if begun != nil && begun.Lease != nil { // taken, but the state does not decode
@@ -73,6 +76,49 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	}
 	p.dispatched.Inc()
 	st, progressed, err := p.execute(ctx, t, f, rt, input, data)
+	return p.decideRun(ctx, t, st, progressed, err)
+}
+
+// runFresh runs the first delivery of a start whose first step is a control node without a
+// Begin round trip: the lease is taken by the run's first save (store.TenantStore.Deferred),
+// which also checks that the execution does not exist yet. done is false when it is not a
+// fresh start after all (a state, a tombstone, a cancel flag or a crash count is there, or
+// another holder has the lease): nothing was written, and the caller runs the delivery the
+// ordinary way. A redelivery (count > 1 or reclaimed) never comes here: it may meet a state.
+func (p *Dispatcher) runFresh(ctx context.Context, t *task, f *engine.Flow, input any) (Outcome, bool) {
+	env := t.env
+	if env.Kind != queue.KindStart || t.dl.Count > 1 || t.dl.Reclaimed || f == nil || !f.StartsInstantly() {
+		return Outcome{}, false
+	}
+	lease, err := t.ts.Deferred(env.ExecutionID, p.self)
+	if err != nil || lease == nil {
+		return Outcome{}, false // fencing off, or a bad id: the ordinary path says why
+	}
+	lease.ReleaseOnTerminal = true
+	t.lease, t.nofail = lease, 0
+	defer func() {
+		t.lease = nil
+		octx, cancel := opCtx(ctx)
+		defer cancel()
+		if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
+		}
+	}()
+	st, progressed, err := p.execute(ctx, t, f, env.ResumeType, input, nil)
+	var held *store.LeaseHeldError
+	if lease.Deferred() && (errors.Is(err, store.ErrNotFresh) || errors.As(err, &held)) {
+		return Outcome{}, false
+	}
+	if lease.TookOver() {
+		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
+			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
+	}
+	p.dispatched.Inc()
+	return p.decideRun(ctx, t, st, progressed, err), true
+}
+
+// decideRun decides a run from how the engine ended it.
+func (p *Dispatcher) decideRun(ctx context.Context, t *task, st *state.Execution, progressed bool, err error) Outcome {
 	var pe *panicError
 	if errors.As(err, &pe) {
 		return p.deterministicFailure(ctx, t, pe)

@@ -1,0 +1,138 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/store/keys"
+)
+
+// ErrNotFresh: a deferred lease's first save found that the execution is not a fresh start
+// after all — it has a state, a tombstone, a raised cancel flag or counted crashes. Nothing was
+// written and the lease is free again; the caller runs the delivery the ordinary way (Begin).
+var ErrNotFresh = errors.New("the execution is not a fresh start")
+
+// Deferred is the lease of a fresh start that is taken by the run's first save instead of a
+// Begin round trip before it. A first delivery of a start whose first step is a control node
+// (engine.Flow.StartsInstantly) runs that step from its new state, which only exists in memory,
+// and its first save then takes the lease, bumps the fence generation and writes the state in
+// one script — after checking in the same step that nothing is there: no state, no tombstone,
+// no cancel flag, no crash count. When something is, the save writes nothing, gives the lease
+// back and fails with ErrNotFresh (a lease someone else holds is a *LeaseHeldError); the step
+// ran for nothing, and had no effect but its log lines. Until that save the lease is not held:
+// Renew reports it lost and Release does nothing. With PLAITA_DISABLE_FENCING=1 there is no
+// deferred lease (nil, nil): the caller uses Begin.
+func (ts *TenantStore) Deferred(executionID, holder string) (*Lease, error) {
+	if !ts.r.fencing() {
+		return nil, nil
+	}
+	l, err := ts.newLease(executionID, holder)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := ts.sp.Execution(executionID); err != nil {
+		return nil, err
+	}
+	l.deferred = true
+	l.read.Store(true) // not cancelled: the first save checks the flag before it writes
+	l.preload(nil)
+	return l, nil
+}
+
+// Deferred reports whether the lease is still to be taken by its first save.
+func (l *Lease) Deferred() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deferred
+}
+
+// beginSaveScript is a deferred lease's first save: Begin and the fenced save in one step, for
+// an execution that must not exist yet.
+// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index].
+// ARGV: 1 holder|token, 2 lease TTL (s), 3 takeover holder, 4 state JSON, 5 state TTL (s, 0 =
+// none), 6 "1" = release the lease, 7 index score, 8 execution id.
+// Returns {1, generation, took over} | {0, current lease value} | {2} (not fresh: nothing
+// written, the lease deleted again).
+var beginSaveScript = rueidis.NewLuaScript(`
+local took = 0
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
+  local held = redis.call('GET', KEYS[1]) or ''
+  if string.sub(held, 1, #ARGV[3] + 1) ~= ARGV[3] .. '|' then
+    return {0, held}
+  end
+  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+  took = 1
+end
+local v = redis.call('MGET', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+if v[1] or v[2] or v[3] or (tonumber(v[4] or '0') or 0) > 0 then
+  redis.call('DEL', KEYS[1])
+  return {2}
+end
+local g = redis.call('INCR', KEYS[2])
+if tonumber(ARGV[5]) > 0 then
+  redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
+else
+  redis.call('SET', KEYS[3], ARGV[4])
+end
+if KEYS[7] then redis.call('ZADD', KEYS[7], ARGV[7], ARGV[8]) end
+if ARGV[6] == '1' then redis.call('DEL', KEYS[1]) end
+return {1, g, took}
+`)
+
+// beginSave runs beginSaveScript for the deferred lease's first save. The caller holds no lock.
+func (s *FencedStorage) beginSave(ctx context.Context, e encoded, release bool) error {
+	l, ts := s.l, s.l.ts
+	c := ts.r.c
+	tomb, err := ts.sp.Tombstone(l.id)
+	if err != nil {
+		return err
+	}
+	nofail, err := ts.sp.Mechanism(keys.FamNoFail, l.id)
+	if err != nil {
+		return err
+	}
+	ks := []string{l.leaseKey, l.genKey, e.key, tomb, l.cancelKey, nofail}
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	inScript := c.Mode() != rueidis.ClientModeCluster
+	if inScript {
+		ks = append(ks, ts.sp.Index())
+	}
+	start := time.Now()
+	arr, err := beginSaveScript.Exec(ctx, c, ks, []string{l.value, seconds(l.ttl), l.holder, rueidis.BinaryString(e.payload),
+		seconds(e.ttl), rel, strconv.FormatFloat(e.score, 'f', -1, 64), e.id}).ToArray()
+	if err != nil {
+		return transient(ErrStateSave, "execution "+e.id+" (its first save)", err)
+	}
+	switch ok, _ := arr[0].AsInt64(); {
+	case ok == 2:
+		return ErrNotFresh
+	case ok != 1 || len(arr) != 3:
+		cur, _ := arr[min(1, len(arr)-1)].ToString()
+		return &LeaseHeldError{ExecutionID: l.id, Holder: leaseHolder(cur)}
+	}
+	gen, _ := arr[1].AsInt64()
+	took, _ := arr[2].AsInt64()
+	l.mu.Lock()
+	l.deferred, l.gen, l.tookOver, l.renewedAt = false, gen, took == 1, start
+	l.indexed, l.indexScore = inScript, e.score
+	l.mu.Unlock()
+	if release {
+		l.markReleased()
+	}
+	if !inScript {
+		if err := c.Do(ctx, ts.zaddCmd(e.id, e.score)).Error(); err != nil {
+			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+		}
+		l.mu.Lock()
+		l.indexed = true
+		l.mu.Unlock()
+	}
+	return nil
+}
