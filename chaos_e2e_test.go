@@ -1111,7 +1111,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("executions", "%d", total)
 	row("flows", "%d (%s)", len(chaosFlows), strings.Join(sortedKeys(chaosFlows), ", "))
 	row("workers", "%d at a time × %d consumers, %d started", chaosWorkers, chaosConcurrency, len(pool.all))
-	row("kills (kill -9)", "%d", kills)
+	row("worker kills (kill -9)", "%d", kills)
 	row("Redis restarts", "%d", restarts)
 	row("drains (SIGTERM)", "%d", drains)
 	row("filter, delay", "1 + 1 at a time; %d and %d killed (kill -9) and replaced", filterKills, delayKills)
