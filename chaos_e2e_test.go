@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,16 +25,22 @@ import (
 	"plaita/engine/state"
 	"plaita/queue"
 	"plaita/roles/settings"
+	"plaita/store"
 )
 
-// The chaos suite: real worker processes against a real redis-server with AOF, executions of
-// flows with side effects and every kind of resume, while a random worker is killed with
-// kill -9 every few seconds (and replaced), Redis is killed and restarted once and one worker
-// is drained with SIGTERM. At the end every execution is in its expected state with exactly
-// one terminal transition, none is left running, the queue is drained, the dead-letter stream
-// holds exactly the deliberately malformed entries, each once, and a side effect was replayed
-// only where a fault caught its step in flight (or, on a starved machine, where its worker
-// stopped the run itself, having lost the lease).
+// The chaos suite: real worker processes, one `plaita filter` and one `plaita delay` against a
+// real redis-server with AOF, executions of flows with side effects and every kind of resume,
+// while a random worker is killed with kill -9 every few seconds (and replaced), now and then
+// the filter or the delay process instead (kill -9, and a new one started), Redis is killed
+// and restarted once and one worker is drained with SIGTERM. The wake-ups go through the
+// roles: a wait_event is resumed by an event the test publishes (the filter turns it into the
+// resume), delays and wait timeouts are sent by the delay role; the test itself answers the
+// approvals, cancels and retries. At the end every execution is in its expected state with
+// exactly one terminal transition, each role-woken one resumed by its role, none is left
+// running, the queue is drained, the dead-letter stream holds exactly the deliberately
+// malformed entries, each once, no process logged a panic, and a side effect was replayed only
+// where a fault caught its step in flight (or, on a starved machine, where its worker stopped
+// the run itself, having lost the lease).
 //
 // TestChaosShort (every `go test`) runs a few hundred executions; TestChaos (`-tags chaos`,
 // `just chaos`) a few thousand. One body, runChaos, serves both.
@@ -72,13 +79,22 @@ var chaosFlows = map[string]string{
 		{"id":"ask","type":"approval","params":{"message":"ship?"},"next":"b"},
 		{"id":"b","type":"http","params":{"url":"URL/fx/{{ EXECUTION.id }}/b","timeout":10},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"shipped"}}]}`,
+	// Resumed by the filter, for the event the test publishes once it waits.
 	"evt": `{"id":"evt","start":"w","nodes":[
 		{"id":"w","type":"wait_event","params":{"event_type":"paid","match":"EVENT.order == INPUT.n","timeout":3600,"on_timeout":"late"},"next":"b"},
 		{"id":"b","type":"http","params":{"url":"URL/fx/{{ EXECUTION.id }}/b","timeout":10},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"paid"}},
 		{"id":"late","type":"end","params":{"output":"late"}}]}`,
+	// No event of its order is ever published: the delay role times it out after 2 s (the
+	// filter refuses the other orders' events for it meanwhile).
+	"evtto": `{"id":"evtto","start":"w","nodes":[
+		{"id":"w","type":"wait_event","params":{"event_type":"paid","match":"EVENT.order == INPUT.n","timeout":2,"on_timeout":"late"},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"paid"}},
+		{"id":"late","type":"http","params":{"url":"URL/fx/{{ EXECUTION.id }}/late","timeout":10},"next":"out"},
+		{"id":"out","type":"end","params":{"output":"late"}}]}`,
+	// Continued by the delay role 1.5 s later.
 	"dly": `{"id":"dly","start":"wait","nodes":[
-		{"id":"wait","type":"delay","params":{"seconds":3600},"next":"b"},
+		{"id":"wait","type":"delay","params":{"seconds":1.5},"next":"b"},
 		{"id":"b","type":"http","params":{"url":"URL/fx/{{ EXECUTION.id }}/b","timeout":10},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"woke"}}]}`,
 	// The first request fails with 500 and the node has no retry policy: the execution ends in
@@ -106,14 +122,46 @@ type chaosCase struct {
 	id, flow string
 	n        int
 	odd      bool
-	resume   engine.ResumeType // sent once the execution waits (suspended; in error for retry)
+	resume   engine.ResumeType // sent by the test once the execution waits (suspended; in error for retry)
 	data     string
+	event    string            // the data of the event the test publishes once it waits (the filter resumes it)
+	woken    engine.ResumeType // the resume a role applies (its last resume): event (filter), continue or timeout (delay)
 	want     state.Status
 	output   string // "" = not checked
 	errType  string // "" = not checked
 	errText  string // a part of the error message; "" = not checked
 	sent     bool
 	done     bool
+}
+
+// eventID is the id of the event the test publishes for c: a publish retried after a failure
+// is the same event.
+func (c *chaosCase) eventID() string { return "paid-" + c.id }
+
+// wokenBy says how c's last resume differs from the one its role was to apply; "" when it is
+// that one (or c is not woken by a role).
+func (c *chaosCase) wokenBy(st *state.Execution) string {
+	if c.woken == "" {
+		return ""
+	}
+	key := "delay:" + c.id + ":" // the delay role's carrier: delay:<execution>:<node>:<due ms>
+	if c.woken == engine.ResumeEvent {
+		key = "event:" + c.eventID() // the filter's: event:<event id>
+	}
+	lr := st.LastResume
+	if lr == nil || lr.Type != string(c.woken) || !strings.HasPrefix(lr.Key, key) {
+		return fmt.Sprintf("last resume %+v, want %s from %s…", lr, c.woken, key)
+	}
+	if c.flow == "dly" {
+		// The delay role never sends a wake-up before its due time.
+		node, _ := st.Nodes()["wait"].(map[string]any)
+		due, err1 := time.Parse(time.RFC3339Nano, fmt.Sprint(node["due"]))
+		woke, err2 := time.Parse(time.RFC3339Nano, fmt.Sprint(node["resumed_at"]))
+		if err1 != nil || err2 != nil || woke.Before(due) {
+			return fmt.Sprintf("the delay's output %v: resumed before its due time", node)
+		}
+	}
+	return ""
 }
 
 func chaosCases(n int) []*chaosCase {
@@ -136,11 +184,11 @@ func chaosCases(n int) []*chaosCase {
 				c.resume, c.data, c.want, c.output = engine.ResumeCancel, "", state.Cancelled, ""
 			}
 		case 3:
-			c.flow, c.resume, c.data, c.want, c.output = "evt", engine.ResumeEvent, fmt.Sprintf(`{"type":"paid","order":%d}`, i), state.Completed, "paid"
+			c.flow, c.event, c.woken, c.want, c.output = "evt", fmt.Sprintf(`{"order":%d}`, i), engine.ResumeEvent, state.Completed, "paid"
 		case 4:
-			c.flow, c.resume, c.want, c.output = "evt", engine.ResumeTimeout, state.Completed, "late"
+			c.flow, c.woken, c.want, c.output = "evtto", engine.ResumeTimeout, state.Completed, "late"
 		case 5:
-			c.flow, c.resume, c.want, c.output = "dly", engine.ResumeContinue, state.Completed, "woke"
+			c.flow, c.woken, c.want, c.output = "dly", engine.ResumeContinue, state.Completed, "woke"
 		case 6:
 			c.flow, c.resume, c.want, c.output = "flaky", engine.ResumeRetry, state.Completed, "recovered"
 		case 7:
@@ -399,13 +447,74 @@ func fxStep(path string) (id, step string) {
 	return parts[0], parts[1]
 }
 
-// workerPool is every worker the run started.
+// workerPool is every worker the run started, and every filter and delay process.
 type workerPool struct {
 	e     *e2e
 	mu    sync.Mutex
 	all   []*e2eWorker
 	index map[*e2eWorker]int
 	live  []*e2eWorker // running, neither killed nor drained
+
+	roles    map[string][]*e2eWorker // "filter", "delay": every process started, the current one last
+	roleName map[*e2eWorker]string   // f0, f1 … and d0, d1 …
+}
+
+// spawnRole starts a `plaita filter` or `plaita delay` process (the one of its role from now on).
+func (p *workerPool) spawnRole(role string) *e2eWorker {
+	w := spawn(p.e.t, exec.Command(binary, role, "--log-format", "json"), p.e.env)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.roles == nil {
+		p.roles, p.roleName = map[string][]*e2eWorker{}, map[*e2eWorker]string{}
+	}
+	p.roleName[w] = fmt.Sprintf("%c%d", role[0], len(p.roles[role]))
+	p.roles[role] = append(p.roles[role], w)
+	return w
+}
+
+// current is the filter or delay process started last, and its name; nil when none was.
+func (p *workerPool) current(role string) (*e2eWorker, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ws := p.roles[role]
+	if len(ws) == 0 {
+		return nil, ""
+	}
+	return ws[len(ws)-1], p.roleName[ws[len(ws)-1]]
+}
+
+// named is every process the run started with its name: w0 … (workers), f0 … (filters),
+// d0 … (delay processes).
+func (p *workerPool) named() []namedProc {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []namedProc
+	for i, w := range p.all {
+		out = append(out, namedProc{fmt.Sprintf("w%d", i), w})
+	}
+	for _, role := range []string{"filter", "delay"} {
+		for _, w := range p.roles[role] {
+			out = append(out, namedProc{p.roleName[w], w})
+		}
+	}
+	return out
+}
+
+type namedProc struct {
+	name string
+	w    *e2eWorker
+}
+
+// countLog counts the log lines with event ev in the logs of role's processes.
+func (p *workerPool) countLog(role, ev string) int {
+	p.mu.Lock()
+	ws := append([]*e2eWorker(nil), p.roles[role]...)
+	p.mu.Unlock()
+	n := 0
+	for _, w := range ws {
+		n += strings.Count(w.stderr.String(), `"event":"`+ev+`"`)
+	}
+	return n
 }
 
 func (p *workerPool) spawn() *e2eWorker {
@@ -455,16 +564,13 @@ func (p *workerPool) name(w *e2eWorker) int {
 	return -1
 }
 
-// about is the last n log lines, of any worker, that mention s.
+// about is the last n log lines, of any worker, filter or delay process, that mention s.
 func (p *workerPool) about(s string, n int) string {
-	p.mu.Lock()
-	ws := append([]*e2eWorker(nil), p.all...)
-	p.mu.Unlock()
 	var lines []string
-	for i, w := range ws {
-		for _, l := range strings.Split(w.stderr.String(), "\n") {
+	for _, np := range p.named() {
+		for _, l := range strings.Split(np.w.stderr.String(), "\n") {
 			if strings.Contains(l, s) {
-				lines = append(lines, fmt.Sprintf("w%d: %s", i, l))
+				lines = append(lines, np.name+": "+l)
 			}
 		}
 	}
@@ -474,7 +580,8 @@ func (p *workerPool) about(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// recent is the tail of the log of the last k workers started.
+// recent is the tail of the log of the last k workers started, and of the current filter and
+// delay process.
 func (p *workerPool) recent(k, lines int) string {
 	p.mu.Lock()
 	ws := append([]*e2eWorker(nil), p.all...)
@@ -483,13 +590,21 @@ func (p *workerPool) recent(k, lines int) string {
 	for i := max(0, len(ws)-k); i < len(ws); i++ {
 		fmt.Fprintf(&b, "--- worker w%d stderr (tail):\n%s\n", i, tail(ws[i].stderr.String(), lines))
 	}
+	for _, role := range []string{"filter", "delay"} {
+		if w, name := p.current(role); w != nil {
+			fmt.Fprintf(&b, "--- %s %s stderr (tail):\n%s\n", role, name, tail(w.stderr.String(), lines))
+		}
+	}
 	return b.String()
 }
 
+// logs is every log of the run: the workers', the filters' and the delay processes'.
 func (p *workerPool) logs() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return logs(p.all)
+	var b strings.Builder
+	for _, np := range p.named() {
+		fmt.Fprintf(&b, "--- %s stderr:\n%s\n", np.name, np.w.stderr.String())
+	}
+	return b.String()
 }
 
 // workerStop is a worker and an execution whose run it stopped.
@@ -575,6 +690,9 @@ func runChaos(t *testing.T, size chaosSize) {
 	e := newE2E(t, size.deadline+2*time.Minute, map[string]string{
 		"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "3", "PLAITA_MAX_DELIVERIES": "20",
 		"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(chaosConcurrency), "PLAITA_WORKER_DRAIN_TIMEOUT": "3",
+		// An event whose notification no filter heard (published while the filter was down, or
+		// before the wait's subscription was written) is found by the next reconcile pass.
+		"PLAITA_EVENT_RECONCILE_INTERVAL": "1",
 	}, "--appendonly", "yes", "--appendfsync", "always")
 	pool := &workerPool{e: e, index: map[*e2eWorker]int{}}
 	started := time.Now()
@@ -587,15 +705,20 @@ func runChaos(t *testing.T, size chaosSize) {
 	for range chaosWorkers {
 		pool.spawn()
 	}
+	pool.spawnRole("filter")
+	pool.spawnRole("delay")
+	bus := store.NewEvents(e.c, store.EventSettings{}, "")
 
 	// The driver plays the flows' clients: it keeps up to chaosWindow executions enqueued and
 	// unsettled, adds a malformed entry every chaosPoisonEvery executions, and once an
-	// execution waits sends its resume, once. It pauses while Redis is restarted (redisMu), so
-	// no enqueue of its own straddles the kill and has an unknown outcome.
+	// execution waits sends its resume, or publishes the event it waits for (an idempotent
+	// publish: its id is the execution's), once. It pauses while Redis is restarted (redisMu),
+	// so no write of its own straddles the kill and has an unknown outcome.
 	var redisMu sync.RWMutex
 	var settledN atomic.Int64
 	var retried []string       // enqueues the driver had to retry
 	poison := map[string]int{} // stream id → kind
+	published := 0             // events published (read once the driver stopped)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	stopDriver := sync.OnceFunc(func() { close(stop); wg.Wait() })
@@ -658,7 +781,14 @@ func runChaos(t *testing.T, size chaosSize) {
 					continue
 				}
 				kept = append(kept, c)
-				if c.resume == "" || c.sent || !(st.Status == state.Suspended || waitsForRetry) {
+				if (c.resume == "" && c.event == "") || c.sent || !(st.Status == state.Suspended || waitsForRetry) {
+					continue
+				}
+				if c.event != "" {
+					_, _, err := bus.Publish(e.ctx, store.Event{ID: c.eventID(), Type: "paid", Data: json.RawMessage(c.event)})
+					if c.sent = failed("publish the event of "+c.id, err) == nil; c.sent {
+						published++
+					}
 					continue
 				}
 				if c.resume == engine.ResumeCancel {
@@ -736,11 +866,13 @@ func runChaos(t *testing.T, size chaosSize) {
 		return b.String()
 	}
 
-	// The faults: kill -9 a random worker every 1–2.5 s and start a new one; on the way drain
-	// one worker with SIGTERM (once a sixth of the executions settled) and kill and restart
-	// Redis (once a third did). At each fault moment the workers concerned are stopped with
-	// SIGSTOP for the effect server to take stock of their side effects in flight.
-	var kills, restarts, drains, unsettledAtRestart int
+	// The faults: kill -9 a random worker every 1–2.5 s and start a new one; every sixth fault
+	// kill -9 the filter instead, and every sixth the delay process, and start a new one after
+	// up to a second; on the way drain one worker with SIGTERM (once a sixth of the executions
+	// settled) and kill and restart Redis (once a third did). At each fault moment the workers
+	// concerned are stopped with SIGSTOP for the effect server to take stock of their side
+	// effects in flight (the filter and the delay process have none: they only enqueue).
+	var kills, restarts, drains, unsettledAtRestart, filterKills, delayKills, faultN int
 	var drained *e2eWorker
 	deadline := started.Add(size.deadline)
 	for {
@@ -749,6 +881,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		if done == total || time.Now().After(deadline) {
 			break
 		}
+		faultN++
 		switch {
 		case drains == 0 && done >= total/6:
 			w := pool.pick()
@@ -766,6 +899,29 @@ func runChaos(t *testing.T, size chaosSize) {
 			restartRedis(newFault("restart", nil))
 			unsettledAtRestart = total - done
 			restarts++
+		case faultN%6 == 2 || faultN%6 == 5:
+			role := "filter"
+			if faultN%6 == 5 {
+				role = "delay"
+			}
+			w, name := pool.current(role)
+			newFault("kill of "+name, nil)
+			select {
+			case <-w.exited:
+				t.Fatalf("the %s %s exited by itself: %v\n%s", role, name, w.err, tail(w.stderr.String(), 60))
+			default:
+			}
+			w.cmd.Process.Signal(syscall.SIGKILL)
+			if !w.wait(10 * time.Second) {
+				t.Fatalf("the %s %s survived kill -9", role, name)
+			}
+			time.Sleep(time.Duration(rand.IntN(1000)) * time.Millisecond) // the downtime
+			pool.spawnRole(role)
+			if role == "filter" {
+				filterKills++
+			} else {
+				delayKills++
+			}
 		default:
 			w := pool.pick()
 			if w == nil {
@@ -786,8 +942,9 @@ func runChaos(t *testing.T, size chaosSize) {
 	}
 	stopDriver()
 	elapsed := time.Since(started)
-	if restarts == 0 || drains == 0 || kills < 3 {
-		t.Fatalf("the faults did not all happen (kills %d, restarts %d, drains %d): the run ended too early", kills, restarts, drains)
+	if restarts == 0 || drains == 0 || kills < 3 || filterKills == 0 || delayKills == 0 {
+		t.Fatalf("the faults did not all happen (kills %d, restarts %d, drains %d, filter kills %d, delay kills %d): the run ended too early",
+			kills, restarts, drains, filterKills, delayKills)
 	}
 	if unsettledAtRestart == 0 {
 		t.Fatal("no execution was unsettled when Redis was restarted")
@@ -814,11 +971,15 @@ func runChaos(t *testing.T, size chaosSize) {
 		if st.Error != nil {
 			errType, errMsg = st.Error.Type, st.Error.Message
 		}
+		woken := c.wokenBy(st)
+		if woken != "" {
+			woken = "; " + woken
+		}
 		if st.Status != c.want || (c.output != "" && fmt.Sprint(st.Output) != c.output) || terminal != 1 ||
-			(c.errType != "" && errType != c.errType) || !strings.Contains(errMsg, c.errText) {
-			bad = append(bad, fmt.Sprintf("%s (%s, n=%d, resume %q sent %t): status %s output %v error %+v, %d terminal transitions; want %s %q %s %q\ntimeline: %+v\nits log lines:\n%s",
-				c.id, c.flow, c.n, c.resume, c.sent, st.Status, st.Output, st.Error, terminal, c.want, c.output, c.errType, c.errText,
-				st.Timeline, pool.about(c.id, 20)))
+			(c.errType != "" && errType != c.errType) || !strings.Contains(errMsg, c.errText) || woken != "" {
+			bad = append(bad, fmt.Sprintf("%s (%s, n=%d, resume %q event %q sent %t): status %s output %v error %+v, %d terminal transitions; want %s %q %s %q%s\ntimeline: %+v\nits log lines:\n%s",
+				c.id, c.flow, c.n, c.resume, c.event, c.sent, st.Status, st.Output, st.Error, terminal, c.want, c.output, c.errType, c.errText,
+				woken, st.Timeline, pool.about(c.id, 20)))
 		}
 	}
 	if len(bad) > 0 {
@@ -863,6 +1024,19 @@ func runChaos(t *testing.T, size chaosSize) {
 				en["kind"], en["source_id"], id, status, en["reason"], en["delivery_count"], pool.about(id, 30)))
 		}
 		t.Errorf("the DLQ holds %d entries, want the %d poisoned ones; the others:\n%s", len(entries), len(poison), strings.Join(other, "\n"))
+	}
+
+	// The filter and the delay process that outlived the faults stop cleanly on SIGTERM.
+	for _, role := range []string{"filter", "delay"} {
+		w, name := pool.current(role)
+		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Errorf("SIGTERM to the %s %s: %v", role, name, err)
+		}
+		if !w.wait(30 * time.Second) {
+			t.Errorf("the %s %s did not stop on SIGTERM\n%s", role, name, tail(w.stderr.String(), 50))
+		} else if w.err != nil {
+			t.Errorf("the %s %s exited with %v\n%s", role, name, w.err, tail(w.stderr.String(), 50))
+		}
 	}
 
 	// Side effects: each step ran once, plus once per time a fault caught it in flight, or its
@@ -937,9 +1111,12 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("executions", "%d", total)
 	row("flows", "%d (%s)", len(chaosFlows), strings.Join(sortedKeys(chaosFlows), ", "))
 	row("workers", "%d at a time × %d consumers, %d started", chaosWorkers, chaosConcurrency, len(pool.all))
-	row("kills (kill -9)", "%d", kills)
+	row("worker kills (kill -9)", "%d", kills)
 	row("Redis restarts", "%d", restarts)
 	row("drains (SIGTERM)", "%d", drains)
+	row("filter, delay", "1 + 1 at a time; %d and %d killed (kill -9) and replaced", filterKills, delayKills)
+	row("woken by the roles", "%d events published, %d resumes sent by the filters; %d by the delay processes",
+		published, pool.countLog("filter", "filter.wakeup"), pool.countLog("delay", "delay.fired"))
 	row("in flight at restart", "%d side-effecting steps (%d executions unsettled)", atRestart, unsettledAtRestart)
 	row("in flight at kills", "%d side-effecting steps (at most %d at one kill)", atKills, maxKill)
 	row("in flight at drain", "%d side-effecting steps", atDrain)
@@ -978,7 +1155,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		if i < 0 {
 			i = strings.Index(l, "goroutine ")
 		}
-		t.Errorf("a worker log shows a panic:\n%s", l[max(0, i-2000):min(len(l), i+4000)])
+		t.Errorf("a log shows a panic:\n%s", l[max(0, i-2000):min(len(l), i+4000)])
 	}
 }
 

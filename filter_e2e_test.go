@@ -176,28 +176,44 @@ func (s *filterStack) startFlow(name, def, tenant, input string) string {
 
 func (s *filterStack) show(id, tenant string) state.Execution {
 	s.t.Helper()
+	st, ok := s.lookup(id, tenant)
+	if !ok {
+		s.t.Fatalf("show %s: no such execution", id)
+	}
+	return st
+}
+
+// lookup is show, false while the execution does not exist yet (`plaita start` returns once
+// the start is enqueued, before a worker runs it).
+func (s *filterStack) lookup(id, tenant string) (state.Execution, bool) {
+	s.t.Helper()
 	args := []string{"execution", "show", id, "--json", "--quiet"}
 	if tenant != "" {
 		args = append(args, "--tenant", tenant)
 	}
 	r := run(s.t, s.env, args...)
+	var st state.Execution
+	if r.code == 1 && strings.Contains(r.stderr, "no execution "+id) {
+		return st, false
+	}
 	if r.code != 0 {
 		s.t.Fatalf("show %s: exit %d\n%s", id, r.code, r.stderr)
 	}
-	var st state.Execution
 	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
 		s.t.Fatalf("show --json: %v\n%s", err, r.stdout)
 	}
-	return st
+	return st, true
 }
 
-// waitStatus polls `execution show --json` until the execution has the status.
+// waitStatus polls `execution show --json` until the execution has the status; an execution
+// that does not exist yet is waited for.
 func (s *filterStack) waitStatus(id, tenant string, want state.Status, within time.Duration) state.Execution {
 	s.t.Helper()
 	var st state.Execution
-	waitFor(s.t, fmt.Sprintf("execution %s %s (last: %s)", id, want, st.Status), within, func() bool {
-		st = s.show(id, tenant)
-		return st.Status == want
+	waitFor(s.t, fmt.Sprintf("execution %s %s", id, want), within, func() bool {
+		var ok bool
+		st, ok = s.lookup(id, tenant)
+		return ok && st.Status == want
 	}, s.procs...)
 	return st
 }
