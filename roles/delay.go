@@ -3,7 +3,6 @@ package roles
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -40,32 +39,17 @@ func runDelay(ctx context.Context, cfg *config.Config, log zerolog.Logger) error
 	if err != nil {
 		return fmt.Errorf("delay: %w", err)
 	}
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelStart()
-	var services service.Group
-	if err := services.Start(startCtx,
-		service.Named{Name: "metrics server", Service: d.server},
-		service.Named{Name: "registry", Service: d.registry},
-		service.Named{Name: "mover", Service: d.mover},
-	); err != nil {
-		return fmt.Errorf("delay: %w", err)
+	r := roleProcess{name: "delay", ready: d.ready, server: d.server, registry: d.registry,
+		services: []service.Named{{Name: "mover", Service: d.mover}}, stopFor: 15 * time.Second}
+	err = r.serve(ctx, log, func() {
+		log.Info().Str("event", "delay.started").Str("delay_queue", settings.DelayQueue(cfg)).
+			Str("queue", config.QueueName.In(cfg)).Dur("interval", delay.DefaultInterval).Str("metrics", d.server.Addr()).
+			Msg("delay role running")
+	})
+	if err == nil {
+		log.Info().Str("event", "delay.stopped").Msg("delay role stopped")
 	}
-	d.ready.SetReady()
-	log.Info().Str("event", "delay.started").Str("delay_queue", settings.DelayQueue(cfg)).
-		Str("queue", config.QueueName.In(cfg)).Dur("interval", delay.DefaultInterval).Str("metrics", d.server.Addr()).
-		Msg("delay role running")
-
-	<-ctx.Done()
-	bg := context.Background()
-	d.ready.SetNotReady("stopping")
-	if err := d.registry.SetStatus(bg, presence.StatusStopping); err != nil {
-		log.Warn().Err(err).Str("event", "delay.status_write_failed").Msg("could not mark the instance stopping")
-	}
-	stopCtx, cancelStop := context.WithTimeout(bg, 15*time.Second)
-	defer cancelStop()
-	services.Stop(stopCtx)
-	log.Info().Str("event", "delay.stopped").Msg("delay role stopped")
-	return nil
+	return err
 }
 
 // delayParts are the delay role's services.
@@ -86,21 +70,8 @@ func buildDelay(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zero
 	mover := delay.NewMover(q, delay.Settings{Move: queue.MoveOptions{Stream: config.QueueName.In(cfg),
 		Generations: settings.Generations(cfg), EffectiveAt: started}}, set, log)
 	d := &delayParts{ready: health.NewReadiness(), mover: mover,
-		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), delayInstance(cfg, started), log, set)}
+		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleDelay, config.QueueName.In(cfg), started), log, set)}
 	d.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, d.ready, log)
 	d.server.AddCollector(mover.Collector())
 	return d, nil
-}
-
-// delayInstance is what a delay process says about itself in the registry: `plaita execution
-// show` counts these records to say whether anything will wake a delayed execution.
-func delayInstance(cfg *config.Config, started time.Time) presence.InstanceInfo {
-	host, _ := os.Hostname()
-	g := cfg.Generations()
-	return presence.InstanceInfo{
-		InstanceID: config.InstanceID.In(cfg), Role: string(config.RoleDelay), Host: host, PID: os.Getpid(),
-		Queue:       config.QueueName.In(cfg),
-		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
-		StartedAt:   started,
-	}
 }

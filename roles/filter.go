@@ -3,7 +3,6 @@ package roles
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -38,12 +37,7 @@ func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	}
 	defer c.Close()
 	f := buildFilter(cfg, c, set, log)
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelStart()
-	svcs := []service.Named{
-		{Name: "metrics server", Service: f.server},
-		{Name: "registry", Service: f.registry},
-	}
+	var svcs []service.Named
 	s := filter.SettingsFrom(cfg)
 	if s.DisableSweep {
 		log.Warn().Str("event", "filter.sweep_disabled").Str("variable", "PLAITA_DISABLE_EVENT_INDEX_SWEEP").
@@ -58,31 +52,17 @@ func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		svcs = append(svcs, service.Named{Name: "reconciler", Service: f.reconciler})
 	}
 	svcs = append(svcs, service.Named{Name: "listener", Service: f.listener})
-	var services service.Group
-	if err := services.Start(startCtx, svcs...); err != nil {
-		return fmt.Errorf("filter: %w", err)
+	r := roleProcess{name: "filter", ready: f.ready, server: f.server, registry: f.registry, services: svcs,
+		selfReady: true, drain: f.listener.Stop, drainFor: 10 * time.Second, stopFor: 5 * time.Second}
+	err = r.serve(ctx, log, func() {
+		log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", f.server.Addr()).
+			Dur("reconcile_interval", s.ReconcileInterval).Dur("reconcile_backfill", s.ReconcileBackfill).
+			Bool("reconcile", !s.DisableReconcile).Bool("sweep", !s.DisableSweep).Msg("filter running")
+	})
+	if err == nil {
+		log.Info().Str("event", "filter.stopped").Msg("filter stopped")
 	}
-	log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", f.server.Addr()).
-		Dur("reconcile_interval", s.ReconcileInterval).Dur("reconcile_backfill", s.ReconcileBackfill).
-		Bool("reconcile", !s.DisableReconcile).Bool("sweep", !s.DisableSweep).Msg("filter running")
-
-	<-ctx.Done()
-	bg := context.Background()
-	f.ready.SetNotReady("draining")
-	if err := f.registry.SetStatus(bg, presence.StatusDraining); err != nil {
-		log.Warn().Err(err).Str("event", "filter.status_write_failed").Msg("could not mark the instance draining")
-	}
-	drainCtx, cancelDrain := context.WithTimeout(bg, 10*time.Second)
-	f.listener.Stop(drainCtx)
-	cancelDrain()
-	if err := f.registry.SetStatus(bg, presence.StatusStopping); err != nil {
-		log.Warn().Err(err).Str("event", "filter.status_write_failed").Msg("could not mark the instance stopping")
-	}
-	stopCtx, cancelStop := context.WithTimeout(bg, 5*time.Second)
-	defer cancelStop()
-	services.Stop(stopCtx)
-	log.Info().Str("event", "filter.stopped").Msg("filter stopped")
-	return nil
+	return err
 }
 
 // filterParts are the filter's services.
@@ -101,7 +81,7 @@ func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	d := filterDeps(cfg, c, set, log)
 	m := filter.NewMatcher(d, s)
 	f := &filterParts{ready: health.NewReadiness(),
-		registry:   presence.New(store.NewRegistry(c, keys.DefaultRoot), filterInstance(cfg), log, set),
+		registry:   presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now()), log, set),
 		listener:   filter.NewListener(d, s, m),
 		reconciler: filter.NewReconciler(d, s, m),
 		janitor:    filter.NewJanitor(d, s),
@@ -130,20 +110,5 @@ func filterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zero
 			return queue.Enqueue(ctx, c, stream, env)
 		},
 		Log: log, Metrics: set,
-	}
-}
-
-// filterInstance is what a filter says about itself in the registry.
-func filterInstance(cfg *config.Config) presence.InstanceInfo {
-	host, _ := os.Hostname()
-	g := cfg.Generations()
-	return presence.InstanceInfo{
-		InstanceID:  config.InstanceID.In(cfg),
-		Role:        string(cfg.Role()),
-		Host:        host,
-		PID:         os.Getpid(),
-		Queue:       config.QueueName.In(cfg),
-		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
-		StartedAt:   time.Now().UTC(),
 	}
 }

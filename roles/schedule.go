@@ -3,7 +3,6 @@ package roles
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -39,31 +38,16 @@ func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) er
 	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelStart()
-	var services service.Group
-	if err := services.Start(startCtx,
-		service.Named{Name: "metrics server", Service: p.server},
-		service.Named{Name: "registry", Service: p.registry},
-		service.Named{Name: "scheduler", Service: p.scheduler},
-	); err != nil {
-		return fmt.Errorf("schedule: %w", err)
+	r := roleProcess{name: "schedule", ready: p.ready, server: p.server, registry: p.registry,
+		services: []service.Named{{Name: "scheduler", Service: p.scheduler}}, stopFor: 15 * time.Second}
+	err = r.serve(ctx, log, func() {
+		log.Info().Str("event", "schedule.started").Str("queue", config.ConsoleTaskQueue.In(cfg)).
+			Float64("check_interval_s", config.CheckInterval.In(cfg)).Str("metrics", p.server.Addr()).Msg("schedule role running")
+	})
+	if err == nil {
+		log.Info().Str("event", "schedule.stopped").Msg("schedule role stopped")
 	}
-	p.ready.SetReady()
-	log.Info().Str("event", "schedule.started").Str("queue", config.ConsoleTaskQueue.In(cfg)).
-		Float64("check_interval_s", config.CheckInterval.In(cfg)).Str("metrics", p.server.Addr()).Msg("schedule role running")
-
-	<-ctx.Done()
-	bg := context.Background()
-	p.ready.SetNotReady("stopping")
-	if err := p.registry.SetStatus(bg, presence.StatusStopping); err != nil {
-		log.Warn().Err(err).Str("event", "schedule.status_write_failed").Msg("could not mark the instance stopping")
-	}
-	stopCtx, cancelStop := context.WithTimeout(bg, 15*time.Second)
-	defer cancelStop()
-	services.Stop(stopCtx)
-	log.Info().Str("event", "schedule.stopped").Msg("schedule role stopped")
-	return nil
+	return err
 }
 
 // scheduleParts are the schedule role's services.
@@ -86,7 +70,7 @@ func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log z
 	tenants.CacheFor = worker.GateCacheTTL
 	stream := config.ConsoleTaskQueue.In(cfg)
 	gens, maxInput := settings.Generations(cfg), queue.MaxInput(config.ExecutionStateMaxBytes.In(cfg))
-	info := scheduleInstance(cfg)
+	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	p := &scheduleParts{ready: health.NewReadiness(),
 		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set)}
 	p.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, p.ready, log)
@@ -106,22 +90,6 @@ func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log z
 		Metrics:  set,
 	})
 	return p, nil
-}
-
-// scheduleInstance is what a schedule process says about itself in the registry: the stream
-// it enqueues to stands where a worker's queue does.
-func scheduleInstance(cfg *config.Config) presence.InstanceInfo {
-	host, _ := os.Hostname()
-	g := cfg.Generations()
-	return presence.InstanceInfo{
-		InstanceID:  config.InstanceID.In(cfg),
-		Role:        string(config.RoleSchedule),
-		Host:        host,
-		PID:         os.Getpid(),
-		Queue:       config.ConsoleTaskQueue.In(cfg),
-		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
-		StartedAt:   time.Now().UTC(),
-	}
 }
 
 // tenantGate maps the worker's tenant-status decision onto the schedule's: a refused tenant's

@@ -1,0 +1,89 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/internal/service"
+	"plaita/roles/health"
+	"plaita/roles/presence"
+)
+
+// roleProcess is the shape every Redis service role shares: a metrics server with its
+// readiness, a registry presence, and the role's own services.
+type roleProcess struct {
+	name     string // the role: in errors and in the `<role>.status_write_failed` event
+	ready    *health.Readiness
+	server   *health.Server
+	registry *presence.Registry
+	services []service.Named // the role's own, in start order
+	// selfReady: the role's services mark it ready themselves (the filter, once subscribed);
+	// otherwise it is ready once every service has started.
+	selfReady bool
+	// drain, when set, runs first at shutdown, with the status draining (the filter's listener
+	// finishes the notifications it queued), bounded by drainFor; the status then goes to
+	// stopping. Without it the status goes to stopping at once.
+	drain    func(context.Context)
+	drainFor time.Duration
+	stopFor  time.Duration // bounds stopping the services
+}
+
+// serve runs the role until ctx ends (SIGTERM/SIGINT). Start order (service.Group): metrics
+// server → registry (status running) → the role's services, then ready; started logs the
+// role's start line. A service that fails to start stops the ones before it, in reverse.
+// Shutdown: not ready at once and the status draining (with a drain) or stopping → the drain
+// → status stopping → the services stop in reverse, the registry deregistered, the metrics
+// server last.
+func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func()) error {
+	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelStart()
+	all := append([]service.Named{{Name: "metrics server", Service: r.server}, {Name: "registry", Service: r.registry}}, r.services...)
+	var services service.Group
+	if err := services.Start(startCtx, all...); err != nil {
+		return fmt.Errorf("%s: %w", r.name, err)
+	}
+	if !r.selfReady {
+		r.ready.SetReady()
+	}
+	started()
+
+	<-ctx.Done()
+	bg := context.Background()
+	status := func(s string) {
+		if err := r.registry.SetStatus(bg, s); err != nil {
+			log.Warn().Err(err).Str("event", r.name+".status_write_failed").Msgf("could not mark the instance %s", s)
+		}
+	}
+	if r.drain != nil {
+		r.ready.SetNotReady("draining")
+		status(presence.StatusDraining)
+		drainCtx, cancel := context.WithTimeout(bg, r.drainFor)
+		r.drain(drainCtx)
+		cancel()
+	} else {
+		r.ready.SetNotReady("stopping")
+	}
+	status(presence.StatusStopping)
+	stopCtx, cancelStop := context.WithTimeout(bg, r.stopFor)
+	defer cancelStop()
+	services.Stop(stopCtx)
+	return nil
+}
+
+// roleInstance is what a role's process says about itself in the registry (`plaita execution
+// show` counts these records to say whether anything will wake a suspended execution): queue
+// is the task stream it reads or writes.
+func roleInstance(cfg *config.Config, role config.Role, queue string, started time.Time) presence.InstanceInfo {
+	host, _ := os.Hostname()
+	g := cfg.Generations()
+	return presence.InstanceInfo{
+		InstanceID: config.InstanceID.In(cfg), Role: string(role), Host: host, PID: os.Getpid(), Queue: queue,
+		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
+		StartedAt:   started.UTC(),
+	}
+}
