@@ -45,33 +45,34 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
-	defer cancelStart()
-	if err := w.queue.EnsureGroup(startCtx); err != nil {
+	groupCtx, cancelGroup := context.WithTimeout(ctx, 30*time.Second)
+	err = w.queue.EnsureGroup(groupCtx)
+	cancelGroup()
+	if err != nil {
 		return fmt.Errorf("worker: consumer group: %w", err)
 	}
-	var services service.Group
-	if err := services.Start(startCtx,
-		service.Named{Name: "metrics server", Service: w.server},
-		service.Named{Name: "registry", Service: w.registry},
-		service.Named{Name: "alerts", Service: w.alerter},
-		service.Named{Name: "live events", Service: w.observer},
-		service.Named{Name: "residue sweeper", Service: w.queue.Sweeper(queue.DefaultSweepInterval)},
-		service.Named{Name: "dispatcher", Service: w.dispatcher},
-	); err != nil {
-		return fmt.Errorf("worker: %w", err)
+	timeout := time.Duration(config.WorkerDrainTimeout.In(cfg) * float64(time.Second))
+	r := roleProcess{name: "worker", ready: w.ready, server: w.server, registry: w.registry,
+		services: []service.Named{
+			{Name: "alerts", Service: w.alerter},
+			{Name: "live events", Service: w.observer},
+			{Name: "residue sweeper", Service: w.queue.Sweeper(queue.DefaultSweepInterval)},
+			{Name: "dispatcher", Service: w.dispatcher},
+		},
+		drain: func(ctx context.Context) {
+			log.Info().Str("event", "worker.draining").Dur("timeout", timeout).Int("active", w.dispatcher.Active()).
+				Msg("draining: no new work, finishing in-flight tasks")
+			w.dispatcher.Stop(ctx)
+		},
+		drainFor: timeout, stopFor: 5 * time.Second}
+	err = r.serve(ctx, log, func() {
+		log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
+			Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", w.server.Addr()).Msg("worker running")
+	})
+	if err == nil {
+		log.Info().Str("event", "worker.stopped").Msg("worker stopped")
 	}
-	w.ready.SetReady()
-	log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
-		Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", w.server.Addr()).Msg("worker running")
-
-	<-ctx.Done()
-	w.drain(time.Duration(config.WorkerDrainTimeout.In(cfg)*float64(time.Second)), log)
-	stopCtx, cancelStop := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancelStop()
-	services.Stop(stopCtx)
-	log.Info().Str("event", "worker.stopped").Msg("worker stopped")
-	return nil
+	return err
 }
 
 // workerParts are the worker's services and what the drain needs.
@@ -144,25 +145,6 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 		Affinity:    worker.NewAffinityGate(st, settings.WorkerAffinity(cfg), root.Path, set, log),
 		Wakeups:     worker.NewWakeups(st, delay, settings.WorkerWakeups(cfg)),
 		Definitions: store.NewFlows(c, keys.DefaultRoot)}, nil
-}
-
-// drain is the runbook's drain: not ready and draining at once, the dispatcher finishes or
-// (after timeout) cancels what runs, then the instance says it is stopping. It runs on fresh
-// contexts: the process context is done.
-func (w *workerParts) drain(timeout time.Duration, log zerolog.Logger) {
-	bg := context.Background()
-	w.ready.SetNotReady("draining")
-	if err := w.registry.SetStatus(bg, presence.StatusDraining); err != nil {
-		log.Warn().Err(err).Str("event", "worker.status_write_failed").Msg("could not mark the instance draining")
-	}
-	log.Info().Str("event", "worker.draining").Dur("timeout", timeout).Int("active", w.dispatcher.Active()).
-		Msg("draining: no new work, finishing in-flight tasks")
-	drainCtx, cancel := context.WithTimeout(bg, timeout)
-	w.dispatcher.Stop(drainCtx)
-	cancel()
-	if err := w.registry.SetStatus(bg, presence.StatusStopping); err != nil {
-		log.Warn().Err(err).Str("event", "worker.status_write_failed").Msg("could not mark the instance stopping")
-	}
 }
 
 // redisClient connects to the URL the preflight accepted. Client-side caching is off: every
