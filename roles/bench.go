@@ -227,49 +227,34 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	if err != nil {
 		return benchResult{}, err
 	}
-	before, err := b.target.calls(ctx)
-	if err != nil {
-		return benchResult{}, err
-	}
-	redis0, err := b.target.cpu(ctx)
+	win, err := b.target.open(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
 	var services service.Group
-	cpu0 := processCPU()
-	began := time.Now()
+	defer services.Stop(context.Background())
 	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
 		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
 		return benchResult{}, err
 	}
-	for w.dispatcher.Acked() < uint64(n) {
-		if ctx.Err() != nil {
-			services.Stop(context.Background())
-			return benchResult{}, ctx.Err()
-		}
-		time.Sleep(time.Millisecond)
+	if err := waitAcked(ctx, w, n); err != nil {
+		return benchResult{}, err
 	}
-	elapsed := time.Since(began)
-	cpu := processCPU() - cpu0
-	after, err := b.target.calls(ctx)
+	m, err := win.close(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
 	services.Stop(context.Background())
-	if err != nil {
-		return benchResult{}, err
-	}
-	redis1, err := b.target.cpu(ctx)
-	if err != nil {
-		return benchResult{}, err
-	}
 	p50, p99, err := b.latencies(ctx, ids, enqueued)
 	if err != nil {
 		return benchResult{}, err
 	}
-	perNode, calls := callsBetween(before, after)
-	return benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: elapsed.Seconds(),
-		PerSecond: float64(n) / elapsed.Seconds(), StepsPerSecond: float64(n*steps) / elapsed.Seconds(),
-		P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerNode: perNode, CallsPerExecution: float64(calls) / float64(n),
-		CallsPerStep:    float64(calls) / float64(n*steps),
-		WorkerCPUMicros: float64(cpu.Nanoseconds()) / 1e3 / float64(n), RedisCPUMicros: float64((redis1 - redis0).Nanoseconds()) / 1e3 / float64(n)}, nil
+	r := benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: m.elapsed.Seconds(),
+		PerSecond: m.perSecond(n), StepsPerSecond: m.perSecond(n * steps),
+		P50Millis: p50, P99Millis: p99, RedisCalls: m.calls, CallsPerNode: m.perNode, CallsPerExecution: float64(m.calls) / float64(n),
+		CallsPerStep: float64(m.calls) / float64(n*steps)}
+	r.WorkerCPUMicros, r.RedisCPUMicros = m.cpuMicros(n)
+	return r, nil
 }
 
 // enqueue writes n starts of flowID with conc producers; it returns the ids and when each was
@@ -302,26 +287,24 @@ func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]stri
 
 // enqueueOnly measures starts/s and calls per enqueue.
 func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (benchResult, error) {
-	before, err := b.target.calls(ctx)
+	win, err := b.target.open(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
-	began := time.Now()
 	if _, _, err := b.enqueue(ctx, "bench-enqueue", n, conc); err != nil {
 		return benchResult{}, err
 	}
-	elapsed := time.Since(began)
-	after, err := b.target.calls(ctx)
+	m, err := win.close(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
-	perNode, calls := callsBetween(before, after)
-	return benchResult{Scenario: "enqueue", N: n, Seconds: elapsed.Seconds(), EnqueuedPerSecond: float64(n) / elapsed.Seconds(),
-		RedisCalls: calls, CallsPerNode: perNode, CallsPerEnqueue: float64(calls) / float64(n)}, nil
+	return benchResult{Scenario: "enqueue", N: n, Seconds: m.elapsed.Seconds(), EnqueuedPerSecond: m.perSecond(n),
+		RedisCalls: m.calls, CallsPerNode: m.perNode, CallsPerEnqueue: float64(m.calls) / float64(n)}, nil
 }
 
-// latencies are the p50 and p99 of enqueue → terminal state (its end_time), in ms.
-func (b *bench) latencies(ctx context.Context, ids []string, enqueued []time.Time) (p50, p99 float64, err error) {
+// latencies are the p50 and p99 of from[i] (an enqueue, a publish) → the terminal state of
+// ids[i] (its end_time), in ms.
+func (b *bench) latencies(ctx context.Context, ids []string, from []time.Time) (p50, p99 float64, err error) {
 	ts, err := store.NewRedis(b.c, settings.Store(b.cfg), keys.DefaultRoot).Tenant("")
 	if err != nil {
 		return 0, 0, err
@@ -335,7 +318,7 @@ func (b *bench) latencies(ctx context.Context, ids []string, enqueued []time.Tim
 		if st.EndTime == nil {
 			return 0, 0, fmt.Errorf("execution %s is %s, not terminal", id, st.Status)
 		}
-		ms = append(ms, float64(st.EndTime.Sub(enqueued[i]).Microseconds())/1000)
+		ms = append(ms, float64(st.EndTime.Sub(from[i]).Microseconds())/1000)
 	}
 	slices.Sort(ms)
 	return ms[len(ms)/2], ms[min(len(ms)-1, len(ms)*99/100)], nil

@@ -153,3 +153,59 @@ func (t benchTarget) cpu(ctx context.Context) (time.Duration, error) {
 	}
 	return time.Duration(secs * float64(time.Second)), nil
 }
+
+// window is a scenario's timed window: from open to close, the Redis calls of every primary,
+// the CPU of this process and of the primaries, and the time.
+type window struct {
+	t        benchTarget
+	began    time.Time
+	calls    map[string]int64
+	cpu      time.Duration
+	redisCPU time.Duration
+}
+
+// measured is what a window saw.
+type measured struct {
+	elapsed  time.Duration
+	calls    int64            // over every primary, without the readings' own INFO
+	perNode  map[string]int64 // calls by primary
+	cpu      time.Duration    // this process
+	redisCPU time.Duration    // the primaries
+}
+
+// open reads the counters and starts the clock; the readings' own commands are not counted.
+func (t benchTarget) open(ctx context.Context) (*window, error) {
+	calls, err := t.calls(ctx)
+	if err != nil {
+		return nil, err
+	}
+	redisCPU, err := t.cpu(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &window{t: t, calls: calls, redisCPU: redisCPU, cpu: processCPU(), began: time.Now()}, nil
+}
+
+// close stops the clock and reads the counters again.
+func (w *window) close(ctx context.Context) (measured, error) {
+	m := measured{elapsed: time.Since(w.began), cpu: processCPU() - w.cpu}
+	after, err := w.t.calls(ctx)
+	if err != nil {
+		return measured{}, err
+	}
+	redisCPU, err := w.t.cpu(ctx)
+	if err != nil {
+		return measured{}, err
+	}
+	m.perNode, m.calls = callsBetween(w.calls, after)
+	m.redisCPU = redisCPU - w.redisCPU
+	return m, nil
+}
+
+// perSecond is n over the window's time.
+func (m measured) perSecond(n int) float64 { return float64(n) / m.elapsed.Seconds() }
+
+// cpuMicros are the process's and the primaries' CPU per unit of n, in µs.
+func (m measured) cpuMicros(n int) (process, redis float64) {
+	return float64(m.cpu.Nanoseconds()) / 1e3 / float64(n), float64(m.redisCPU.Nanoseconds()) / 1e3 / float64(n)
+}

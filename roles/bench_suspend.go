@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -91,16 +90,10 @@ func (b *bench) suspend(ctx context.Context, n, conc int) (benchResult, error) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	before, err := b.target.calls(ctx)
+	win, err := b.target.open(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
-	redis0, err := b.target.cpu(ctx)
-	if err != nil {
-		return benchResult{}, err
-	}
-	cpu0 := processCPU()
-	began := time.Now()
 	published, err := b.publishEvents(ctx, d.Events, n, types, conc)
 	if err != nil {
 		return benchResult{}, err
@@ -108,25 +101,19 @@ func (b *bench) suspend(ctx context.Context, n, conc int) (benchResult, error) {
 	if err := waitAcked(ctx, w, 2*n); err != nil {
 		return benchResult{}, err
 	}
-	elapsed := time.Since(began)
-	cpu := processCPU() - cpu0
-	after, err := b.target.calls(ctx)
+	m, err := win.close(ctx)
 	if err != nil {
 		return benchResult{}, err
 	}
-	redis1, err := b.target.cpu(ctx)
+	p50, p99, err := b.latencies(ctx, ids, published)
 	if err != nil {
 		return benchResult{}, err
 	}
-	p50, p99, err := b.endLatencies(ctx, ids, published)
-	if err != nil {
-		return benchResult{}, err
-	}
-	perNode, calls := callsBetween(before, after)
-	return benchResult{Scenario: "suspend", N: n, Seconds: elapsed.Seconds(), RoundTripsPerSecond: float64(n) / elapsed.Seconds(),
-		WaitsPerEventType: (n + types - 1) / types, P50Millis: p50, P99Millis: p99, RedisCalls: calls, CallsPerNode: perNode,
-		CallsPerRoundTrip: float64(calls) / float64(n),
-		WorkerCPUMicros:   float64(cpu.Nanoseconds()) / 1e3 / float64(n), RedisCPUMicros: float64((redis1 - redis0).Nanoseconds()) / 1e3 / float64(n)}, nil
+	r := benchResult{Scenario: "suspend", N: n, Seconds: m.elapsed.Seconds(), RoundTripsPerSecond: m.perSecond(n),
+		WaitsPerEventType: (n + types - 1) / types, P50Millis: p50, P99Millis: p99, RedisCalls: m.calls, CallsPerNode: m.perNode,
+		CallsPerRoundTrip: float64(m.calls) / float64(n)}
+	r.WorkerCPUMicros, r.RedisCPUMicros = m.cpuMicros(n)
+	return r, nil
 }
 
 // waitAcked waits until the worker acknowledged n deliveries.
@@ -190,25 +177,4 @@ func (b *bench) publishEvents(ctx context.Context, bus *store.Events, n, types, 
 	}
 	wg.Wait()
 	return at, errors.Join(errs...)
-}
-
-// endLatencies are the p50 and p99 of publish → completed (the state's end_time), in ms.
-func (b *bench) endLatencies(ctx context.Context, ids []string, from []time.Time) (p50, p99 float64, err error) {
-	ts, err := store.NewRedis(b.c, settings.Store(b.cfg), keys.DefaultRoot).Tenant("")
-	if err != nil {
-		return 0, 0, err
-	}
-	ms := make([]float64, 0, len(ids))
-	for i, id := range ids {
-		st, err := ts.Load(ctx, id)
-		if err != nil {
-			return 0, 0, err
-		}
-		if st.EndTime == nil {
-			return 0, 0, fmt.Errorf("execution %s is %s, not terminal", id, st.Status)
-		}
-		ms = append(ms, float64(st.EndTime.Sub(from[i]).Microseconds())/1000)
-	}
-	slices.Sort(ms)
-	return ms[len(ms)/2], ms[min(len(ms)-1, len(ms)*99/100)], nil
 }
