@@ -29,12 +29,7 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 		UsageText: "plaita event publish|list [flags]",
 		Description: "Every subcommand runs the worker's configuration preflight and connects to PLAITA_REDIS_URL.\n" +
 			"Exit status: 0 done; 1 failure (Redis, an event id taken by another event); 2 bad usage.",
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if cmd.Args().Len() > 0 {
-				return cliUsage("event", "unknown subcommand %q (publish, list)", cmd.Args().First())
-			}
-			return cli.ShowSubcommandHelp(cmd)
-		},
+		Action: subcommandsOnly,
 		Commands: []*cli.Command{
 			{
 				Name:      "publish",

@@ -33,12 +33,7 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 		UsageText: "plaita execution list|show|cancel|resume|delete [ID] [flags]",
 		Description: "Every subcommand runs the worker's configuration preflight and connects to PLAITA_REDIS_URL.\n" +
 			"Exit status: 0 done; 1 failure or unknown execution id; 2 bad usage.",
-		Action: func(ctx context.Context, cmd *cli.Command) error {
-			if cmd.Args().Len() > 0 {
-				return cliUsage("execution", "unknown subcommand %q (list, show, cancel, resume, delete)", cmd.Args().First())
-			}
-			return cli.ShowSubcommandHelp(cmd)
-		},
+		Action: subcommandsOnly,
 		Commands: []*cli.Command{
 			{
 				Name:      "list",

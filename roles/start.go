@@ -68,6 +68,21 @@ func cliUsage(name, format string, args ...any) error {
 	return &exitError{code: ExitRejected, err: fmt.Errorf(name+": "+format, args...)}
 }
 
+// subcommandsOnly is the action of a command that only groups subcommands (execution, event):
+// an argument that names none of them is bad usage, no argument prints the help.
+func subcommandsOnly(_ context.Context, cmd *cli.Command) error {
+	if cmd.Args().Len() == 0 {
+		return cli.ShowSubcommandHelp(cmd)
+	}
+	var names []string
+	for _, c := range cmd.Commands {
+		if c.Name != "help" && !c.Hidden { // urfave/cli's own help command
+			names = append(names, c.Name)
+		}
+	}
+	return cliUsage(cmd.Name, "unknown subcommand %q (%s)", cmd.Args().First(), strings.Join(names, ", "))
+}
+
 // cliFail is a command that ran and failed: exit 1.
 func cliFail(name, format string, args ...any) error {
 	return &exitError{code: ExitFailure, err: fmt.Errorf(name+": "+format, args...)}
