@@ -14,35 +14,41 @@ import (
 	"plaita/store/keys"
 )
 
-// beginScript is a run's first round trip: it takes the execution lease (as acquireScript,
-// taking over a leftover lease of the same holder when asked), bumps the fence generation, and
-// reads in
-// the same step what the run needs before its first node — the state, the tombstone, the
-// cancel flag and the deterministic-failure count — so a run starts in one round trip.
-// On a single server (no Cluster slots) a start's new state is also indexed in the script
-// (KEYS[8]): a round trip fewer per start. In a cluster the index lives in its own slot, and
-// the ZADD is a separate command once the script has written the state.
-// KEYS: 1 lease, 2 fencegen, 3 fence, 4 state, 5 tombstone, 6 cancel, 7 nofail[, 8 index].
-// ARGV: 1 holder|token, 2 lease TTL (s), 3 fence TTL (s), 4 takeover holder (” = none),
-// 5 new state (” = none), 6 its index score, 7 the execution id (the index member).
-// Returns {0, current lease value} | {1, generation, took over, state|false, tombstoned,
-// cancelled, nofail}.
-var beginScript = rueidis.NewLuaScript(`
+// takeLeaseLua takes the execution lease (KEYS[1]) for ARGV[1] (holder|token) with TTL ARGV[2]
+// seconds, or, when ARGV[3] names a holder (” = none), takes over a lease that holder left;
+// another holder's lease ends the script with {0, its value}. It leaves took = 1 after a
+// takeover. The start of beginScript and beginSaveScript: one way to take a lease.
+const takeLeaseLua = `
 local took = 0
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
   local held = redis.call('GET', KEYS[1]) or ''
-  if ARGV[4] == '' or string.sub(held, 1, #ARGV[4] + 1) ~= ARGV[4] .. '|' then
+  if ARGV[3] == '' or string.sub(held, 1, #ARGV[3] + 1) ~= ARGV[3] .. '|' then
     return {0, held}
   end
   redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
   took = 1
 end
+`
+
+// beginScript is a run's first round trip: it takes the execution lease (takeLeaseLua),
+// bumps the fence generation, and reads in the same step what the run needs before its first
+// node — the state, the tombstone, the cancel flag and the deterministic-failure count — so a
+// run starts in one round trip. On a single server (no Cluster slots) a start's new state is
+// also indexed in the script (KEYS[7]): a round trip fewer per start. In a cluster the index
+// lives in its own slot, and the ZADD is a separate command once the script has written the
+// state.
+// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index].
+// ARGV: 1 holder|token, 2 lease TTL (s), 3 takeover holder (” = none), 4 new state (” =
+// none), 5 its index score, 6 the execution id (the index member).
+// Returns {0, current lease value} | {1, generation, took over, state|false, tombstoned,
+// cancelled, nofail, created}.
+var beginScript = rueidis.NewLuaScript(takeLeaseLua + `
 local g = redis.call('INCR', KEYS[2])
-local v = redis.call('MGET', KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+local v = redis.call('MGET', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 local created = 0
-if not v[1] and not v[2] and ARGV[5] ~= '' then
-  redis.call('SET', KEYS[4], ARGV[5])
-  if KEYS[8] then redis.call('ZADD', KEYS[8], ARGV[6], ARGV[7]) end
+if not v[1] and not v[2] and ARGV[4] ~= '' then
+  redis.call('SET', KEYS[3], ARGV[4])
+  if KEYS[7] then redis.call('ZADD', KEYS[7], ARGV[5], ARGV[6]) end
   created = 1
 end
 return {1, g, took, v[1], v[2] and 1 or 0, v[3] and 1 or 0, tonumber(v[4] or '0') or 0, created}
@@ -94,7 +100,7 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	if inScript {
 		ks = append(ks, ts.sp.Index())
 	}
-	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), seconds(MechanismTTL), from,
+	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), from,
 		rueidis.BinaryString(freshJSON), strconv.FormatFloat(score, 'f', -1, 64), executionID}).ToArray()
 	if err != nil {
 		return nil, transient(ErrRedis, "begin a run of "+executionID, err)
@@ -147,7 +153,6 @@ func (ts *TenantStore) newLease(executionID, holder string) (*Lease, error) {
 	if l.leaseKey, err = ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
 		return nil, err
 	}
-	l.fenceKey, _ = ts.sp.Mechanism(keys.FamFence, executionID)
 	l.genKey, _ = ts.sp.Mechanism(keys.FamFenceGen, executionID)
 	l.cancelKey, _ = ts.sp.Mechanism(keys.FamCancel, executionID)
 	var tok [16]byte
@@ -171,7 +176,7 @@ func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{l.leaseKey, l.genKey, l.fenceKey, stateKey, tomb, l.cancelKey, nofail}, nil
+	return []string{l.leaseKey, l.genKey, stateKey, tomb, l.cancelKey, nofail}, nil
 }
 
 // fencedSaveScript writes a state only while fencegen equals our generation (any later lease,
@@ -182,12 +187,12 @@ func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
 // On a single server it also indexes the state when asked (KEYS[6]: the execution's first
 // save, or a changed start time), a round trip fewer; in a cluster the index is in another
 // slot and the caller sends the ZADD after the script.
-// KEYS: 1 state, 2 (unused: the legacy fence key), 3 fencegen, 4 cancel, 5 lease[, 6 index].
+// KEYS: 1 state, 2 fencegen, 3 cancel, 4 lease[, 5 index].
 // ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none), 4 "1" = release the lease, 5 index
 // score, 6 execution id (the index member).
 // Returns {1, cancelled} | {0, ”, fencegen}.
 var fencedSaveScript = rueidis.NewLuaScript(`
-local v = redis.call('MGET', KEYS[3], KEYS[4])
+local v = redis.call('MGET', KEYS[2], KEYS[3])
 local g = v[1] or ''
 if g ~= ARGV[1] then return {0, '', g} end
 if tonumber(ARGV[3]) > 0 then
@@ -195,8 +200,8 @@ if tonumber(ARGV[3]) > 0 then
 else
   redis.call('SET', KEYS[1], ARGV[2])
 end
-if ARGV[4] == '1' then redis.call('DEL', KEYS[5]) end
-if KEYS[6] then redis.call('ZADD', KEYS[6], ARGV[5], ARGV[6]) end
+if ARGV[4] == '1' then redis.call('DEL', KEYS[4]) end
+if KEYS[5] then redis.call('ZADD', KEYS[5], ARGV[5], ARGV[6]) end
 return {1, v[2] and 1 or 0}
 `)
 
@@ -208,7 +213,7 @@ func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release, inde
 	if release {
 		rel = "1"
 	}
-	ks := []string{e.key, l.fenceKey, l.genKey, l.cancelKey, l.leaseKey}
+	ks := []string{e.key, l.genKey, l.cancelKey, l.leaseKey}
 	args := []string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
 	if index {
 		ks = append(ks, l.ts.sp.Index())

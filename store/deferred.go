@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-
-	"plaita/store/keys"
 )
 
 // ErrNotFresh: a deferred lease's first save found that the execution is not a fresh start
@@ -51,22 +49,14 @@ func (l *Lease) Deferred() bool {
 }
 
 // beginSaveScript is a deferred lease's first save: Begin and the fenced save in one step, for
-// an execution that must not exist yet.
+// an execution that must not exist yet. It takes the lease as Begin does (takeLeaseLua; ARGV[3]
+// is always the holder itself: a leftover lease of this instance is taken over).
 // KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index].
 // ARGV: 1 holder|token, 2 lease TTL (s), 3 takeover holder, 4 state JSON, 5 state TTL (s, 0 =
 // none), 6 "1" = release the lease, 7 index score, 8 execution id.
 // Returns {1, generation, took over} | {0, current lease value} | {2} (not fresh: nothing
 // written, the lease deleted again).
-var beginSaveScript = rueidis.NewLuaScript(`
-local took = 0
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then
-  local held = redis.call('GET', KEYS[1]) or ''
-  if string.sub(held, 1, #ARGV[3] + 1) ~= ARGV[3] .. '|' then
-    return {0, held}
-  end
-  redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
-  took = 1
-end
+var beginSaveScript = rueidis.NewLuaScript(takeLeaseLua + `
 local v = redis.call('MGET', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 if v[1] or v[2] or v[3] or (tonumber(v[4] or '0') or 0) > 0 then
   redis.call('DEL', KEYS[1])
@@ -87,15 +77,10 @@ return {1, g, took}
 func (s *FencedStorage) beginSave(ctx context.Context, e encoded, release bool) error {
 	l, ts := s.l, s.l.ts
 	c := ts.r.c
-	tomb, err := ts.sp.Tombstone(l.id)
+	ks, err := ts.beginKeys(l)
 	if err != nil {
 		return err
 	}
-	nofail, err := ts.sp.Mechanism(keys.FamNoFail, l.id)
-	if err != nil {
-		return err
-	}
-	ks := []string{l.leaseKey, l.genKey, e.key, tomb, l.cancelKey, nofail}
 	rel := "0"
 	if release {
 		rel = "1"

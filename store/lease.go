@@ -67,7 +67,6 @@ type Lease struct {
 	gen       int64
 	ttl       time.Duration
 	leaseKey  string
-	fenceKey  string
 	genKey    string
 	cancelKey string
 	tookOver  bool        // AcquireOwn replaced a leftover lease of the same holder
