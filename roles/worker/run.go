@@ -109,10 +109,7 @@ func (p *Dispatcher) runFresh(ctx context.Context, t *task, f *engine.Flow, inpu
 	if lease.Deferred() && (errors.Is(err, store.ErrNotFresh) || errors.As(err, &held)) {
 		return Outcome{}, false
 	}
-	if lease.TookOver() {
-		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
-			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
-	}
+	tookOver(t, lease)
 	p.dispatched.Inc()
 	return p.decideRun(ctx, t, st, progressed, err), true
 }
@@ -277,9 +274,8 @@ func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input a
 	if fresh != nil && (errors.Is(err, store.ErrStateSerialization) || errors.Is(err, store.ErrStateTooLarge)) {
 		b, err = t.ts.Begin(octx, t.env.ExecutionID, p.self, true, nil) // the executor ends it in error
 	}
-	if err == nil && b.Lease.TookOver() {
-		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", b.Lease.Generation()).
-			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
+	if err == nil {
+		tookOver(t, b.Lease)
 	}
 	return b, err
 }
@@ -292,11 +288,18 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 	octx, cancel := opCtx(ctx)
 	defer cancel()
 	lease, err := ts.AcquireOwn(octx, t.env.ExecutionID, p.self)
-	if err == nil && lease.TookOver() {
+	if err == nil {
+		tookOver(t, lease)
+	}
+	return lease, err
+}
+
+// tookOver logs a lease that was this instance's leftover and was taken over.
+func tookOver(t *task, lease *store.Lease) {
+	if lease.TookOver() {
 		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
 			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
 	}
-	return lease, err
 }
 
 // cancelListener polls the execution's cancel flag every CancelPoll while it runs and
