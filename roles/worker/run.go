@@ -50,14 +50,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	}
 	lease := begun.Lease
 	t.lease, t.nofail = lease, begun.NoFail
-	defer func() {
-		t.lease = nil
-		octx, cancel := opCtx(ctx)
-		defer cancel()
-		if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
-		}
-	}()
+	defer p.letGo(ctx, t)
 	// A deleted execution stays deleted: a late start or resume must not recreate it.
 	if begun.Tombstoned {
 		return noop("worker.execution_deleted", "the execution was deleted (tombstone): task acked as a no-op")
@@ -96,14 +89,7 @@ func (p *Dispatcher) runFresh(ctx context.Context, t *task, f *engine.Flow, inpu
 	}
 	lease.ReleaseOnTerminal = true
 	t.lease, t.nofail = lease, 0
-	defer func() {
-		t.lease = nil
-		octx, cancel := opCtx(ctx)
-		defer cancel()
-		if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
-			t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
-		}
-	}()
+	defer p.letGo(ctx, t)
 	st, progressed, err := p.execute(ctx, t, f, env.ResumeType, input, nil)
 	var held *store.LeaseHeldError
 	if lease.Deferred() && (errors.Is(err, store.ErrNotFresh) || errors.As(err, &held)) {
@@ -292,6 +278,18 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 		tookOver(t, lease)
 	}
 	return lease, err
+}
+
+// letGo releases the task's lease when its run ends (a no-op when the run's last save deleted
+// it) and forgets it.
+func (p *Dispatcher) letGo(ctx context.Context, t *task) {
+	lease := t.lease
+	t.lease = nil
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
+	}
 }
 
 // tookOver logs a lease that was this instance's leftover and was taken over.
