@@ -678,7 +678,8 @@ func serializationError(nodeID string, err error) *state.ErrorInfo {
 		where = fmt.Sprintf("node %q produced a value that", nodeID)
 	}
 	return &state.ErrorInfo{Type: ErrTypeSerialization, Node: nodeID, Permanent: true,
-		Message: fmt.Sprintf("%s cannot be stored as JSON (NaN, infinity, a cycle or a non-data value): %v", where, err)}
+		Message: fmt.Sprintf("%s cannot be stored as JSON (NaN, infinity, a cycle, nesting deeper than %d levels or a non-data value): %v",
+			where, state.MaxDocumentDepth, err)}
 }
 
 func deadlineError(nodeID string, budget time.Duration) *state.ErrorInfo {
@@ -772,6 +773,11 @@ func normalize(v any) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
 	}
+	// A value nested past the document bound could be saved in a state too deep to load again
+	// (a loop that wraps a variable in itself grows it by a level a step).
+	if err := state.CheckDepth(b); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
+	}
 	var out any
 	if err := json.Unmarshal(b, &out); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrStateSerialization, err)
@@ -782,12 +788,10 @@ func normalize(v any) (any, error) {
 // jsonCopy is normalize without the encoding, for values already made of JSON's own types
 // (what the expression language and the nodes return almost always): a deep copy, as a trip
 // through JSON would give. ok is false for anything a trip could change or reject — other
-// types, NaN and infinities, invalid UTF-8, a deep or cyclic shape — which normalize then
-// sends through encoding/json. FuzzNormalize checks the two agree.
+// types, NaN and infinities, invalid UTF-8, a shape nested past state.MaxDocumentDepth (or
+// cyclic) — which normalize then sends through encoding/json and its depth check.
+// FuzzNormalize checks the two agree.
 func jsonCopy(v any, depth int) (any, bool) {
-	if depth > 64 {
-		return nil, false
-	}
 	switch x := v.(type) {
 	case nil, bool:
 		return x, true
@@ -798,6 +802,9 @@ func jsonCopy(v any, depth int) (any, bool) {
 	case []any:
 		if x == nil {
 			return nil, true // encodes as null
+		}
+		if depth >= state.MaxDocumentDepth {
+			return nil, false
 		}
 		out := make([]any, len(x))
 		for i, e := range x {
@@ -811,6 +818,9 @@ func jsonCopy(v any, depth int) (any, bool) {
 	case map[string]any:
 		if x == nil {
 			return nil, true
+		}
+		if depth >= state.MaxDocumentDepth {
+			return nil, false
 		}
 		out := make(map[string]any, len(x))
 		for k, e := range x {

@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
 	"sort"
+
+	"plaita/engine/state"
 )
 
 // Limits of a flow definition.
@@ -15,6 +18,9 @@ const (
 	MaxNodes        = 10_000
 	MaxRetries      = 100
 	MaxBackoff      = 3600 // seconds
+	// MaxFlowBytes bounds a definition: what `plaita start` reads from a file and what a
+	// publish stores. Real flows are a few kilobytes; this leaves room for embedded code.
+	MaxFlowBytes = 4 << 20
 )
 
 var (
@@ -29,9 +35,26 @@ var (
 // (<root>:flow:queue is the stream, <root>:flow:queue:dlq its dead-letter stream).
 var reservedFlowIDs = []string{"queue"}
 
+// checkFlowDocument refuses, before anything is decoded, a definition over MaxFlowBytes or
+// nested deeper than every document plaita takes in (state.MaxDocumentDepth): its parameters
+// and vars end up in execution states.
+func checkFlowDocument(data []byte) (Problem, bool) {
+	if len(data) > MaxFlowBytes {
+		return Problem{Message: fmt.Sprintf("the definition is %d bytes, above the %d-byte bound", len(data), MaxFlowBytes)}, false
+	}
+	var de *state.DocumentError
+	if err := state.CheckDepth(data); errors.As(err, &de) && errors.Is(err, state.ErrTooDeep) {
+		return Problem{Path: de.Path, Message: fmt.Sprintf("objects and arrays nest deeper than %d levels", state.MaxDocumentDepth)}, false
+	}
+	return Problem{}, true
+}
+
 // Parse reads a flow definition, validates it completely and prepares every node. All problems
 // are reported together in a *ValidationError, each with its JSON path.
 func Parse(data []byte, reg *Registry, lim ExprLimits) (*Flow, error) {
+	if p, ok := checkFlowDocument(data); !ok {
+		return nil, &ValidationError{Problems: []Problem{p}}
+	}
 	f, ps := decodeFlow(data)
 	if f == nil {
 		return nil, &ValidationError{Problems: ps}

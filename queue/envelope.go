@@ -49,6 +49,9 @@ var (
 	// ErrInputTooLarge: a fresh task's input or resume data is above the producer's bound
 	// (PLAITA_EXECUTION_STATE_MAX_BYTES); nothing was enqueued.
 	ErrInputTooLarge = errors.New("task input is too large")
+	// ErrBadInput: a fresh task's input or resume data is a document no execution may take in
+	// (nested too deeply, a number a float64 changes); nothing was enqueued.
+	ErrBadInput = errors.New("task input is not an acceptable document")
 )
 
 // Option adjusts one Enqueue.
@@ -57,7 +60,7 @@ type Option func(*enqueueOptions)
 type enqueueOptions struct{ maxInput int }
 
 // MaxInput refuses an envelope whose input or resume data is larger than n bytes (n < 1: no
-// bound) with ErrInputTooLarge. Producers of fresh tasks pass PLAITA_EXECUTION_STATE_MAX_BYTES:
+// bound) with ErrInputTooLarge, or is a document state.CheckDocument refuses (ErrBadInput). Producers of fresh tasks pass PLAITA_EXECUTION_STATE_MAX_BYTES:
 // an input the execution state could not hold is refused before it is enqueued. Copies of an
 // existing message (requeue, replay) carry no bound: they were accepted once.
 func MaxInput(n int) Option { return func(o *enqueueOptions) { o.maxInput = n } }
@@ -222,6 +225,21 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 		}
 		return "", fmt.Errorf("%w: %w: the %s is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
 			ErrInvalidEnvelope, ErrInputTooLarge, what, n, o.maxInput)
+	}
+	if o.maxInput > 0 {
+		// A fresh document from outside: nested no deeper than a state can hold, numbers as
+		// the execution will read them (engine/state/document.go).
+		for _, d := range []struct {
+			what string
+			doc  json.RawMessage
+		}{{"input", env.Input}, {"resume data", env.ResumeData}} {
+			if len(d.doc) == 0 {
+				continue
+			}
+			if err := state.CheckDocument(d.doc); err != nil {
+				return "", fmt.Errorf("%w: %w: the %s: %w", ErrInvalidEnvelope, ErrBadInput, d.what, err)
+			}
+		}
 	}
 	payload, err := env.encode(time.Now())
 	if err != nil {

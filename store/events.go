@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"plaita/engine/state"
 	"plaita/store/keys"
 )
 
@@ -166,6 +167,13 @@ func (ev *Event) validate() error {
 	}
 	if len(ev.Data) > MaxEventDataBytes {
 		return fmt.Errorf("%w: data is %d bytes, above the %d-byte bound", ErrBadEvent, len(ev.Data), MaxEventDataBytes)
+	}
+	if ev.Data != nil {
+		// What a waiting execution reads as EVENT: nested no deeper than its state can hold,
+		// numbers as it will read them.
+		if err := state.CheckDocument(ev.Data); err != nil {
+			return fmt.Errorf("%w: data: %w", ErrBadEvent, err)
+		}
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/robfig/cron/v3"
 
+	"plaita/engine/state"
 	"plaita/store/keys"
 )
 
@@ -120,6 +121,9 @@ func (s Schedule) Validate() error {
 	}
 	if len(s.Input) == 0 || !json.Valid(s.Input) {
 		return schedErr(ErrBadSchedule, "schedule %s: input is not a JSON value", s.ID)
+	}
+	if err := state.CheckDocument(s.Input); err != nil {
+		return schedErr(ErrBadSchedule, "schedule %s: input: %v", s.ID, err)
 	}
 	if s.CreatedAt.IsZero() || s.UpdatedAt.IsZero() {
 		return schedErr(ErrBadSchedule, "schedule %s: created_at and updated_at are required", s.ID)

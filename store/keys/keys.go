@@ -64,6 +64,8 @@ var (
 	// flow ids and versions): no ':' (the segment separator), no braces (hash tags), no
 	// spaces or glob characters.
 	nameRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_./-]{0,127}$`)
+	// idRe is the alphabet of ids (see validID).
+	idRe = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@=+-]{0,199}$`)
 )
 
 // ErrBadName is what every invalid event type, flow id or version matches with errors.Is.
@@ -134,13 +136,22 @@ func ValidTenant(t string) error {
 	return nil
 }
 
-// validID keeps ids from breaking out of their hash tag or key segment.
+// MaxIDLen bounds an id (execution, event, schedule).
+const MaxIDLen = 200
+
+// validID keeps ids to one fixed alphabet — ASCII letters, digits and _ . - @ = +, not starting
+// with . - @ = + — so an id can never break out of its hash tag or key segment, reads the same
+// in a key and in the JSON of a record (invalid UTF-8 would be replaced there and nowhere else),
+// and never looks like a flag on a command line.
 func validID(id string) error {
-	if id == "" || len(id) > 200 || strings.ContainsAny(id, "{}: \t\r\n*?[]") {
-		return fmt.Errorf("%w %q", ErrBadID, id)
+	if !idRe.MatchString(id) {
+		return fmt.Errorf("%w %q: use at most %d of the letters, digits and _ . - @ = + (starting with a letter, digit or _)", ErrBadID, id, MaxIDLen)
 	}
 	return nil
 }
+
+// ValidID checks an id that becomes a key segment: an execution, event or schedule id.
+func ValidID(id string) error { return validID(id) }
 
 // Space builds the keys of one tenant under one root.
 type Space struct {

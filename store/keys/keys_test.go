@@ -1,9 +1,12 @@
 package keys
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 )
 
 func TestKeysOfTheDefaultTenant(t *testing.T) {
@@ -147,6 +150,39 @@ func FuzzIsMechanismKey(f *testing.F) {
 		mech := IsMechanismKey("", key)
 		if id := MustFor("", "").ExecutionID(key); id != "" && mech {
 			t.Fatalf("%q is both a state key and a mechanism key", key)
+		}
+	})
+}
+
+// FuzzValidID: an accepted id is plain ASCII from the id alphabet — it reads the same in a key
+// and in the JSON of a record, cannot leave its hash tag or key segment, and is no flag.
+func FuzzValidID(f *testing.F) {
+	for _, s := range []string{"ex_1", "bad\xffid", "a:b", "{x}", "-rf", "evt-pay-1", "user@host=+.", strings.Repeat("a", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if ValidID(id) != nil {
+			return
+		}
+		if !utf8.ValidString(id) || len(id) == 0 || len(id) > MaxIDLen {
+			t.Fatalf("accepted %q: not 1–%d bytes of valid UTF-8", id, MaxIDLen)
+		}
+		for _, r := range id {
+			if r > unicode.MaxASCII || strings.ContainsRune("{}:*?[] \t\r\n\"\\/", r) || unicode.IsControl(r) {
+				t.Fatalf("accepted %q with %q", id, r)
+			}
+		}
+		if strings.ContainsRune(".-@=+", rune(id[0])) {
+			t.Fatalf("accepted %q: starts with %q", id, id[0])
+		}
+		b, err := json.Marshal(id)
+		var back string
+		if err != nil || json.Unmarshal(b, &back) != nil || back != id {
+			t.Fatalf("%q does not survive JSON: %s", id, b)
+		}
+		k, err := MustFor("", "acme").Event(id)
+		if err != nil || k != "plaita:acme:event:"+id {
+			t.Fatalf("Event(%q) = %q, %v", id, k, err)
 		}
 	})
 }
