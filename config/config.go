@@ -410,6 +410,9 @@ func (c *Config) maskText(v *Var, raw, msg string) string {
 	return strings.ReplaceAll(msg, raw, c.mask(v, raw))
 }
 
+// MaskURL is a URL as reports and logs print it: scheme, host and path, no password.
+func MaskURL(s string) string { return maskURL(s) }
+
 // maskURL keeps scheme, host and path and hides any password.
 func maskURL(s string) string {
 	u, err := url.Parse(s)

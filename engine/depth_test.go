@@ -46,18 +46,18 @@ func TestDocumentDepthBound(t *testing.T) {
 		st := h.start(h.flow(`{"id":"in","start":"done","nodes":[{"id":"done","type":"end"}]}`), deep(state.MaxDocumentDepth))
 		wantStatus(t, st, state.Completed)
 	})
-	t.Run("event data nested past the bound fails the wait, the state stays readable", func(t *testing.T) {
+	t.Run("event data nested past the bound is a refused resume: the wait goes on, readable", func(t *testing.T) {
 		h := newHarness(t)
 		f := h.flow(`{"id":"w","start":"wait","nodes":[
 			{"id":"wait","type":"wait_event","params":{"event_type":"t"},"next":"done"},
 			{"id":"done","type":"end"}]}`)
 		st := h.start(f, nil)
 		wantStatus(t, st, state.Suspended)
-		st, err := h.ex.Resume(context.Background(), f, st.ExecutionID, ResumeEvent, deep(9999))
-		if err != nil && !errors.Is(err, ErrInvalidResume) {
-			t.Fatalf("resume: %v", err)
+		if _, err := h.ex.Resume(context.Background(), f, st.ExecutionID, ResumeEvent, deep(9999)); !errors.Is(err, ErrInvalidResume) ||
+			!errors.Is(err, state.ErrTooDeep) {
+			t.Fatalf("resume with data 9,999 levels deep: %v, want ErrInvalidResume (too deep)", err)
 		}
-		wantError(t, h.stored(st.ExecutionID), ErrTypeSerialization, "wait")
+		wantStatus(t, h.stored(st.ExecutionID), state.Suspended)
 	})
 	t.Run("a flow definition nested past the bound is refused at its path", func(t *testing.T) {
 		h := newHarness(t)

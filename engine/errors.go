@@ -52,6 +52,9 @@ const (
 	ErrTypeWaitTimeout   = "WaitTimeout"
 	ErrTypeRejected      = "ApprovalRejected"
 	ErrTypeUnknownNode   = "UnknownNode"
+	// ErrTypeStateCorrupt: an operator ended an execution whose stored state could no longer be
+	// read; its state was replaced (see store.ReplaceCorrupt).
+	ErrTypeStateCorrupt = "StateCorrupt"
 )
 
 var (

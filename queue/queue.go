@@ -175,6 +175,9 @@ func (q *Queue) handOut(d Delivery) Delivery {
 // needed). An existing group (BUSYGROUP) is fine. A new group created from 0 on a non-empty
 // stream replays every entry in it: that is logged as a WARNING with the count.
 func (q *Queue) EnsureGroup(ctx context.Context) error {
+	if err := q.CheckKeys(ctx); err != nil {
+		return err
+	}
 	c := q.c
 	err := c.Do(ctx, c.B().XgroupCreate().Key(q.stream).Group(q.group).Id(q.startID).Mkstream().Build()).Error()
 	if rueidis.IsRedisBusyGroup(err) {
@@ -192,6 +195,31 @@ func (q *Queue) EnsureGroup(ctx context.Context) error {
 	}
 	ev.Str("event", "queue.group_created").Str("start_id", q.startID).
 		Msg("consumer group created; a new group on an existing stream replays it from the start id (set PLAITA_CONSUMER_GROUP_START_ID=$ to skip history)")
+	return nil
+}
+
+// ErrNotAStream: the task stream's or the dead-letter stream's key holds another type — another
+// family's key that a queue name reaches (a flow definition under <root>:flow:…, see
+// store.Flows.Reserve) — and every XADD to it would fail with WRONGTYPE.
+var ErrNotAStream = errors.New("queue key is not a stream")
+
+// CheckKeys checks that the task stream and the dead-letter stream are streams or absent. A
+// worker that cannot dead-letter would leave every poisoned message pending for good, so it
+// refuses to start instead.
+func (q *Queue) CheckKeys(ctx context.Context) error { return CheckStreamKeys(ctx, q.c, q.stream, q.dlq) }
+
+// CheckStreamKeys is CheckKeys for the configured names (what `plaita doctor --redis` runs).
+func CheckStreamKeys(ctx context.Context, c rueidis.Client, stream, dlq string) error {
+	for _, k := range []struct{ key, name string }{{stream, "PLAITA_QUEUE_NAME"}, {dlq, "PLAITA_DLQ_KEY"}} {
+		typ, err := c.Do(ctx, c.B().Type().Key(k.key).Build()).ToString()
+		if err != nil {
+			return fmt.Errorf("check the type of %s: %w", k.key, err)
+		}
+		if typ != "none" && typ != "stream" {
+			return fmt.Errorf("%w: %s %q holds a %s, not a stream (another key has that name, such as a flow version "+
+				"published under <root>:flow:); choose a %s no other key uses, or move that key away", ErrNotAStream, k.name, k.key, typ, k.name)
+		}
+	}
 	return nil
 }
 

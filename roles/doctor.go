@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/queue"
 )
 
 // doctorCommand runs the same strict loader as the roles and prints what it found.
@@ -23,6 +25,7 @@ func doctorCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "role", Usage: "check one role: worker, console, filter, schedule, delay or dev"},
 			&cli.BoolFlag{Name: "all", Usage: "check every variable of every role (the default)"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"},
+			&cli.BoolFlag{Name: "redis", Usage: "also connect to PLAITA_REDIS_URL and check the keys the configuration names (the task queue's streams)"},
 		}, append(logFlags(), logLevelFlag())...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			// The report is doctor's output; the logging flags are taken so one set of flags
@@ -43,21 +46,75 @@ func doctorCommand(stdout, stderr io.Writer) *cli.Command {
 				role = r
 			}
 			cfg, loadErr := config.Load(role, true, config.WithFlags(overrides(cmd, role)))
-			report := cfg.Report()
+			report := doctorReport{Report: cfg.Report()}
+			if cmd.Bool("redis") && loadErr == nil {
+				report.Redis = checkRedisKeys(ctx, cfg)
+			}
 			if cmd.Bool("json") {
 				enc := json.NewEncoder(stdout)
 				enc.SetIndent("", "  ")
 				if err := enc.Encode(report); err != nil {
 					return &exitError{code: ExitFailure, err: fmt.Errorf("doctor: write report: %w", err)}
 				}
-			} else if err := report.WriteText(stdout); err != nil {
+			} else if err := report.writeText(stdout); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("doctor: write report: %w", err)}
 			}
 			if loadErr != nil {
 				// The report already lists every problem.
 				return &exitError{code: ExitRejected, err: loadErr, printed: true}
 			}
+			if r := report.Redis; r != nil && !r.OK {
+				return &exitError{code: ExitRejected, err: fmt.Errorf("doctor: %s", r.Problem), printed: true}
+			}
 			return nil
 		},
 	}
+}
+
+// doctorReport is the configuration report, with the Redis checks of --redis.
+type doctorReport struct {
+	config.Report
+	Redis *redisCheck `json:"redis,omitempty"`
+}
+
+// redisCheck is what --redis found: the keys the configuration names are usable.
+type redisCheck struct {
+	URL     string `json:"url"` // masked
+	OK      bool   `json:"ok"`
+	Problem string `json:"problem,omitempty"`
+}
+
+func (r doctorReport) writeText(w io.Writer) error {
+	if err := r.Report.WriteText(w); err != nil {
+		return err
+	}
+	if c := r.Redis; c != nil {
+		verdict := "the task queue's stream and dead-letter stream are streams or absent"
+		if !c.OK {
+			verdict = "PROBLEM: " + c.Problem
+		}
+		if _, err := fmt.Fprintf(w, "\nredis (%s): %s\n", c.URL, verdict); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRedisKeys connects and checks the queue's keys (what a worker checks before it starts).
+func checkRedisKeys(ctx context.Context, cfg *config.Config) *redisCheck {
+	rc := &redisCheck{URL: config.MaskURL(config.RedisURL.In(cfg))}
+	c, err := redisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		rc.Problem = err.Error()
+		return rc
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := queue.CheckStreamKeys(ctx, c, config.QueueName.In(cfg), config.DLQKey.In(cfg)); err != nil {
+		rc.Problem = err.Error()
+		return rc
+	}
+	rc.OK = true
+	return rc
 }

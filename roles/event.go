@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -59,21 +57,8 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 	}
 }
 
-// rawJSONArg reads --data (inline JSON or @path) as the bytes given, once checked to be one
-// JSON value: numbers keep every digit, key order stays as written.
-func rawJSONArg(name, flag, value string) (json.RawMessage, error) {
-	if _, err := readJSONFlag(flag, value); err != nil {
-		return nil, cliUsage(name, "%s", strings.TrimPrefix(err.Error(), "run: "))
-	}
-	if path, ok := strings.CutPrefix(value, "@"); ok {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, cliUsage(name, "--%s %s: %v", flag, value, unwrapPathError(err))
-		}
-		return bytes.TrimSpace(b), nil
-	}
-	return json.RawMessage(strings.TrimSpace(value)), nil
-}
+// eventBound is the bound of an event's data.
+var eventBound = docBound{Max: store.MaxEventDataBytes, What: "the event data bound"}
 
 // checkEventType refuses a type no wait_event could name (it becomes a key segment).
 func checkEventType(name, typ string) error {
@@ -95,7 +80,7 @@ func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 	data := json.RawMessage(`{}`)
 	if cmd.IsSet("data") {
 		var err error
-		if data, err = rawJSONArg(name, "data", cmd.String("data")); err != nil {
+		if data, err = readDoc(ctx, name, "data", cmd.String("data"), eventBound); err != nil {
 			return err
 		}
 	}

@@ -53,7 +53,7 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 					"alive, and for a due time whether its delay-queue entry is there (--json: the wake_up object).",
 				Flags: cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "show", stderr, func(k *conn, st *state.Execution) error {
+					return withExecution(ctx, cmd, "show", stderr, executionOp{fn: func(k *conn, st *state.Execution) error {
 						wake := k.wakeUpFor(ctx, st, time.Now())
 						if cmd.Bool("json") {
 							return writeJSON(stdout, shownState{Execution: st, WakeUp: wake})
@@ -64,7 +64,9 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						}
 						writeSummary(stdout, st, adv, k.sp.Tenant(), wake)
 						return nil
-					})
+					}, corrupt: func(k *conn, ce *store.CorruptStateError) error {
+						return showCorrupt(stdout, cmd.Bool("json"), k, ce)
+					}})
 				},
 			},
 			{
@@ -76,9 +78,11 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 					"a completed or failed one is refused (exit 1).",
 				Flags: cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "cancel", stderr, func(k *conn, st *state.Execution) error {
+					return withExecution(ctx, cmd, "cancel", stderr, executionOp{fn: func(k *conn, st *state.Execution) error {
 						return executionCancel(ctx, cmd, k, st, stdout)
-					})
+					}, corrupt: func(k *conn, ce *store.CorruptStateError) error {
+						return cancelCorrupt(ctx, k, ce, cmd.Bool("json"), stdout)
+					}})
 				},
 			},
 			{
@@ -105,14 +109,15 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 						return cliUsage("resume", "--type %q: use continue, retry, event, timeout, cancel or approval", cmd.String("type"))
 					}
 					var data json.RawMessage
-					if cmd.IsSet("data") {
-						if data, err = jsonArg("resume", "data", cmd.String("data")); err != nil {
-							return err
+					read := func(k *conn) error {
+						if cmd.IsSet("data") {
+							data, err = readDoc(ctx, "resume", "data", cmd.String("data"), k.stateBound())
 						}
+						return err
 					}
-					return withExecution(ctx, cmd, "resume", stderr, func(k *conn, st *state.Execution) error {
+					return withExecution(ctx, cmd, "resume", stderr, executionOp{read: read, fn: func(k *conn, st *state.Execution) error {
 						return executionResume(ctx, cmd, k, st, rt, data, stdout, stderr)
-					})
+					}})
 				},
 			},
 			{
@@ -123,20 +128,26 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"},
 					jsonFlag("print a JSON object saying what was done")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "delete", stderr, func(k *conn, st *state.Execution) error {
+					del := func(k *conn, id string, was state.Status) error {
+						if err := k.ts.Delete(ctx, id); err != nil {
+							return cliFail("delete", "execution %s: %v", id, err)
+						}
+						if cmd.Bool("json") {
+							return writeJSON(stdout, map[string]any{"execution_id": id, "tenant_id": k.sp.Tenant(),
+								"action": "delete", "result": "deleted", "deleted": true, "was": was})
+						}
+						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", id, was)
+						return nil
+					}
+					return withExecution(ctx, cmd, "delete", stderr, executionOp{fn: func(k *conn, st *state.Execution) error {
 						if (st.Status == state.Running || st.Status == state.Pending) && !cmd.Bool("force") {
 							return cliFail("delete", "execution %s is %s; cancel it first, or pass --force", st.ExecutionID, st.Status)
 						}
-						if err := k.ts.Delete(ctx, st.ExecutionID); err != nil {
-							return cliFail("delete", "execution %s: %v", st.ExecutionID, err)
-						}
-						if cmd.Bool("json") {
-							return writeJSON(stdout, map[string]any{"execution_id": st.ExecutionID, "tenant_id": k.sp.Tenant(),
-								"action": "delete", "result": "deleted", "deleted": true, "was": st.Status})
-						}
-						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", st.ExecutionID, st.Status)
-						return nil
-					})
+						return del(k, st.ExecutionID, st.Status)
+					}, corrupt: func(k *conn, ce *store.CorruptStateError) error {
+						// No worker can run an unreadable state: nothing to cancel first.
+						return del(k, ce.ID, "corrupt")
+					}})
 				},
 			},
 		},
@@ -224,28 +235,54 @@ func executionResume(ctx context.Context, cmd *cli.Command, k *conn, st *state.E
 	return nil
 }
 
-// withExecution checks the ID argument, connects and loads the execution, then calls fn.
-func withExecution(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(*conn, *state.Execution) error) error {
+// executionOp is what a subcommand does with the execution it names: fn with its state, and
+// corrupt (when set) when the stored state cannot be read. read (when set) runs after the
+// preflight and before connecting: the command's documents are read and checked first.
+type executionOp struct {
+	read    func(*conn) error
+	fn      func(*conn, *state.Execution) error
+	corrupt func(*conn, *store.CorruptStateError) error
+}
+
+// withExecution checks the ID argument, connects and loads the execution, then calls op.fn (or
+// op.corrupt). Without op.corrupt, an unreadable state is a failure that says what can still be
+// done with it.
+func withExecution(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, op executionOp) error {
 	if cmd.Args().Len() != 1 {
 		return cliUsage(name, "name one execution id: plaita execution %s ID", name)
 	}
 	id := cmd.Args().First()
-	if _, err := keys.MustFor(keys.DefaultRoot, keys.DefaultTenant).Execution(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return cliUsage(name, "%q is not an execution id: %v", id, err)
 	}
-	k, err := connect(cmd, name, stderr)
+	k, err := prepare(cmd, name, stderr)
 	if err != nil {
+		return err
+	}
+	if op.read != nil {
+		if err := op.read(k); err != nil {
+			return err
+		}
+	}
+	if err := k.dial(name); err != nil {
 		return err
 	}
 	defer k.close()
 	st, err := k.ts.Load(ctx, id)
+	var ce *store.CorruptStateError
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return cliFail(name, "no execution %s in tenant %s", id, k.sp.Tenant())
+	case errors.As(err, &ce) && op.corrupt != nil:
+		return op.corrupt(k, ce)
+	case ce != nil:
+		return cliFail(name, "%v: no worker can run it; `%s` prints what is stored, `%s` ends it, `%s` removes it", ce,
+			executionCommandLine("show", id, k.sp.Tenant()), executionCommandLine("cancel", id, k.sp.Tenant()),
+			executionCommandLine("delete", id, k.sp.Tenant()))
 	case err != nil:
 		return cliFail(name, "execution %s: %v", id, err)
 	}
-	return fn(k, st)
+	return op.fn(k, st)
 }
 
 func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {

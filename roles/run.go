@@ -53,7 +53,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			r, err := newFlowRun(cmd)
+			r, err := newFlowRun(ctx, cmd, stateBound(cfg))
 			if err != nil {
 				return err
 			}
@@ -91,7 +91,7 @@ func usageError(format string, args ...any) error {
 }
 
 // newFlowRun checks the arguments and flags; every mistake here is bad usage (exit 2).
-func newFlowRun(cmd *cli.Command) (*flowRun, error) {
+func newFlowRun(ctx context.Context, cmd *cli.Command, bound docBound) (*flowRun, error) {
 	r := &flowRun{asJSON: cmd.Bool("json"), mem: store.NewMemory()}
 	switch cmd.Args().Len() {
 	case 0:
@@ -123,14 +123,14 @@ func newFlowRun(cmd *cli.Command) (*flowRun, error) {
 			return nil, usageError("--type %q: use continue, retry, event, timeout, cancel or approval", cmd.String("type"))
 		}
 		if cmd.IsSet("data") {
-			if r.data, err = readJSONFlag("data", cmd.String("data")); err != nil {
+			if r.data, err = readJSONArg(ctx, "data", cmd.String("data"), bound); err != nil {
 				return nil, err
 			}
 		}
 	} else {
 		r.input = map[string]any{}
 		if cmd.IsSet("input") {
-			if r.input, err = readJSONFlag("input", cmd.String("input")); err != nil {
+			if r.input, err = readJSONArg(ctx, "input", cmd.String("input"), bound); err != nil {
 				return nil, err
 			}
 		}
@@ -142,32 +142,13 @@ func newFlowRun(cmd *cli.Command) (*flowRun, error) {
 	return r, nil
 }
 
-// readJSONFlag reads a flag holding inline JSON or @path.
-func readJSONFlag(name, value string) (any, error) {
-	src, data := "--"+name, []byte(value)
-	if path, ok := strings.CutPrefix(value, "@"); ok {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return nil, usageError("--%s %s: %v", name, value, unwrapPathError(err))
-		}
-		src, data = fmt.Sprintf("--%s %s", name, value), b
+// readJSONArg is readDoc for the run command, decoded.
+func readJSONArg(ctx context.Context, flag, value string, bound docBound) (any, error) {
+	doc, err := readDoc(ctx, "run", flag, value, bound)
+	if err != nil {
+		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, usageError("%s: empty; give a JSON value such as {} (or @path to read a file)", src)
-		}
-		return nil, usageError("%s: not valid JSON: %s", src, jsonError(data, err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		hint := ""
-		if !strings.HasPrefix(value, "@") {
-			hint = " (quote the whole document for the shell)"
-		}
-		return nil, usageError("%s: not valid JSON: more than one value%s", src, hint)
-	}
-	return v, nil
+	return decodeDoc(doc)
 }
 
 func unwrapPathError(err error) error {
@@ -222,9 +203,9 @@ func (r *flowRun) stateFile(id string) string { return filepath.Join(r.stateDir,
 // execute parses the flow, starts or resumes the execution, keeps its state file in step and
 // prints the outcome.
 func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.Registry, es engine.Settings, stdout, stderr io.Writer) error {
-	def, err := os.ReadFile(r.flowPath)
+	def, err := readFileBounded(ctx, r.flowPath, flowBound)
 	if err != nil {
-		return usageError("flow file %s: %v", r.flowPath, unwrapPathError(err))
+		return usageError("flow file %s: %v", r.flowPath, err)
 	}
 	f, err := engine.Parse(def, reg, es.Expr)
 	if err != nil {

@@ -173,6 +173,15 @@ type schedConn struct {
 
 // connectSchedules runs the schedule role's preflight and connects for the --tenant.
 func connectSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedConn, error) {
+	k, err := prepareSchedules(cmd, name, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.dial(name)
+}
+
+// prepareSchedules is connectSchedules without the connection (see prepare).
+func prepareSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedConn, error) {
 	cfg, log, err := preflightAs(cmd, config.RoleSchedule, "cli", zerolog.DebugLevel, stderr)
 	if err != nil {
 		return nil, err
@@ -181,12 +190,16 @@ func connectSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedCo
 	if err != nil {
 		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
 	}
-	c, err := redisClient(config.RedisURL.In(cfg))
+	return &schedConn{cfg: cfg, log: log, tenant: sp.Tenant()}, nil
+}
+
+func (k *schedConn) dial(name string) error {
+	c, err := redisClient(config.RedisURL.In(k.cfg))
 	if err != nil {
-		return nil, cliFail(name, "%v", err)
+		return cliFail(name, "%v", err)
 	}
-	return &schedConn{cfg: cfg, log: log, c: c, tenant: sp.Tenant(), st: store.NewSchedules(c, keys.DefaultRoot),
-		flows: store.NewFlows(c, keys.DefaultRoot)}, nil
+	k.c, k.st, k.flows = c, store.NewSchedules(c, keys.DefaultRoot), store.NewFlows(c, keys.DefaultRoot)
+	return nil
 }
 
 // withSchedule checks the one ID argument, connects and runs fn.
@@ -245,21 +258,21 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 			return cliUsage(name, "--version: %v (or %s)", err, store.LatestVersion)
 		}
 	}
+	k, err := prepareSchedules(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
 	if cmd.IsSet("input") {
-		var err error
-		if s.Input, err = jsonArg(name, "input", cmd.String("input")); err != nil {
+		// No start could carry an input over the state bound.
+		if s.Input, err = readDoc(ctx, name, "input", cmd.String("input"), stateBound(k.cfg)); err != nil {
 			return err
 		}
 	}
-	k, err := connectSchedules(cmd, name, stderr)
-	if err != nil {
+	if err := k.dial(name); err != nil {
 		return err
 	}
 	defer k.c.Close()
 	s.TenantID = k.tenant
-	if limit := config.ExecutionStateMaxBytes.In(k.cfg); limit > 0 && len(s.Input) > limit {
-		return cliUsage(name, "--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
-	}
 	var warnings []string
 	if w, err := flowWarning(ctx, k, s); err != nil {
 		return cliFail(name, "%v", err)

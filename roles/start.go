@@ -88,19 +88,6 @@ func cliFail(name, format string, args ...any) error {
 	return &exitError{code: ExitFailure, err: fmt.Errorf(name+": "+format, args...)}
 }
 
-// jsonArg reads --input/--data (inline JSON or @path) as raw JSON for an envelope.
-func jsonArg(name, flag, value string) (json.RawMessage, error) {
-	v, err := readJSONFlag(flag, value)
-	if err != nil {
-		return nil, cliUsage(name, "%s", strings.TrimPrefix(err.Error(), "run: "))
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, cliUsage(name, "--%s: %v", flag, err)
-	}
-	return b, nil
-}
-
 // conn is a connected command: configuration, Redis, and the tenant's store.
 type conn struct {
 	cfg   *config.Config
@@ -113,6 +100,17 @@ type conn struct {
 
 // connect runs the worker's preflight and connects to PLAITA_REDIS_URL for the --tenant.
 func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
+	k, err := prepare(cmd, name, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.dial(name)
+}
+
+// prepare is connect's first half: the preflight and the --tenant, no connection yet. A command
+// that reads documents reads them in between, bounded by the configuration, so that bad input
+// is refused without touching Redis.
+func prepare(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
 	cfg, log, err := preflightAs(cmd, config.RoleWorker, "cli", zerolog.DebugLevel, stderr)
 	if err != nil {
 		return nil, err
@@ -122,17 +120,39 @@ func connect(cmd *cli.Command, name string, stderr io.Writer) (*conn, error) {
 	if err != nil {
 		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
 	}
-	c, err := redisClient(config.RedisURL.In(cfg))
+	return &conn{cfg: cfg, log: log, sp: sp}, nil
+}
+
+// dial is connect's second half.
+func (k *conn) dial(name string) error {
+	c, err := redisClient(config.RedisURL.In(k.cfg))
 	if err != nil {
-		return nil, cliFail(name, "%v", err)
+		return cliFail(name, "%v", err)
 	}
-	ts, err := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot).Tenant(tenant)
+	ts, err := store.NewRedis(c, settings.Store(k.cfg), keys.DefaultRoot).Tenant(k.sp.Tenant())
 	if err != nil {
 		c.Close()
-		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
+		return cliUsage(name, "--tenant %q: %v", k.sp.Tenant(), err)
 	}
-	return &conn{cfg: cfg, log: log, c: c, sp: sp, ts: ts, flows: store.NewFlows(c, keys.DefaultRoot)}, nil
+	k.c, k.ts = c, ts
+	k.flows = store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(k.cfg), config.DLQKey.In(k.cfg))
+	return nil
 }
+
+// stateBound is the bound of a document that becomes part of an execution state (a start's
+// input, a resume's data).
+func (k *conn) stateBound() docBound { return stateBound(k.cfg) }
+
+func stateBound(cfg *config.Config) docBound {
+	n := config.ExecutionStateMaxBytes.In(cfg)
+	if n < 1 {
+		n = state.DefaultMaxStateBytes
+	}
+	return docBound{Max: n, What: "PLAITA_EXECUTION_STATE_MAX_BYTES"}
+}
+
+// flowBound is the bound of a flow definition file.
+var flowBound = docBound{Max: engine.MaxFlowBytes, What: "the flow definition bound"}
 
 func (k *conn) close() { k.c.Close() }
 
@@ -182,33 +202,33 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	if timeout <= 0 {
 		return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
 	}
-	input := json.RawMessage(`{}`)
-	if cmd.IsSet("input") {
-		var err error
-		if input, err = jsonArg(name, "input", cmd.String("input")); err != nil {
-			return err
-		}
-	}
 	version := cmd.String("version")
 	if cmd.IsSet("version") && version == "" {
 		return cliUsage(name, "--version must not be empty")
 	}
-	var def []byte
 	isFile := false
 	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
 		isFile = true
 	} else if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, os.PathSeparator) {
 		return cliUsage(name, "flow file %s: %v", arg, unwrapPathError(err))
 	}
-	if isFile {
-		var err error
-		if def, err = os.ReadFile(arg); err != nil {
-			return cliUsage(name, "flow file %s: %v", arg, unwrapPathError(err))
+	k, err := prepare(cmd, name, stderr)
+	if err != nil {
+		return err
+	}
+	input := json.RawMessage(`{}`)
+	if cmd.IsSet("input") {
+		if input, err = readDoc(ctx, name, "input", cmd.String("input"), k.stateBound()); err != nil {
+			return err
 		}
 	}
-
-	k, err := connect(cmd, name, stderr)
-	if err != nil {
+	var def []byte
+	if isFile {
+		if def, err = readFileBounded(ctx, arg, flowBound); err != nil {
+			return cliUsage(name, "flow file %s: %v", arg, err)
+		}
+	}
+	if err := k.dial(name); err != nil {
 		return err
 	}
 	defer k.close()
@@ -232,6 +252,8 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		switch {
 		case errors.As(err, &conflict):
 			return cliFail(name, "%s: %v; %s", arg, err, newVersionHint(arg, f))
+		case errors.Is(err, store.ErrReservedFlowKey):
+			return cliUsage(name, "%s: %v", arg, err)
 		case err != nil:
 			return cliFail(name, "publish flow %s version %s: %v", f.ID, version, err)
 		}
@@ -265,7 +287,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 
 	id := engine.NewExecutionID()
 	msgID, err := k.enqueue(ctx, queue.Envelope{Kind: queue.KindStart, FlowID: f.ID, FlowVersion: version, ExecutionID: id, Input: input})
-	if errors.Is(err, queue.ErrInputTooLarge) {
+	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
 		return cliUsage(name, "--input: %v", err)
 	}
 	if err != nil {

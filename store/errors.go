@@ -52,7 +52,7 @@ func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
 // permanent lists every class that retrying cannot fix.
 var permanent = []error{ErrStateSerialization, ErrStateTooLarge, ErrStateCorrupt, ErrNotFound, ErrLeaseLost, ErrLeaseHeld, ErrBadRecord,
-	ErrInvalid, keys.ErrBadID, keys.ErrBadTenant}
+	ErrInvalid, keys.ErrBadID, keys.ErrBadTenant, ErrReservedFlowKey, ErrCorruptChanged}
 
 // IsTransient reports whether err is worth retrying from the last checkpoint: true for
 // ErrStateSave, ErrStateLoad, ErrStateDelete, ErrRedis, and — as the package contract says —

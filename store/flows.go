@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -27,6 +28,10 @@ var (
 	// ErrVersionConflict: the version is published with a different definition; nothing was
 	// written.
 	ErrVersionConflict = errors.New("flow version already published with a different definition")
+	// ErrReservedFlowKey: a key of the publication is one of the reserved keys (the task
+	// queue's streams: PLAITA_QUEUE_NAME=plaita:flow:jobs puts its dead letters at
+	// plaita:flow:jobs:dlq, the key of flow jobs version dlq); nothing was written.
+	ErrReservedFlowKey = errors.New("flow key is reserved")
 )
 
 // PublishResult says what Publish did.
@@ -39,8 +44,9 @@ const (
 
 // Flows reads and publishes flow definitions of every tenant under one key root.
 type Flows struct {
-	c    rueidis.Client
-	root string
+	c        rueidis.Client
+	root     string
+	reserved []string
 }
 
 // NewFlows returns the flow store over c under root ("" = keys.DefaultRoot).
@@ -51,7 +57,25 @@ func NewFlows(c rueidis.Client, root string) *Flows {
 	return &Flows{c: c, root: root}
 }
 
+// Reserve names keys no publication may write: every publisher passes the task queue's stream
+// and dead-letter stream (configured names that may fall among the flow keys).
+func (f *Flows) Reserve(streams ...string) *Flows {
+	f.reserved = append(f.reserved, streams...)
+	return f
+}
+
 func (f *Flows) space(tenant string) (keys.Space, error) { return keys.For(f.root, tenant) }
+
+// checkReserved refuses a publication that would write one of the reserved keys.
+func (f *Flows) checkReserved(sp keys.Space, flowID, version string) error {
+	for _, k := range []string{sp.Flow(flowID, version), sp.FlowVersions(flowID), sp.FlowList()} {
+		if slices.Contains(f.reserved, k) {
+			return fmt.Errorf("%w: flow %s version %q would be written at %s, a key of the task queue (PLAITA_QUEUE_NAME, PLAITA_DLQ_KEY): use another flow id or version",
+				ErrReservedFlowKey, flowID, version, k)
+		}
+	}
+	return nil
+}
 
 // Get reads a published definition: ErrFlowNotFound when it is not published, ErrRedis
 // (transient) when Redis does not answer.
@@ -107,6 +131,9 @@ func (f *Flows) Publish(ctx context.Context, tenant, flowID, version string, def
 		return "", err
 	}
 	if err := keys.ValidName("flow version", version); err != nil {
+		return "", err
+	}
+	if err := f.checkReserved(sp, flowID, version); err != nil {
 		return "", err
 	}
 	ctx, cancel := opCtx(ctx)

@@ -247,7 +247,7 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 	case rueidis.IsRedisNil(err):
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
 	case isWrongType(err):
-		return nil, fmt.Errorf("%w: %s: %w", ErrStateCorrupt, id, err)
+		return nil, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
 	case err != nil:
 		return nil, transient(ErrStateLoad, "execution "+id, err)
 	}
@@ -267,10 +267,10 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 func decodeFor(id string, b []byte) (*state.Execution, error) {
 	st, err := Decode(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", id, err)
+		return nil, &CorruptStateError{ID: id, Raw: b, Err: err}
 	}
 	if st.ExecutionID != id {
-		return nil, fmt.Errorf("%w: the state under %s says execution_id %q", ErrStateCorrupt, id, st.ExecutionID)
+		return nil, &CorruptStateError{ID: id, Raw: b, Err: fmt.Errorf("%w: the state under %s says execution_id %q", ErrStateCorrupt, id, st.ExecutionID)}
 	}
 	return st, nil
 }

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
+)
+
+// A state that does not decode (written by a build without today's bounds, edited by hand, cut
+// short) must not make its execution unreachable: Load returns the bytes it found in a
+// *CorruptStateError, an operator can look at them (`plaita execution show`), end the
+// execution (`execution cancel` replaces them with a cancelled state through ReplaceCorrupt)
+// or delete it.
+
+// CorruptStateError is an ErrStateCorrupt with the bytes found under the state key (nil when the
+// key holds no string).
+type CorruptStateError struct {
+	ID  string
+	Raw []byte
+	Err error // matches ErrStateCorrupt
+}
+
+func (e *CorruptStateError) Error() string { return fmt.Sprintf("%s: %v", e.ID, e.Err) }
+func (e *CorruptStateError) Unwrap() error { return e.Err }
+
+// Salvaged is what can still be read from the top level of a corrupt state: enough for an
+// operator to tell which execution it was, and for the state that replaces it.
+type Salvaged struct {
+	ExecutionID string       `json:"execution_id,omitempty"`
+	TenantID    string       `json:"tenant_id,omitempty"`
+	FlowID      string       `json:"flow_id,omitempty"`
+	FlowVersion string       `json:"flow_version,omitempty"`
+	Status      state.Status `json:"status,omitempty"`
+	CurrentNode string       `json:"current_node,omitempty"`
+	StartTime   time.Time    `json:"start_time,omitzero"`
+}
+
+// Salvage reads the top-level string fields of a state token by token, skipping every other
+// value without decoding it: it works where the whole document cannot be decoded (nested past
+// the decoder's depth, a field of the wrong type), and stops quietly where the bytes end or
+// stop being JSON.
+func Salvage(raw []byte) Salvaged {
+	var s Salvaged
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return s
+	}
+	fields := map[string]*string{"execution_id": &s.ExecutionID, "tenant_id": &s.TenantID, "flow_id": &s.FlowID,
+		"flow_version": &s.FlowVersion, "current_node": &s.CurrentNode}
+	var status, start string
+	fields["status"], fields["start_time"] = &status, &start
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			break
+		}
+		name, _ := t.(string)
+		v, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if str, ok := v.(string); ok {
+			if dst, want := fields[name]; want {
+				*dst = str
+			}
+			continue
+		}
+		if d, ok := v.(json.Delim); ok && (d == '{' || d == '[') && !skipValue(dec) {
+			break
+		}
+	}
+	s.Status = state.Status(status)
+	if at, err := time.Parse(time.RFC3339Nano, start); err == nil {
+		s.StartTime = at
+	}
+	return s
+}
+
+// skipValue reads tokens up to the end of the object or array just opened.
+func skipValue(dec *json.Decoder) bool {
+	for depth := 1; depth > 0; {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if d, ok := t.(json.Delim); ok {
+			if d == '{' || d == '[' {
+				depth++
+			} else {
+				depth--
+			}
+		}
+	}
+	return true
+}
+
+// ErrCorruptChanged: the state key no longer holds the corrupt bytes ReplaceCorrupt was given
+// (a worker or another operator changed it); nothing was written.
+var ErrCorruptChanged = errors.New("the stored state changed since it was read")
+
+// replaceCorruptScript writes st over the corrupt bytes it was read as, and fences out every
+// lease taken before: the fence generation moves on and the lease goes.
+//
+// KEYS: 1 state, 2 fencegen, 3 lease. ARGV: 1 sha1 of the corrupt bytes, 2 new state, 3 TTL (s,
+// 0 = none). Returns 1 | 0 (the bytes changed).
+var replaceCorruptScript = rueidis.NewLuaScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or redis.sha1hex(cur) ~= ARGV[1] then return 0 end
+if ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[3])
+return 1
+`)
+
+// ReplaceCorrupt writes st in place of the corrupt bytes raw that Load found (an operator ending
+// an execution that can no longer be read). ErrCorruptChanged when the key holds anything else
+// by now.
+func (ts *TenantStore) ReplaceCorrupt(ctx context.Context, raw []byte, st *state.Execution) error {
+	e, err := ts.encode(st)
+	if err != nil {
+		return err
+	}
+	fencegen, err := ts.sp.Mechanism(keys.FamFenceGen, st.ExecutionID)
+	if err != nil {
+		return err
+	}
+	lease, err := ts.sp.Mechanism(keys.FamLease, st.ExecutionID)
+	if err != nil {
+		return err
+	}
+	sum := sha1.Sum(raw)
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	n, err := replaceCorruptScript.Exec(ctx, c, []string{e.key, fencegen, lease},
+		[]string{hex.EncodeToString(sum[:]), string(e.payload), strconv.FormatInt(int64(e.ttl/time.Second), 10)}).AsInt64()
+	switch {
+	case err != nil:
+		return transient(ErrStateSave, "replace the corrupt state of "+st.ExecutionID, err)
+	case n == 0:
+		return fmt.Errorf("%w: %s", ErrCorruptChanged, st.ExecutionID)
+	}
+	if err := c.Do(ctx, ts.zaddCmd(st.ExecutionID, e.score)).Error(); err != nil {
+		return transient(ErrStateSave, "execution "+st.ExecutionID+": state replaced, index not updated", err)
+	}
+	return nil
+}
