@@ -206,7 +206,9 @@ var ErrNotAStream = errors.New("queue key is not a stream")
 // CheckKeys checks that the task stream and the dead-letter stream are streams or absent. A
 // worker that cannot dead-letter would leave every poisoned message pending for good, so it
 // refuses to start instead.
-func (q *Queue) CheckKeys(ctx context.Context) error { return CheckStreamKeys(ctx, q.c, q.stream, q.dlq) }
+func (q *Queue) CheckKeys(ctx context.Context) error {
+	return CheckStreamKeys(ctx, q.c, q.stream, q.dlq)
+}
 
 // CheckStreamKeys is CheckKeys for the configured names (what `plaita doctor --redis` runs).
 func CheckStreamKeys(ctx context.Context, c rueidis.Client, stream, dlq string) error {

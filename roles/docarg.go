@@ -72,7 +72,9 @@ func readDoc(ctx context.Context, name, flag, value string, b docBound) (json.Ra
 	if path, ok := strings.CutPrefix(value, "@"); ok {
 		src = fmt.Sprintf("--%s %s", flag, value)
 		var err error
-		if data, err = readFileBounded(ctx, path, b); err != nil {
+		if data, err = readFileBounded(ctx, path, b); errors.Is(err, errReadInterrupted) {
+			return nil, cliFail(name, "%s: %v", src, err)
+		} else if err != nil {
 			return nil, cliUsage(name, "%s: %v", src, err)
 		}
 	} else if len(data) > b.Max {

@@ -224,7 +224,9 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	}
 	var def []byte
 	if isFile {
-		if def, err = readFileBounded(ctx, arg, flowBound); err != nil {
+		if def, err = readFileBounded(ctx, arg, flowBound); errors.Is(err, errReadInterrupted) {
+			return cliFail(name, "flow file %s: %v", arg, err)
+		} else if err != nil {
 			return cliUsage(name, "flow file %s: %v", arg, err)
 		}
 	}
