@@ -52,6 +52,9 @@ const (
 	ErrTypeWaitTimeout   = "WaitTimeout"
 	ErrTypeRejected      = "ApprovalRejected"
 	ErrTypeUnknownNode   = "UnknownNode"
+	// ErrTypeDueOutOfRange: a delay's or a timeout's due time outside the range plaita can
+	// schedule (before 1970, or more than MaxWaitSeconds ahead). Permanent.
+	ErrTypeDueOutOfRange = "DueOutOfRange"
 )
 
 var (
