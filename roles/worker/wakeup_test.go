@@ -59,3 +59,37 @@ func TestDispatchUnregistrableWakeupEndsTheExecutionInError(t *testing.T) {
 	}
 }
 
+// A wake-up whose flow version is not published (any more) is judged before it is
+// dead-lettered: one that fits the execution's suspension is its way out and goes to the
+// dead-letter stream as flow_not_found (replayable once the flow is back); a stale one — another
+// due time, no state at all — is acked as a no-op, as it would be with the flow there.
+func TestWakeupOfAnUnpublishedFlowDeadLettersOnlyWhenItFits(t *testing.T) {
+	f := newDispatchFix(t, nil)
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	due := now.Add(-time.Second)
+	seed := &state.Execution{ExecutionID: "ex_gone", FlowID: "gone", FlowVersion: "1", Status: state.Suspended, CurrentNode: "nap",
+		Context: map[string]any{}, StartTime: now, LastUpdate: now,
+		Suspend: &state.Suspend{Kind: state.SuspendDelay, Node: "nap", Due: &due, Since: now}}
+	if err := f.ts(t).Save(dctx(t), seed); err != nil {
+		t.Fatal(err)
+	}
+	entry := func(id string, due time.Time) queue.DelayEntry {
+		return queue.DelayEntry{ExecutionID: id, TenantID: "default", FlowID: "gone", FlowVersion: "1",
+			ResumeType: state.ResumeContinue, Node: "nap", Due: due}
+	}
+	p := f.start(t)
+	f.fire(t, entry("ex_gone", due.Add(-time.Hour))) // an earlier suspension's
+	f.fire(t, entry("ex_none", due))                 // an execution that has no state
+	f.fire(t, entry("ex_gone", due))                 // the current one
+	f.waitSettled(t)
+	dl, err := f.q.ListDLQ(dctx(t), 10)
+	if err != nil || len(dl) != 1 || dl[0].ExecutionID != "ex_gone" || dl[0].Reason != ReasonFlowNotFound {
+		t.Fatalf("dead letters %+v %v", dl, err)
+	}
+	if n := p.d.Metrics.GetOrCreateCounter("plaita_worker_stale_wakeups_total").Get(); n != 2 {
+		t.Fatalf("%d stale wake-ups, want 2", n)
+	}
+	if st, err := f.ts(t).Load(dctx(t), "ex_gone"); err != nil || st.Status != state.Suspended {
+		t.Fatalf("state %+v %v", st, err)
+	}
+}
