@@ -55,6 +55,9 @@ const (
 	// ErrTypeStateCorrupt: an operator ended an execution whose stored state could no longer be
 	// read; its state was replaced (see store.ReplaceCorrupt).
 	ErrTypeStateCorrupt = "StateCorrupt"
+	// ErrTypeDueOutOfRange: a delay's or a timeout's due time outside the range plaita can
+	// schedule (before 1970, or more than MaxWaitSeconds ahead). Permanent.
+	ErrTypeDueOutOfRange = "DueOutOfRange"
 )
 
 var (

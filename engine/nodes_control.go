@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -269,6 +270,67 @@ func (e *endNode) Run(_ context.Context, c *Call) (Outcome, error) {
 
 // ---- delay: {"seconds": n} or {"until": "RFC 3339 time or template"} ----
 
+// Bounds of a due time: a delay's, or a wait's or an approval's timeout (docs/flows.md,
+// "Delays and timeouts"). A wait is at most MaxWaitSeconds, and a due time lies between the
+// Unix epoch and MaxWaitSeconds from now. The bound sits far inside every representation a due
+// time goes through: time.Duration (±292 years; past it a conversion wraps — 1e18 s lands in
+// 1734, due at once), the state's and the delay-queue member's JSON time (years 0–9999), and the
+// delay queue's score, Unix milliseconds in a float64 (exact below 2^53 ms, 285,000 years). What
+// is longer than ten years is sooner a unit slip (milliseconds for seconds) than an intent.
+// The lower bound catches an unset time (0001-01-01, the zero time, which no wake-up can
+// carry) and anything else from before 1970, which no real schedule names.
+const MaxWaitSeconds = 10 * 365 * 24 * 60 * 60 // 315,360,000 s = 3650 days
+
+// MaxWait is MaxWaitSeconds as a duration.
+const MaxWait = MaxWaitSeconds * time.Second
+
+// minDue is the earliest due time: the Unix epoch.
+func minDue() time.Time { return time.Unix(0, 0).UTC() }
+
+// waitSeconds reads a delay's seconds or a timeout: a non-negative number, at most
+// MaxWaitSeconds. Templates are not taken there (Params.Seconds): a delay computed at run time
+// is an until.
+func waitSeconds(p Params, name string) float64 {
+	f := p.Seconds(name, false)
+	if f > MaxWaitSeconds {
+		p.pc.Problem(p.pc.ParamsPath(name), "must be at most %d seconds (3650 days): %s seconds is beyond any due time plaita schedules",
+			MaxWaitSeconds, strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	return f
+}
+
+// dueProblem says why t cannot be a due time at now ("" when it can): before minDue, or more
+// than MaxWait after now. A due time in the past is fine: it is due at once.
+func dueProblem(t, now time.Time) string {
+	switch {
+	case t.Before(minDue()):
+		return fmt.Sprintf("%s is before %s", t.UTC().Format(time.RFC3339Nano), minDue().Format(time.RFC3339))
+	case t.After(now.Add(MaxWait)):
+		return fmt.Sprintf("%s is more than %d seconds (3650 days) after now (%s)", t.UTC().Format(time.RFC3339Nano),
+			MaxWaitSeconds, now.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// dueAfter is the due time secs seconds after now, or the failure of a node whose wait cannot
+// be scheduled. Prepare already refused more than MaxWaitSeconds; this also holds for a clock
+// that is off the scale itself.
+func dueAfter(now time.Time, secs float64, what string) (time.Time, *state.ErrorInfo) {
+	if secs > MaxWaitSeconds {
+		return time.Time{}, dueOutOfRange(fmt.Sprintf("%s of %s seconds is more than %d", what, strconv.FormatFloat(secs, 'g', -1, 64), MaxWaitSeconds))
+	}
+	due := now.Add(seconds(secs))
+	if why := dueProblem(due, now); why != "" {
+		return time.Time{}, dueOutOfRange(what + " due " + why)
+	}
+	return due, nil
+}
+
+func dueOutOfRange(why string) *state.ErrorInfo {
+	return &state.ErrorInfo{Type: ErrTypeDueOutOfRange, Permanent: true,
+		Message: "the wait cannot be scheduled: " + why + " (a due time lies between 1970-01-01T00:00:00Z and 3650 days from now)"}
+}
+
 type delayType struct{}
 
 type delayNode struct {
@@ -278,9 +340,19 @@ type delayNode struct {
 
 func (delayType) Prepare(n *Node, pc *PrepareContext) Runner {
 	p := pc.Params("seconds", "until")
-	d := &delayNode{seconds: p.Seconds("seconds", false)}
+	d := &delayNode{seconds: waitSeconds(p, "seconds")}
 	if p.Has("until") {
-		d.until = pc.Value(pc.ParamsPath("until"), p.String("until", true))
+		s := p.String("until", true)
+		d.until = pc.Value(pc.ParamsPath("until"), s)
+		if d.until != nil && d.until.template == nil && s != "" {
+			// A literal time is checked now; only a template waits for the run. Its upper
+			// bound only moves away as time passes: a time valid now stays valid.
+			if t, err := time.Parse(time.RFC3339, s); err != nil {
+				pc.Problem(pc.ParamsPath("until"), "%q is not an RFC 3339 time (2026-11-29T13:00:00Z) nor a {{ template }}", s)
+			} else if why := dueProblem(t, time.Now()); why != "" {
+				pc.Problem(pc.ParamsPath("until"), "%s: a due time lies between %s and 3650 days from now", why, minDue().Format(time.RFC3339))
+			}
+		}
 	}
 	if p.Has("seconds") == p.Has("until") {
 		pc.Problem(n.path+".params", `needs exactly one of "seconds" or "until"`)
@@ -289,18 +361,25 @@ func (delayType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (d *delayNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	due := c.Now.Add(seconds(d.seconds))
-	if d.until != nil {
-		v, err := d.until.Eval(c.Env(), c.limits)
-		if err != nil {
-			return Outcome{}, err
+	if d.until == nil {
+		due, fail := dueAfter(c.Now, d.seconds, "a delay")
+		if fail != nil {
+			return Outcome{Fail: fail}, nil
 		}
-		s, _ := v.(string)
-		t, err := time.Parse(time.RFC3339, s)
-		if err != nil {
-			return Outcome{}, errorf("until is %s, not an RFC 3339 time", render2json(v))
-		}
-		due = t
+		return Outcome{Suspend: &state.Suspend{Kind: state.SuspendDelay, Due: &due}}, nil
+	}
+	v, err := d.until.Eval(c.Env(), c.limits)
+	if err != nil {
+		return Outcome{}, err
+	}
+	s, _ := v.(string)
+	due, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return Outcome{}, errorf("until is %s, not an RFC 3339 time", render2json(v))
+	}
+	// An until in the past is due at once: the delay queue sends it on its next pass.
+	if why := dueProblem(due, c.Now); why != "" {
+		return Outcome{Fail: dueOutOfRange("until " + why)}, nil
 	}
 	return Outcome{Suspend: &state.Suspend{Kind: state.SuspendDelay, Due: &due}}, nil
 }
@@ -330,7 +409,7 @@ func (waitEventType) Prepare(n *Node, pc *PrepareContext) Runner {
 	p := pc.Params("event_type", "match", "timeout", "on_timeout")
 	w := &waitEventNode{
 		eventType: p.String("event_type", true),
-		timeout:   p.Seconds("timeout", false),
+		timeout:   waitSeconds(p, "timeout"),
 		onTimeout: p.String("on_timeout", false),
 	}
 	if w.eventType != "" && !nameRe.MatchString(w.eventType) {
@@ -352,7 +431,10 @@ func (w *waitEventNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		s.Match = w.match.src
 	}
 	if w.timeout > 0 {
-		due := c.Now.Add(seconds(w.timeout))
+		due, fail := dueAfter(c.Now, w.timeout, "a timeout")
+		if fail != nil {
+			return Outcome{Fail: fail}, nil
+		}
 		s.Due = &due
 	}
 	return Outcome{Suspend: s}, nil
@@ -399,7 +481,7 @@ type approvalNode struct {
 func (approvalType) Prepare(n *Node, pc *PrepareContext) Runner {
 	p := pc.Params("message", "timeout", "on_timeout", "on_reject")
 	a := &approvalNode{
-		timeout:   p.Seconds("timeout", false),
+		timeout:   waitSeconds(p, "timeout"),
 		onTimeout: p.String("on_timeout", false),
 		onReject:  p.String("on_reject", false),
 	}
@@ -426,7 +508,10 @@ func (a *approvalNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		}
 	}
 	if a.timeout > 0 {
-		due := c.Now.Add(seconds(a.timeout))
+		due, fail := dueAfter(c.Now, a.timeout, "a timeout")
+		if fail != nil {
+			return Outcome{Fail: fail}, nil
+		}
 		s.Due = &due
 	}
 	return Outcome{Suspend: s}, nil
@@ -465,7 +550,21 @@ func timedOut(_ *Call, onTimeout, msg string) (Outcome, error) {
 	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}}, nil
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// seconds converts a number of seconds to a duration, saturating at the duration's range: a
+// float64 beyond it converts to an arbitrary value (on amd64 the most negative one, which puts
+// a 1e18 s delay in 1734).
+func seconds(s float64) time.Duration {
+	d := s * float64(time.Second)
+	switch {
+	case d != d: // NaN
+		return 0
+	case d >= math.MaxInt64:
+		return math.MaxInt64
+	case d <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(d)
+}
 
 func render2json(v any) string {
 	s, err := render(v)

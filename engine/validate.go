@@ -86,6 +86,9 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 	if math.IsNaN(f.Timeout) || math.IsInf(f.Timeout, 0) || f.Timeout < 0 {
 		ps.add("timeout", "must be a non-negative number of seconds")
 	}
+	if f.Timeout > MaxWaitSeconds { // a run's deadline is computed as a due time is (nodes_control.go)
+		ps.add("timeout", "must be at most %d seconds (3650 days)", MaxWaitSeconds)
+	}
 	if f.MaxSteps < 0 || f.MaxSteps > MaxMaxSteps {
 		ps.add("max_steps", "must be between 1 and %d (0 or absent = %d)", MaxMaxSteps, DefaultMaxSteps)
 	}

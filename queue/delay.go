@@ -92,21 +92,65 @@ func (e DelayEntry) member() (string, error) {
 	return string(b), nil
 }
 
+// Bounds of a due time the queue takes. The score is Unix milliseconds in a float64 and the
+// member writes the due time as JSON: years 0 to 9999 encode, and a time before 1970 is what an
+// unset or wrapped-around time looks like (0001-01-01 is the zero time, which ParseWakeup and
+// ParseDelayEntry read as "no due time"), never a schedule. The engine bounds what a flow asks
+// for far tighter (engine.MaxWaitSeconds, docs/flows.md); these are the queue's own.
+const (
+	MinDelayDueMillis = 0               // 1970-01-01T00:00:00Z
+	MaxDelayDueMillis = 253402300799999 // 9999-12-31T23:59:59.999Z
+)
+
+// CheckDelayDue says whether t can be a due time on the delay queue: nil, or an
+// ErrBadDelayEntry naming the bound it is past.
+func CheckDelayDue(t time.Time) error {
+	lo, hi := time.UnixMilli(MinDelayDueMillis).UTC(), time.UnixMilli(MaxDelayDueMillis).UTC()
+	switch {
+	case t.IsZero():
+		return fmt.Errorf("%w: due time %s is the zero time", ErrBadDelayEntry, t.UTC().Format(time.RFC3339))
+	case t.Before(lo):
+		return fmt.Errorf("%w: due time %s is before %s", ErrBadDelayEntry, t.UTC().Format(time.RFC3339Nano), lo.Format(time.RFC3339))
+	case t.After(hi):
+		return fmt.Errorf("%w: due time %s is after %s", ErrBadDelayEntry, t.UTC().Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+// check refuses an entry no worker could schedule or run: no execution id or resume type, or a
+// due time outside the queue's bounds. The error is an ErrBadDelayEntry: scheduling the same
+// entry again cannot succeed.
+func (e DelayEntry) check() error {
+	if e.ExecutionID == "" || e.ResumeType == "" {
+		return fmt.Errorf("%w: it needs an execution id and a resume type: %+v", ErrBadDelayEntry, e)
+	}
+	if err := CheckDelayDue(e.Due); err != nil {
+		return fmt.Errorf("%w (execution %s, node %q)", err, e.ExecutionID, e.Node)
+	}
+	return nil
+}
+
 // Schedule adds e at its due time. Idempotent: the member is a pure function of e. An entry
-// without execution id, resume type or due time is refused before anything is sent.
+// check refuses (no execution id or resume type, a due time out of bounds) is an
+// ErrBadDelayEntry and nothing is sent.
 func (d *Delay) Schedule(ctx context.Context, e DelayEntry) error {
-	if e.ExecutionID == "" || e.ResumeType == "" || e.Due.IsZero() {
-		return fmt.Errorf("delay queue %s: entry needs an execution id, a resume type and a due time: %+v", d.name, e)
+	if err := e.check(); err != nil {
+		return fmt.Errorf("delay queue %s: schedule: %w", d.name, err)
 	}
 	return d.scheduleAt(ctx, e, e.Due)
 }
 
 // Reschedule puts e back at time at instead of its due time (the member stays the same: it
 // still names the suspension it was scheduled for). The worker uses it for a wake-up that
-// arrived while the execution's lease was held.
+// arrived while the execution's lease was held. Refusals are those of Schedule, and a time at
+// out of bounds.
 func (d *Delay) Reschedule(ctx context.Context, e DelayEntry, at time.Time) error {
-	if e.ExecutionID == "" || e.ResumeType == "" || e.Due.IsZero() || at.IsZero() {
-		return fmt.Errorf("delay queue %s: reschedule needs an execution id, a resume type, a due time and a time: %+v", d.name, e)
+	err := e.check()
+	if err == nil {
+		err = CheckDelayDue(at)
+	}
+	if err != nil {
+		return fmt.Errorf("delay queue %s: reschedule: %w", d.name, err)
 	}
 	return d.scheduleAt(ctx, e, at)
 }
@@ -179,7 +223,8 @@ func (e DelayEntry) CarrierID() string {
 	return "delay:" + e.ExecutionID + ":" + e.Node + ":" + strconv.FormatInt(e.Due.UnixMilli(), 10)
 }
 
-// ErrBadDelayEntry: a member that is not a DelayEntry the queue can send.
+// ErrBadDelayEntry: a member that is not a DelayEntry the queue can send, or an entry Schedule
+// refuses to write. Permanent: the same entry fails the same way again.
 var ErrBadDelayEntry = errors.New("bad delay queue entry")
 
 // ParseDelayEntry decodes one member. Unknown fields are tolerated (a newer worker may add

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -82,12 +83,63 @@ func TestDelayRefusesBadInput(t *testing.T) {
 	} {
 		e := ok
 		mod(&e)
-		if err := d.Schedule(testCtx(t), e); err == nil {
-			t.Errorf("%s: scheduled", name)
+		if err := d.Schedule(testCtx(t), e); !errors.Is(err, ErrBadDelayEntry) {
+			t.Errorf("%s: %v, want ErrBadDelayEntry", name, err)
 		}
 	}
 	if n, err := c.Do(testCtx(t), c.B().Exists().Key(d.ScheduledKey()).Build()).AsInt64(); err != nil || n != 0 {
 		t.Errorf("refused entries wrote the queue: %d %v", n, err)
+	}
+}
+
+// A due time the queue cannot hold — the zero time an until of 0001-01-01 gave, anything
+// before 1970, anything past what JSON writes — is refused as ErrBadDelayEntry (permanent: the
+// worker ends the execution in error rather than retry it) and nothing is written; every time
+// from 1970 on is taken, the past included (due at once).
+func TestDelayScheduleBoundsOfTheDueTime(t *testing.T) {
+	t.Parallel()
+	c := redistest.Client(t)
+	root := redistest.Root(t, c)
+	d, err := NewDelay(c, root+":delay:queue")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	entry := func(due time.Time) DelayEntry {
+		return DelayEntry{ExecutionID: "ex_1", TenantID: "default", FlowID: "f", FlowVersion: "1", ResumeType: state.ResumeContinue, Node: "nap", Due: due}
+	}
+	for _, tc := range []struct {
+		name string
+		due  time.Time
+		msg  string
+	}{
+		{"the zero time", time.Time{}, "due time 0001-01-01T00:00:00Z is the zero time"},
+		{"year 0001", time.Date(1, 6, 15, 0, 0, 0, 0, time.UTC), "due time 0001-06-15T00:00:00Z is before 1970-01-01T00:00:00Z"},
+		{"just before the epoch", time.UnixMilli(MinDelayDueMillis).Add(-time.Millisecond), "is before 1970-01-01T00:00:00Z"},
+		{"wrapped around", time.Now().Add(time.Duration(math.MinInt64)), "is before 1970-01-01T00:00:00Z"},
+		{"year 10000", time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), "is after 9999-12-31T23:59:59.999Z"},
+	} {
+		err := d.Schedule(ctx, entry(tc.due))
+		if !errors.Is(err, ErrBadDelayEntry) || !strings.Contains(err.Error(), tc.msg) {
+			t.Errorf("schedule %s: %v, want ErrBadDelayEntry with %q", tc.name, err, tc.msg)
+		}
+		if err := d.Reschedule(ctx, entry(time.Now()), tc.due); !errors.Is(err, ErrBadDelayEntry) {
+			t.Errorf("reschedule at %s: %v, want ErrBadDelayEntry", tc.name, err)
+		}
+	}
+	if n, err := c.Do(ctx, c.B().Exists().Key(d.ScheduledKey()).Build()).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("refused entries wrote the queue: %d %v", n, err)
+	}
+	for _, due := range []time.Time{time.UnixMilli(MinDelayDueMillis), time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC), time.Now().Add(87600 * time.Hour),
+		time.UnixMilli(MaxDelayDueMillis)} {
+		e := entry(due)
+		if err := d.Schedule(ctx, e); err != nil {
+			t.Fatalf("schedule due %s: %v", due, err)
+		}
+		l, err := d.Lookup(ctx, e)
+		if err != nil || !l.Scheduled || l.At.UnixMilli() != due.UnixMilli() {
+			t.Fatalf("due %s: lookup %+v %v", due, l, err)
+		}
 	}
 }
 

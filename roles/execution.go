@@ -422,7 +422,10 @@ type wakeDue struct {
 	EntryAt    *time.Time `json:"entry_at,omitempty"` // when the entry is sent
 	Attempts   int64      `json:"attempts,omitempty"`
 	DeadReason string     `json:"dead_reason,omitempty"`
-	Text       string     `json:"text"`
+	// Unschedulable says why the due time cannot be on the delay queue at all (before 1970,
+	// the zero time …): its entry is missing because it was never written.
+	Unschedulable string `json:"unschedulable,omitempty"`
+	Text          string `json:"text"`
 }
 
 // wakeUp is the wake-up report of a suspended execution.
@@ -502,6 +505,17 @@ func (k *conn) dueReport(ctx context.Context, st *state.Execution, rt engine.Res
 	command string, w *wakeUp) *wakeDue {
 	s := st.Suspend
 	d := &wakeDue{ResumeType: rt, Due: s.Due.UTC(), DueInMillis: s.Due.Sub(now).Milliseconds(), Entry: "unknown"}
+	what := "continue it"
+	if rt == engine.ResumeTimeout {
+		what = "time it out"
+	}
+	// A due time the queue refuses was never written (the worker's Schedule refuses it too):
+	// nothing is looked up, and nothing is said to have been sent.
+	if err := queue.CheckDelayDue(*s.Due); err != nil {
+		d.Entry, d.Unschedulable = "missing", strings.TrimPrefix(err.Error(), queue.ErrBadDelayEntry.Error()+": ")
+		d.Text = fmt.Sprintf("no delay-queue entry, and none can be written: %s; nothing will %s: `%s`", d.Unschedulable, what, command)
+		return d
+	}
 	entry := queue.DelayEntry{ExecutionID: st.ExecutionID, TenantID: k.sp.Tenant(), FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ResumeType: rt, Node: s.Node, Due: *s.Due}
 	q, err := queue.NewDelay(k.c, settings.DelayQueue(k.cfg))
@@ -524,10 +538,6 @@ func (k *conn) dueReport(ctx context.Context, st *state.Execution, rt engine.Res
 	default:
 		d.Entry = "missing"
 	}
-	what := "continue it"
-	if rt == engine.ResumeTimeout {
-		what = "time it out"
-	}
 	when := "due in " + roundDuration(s.Due.Sub(now))
 	if !s.Due.After(now) {
 		when = "was due " + roundDuration(now.Sub(*s.Due)) + " ago"
@@ -539,7 +549,10 @@ func (k *conn) dueReport(ctx context.Context, st *state.Execution, rt engine.Res
 	case d.Entry == "missing" && s.Due.After(now):
 		d.Text = fmt.Sprintf("%s — no delay-queue entry: nothing will %s; `%s`", when, what, command)
 	case d.Entry == "missing":
-		d.Text = fmt.Sprintf("%s — its wake-up has left the delay queue (sent); if it stays suspended: `%s`", when, command)
+		// Sent (its resume waits in the task stream or runs) or never written (the suspending
+		// delivery failed to register it and is redelivered, or it was removed): the queue
+		// alone cannot tell which, so neither is claimed.
+		d.Text = fmt.Sprintf("%s — not in the delay queue (its wake-up was sent, or never written); if it stays suspended: `%s`", when, command)
 	default:
 		d.Text = when + " — " + roleText(config.RoleDelay, delayRole, "nothing will "+what+" until one runs (`plaita delay`)")
 		if d.Entry == "retrying" {

@@ -69,14 +69,36 @@ func TestWakeUpReport(t *testing.T) {
 		len(w.Roles["delay"].Instances) != 1 || w.Roles["delay"].Instances[0] != "delay-1" {
 		t.Fatalf("delay role alive: %+v", w)
 	}
-	// The entry is missing: before the due time nothing will fire it; after it, it was sent.
+	// The entry is missing: before the due time nothing will fire it; after it, it was sent or
+	// never written — the queue alone cannot tell, so neither is claimed.
 	missing := suspended("ex_b", state.SuspendDelay, &in5m)
 	if w = k.wakeUpFor(ctx, missing, now); w.Due.Entry != "missing" || !strings.Contains(w.Text, "no delay-queue entry: nothing will continue it; `plaita execution resume ex_b --type continue`") {
 		t.Fatalf("missing entry: %s", w.Text)
 	}
 	sent := suspended("ex_c", state.SuspendDelay, &ago3s)
-	if w = k.wakeUpFor(ctx, sent, now); !strings.HasPrefix(w.Text, "was due 3s ago — its wake-up has left the delay queue (sent)") {
-		t.Fatalf("sent entry: %s", w.Text)
+	if w = k.wakeUpFor(ctx, sent, now); w.Due.Entry != "missing" ||
+		w.Text != "was due 3s ago — not in the delay queue (its wake-up was sent, or never written); if it stays suspended: `plaita execution resume ex_c --type continue`" {
+		t.Fatalf("entry gone after the due time: %s", w.Text)
+	}
+	// A due time no entry can hold (an until of the zero time, a wrapped-around delay, as older
+	// workers saved them): never written, and said so — not "sent".
+	var zero time.Time
+	wrapped := time.Date(1734, 8, 22, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		st   *state.Execution
+		text string
+	}{
+		{suspended("ex_z", state.SuspendDelay, &zero), "no delay-queue entry, and none can be written: due time 0001-01-01T00:00:00Z is the zero time; " +
+			"nothing will continue it: `plaita execution resume ex_z --type continue`"},
+		{suspended("ex_w", state.SuspendDelay, &wrapped), "no delay-queue entry, and none can be written: due time 1734-08-22T00:00:00Z is before 1970-01-01T00:00:00Z; " +
+			"nothing will continue it: `plaita execution resume ex_w --type continue`"},
+		{suspended("ex_t", state.SuspendEvent, &zero), "no delay-queue entry, and none can be written: due time 0001-01-01T00:00:00Z is the zero time; " +
+			"nothing will time it out: `plaita execution resume ex_t --type timeout`"},
+	} {
+		w = k.wakeUpFor(ctx, tc.st, now)
+		if w.Due == nil || w.Due.Entry != "missing" || w.Due.Unschedulable == "" || w.Due.Text != tc.text || len(w.Problems) != 0 {
+			t.Fatalf("%s: %+v\nwant %s", tc.st.ExecutionID, w.Due, tc.text)
+		}
 	}
 	// Retrying and dead entries (written as the mover writes them: a failing stream).
 	if err := c.Do(ctx, c.B().Set().Key("broken-stream").Value("x").Build()).Error(); err != nil {

@@ -115,6 +115,9 @@ func (p *Dispatcher) flowFor(ctx context.Context, t *task) (*engine.Flow, Outcom
 		t.log.Info().Err(err).Str("event", "worker.cancel_without_flow").Msg("flow unusable; cancelling the execution anyway")
 		return nil, Outcome{}, true
 	}
+	if o, stale := p.staleWithoutFlow(ctx, t); stale { // stale.go
+		return nil, o, false
+	}
 	t.log.Warn().Err(err).Str("event", "worker.flow_unusable").Str("flow_id", flowID).Str("flow_version", version).Msg("flow cannot be run")
 	return nil, deadLetter(reason, err, "worker.task_permanent", "flow cannot be run: dead-lettering"), false
 }

@@ -110,7 +110,8 @@ var errCancelInterrupt = errors.New("cancel flag set: run interrupted")
 //
 // Order per delivery: queue.Gate (non-run verdicts through Queue.Apply; used-up deliveries
 // through exhausted) → DenyRepos → Target → TenantStatus → flow definition (missing:
-// dead-letter flow_not_found; unparsable: invalid_flow; a cancel resume goes on without it) →
+// dead-letter flow_not_found; unparsable: invalid_flow; a cancel resume goes on without it; a
+// stale delay-queue wake-up is acked instead, stale.go) →
 // Affinity → Quota → tombstone check (deleted: ack, no-op) → lease (held: see leaseConflict;
 // a leftover lease of this instance for an execution it does not run is taken over) → run.
 //
@@ -122,7 +123,9 @@ var errCancelInterrupt = errors.New("cancel flag set: run interrupted")
 // Outcome (outcome.go, pure and table-tested) and carried out in one place (settle.go):
 //
 //	terminal                          ack
-//	suspended                         wake-up recorded, then ack (recording failed: retry)
+//	suspended                         wake-up recorded, then ack (recording failed: retry; no
+//	                                  record can hold it: the execution ends in error
+//	                                  (WakeupNotRegistered), ack — wakeup.go)
 //	ErrInvalidResume / ErrEventMismatch / *FlowHashError
 //	                                  ack as a no-op with a WARNING (state untouched)
 //	store.ErrLeaseLost (write or watchdog)

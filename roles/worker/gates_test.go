@@ -382,16 +382,27 @@ func TestWakeupsRegister(t *testing.T) {
 		t.Fatalf("delay entry %+v", got)
 	}
 
-	// What cannot be registered.
+	// What cannot be registered: permanent (ErrWakeupUnregistrable), never taken for a Redis
+	// failure to retry.
+	var zero time.Time
+	before1970 := time.Date(1734, 8, 22, 0, 0, 0, 0, time.UTC) // where a wrapped 1e18 s delay landed
 	for name, ex := range map[string]*state.Execution{
-		"not suspended":     {ExecutionID: "ex_x", Status: state.Running},
-		"delay without due": f.suspended("", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now}),
-		"unknown kind":      f.suspended("", "ex_x", state.Suspend{Kind: "nap", Node: "n", Since: f.now}),
-		"bad tenant":        f.suspended("Bad Tenant", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now, Due: &due}),
+		"not suspended":           {ExecutionID: "ex_x", Status: state.Running},
+		"delay without due":       f.suspended("", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now}),
+		"delay due the zero time": f.suspended("", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now, Due: &zero}),
+		"delay due before 1970":   f.suspended("", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now, Due: &before1970}),
+		"unknown kind":            f.suspended("", "ex_x", state.Suspend{Kind: "nap", Node: "n", Since: f.now}),
+		"bad tenant":              f.suspended("Bad Tenant", "ex_x", state.Suspend{Kind: state.SuspendDelay, Node: "n", Since: f.now, Due: &due}),
 	} {
-		if err := f.w.Register(ctx, ex); err == nil {
-			t.Errorf("%s: registered", name)
+		if err := f.w.Register(ctx, ex); !errors.Is(err, ErrWakeupUnregistrable) {
+			t.Errorf("%s: %v, want ErrWakeupUnregistrable", name, err)
 		}
+	}
+	// A wait whose timeout is the zero time: its subscription is written first (the redelivery
+	// of a transient failure writes it again), the timeout is refused.
+	wz := f.suspended("", "ex_wz", state.Suspend{Kind: state.SuspendEvent, Node: "w", Since: f.now, Due: &zero, EventType: "order.paid"})
+	if err := f.w.Register(ctx, wz); !errors.Is(err, ErrWakeupUnregistrable) || !errors.Is(err, queue.ErrBadDelayEntry) {
+		t.Errorf("wait with a zero-time timeout: %v, want ErrWakeupUnregistrable", err)
 	}
 	if n := len(f.scheduled(t)); n != 2 {
 		t.Errorf("refused registrations scheduled something: %d entries", n)

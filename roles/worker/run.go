@@ -115,19 +115,10 @@ func (p *Dispatcher) decideRun(ctx context.Context, t *task, st *state.Execution
 		octx, cancel := opCtx(ctx)
 		defer cancel()
 		if err := p.d.Wakeups.Register(octx, st); err != nil {
-			return classifyWakeup(err)
+			return p.wakeupFailed(octx, t, st, err) // wakeup.go
 		}
 	}
 	return o
-}
-
-// classifyWakeup decides a failed wake-up registration: a Redis failure is transient (the
-// redelivery registers again); a record that cannot be written at all is permanent.
-func classifyWakeup(err error) Outcome {
-	if store.IsTransient(err) {
-		return retry(fmt.Errorf("record the wake-up: %w", err))
-	}
-	return deadLetter(ReasonPermanent, err, "worker.task_permanent", "the wake-up cannot be recorded: dead-lettering")
 }
 
 // payload decodes the start input or the resume data.

@@ -30,6 +30,9 @@ import (
 //	anything else, or a mark that does not decode, or no state at all
 //	                                              ack as a no-op: event=worker.stale_wakeup
 //
+// The same judgement decides a wake-up whose flow cannot be run (staleWithoutFlow): a stale one
+// is acked, one that fits is dead-lettered like any task of that flow.
+//
 // A wake-up that meets a held lease is not acked away (a continue "carries nothing" for the
 // lease-conflict rules, but this one is the execution's only way out of its suspension — the
 // worker that suspended it may simply not have let go yet): if the execution is still
@@ -136,6 +139,35 @@ func (p *Dispatcher) wakeupConflict(ctx context.Context, t *task) (Outcome, bool
 	}
 	p.counter("plaita_worker_wakeups_deferred_total").Inc()
 	return noop("worker.wakeup_deferred", fmt.Sprintf("the execution's lease is held: the wake-up goes back on the delay queue for %s", WakeupRetryDelay)), true
+}
+
+// staleWithoutFlow judges a delay-queue resume whose flow cannot be run (not published any
+// more, or not valid) before it is dead-lettered. One that fits its execution's suspension is
+// that execution's way out: it is dead-lettered (ok false), to be replayed once the flow is
+// back (docs/delay.md). One that does not fit is acked as stale, as it would be with the flow
+// there: nothing waits for it, and a dead letter would ask an operator to act for nothing. A
+// state that cannot be read leaves the dead letter to keep it.
+func (p *Dispatcher) staleWithoutFlow(ctx context.Context, t *task) (Outcome, bool) {
+	w, ok, err := queue.ParseWakeup(t.env)
+	switch {
+	case !ok || t.ts == nil:
+		return Outcome{}, false
+	case err != nil:
+		return p.stale(t, err.Error()), true
+	}
+	octx, cancel := opCtx(ctx)
+	defer cancel()
+	st, err := t.ts.Load(octx, t.env.ExecutionID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		st = nil
+	case err != nil:
+		return Outcome{}, false
+	}
+	if fits, why := judgeWakeup(st, w, t.env.ResumeType, carrierKey(t)); !fits {
+		return p.stale(t, why), true
+	}
+	return Outcome{}, false
 }
 
 // stale is the outcome of a stale wake-up: acked, nothing run.
