@@ -39,12 +39,17 @@ type rule struct {
 }
 
 var importRules = []rule{
-	{"plaita/engine", []string{"plaita/store", "plaita/queue", "plaita/config", "plaita/web", "plaita/roles"},
-		"the engine knows no storage, queue, configuration, HTTP server or role"},
-	{"plaita/store", []string{"plaita/roles", "plaita/web", "plaita/config"}, "storage is below the roles and reads no configuration"},
-	{"plaita/queue", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/engine$", "plaita/engine/nodes"},
+	{"plaita/engine", []string{"plaita/store", "plaita/queue", "plaita/config", "plaita/web", "plaita/roles", "plaita/control"},
+		"the engine knows no storage, queue, configuration, HTTP server, role or control plane"},
+	{"plaita/store", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/control"}, "storage is below the roles and reads no configuration"},
+	{"plaita/queue", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/control", "plaita/engine$", "plaita/engine/nodes"},
 		"the queue is below the roles and the engine"},
-	{"plaita/internal", []string{"plaita/roles", "plaita/config"}, "support packages serve the roles"},
+	{"plaita/control", []string{"plaita/roles", "plaita/web", "plaita/config", "github.com/urfave/cli/v3", "github.com/labstack/echo/v4"},
+		"the control plane is shared by the CLI and the console: it prints nothing, speaks no HTTP and reads no configuration"},
+	{"plaita/web", []string{"plaita/roles"}, "the console's HTTP API is an adapter over control/, beside the CLI, not on it"},
+	{"plaita/config", []string{"plaita/engine", "plaita/store", "plaita/queue", "plaita/control", "plaita/web", "plaita/roles", "plaita/internal"},
+		"the configuration is a leaf"},
+	{"plaita/internal", []string{"plaita/roles", "plaita/config", "plaita/control"}, "support packages serve the roles"},
 }
 
 // importViolations lists every broken rule, with the import chain that breaks it, and every

@@ -8,12 +8,12 @@ import (
 	"os/signal"
 	"syscall"
 
-	"plaita/roles"
+	"plaita/roles/cli"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := roles.App(os.Stdout, os.Stderr).Run(ctx, os.Args)
+	err := cli.App(os.Stdout, os.Stderr).Run(ctx, os.Args)
 	stop()
-	os.Exit(roles.ExitCode(err, os.Stderr))
+	os.Exit(cli.ExitCode(err, os.Stderr))
 }

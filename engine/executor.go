@@ -690,22 +690,26 @@ func deadlineError(nodeID string, budget time.Duration) *state.ErrorInfo {
 // call builds what a node sees.
 func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) *Call {
 	c := &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], limits: e.set.Expr, log: e.Log}
-	c.mkEnv = func() map[string]any {
-		nodes := st.Nodes()
-		return map[string]any{
-			"INPUT": st.Input,
-			"NODE":  nodes,
-			"$NODE": nodes,
-			"VARS":  st.Vars(),
-			"EVENT": c.Event,
-			"EXECUTION": map[string]any{
-				"id": st.ExecutionID, "tenant_id": st.TenantID, "flow_id": f.ID, "flow_version": st.FlowVersion,
-				"step_count": st.StepCount, "start_time": st.StartTime.Format(time.RFC3339Nano), "node": node.ID,
-				"attempt": st.NodeAttempts[node.ID] + 1,
-			},
-		}
-	}
+	c.mkEnv = func() map[string]any { return exprEnv(st, f, node.ID, c.Event) }
 	return c
+}
+
+// exprEnv is what an expression of node sees: the one place the environment is built (the
+// executor's nodes and ExampleEvent both use it).
+func exprEnv(st *state.Execution, f *Flow, node string, event any) map[string]any {
+	nodes := st.Nodes()
+	return map[string]any{
+		"INPUT": st.Input,
+		"NODE":  nodes,
+		"$NODE": nodes,
+		"VARS":  st.Vars(),
+		"EVENT": event,
+		"EXECUTION": map[string]any{
+			"id": st.ExecutionID, "tenant_id": st.TenantID, "flow_id": f.ID, "flow_version": st.FlowVersion,
+			"step_count": st.StepCount, "start_time": st.StartTime.Format(time.RFC3339Nano), "node": node,
+			"attempt": st.NodeAttempts[node] + 1,
+		},
+	}
 }
 
 func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {

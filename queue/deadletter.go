@@ -253,6 +253,22 @@ func (q *Queue) ListDLQ(ctx context.Context, count int) ([]DLQEntry, error) {
 	return out, nil
 }
 
+// DeadLetterByID reads one dead letter by its DLQ stream id (ErrDLQEntryNotFound when there is none).
+func (q *Queue) DeadLetterByID(ctx context.Context, dlqID string) (DLQEntry, error) {
+	if _, ok := parseID(dlqID); !ok {
+		return DLQEntry{}, fmt.Errorf("%w: %q is not a stream id", ErrDLQEntryNotFound, dlqID)
+	}
+	c := q.c
+	es, err := c.Do(ctx, c.B().Xrange().Key(q.dlq).Start(dlqID).End(dlqID).Build()).AsXRange()
+	if err != nil {
+		return DLQEntry{}, fmt.Errorf("read %s from %s: %w", dlqID, q.dlq, err)
+	}
+	if len(es) == 0 {
+		return DLQEntry{}, fmt.Errorf("%w: %s in %s", ErrDLQEntryNotFound, dlqID, q.dlq)
+	}
+	return dlqEntry(es[0]), nil
+}
+
 var (
 	// ErrDLQEntryNotFound: no dead letter with that id (never written, or trimmed).
 	ErrDLQEntryNotFound = errors.New("dead letter not found")

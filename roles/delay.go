@@ -10,11 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/internal/health"
+	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
 	"plaita/roles/delay"
-	"plaita/roles/health"
-	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
@@ -30,7 +30,7 @@ import (
 // (kill -9) loses nothing: an entry leaves the queue only in the step that sends it.
 func runDelay(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	set := metrics.NewSet()
-	c, err := redisClient(config.RedisURL.In(cfg))
+	c, err := RedisClient(config.RedisURL.In(cfg))
 	if err != nil {
 		return fmt.Errorf("delay: %w", err)
 	}

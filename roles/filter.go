@@ -10,11 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/internal/health"
+	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
 	"plaita/roles/filter"
-	"plaita/roles/health"
-	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
@@ -31,7 +31,7 @@ import (
 // (deregistered), metrics server last.
 func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	set := metrics.NewSet()
-	c, err := redisClient(config.RedisURL.In(cfg))
+	c, err := RedisClient(config.RedisURL.In(cfg))
 	if err != nil {
 		return fmt.Errorf("filter: %w", err)
 	}
@@ -78,7 +78,7 @@ type filterParts struct {
 // buildFilter builds every part; nothing runs yet.
 func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) *filterParts {
 	s := filter.SettingsFrom(cfg)
-	d := filterDeps(cfg, c, set, log)
+	d := FilterDeps(cfg, c, set, log)
 	m := filter.NewMatcher(d, s)
 	f := &filterParts{ready: health.NewReadiness(),
 		registry:   presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now()), log, set),
@@ -97,9 +97,9 @@ func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	return f
 }
 
-// filterDeps are the stores the filter's services share and its enqueue: resumes go to
+// FilterDeps are the stores the filter's services share and its enqueue: resumes go to
 // PLAITA_QUEUE_NAME, the stream the workers read, stamped with this process's generations.
-func filterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
+func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
 	stream, gens := config.QueueName.In(cfg), settings.Generations(cfg)
 	return filter.Deps{
 		Events: store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),

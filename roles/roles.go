@@ -1,13 +1,19 @@
-// Package roles wires plaita's processes: one command per role, each running the strict
-// preflight before anything else. Business logic lives in engine/, store/, queue/ and web/.
+// Package roles wires plaita's service roles (worker, filter, schedule, delay; console and dev
+// once built): typed settings from the configuration (roles/settings), the role's services
+// from roles/<role>/ and internal/, and one lifecycle for all of them (serve.go). The commands
+// that run them, and the operator commands, are in roles/cli; what the roles do is in
+// roles/<role>/, engine/, store/ and queue/.
 package roles
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/rs/zerolog"
 
 	"plaita/config"
 )
@@ -69,7 +75,8 @@ func Tools() []Tool {
 	}
 }
 
-func lookupSpec(r config.Role) Spec {
+// Lookup is the row of a role.
+func Lookup(r config.Role) Spec {
 	for _, s := range Table() {
 		if s.Role == r {
 			return s
@@ -78,21 +85,28 @@ func lookupSpec(r config.Role) Spec {
 	panic("roles: no spec for role " + string(r))
 }
 
-// status is how a build status reads in `plaita roles` and `plaita --help`.
-func status(built bool) string {
+// Status is how a build status reads in `plaita roles` and `plaita --help`.
+func Status(built bool) string {
 	if built {
 		return "built"
 	}
 	return "not built yet"
 }
 
-// helpUsage is a command's line in --help: its summary, marked when it is not built, so the
-// help and `plaita roles` say the same thing.
-func helpUsage(summary string, built bool) string {
-	if built {
-		return summary
+// Body is the body of a role that is built: it runs until ctx ends, on the configuration the
+// role's preflight accepted.
+func Body(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
+	switch role {
+	case config.RoleWorker:
+		return runWorker, true
+	case config.RoleDelay:
+		return runDelay, true
+	case config.RoleSchedule:
+		return runSchedule, true
+	case config.RoleFilter:
+		return runFilter, true
 	}
-	return summary + " (" + status(built) + ")"
+	return nil, false
 }
 
 // WriteTable prints the role table and the operator tools, in one set of aligned columns.
@@ -101,13 +115,13 @@ func WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tNEEDS\tSTATUS\tWHAT IT DOES")
 	for _, s := range Table() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Role, strings.Join(s.Needs, ", "), status(s.Built), s.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Role, strings.Join(s.Needs, ", "), Status(s.Built), s.Summary)
 	}
 	// An empty row, not an empty line: an empty line would restart the column widths.
 	fmt.Fprintln(tw, "\t\t\t")
 	fmt.Fprintln(tw, "TOOL\tNEEDS\tSTATUS\tWHAT IT DOES")
 	for _, t := range Tools() {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, strings.Join(t.Needs, ", "), status(t.Built), t.Summary)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", t.Name, strings.Join(t.Needs, ", "), Status(t.Built), t.Summary)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -10,10 +10,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/internal/health"
+	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
-	"plaita/roles/health"
-	"plaita/roles/presence"
 	"plaita/roles/schedule"
 	"plaita/roles/settings"
 	"plaita/roles/worker"
@@ -29,7 +29,7 @@ import (
 // pending) → registry deregistered → metrics server last.
 func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	set := metrics.NewSet()
-	c, err := redisClient(config.RedisURL.In(cfg))
+	c, err := RedisClient(config.RedisURL.In(cfg))
 	if err != nil {
 		return fmt.Errorf("schedule: %w", err)
 	}

@@ -9,9 +9,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/internal/health"
+	"plaita/internal/presence"
 	"plaita/internal/service"
-	"plaita/roles/health"
-	"plaita/roles/presence"
 )
 
 // roleProcess is the shape every Redis service role shares: a metrics server with its

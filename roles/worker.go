@@ -13,11 +13,11 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
+	"plaita/internal/alert"
+	"plaita/internal/health"
+	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
-	"plaita/roles/alert"
-	"plaita/roles/health"
-	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/roles/worker"
 	"plaita/store"
@@ -36,7 +36,7 @@ import (
 // keeps late heartbeats from recreating the key), metrics server last.
 func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	set := metrics.NewSet()
-	c, err := redisClient(config.RedisURL.In(cfg))
+	c, err := RedisClient(config.RedisURL.In(cfg))
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}
@@ -90,7 +90,7 @@ type workerParts struct {
 // root stops here.
 func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*workerParts, error) {
 	reg := engine.NewRegistry()
-	if err := nodes.Register(reg, nodeOptions(cfg), log); err != nil {
+	if err := nodes.Register(reg, settings.Nodes(cfg), log); err != nil {
 		return nil, err
 	}
 	q, err := queue.New(c, settings.Queue(cfg), set, log)
@@ -147,9 +147,9 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 		Definitions: store.NewFlows(c, keys.DefaultRoot)}, nil
 }
 
-// redisClient connects to the URL the preflight accepted. Client-side caching is off: every
+// RedisClient connects to the URL the preflight accepted. Client-side caching is off: every
 // read must see the latest fenced write.
-func redisClient(url string) (rueidis.Client, error) {
+func RedisClient(url string) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
@@ -167,4 +167,23 @@ func maskedAddr(addrs []string) string {
 		return "(no address)"
 	}
 	return addrs[0]
+}
+
+// InProcessWorker is a worker's services for a process that runs one beside its own work
+// (`plaita bench`): no metrics server, no alerts, no readiness.
+type InProcessWorker struct {
+	Queue      *queue.Queue
+	Dispatcher *worker.Dispatcher
+	// Services are the registry presence, the live events and the dispatcher, in start order.
+	Services []service.Named
+}
+
+// NewInProcessWorker builds a worker on the configuration a preflight accepted; nothing runs yet.
+func NewInProcessWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*InProcessWorker, error) {
+	w, err := buildWorker(cfg, c, set, log)
+	if err != nil {
+		return nil, err
+	}
+	return &InProcessWorker{Queue: w.queue, Dispatcher: w.dispatcher, Services: []service.Named{
+		{Name: "registry", Service: w.registry}, {Name: "live events", Service: w.observer}, {Name: "dispatcher", Service: w.dispatcher}}}, nil
 }

@@ -13,9 +13,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/health"
 	"plaita/internal/service"
 	"plaita/queue"
-	"plaita/roles/health"
 )
 
 // DefaultInterval is the time between two passes when nothing is left to send. A due entry is

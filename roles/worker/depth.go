@@ -8,8 +8,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/health"
 	"plaita/queue"
-	"plaita/roles/health"
 )
 
 // DepthReader is what QueueDepthCollector reads (*queue.Queue).

@@ -13,9 +13,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/health"
 	"plaita/internal/redistest"
 	"plaita/queue"
-	"plaita/roles/health"
 	"plaita/roles/settings"
 )
 

@@ -12,10 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine"
+	"plaita/internal/alert"
+	"plaita/internal/presence"
 	"plaita/internal/tick"
 	"plaita/queue"
-	"plaita/roles/alert"
-	"plaita/roles/presence"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -82,9 +82,9 @@ type Deps struct {
 	DeterministicFailureMax int
 }
 
-// DefaultDeterministicFailureMax is DETERMINISTIC_FAILURE_MAX (SPEC §4): the runs of one
-// execution that may crash (panic) before it is ended in error.
-const DefaultDeterministicFailureMax = 12
+// DefaultDeterministicFailureMax is DETERMINISTIC_FAILURE_MAX (store.DeterministicFailureMax):
+// the runs of one execution that may crash (panic) or fail in a row.
+const DefaultDeterministicFailureMax = store.DeterministicFailureMax
 
 // ErrTypeDeterministicFailure is the error type of an execution ended because its runs kept
 // crashing.

@@ -10,8 +10,8 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/presence"
 	"plaita/queue"
-	"plaita/roles/presence"
 	"plaita/store"
 	"plaita/store/keys"
 )

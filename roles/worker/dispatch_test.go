@@ -17,9 +17,9 @@ import (
 	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/presence"
 	"plaita/internal/redistest"
 	"plaita/queue"
-	"plaita/roles/presence"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
@@ -809,7 +809,7 @@ const failingFlow = `{"id":"failing","version":"1","start":"ok","nodes":[
  {"id":"bad","type":"test_fail","next":"done"},
  {"id":"done","type":"end"}]}`
 
-// The runbook's retry gates: an execution in error can be woken by retry G1MaxWakeups times;
+// The runbook's retry gates: an execution in error can be woken by retry store.G1MaxWakeups times;
 // the next retry is refused and the error state is kept. nofail counts the failed runs.
 func TestDispatchRetryWakeupBudget(t *testing.T) {
 	f := newDispatchFix(t, nil)
@@ -825,7 +825,7 @@ func TestDispatchRetryWakeupBudget(t *testing.T) {
 			ResumeType: engine.ResumeRetry})
 		f.waitSettled(t)
 	}
-	for i := 1; i <= G1MaxWakeups; i++ {
+	for i := 1; i <= store.G1MaxWakeups; i++ {
 		before := st.StepCount
 		retry()
 		st = f.waitState(t, env.ExecutionID, func(s *state.Execution) bool { return s.Status == state.Error && s.StepCount > before })
@@ -833,15 +833,15 @@ func TestDispatchRetryWakeupBudget(t *testing.T) {
 			t.Fatalf("after retry %d: g1wakeups %d", i, n)
 		}
 	}
-	if n, _ := ts.Counter(dctx(t), keys.FamNoFail, env.ExecutionID); n != 1+G1MaxWakeups {
-		t.Errorf("nofail %d, want %d failed runs", n, 1+G1MaxWakeups)
+	if n, _ := ts.Counter(dctx(t), keys.FamNoFail, env.ExecutionID); n != 1+store.G1MaxWakeups {
+		t.Errorf("nofail %d, want %d failed runs", n, 1+store.G1MaxWakeups)
 	}
 	before := st.StepCount
 	retry() // over the budget: refused, acked, state kept
 	if st = f.waitState(t, env.ExecutionID, statusIs(state.Error)); st.StepCount != before {
 		t.Fatalf("a refused retry ran the flow again: steps %d → %d", before, st.StepCount)
 	}
-	if n, _ := ts.Counter(dctx(t), keys.FamG1Wakeups, env.ExecutionID); n != G1MaxWakeups {
+	if n, _ := ts.Counter(dctx(t), keys.FamG1Wakeups, env.ExecutionID); n != store.G1MaxWakeups {
 		t.Errorf("g1wakeups %d after a refusal", n)
 	}
 	// The operator's way out: delete the counter, retry again.
@@ -867,7 +867,7 @@ func TestDispatchRetryOfRunningExecutionContinues(t *testing.T) {
 	if err := ts.Save(dctx(t), done); err != nil {
 		t.Fatal(err)
 	}
-	for range G1MaxWakeups {
+	for range store.G1MaxWakeups {
 		ts.Incr(dctx(t), keys.FamG1Wakeups, env.ExecutionID)
 	}
 	f.enqueue(t, queue.Envelope{Kind: queue.KindResume, FlowID: "simple", FlowVersion: "1", ExecutionID: env.ExecutionID,

@@ -392,11 +392,6 @@ func observe(o *Observer) func(engine.Event) {
 	return o.Event
 }
 
-// G1MaxWakeups is G1_MAX_WAKEUPS: how often one execution in error may be woken by a retry
-// (manual and automatic retries share it). A retry resets the node retry budget; without this
-// cap "wake → spend the budget → error → wake" loops forever.
-const G1MaxWakeups = 2
-
 // retryBudget applies the runbook's two retry gates (only to an execution in error; a retry of
 // a running execution is a continue from its checkpoint and always goes through). It returns
 // the resume type to run, or the outcome of a retry it refused (acked, state kept).
@@ -414,25 +409,22 @@ func (p *Dispatcher) retryBudget(ctx context.Context, t *task) (engine.ResumeTyp
 	if st.Status != state.Error {
 		return engine.ResumeRetry, nil
 	}
-	wakeups, err1 := ts.Counter(octx, keys.FamG1Wakeups, id)
-	nofail, err2 := ts.Counter(octx, keys.FamNoFail, id)
-	if err := errors.Join(err1, err2); err != nil {
+	b, err := ts.RetryBudget(octx, id)
+	if err != nil {
 		o := retry(err)
 		return "", &o
 	}
-	refuse := func(msg string) (engine.ResumeType, *Outcome) {
+	if ex := b.Exceeded(p.d.DeterministicFailureMax); ex != nil {
+		msg := fmt.Sprintf("retry wake-ups of this execution reached the limit (%d/%d): the error state is kept; "+
+			"after fixing the cause, delete its g1wakeups counter and retry", ex.Count, ex.Limit)
+		if ex.Counter == keys.FamNoFail {
+			msg = fmt.Sprintf("this execution failed deterministically %d times in a row (limit %d): the error state is kept; "+
+				"after fixing the cause, delete its nofail counter and retry", ex.Count, ex.Limit)
+		}
 		o := noop("worker.retry_refused", msg)
 		o.Level = zerolog.WarnLevel
-		t.log = t.log.With().Int64("g1wakeups", wakeups).Int64("nofail", nofail).Logger()
+		t.log = t.log.With().Int64("g1wakeups", b.G1Wakeups).Int64("nofail", b.NoFail).Logger()
 		return "", &o
-	}
-	switch {
-	case wakeups >= G1MaxWakeups:
-		return refuse(fmt.Sprintf("retry wake-ups of this execution reached the limit (%d/%d): the error state is kept; "+
-			"after fixing the cause, delete its g1wakeups counter and retry", wakeups, G1MaxWakeups))
-	case nofail >= int64(p.d.DeterministicFailureMax):
-		return refuse(fmt.Sprintf("this execution failed deterministically %d times in a row (limit %d): the error state is kept; "+
-			"after fixing the cause, delete its nofail counter and retry", nofail, p.d.DeterministicFailureMax))
 	}
 	if _, err := ts.Incr(octx, keys.FamG1Wakeups, id); err != nil {
 		o := retry(err)

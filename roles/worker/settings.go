@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"plaita/config"
-	"plaita/roles/presence"
+	"plaita/internal/presence"
 )
 
 // Settings are the dispatcher's own knobs, read once at start.

@@ -1,4 +1,4 @@
-package roles
+package cli
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/engine/state"
@@ -59,7 +59,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			}
 			es := settings.Engine(cfg)
 			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, nodeOptions(cfg), nodeSetupLog(log)); err != nil {
+			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
 			ex := engine.NewExecutor(r.mem)
@@ -224,7 +224,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 			return err
 		}
 		st, runErr = ex.Resume(ctx, f, id, r.resumeType, r.data)
-		if runErr != nil && refused(runErr) {
+		if runErr != nil && resumeRefused(runErr) {
 			return r.refusal(id, runErr, r.advice(f, es), stderr)
 		}
 	} else {
@@ -306,46 +306,50 @@ func (r *flowRun) load(f *engine.Flow) error {
 	return nil
 }
 
-// refused reports whether Resume turned the request down and left the state untouched.
-func refused(err error) bool {
+// resumeRefused reports whether Resume turned the request down and left the state untouched.
+func resumeRefused(err error) bool {
 	return errors.Is(err, engine.ErrInvalidResume) || errors.Is(err, engine.ErrEventMismatch) ||
 		errors.Is(err, engine.ErrFlowChanged) || errors.Is(err, engine.ErrFlowHashMismatch)
 }
 
 // advice is what the printed commands are checked against: this run's definition, and no
 // worker gates (nothing but the engine decides here).
-func (r *flowRun) advice(f *engine.Flow, es engine.Settings) *advice {
-	return &advice{flow: f, limits: es.Expr, now: time.Now(), local: true}
+func (r *flowRun) advice(f *engine.Flow, es engine.Settings) *control.Advice {
+	return &control.Advice{Flow: f, Limits: es.Expr, Now: time.Now(), Local: true}
 }
 
 // refusal reports a refused resume and what would be accepted; the state file is left as it
 // was.
-func (r *flowRun) refusal(id string, err error, adv *advice, stderr io.Writer) error {
+func (r *flowRun) refusal(id string, err error, adv *control.Advice, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "plaita: run: resume refused: %v\n", err)
 	if raw, ok := r.mem.Raw(id); ok {
 		if st, derr := store.Decode(raw); derr == nil {
 			fmt.Fprintf(stderr, "execution %s is unchanged (%s", id, st.Status)
 			if s := st.Suspend; s != nil {
-				fmt.Fprintf(stderr, ", %s at node %q", describeSuspend(s), s.Node)
+				fmt.Fprintf(stderr, ", %s at node %q", control.DescribeSuspend(s), s.Node)
 			}
 			fmt.Fprintf(stderr, "); its state stays in %s\n", r.stateFile(id))
-			if hints := adv.hints(st); len(hints) > 0 {
+			if hints := adv.Hints(st); len(hints) > 0 {
 				fmt.Fprintln(stderr, "accepted now:")
-				r.writeHints(stderr, st, hints)
+				writeHints(stderr, hints, r.command(id))
+				r.afterHints(st)(stderr)
 			}
 		}
 	}
 	return &exitError{code: ExitFailure, err: err, printed: true}
 }
 
-// writeHints prints the hints as `plaita run` commands; for an execution that used all its
-// steps it adds the command that starts a new one.
-func (r *flowRun) writeHints(w io.Writer, st *state.Execution, hints []hint) {
-	writeHints(w, hints, func(rt engine.ResumeType, data string) string {
-		return r.resumeCommand(st.ExecutionID, string(rt), data)
-	})
-	if st.Status == state.Error && st.Error != nil && st.Error.Type == engine.ErrTypeStepLimit {
-		fmt.Fprintf(w, "  start a new execution (once the flow is fixed) with:\n    %s\n", r.runCommand())
+// command renders a hint as the `plaita run --resume` command that does it.
+func (r *flowRun) command(id string) func(engine.ResumeType, string) string {
+	return func(rt engine.ResumeType, data string) string { return r.resumeCommand(id, string(rt), data) }
+}
+
+// afterHints adds, for an execution that used all its steps, the command that starts a new one.
+func (r *flowRun) afterHints(st *state.Execution) func(io.Writer) {
+	return func(w io.Writer) {
+		if st.Status == state.Error && st.Error != nil && st.Error.Type == engine.ErrTypeStepLimit {
+			fmt.Fprintf(w, "  start a new execution (once the flow is fixed) with:\n    %s\n", r.runCommand())
+		}
 	}
 }
 
@@ -406,170 +410,34 @@ func writeStateJSON(w io.Writer, st *state.Execution, raw []byte, ok bool) error
 	return err
 }
 
-// writeHeader prints the lines every execution summary starts with.
-func writeHeader(w io.Writer, st *state.Execution) {
-	fmt.Fprintf(w, "execution %s: %s\n", st.ExecutionID, st.Status)
-	flow := st.FlowID
-	if st.FlowVersion != "" {
-		flow += " (version " + st.FlowVersion + ")"
+// writeHuman prints the summary: what to do next (only commands adv accepts) for an execution
+// that can go on from its state file.
+func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string, adv *control.Advice) {
+	s := summary{st: st, stateFile: stateFile, cmd: r.command(st.ExecutionID), after: r.afterHints(st)}
+	if stateFile != "" {
+		s.hints = adv.Hints(st)
 	}
-	end := st.LastUpdate
-	if st.EndTime != nil {
-		end = *st.EndTime
-	}
-	fmt.Fprintf(w, "  flow:      %s\n", flow)
-	fmt.Fprintf(w, "  steps:     %d\n", st.StepCount)
-	fmt.Fprintf(w, "  duration:  %s\n", roundDuration(end.Sub(st.StartTime)))
-}
-
-// writeHuman prints the summary, what to do next (only commands adv accepts), and the
-// timeline.
-func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string, adv *advice) {
-	writeHeader(w, st)
-
-	switch st.Status {
-	case state.Completed:
-		if out := indentJSON(st.Output, "    "); strings.Contains(out, "\n") {
-			fmt.Fprintf(w, "  output:\n    %s\n", out)
-		} else {
-			fmt.Fprintf(w, "  output:    %s\n", out)
-		}
-	case state.Error:
-		if e := st.Error; e != nil {
-			at := ""
-			if e.Node != "" {
-				at = fmt.Sprintf(" at node %q", e.Node)
-			}
-			fmt.Fprintf(w, "  error:     %s%s: %s\n", e.Type, at, e.Message)
-		}
-		fmt.Fprintf(w, "  state:     %s\n", stateFile)
-		r.writeHints(w, st, adv.hints(st))
-	case state.Suspended:
-		r.writeSuspend(w, st, stateFile, adv)
-	case state.Running:
-		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
-		if stateFile != "" {
-			fmt.Fprintf(w, "  state:     %s\n", stateFile)
-			r.writeHints(w, st, adv.hints(st))
-		}
-	}
-
-	fmt.Fprintln(w, "timeline:")
-	if st.TimelineDropped > 0 {
-		fmt.Fprintf(w, "  (%d earlier entries dropped)\n", st.TimelineDropped)
-	}
-	var table bytes.Buffer
-	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	for _, e := range st.Timeline {
-		ms := ""
-		if e.Millis > 0 || e.Event == "step" || e.Event == "suspended" {
-			ms = fmt.Sprintf("%dms", e.Millis)
-		}
-		node := e.Node
-		if node == "" {
-			node = "-"
-		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\n", e.Seq, e.Time.Time().Format("2006-01-02T15:04:05.000Z"), node, e.Event, ms, e.Detail)
-	}
-	tw.Flush()
-	for _, line := range strings.SplitAfter(table.String(), "\n") {
-		if line != "" {
-			fmt.Fprintln(w, strings.TrimRight(line, " \n"))
-		}
-	}
-}
-
-func (r *flowRun) writeSuspend(w io.Writer, st *state.Execution, stateFile string, adv *advice) {
-	s := st.Suspend
-	if s == nil {
-		return
-	}
-	fmt.Fprintf(w, "  waiting:   %s at node %q since %s\n", describeSuspend(s), s.Node, s.Since.UTC().Format(time.RFC3339))
-	if s.Match != "" {
-		fmt.Fprintf(w, "  match:     %s\n", s.Match)
-	}
-	if s.Message != "" {
-		fmt.Fprintf(w, "  message:   %s\n", s.Message)
-	}
-	if s.Due != nil {
-		label := "times out:"
-		if s.Kind == state.SuspendDelay {
-			label = "due:      "
-		}
-		fmt.Fprintf(w, "  %s %s (%s)\n", label, s.Due.UTC().Format(time.RFC3339), relative(time.Until(*s.Due)))
-	}
-	fmt.Fprintf(w, "  state:     %s\n", stateFile)
-	r.writeHints(w, st, adv.hints(st))
-}
-
-func describeSuspend(s *state.Suspend) string {
-	switch s.Kind {
-	case state.SuspendEvent:
-		return fmt.Sprintf("event %q", s.EventType)
-	case state.SuspendApproval:
-		return "approval"
-	case state.SuspendDelay:
-		return "delay"
-	}
-	return s.Kind
+	writeSummary(w, s)
 }
 
 // runCommand is the shell command that starts a new execution of this flow.
 func (r *flowRun) runCommand() string {
-	parts := []string{"plaita", "run", shellQuote(r.flowPath)}
+	parts := []string{"plaita", "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
-		parts = append(parts, "--state-dir", shellQuote(r.stateDir))
+		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}
 	return strings.Join(parts, " ")
 }
 
 // resumeCommand is the exact shell command that resumes the execution.
 func (r *flowRun) resumeCommand(id, rt, data string) string {
-	parts := []string{"plaita", "run", shellQuote(r.flowPath)}
+	parts := []string{"plaita", "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
-		parts = append(parts, "--state-dir", shellQuote(r.stateDir))
+		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}
-	parts = append(parts, "--resume", shellQuote(id), "--type", rt)
+	parts = append(parts, "--resume", control.ShellQuote(id), "--type", rt)
 	if data != "" {
-		parts = append(parts, "--data", shellQuote(data))
+		parts = append(parts, "--data", control.ShellQuote(data))
 	}
 	return strings.Join(parts, " ")
-}
-
-var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
-
-func shellQuote(s string) string {
-	if shellSafe.MatchString(s) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func indentJSON(v any, prefix string) string {
-	b, err := json.MarshalIndent(v, prefix, "  ")
-	if err != nil {
-		return fmt.Sprintf("%v", v)
-	}
-	return string(b)
-}
-
-func roundDuration(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Millisecond:
-		return d.Round(time.Microsecond).String()
-	case d < time.Second:
-		return d.Round(10 * time.Microsecond).String()
-	case d < time.Minute:
-		return d.Round(time.Millisecond).String()
-	}
-	return d.Round(time.Second).String()
-}
-
-func relative(d time.Duration) string {
-	if d < 0 {
-		return "passed " + roundDuration(-d) + " ago"
-	}
-	return "in " + roundDuration(d)
 }

@@ -1,20 +1,14 @@
-package roles
+package cli
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/rueidis"
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
@@ -78,10 +72,10 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 			UsageText: "plaita schedule show ID [--tenant T] [--json]",
 			Flags:     cliFlags(tenantFlag(), jsonFlag("print the stored schedule as JSON")),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
-				return withSchedule(ctx, cmd, "show", stderr, func(k *schedConn, id string) error {
-					rec, err := k.st.Get(ctx, k.tenant, id)
+				return withSchedule(ctx, cmd, "show", stderr, func(k *conn, id string) error {
+					rec, err := k.plane.Schedule(ctx, k.tenant, id)
 					if err != nil {
-						return cliFail("show", "%v", err)
+						return refused("show", err)
 					}
 					if cmd.Bool("json") {
 						return writeJSON(stdout, rec)
@@ -99,13 +93,9 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 			UsageText: "plaita schedule delete ID [--tenant T] [--json]",
 			Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
-				return withSchedule(ctx, cmd, "delete", stderr, func(k *schedConn, id string) error {
-					ok, err := k.st.Delete(ctx, k.tenant, id)
-					if err != nil {
-						return cliFail("delete", "%v", err)
-					}
-					if !ok {
-						return cliFail("delete", "no schedule %s in tenant %s", id, k.tenant)
+				return withSchedule(ctx, cmd, "delete", stderr, func(k *conn, id string) error {
+					if err := k.plane.DeleteSchedule(ctx, k.tenant, id); err != nil {
+						return refused("delete", err)
 					}
 					if cmd.Bool("json") {
 						return writeJSON(stdout, map[string]any{"id": id, "tenant_id": k.tenant, "action": "delete", "deleted": true})
@@ -130,10 +120,10 @@ func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Com
 		UsageText: "plaita schedule " + name + " ID [--tenant T] [--json]",
 		Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return withSchedule(ctx, cmd, name, stderr, func(k *schedConn, id string) error {
-				rec, changed, err := k.st.SetEnabled(ctx, k.tenant, id, enable, time.Now())
+			return withSchedule(ctx, cmd, name, stderr, func(k *conn, id string) error {
+				rec, changed, err := k.plane.SetScheduleEnabled(ctx, k.tenant, id, enable)
 				if err != nil {
-					return cliFail(name, "%v", err)
+					return refused(name, err)
 				}
 				if cmd.Bool("json") {
 					out := map[string]any{"id": id, "tenant_id": k.tenant, "action": name, "changed": changed, "enabled": rec.Enabled}
@@ -161,49 +151,9 @@ func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Com
 	}
 }
 
-// schedConn is a connected schedule command.
-type schedConn struct {
-	cfg    *config.Config
-	log    zerolog.Logger
-	c      rueidis.Client
-	tenant string
-	st     *store.Schedules
-	flows  *store.Flows
-}
-
-// connectSchedules runs the schedule role's preflight and connects for the --tenant.
-func connectSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedConn, error) {
-	k, err := prepareSchedules(cmd, name, stderr)
-	if err != nil {
-		return nil, err
-	}
-	return k, k.dial(name)
-}
-
-// prepareSchedules is connectSchedules without the connection (see prepare).
-func prepareSchedules(cmd *cli.Command, name string, stderr io.Writer) (*schedConn, error) {
-	cfg, log, err := preflightAs(cmd, config.RoleSchedule, "cli", zerolog.DebugLevel, stderr)
-	if err != nil {
-		return nil, err
-	}
-	sp, err := keys.For(keys.DefaultRoot, cmd.String("tenant"))
-	if err != nil {
-		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
-	}
-	return &schedConn{cfg: cfg, log: log, tenant: sp.Tenant()}, nil
-}
-
-func (k *schedConn) dial(name string) error {
-	c, err := redisClient(config.RedisURL.In(k.cfg))
-	if err != nil {
-		return cliFail(name, "%v", err)
-	}
-	k.c, k.st, k.flows = c, store.NewSchedules(c, keys.DefaultRoot), store.NewFlows(c, keys.DefaultRoot)
-	return nil
-}
-
-// withSchedule checks the one ID argument, connects and runs fn.
-func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(k *schedConn, id string) error) error {
+// withSchedule checks the one ID argument, runs the schedule role's preflight, connects and
+// runs fn.
+func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(k *conn, id string) error) error {
 	if cmd.Args().Len() != 1 {
 		return cliUsage(name, "name one schedule: plaita schedule %s ID", name)
 	}
@@ -211,21 +161,12 @@ func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.
 	if err := keys.ValidName("schedule id", id); err != nil {
 		return cliUsage(name, "%v", err)
 	}
-	k, err := connectSchedules(cmd, name, stderr)
+	k, err := connect(cmd, name, config.RoleSchedule, stderr)
 	if err != nil {
 		return err
 	}
-	defer k.c.Close()
+	defer k.close()
 	return fn(k, id)
-}
-
-// scheduleErr is a store error of add as its exit: a refused definition is bad usage (2); an
-// id taken or a Redis failure is a failure (1).
-func scheduleErr(name string, err error) error {
-	if errors.Is(err, store.ErrBadSchedule) {
-		return cliUsage(name, "%v", err)
-	}
-	return cliFail(name, "%v", err)
 }
 
 func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
@@ -233,35 +174,27 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	var id string
 	switch cmd.Args().Len() {
 	case 0:
-		id = newScheduleID()
 	case 1:
 		id = cmd.Args().First()
+		if err := keys.ValidName("schedule id", id); err != nil {
+			return cliUsage(name, "%v", err)
+		}
 	default:
 		return cliUsage(name, "at most one schedule id: plaita schedule add [ID] --cron SPEC --flow FLOW_ID")
-	}
-	if err := keys.ValidName("schedule id", id); err != nil {
-		return cliUsage(name, "%v", err)
 	}
 	if !cmd.IsSet("cron") || !cmd.IsSet("flow") {
 		return cliUsage(name, "--cron and --flow are required")
 	}
-	s := store.Schedule{ID: id, TenantID: cmd.String("tenant"), Cron: strings.TrimSpace(cmd.String("cron")), TimeZone: cmd.String("tz"),
-		Enabled: !cmd.Bool("disabled"), FlowID: cmd.String("flow"), FlowVersion: cmd.String("version"), Input: json.RawMessage(`{}`)}
-	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
+	s := store.Schedule{ID: id, Cron: cmd.String("cron"), TimeZone: cmd.String("tz"),
+		Enabled: !cmd.Bool("disabled"), FlowID: cmd.String("flow"), FlowVersion: cmd.String("version")}
+	if _, err := store.ParseCron(strings.TrimSpace(s.Cron), s.TimeZone); err != nil {
 		return cliUsage(name, "--cron/--tz: %v", err)
 	}
-	if err := keys.ValidName("flow id", s.FlowID); err != nil {
-		return cliUsage(name, "--flow: %v", err)
-	}
-	if s.FlowVersion != store.LatestVersion {
-		if err := keys.ValidName("flow version", s.FlowVersion); err != nil {
-			return cliUsage(name, "--version: %v (or %s)", err, store.LatestVersion)
-		}
-	}
-	k, err := prepareSchedules(cmd, name, stderr)
+	k, err := prepare(cmd, name, config.RoleSchedule, stderr)
 	if err != nil {
 		return err
 	}
+	s.TenantID = k.tenant
 	if cmd.IsSet("input") {
 		// No start could carry an input over the state bound.
 		if s.Input, err = readDoc(ctx, name, "input", cmd.String("input"), stateBound(k.cfg)); err != nil {
@@ -271,26 +204,18 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	if err := k.dial(name); err != nil {
 		return err
 	}
-	defer k.c.Close()
-	s.TenantID = k.tenant
-	var warnings []string
-	if w, err := flowWarning(ctx, k, s); err != nil {
-		return cliFail(name, "%v", err)
-	} else if w != "" {
-		warnings = append(warnings, w)
-		k.log.Warn().Str("event", "schedule.flow_not_published").Str("flow_id", s.FlowID).Str("flow_version", s.FlowVersion).Msg(w)
-	}
-	rec, err := k.st.Create(ctx, s, time.Now())
+	defer k.close()
+	added, err := k.plane.AddSchedule(ctx, s)
 	if err != nil {
-		return scheduleErr(name, err)
+		return refused(name, err)
+	}
+	for _, w := range added.Warnings {
+		k.log.Warn().Str("event", "schedule.flow_not_published").Str("flow_id", added.FlowID).Str("flow_version", added.FlowVersion).Msg(w)
 	}
 	if cmd.Bool("json") {
-		out := struct {
-			store.ScheduleRecord
-			Warnings []string `json:"warnings,omitempty"`
-		}{rec, warnings}
-		return writeJSON(stdout, out)
+		return writeJSON(stdout, added)
 	}
+	rec := added.ScheduleRecord
 	state := "enabled"
 	if !rec.Enabled {
 		state = "disabled"
@@ -303,45 +228,19 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	return nil
 }
 
-// flowWarning says when the schedule's flow (version) is not published yet.
-func flowWarning(ctx context.Context, k *schedConn, s store.Schedule) (string, error) {
-	var err error
-	if s.FlowVersion == store.LatestVersion {
-		_, err = k.flows.Latest(ctx, k.tenant, s.FlowID)
-	} else {
-		_, err = k.flows.Get(ctx, k.tenant, s.FlowID, s.FlowVersion)
-	}
-	switch {
-	case errors.Is(err, store.ErrFlowNotFound):
-		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita start FLOW.json publishes it)",
-			s.FlowID, s.FlowVersion, k.tenant), nil
-	case err != nil:
-		return "", err
-	}
-	return "", nil
-}
-
-func newScheduleID() string {
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic("crypto/rand: " + err.Error())
-	}
-	return "sch_" + hex.EncodeToString(b[:])
-}
-
 func scheduleList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
 	const name = "list"
 	if cmd.Args().Len() > 0 {
 		return cliUsage(name, "no arguments: plaita schedule list [--tenant T] [--json]")
 	}
-	k, err := connectSchedules(cmd, name, stderr)
+	k, err := connect(cmd, name, config.RoleSchedule, stderr)
 	if err != nil {
 		return err
 	}
-	defer k.c.Close()
-	recs, bad, err := k.st.List(ctx, k.tenant)
+	defer k.close()
+	recs, bad, err := k.plane.Schedules(ctx, k.tenant)
 	if err != nil {
-		return cliFail(name, "%v", err)
+		return refused(name, err)
 	}
 	for _, b := range bad {
 		k.log.Warn().Err(b.Err).Str("event", "schedule.bad_record").Str("schedule_id", b.ID).Msg("a schedule's record does not decode: delete it, or write it again")

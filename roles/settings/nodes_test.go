@@ -1,4 +1,4 @@
-package roles
+package settings
 
 import (
 	"math"
@@ -31,7 +31,7 @@ func TestNodeOptionsDefaultsAreThePackagesDefaults(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := nodeOptions(cfg)
+		got := Nodes(cfg)
 		if got.HTTP != httpnode.DefaultOptions() {
 			t.Errorf("%s: http %+v, httpnode.DefaultOptions() %+v", role, got.HTTP, httpnode.DefaultOptions())
 		}
@@ -49,7 +49,7 @@ func TestNodeOptionsDefaultsAreThePackagesDefaults(t *testing.T) {
 	}
 }
 
-// everySet sets every variable nodeOptions reads to a value other than its default.
+// everySet sets every variable Nodes reads to a value other than its default.
 var everySet = map[string]string{
 	"PLAITA_HTTP_MAX_RESPONSE_BYTES":   "2048",
 	"PLAITA_HTTP_DNS_TTL":              "1.5",
@@ -77,7 +77,7 @@ var everySet = map[string]string{
 }
 
 func TestNodeOptionsMapsEveryVariable(t *testing.T) {
-	got := nodeOptions(loadWorker(t, everySet))
+	got := Nodes(loadWorker(t, everySet))
 	got.Sandbox = nodes.Options{}.Sandbox // the host's, see TestNodeOptionsSnapshotsTheHostVariables
 	want := nodes.Options{
 		HTTP: httpnode.Options{MaxResponseBytes: 2048, DNSTTL: 1500 * time.Millisecond, ConnectorLimit: 7, Cookies: true, BlockPrivate: true},
@@ -103,12 +103,12 @@ func TestNodeOptionsMapsEveryVariable(t *testing.T) {
 		ProjectRoot:       "/srv/project",
 	}
 	if !reflect.DeepEqual(got, want) {
-		t.Errorf("nodeOptions\n got %+v\nwant %+v", got, want)
+		t.Errorf("Nodes\n got %+v\nwant %+v", got, want)
 	}
 
-	// Every field moved away from its default: a field nodeOptions does not fill (or this test
+	// Every field moved away from its default: a field Nodes does not fill (or this test
 	// does not set) stays equal to it and is named here.
-	def := nodeOptions(loadWorker(t, map[string]string{}))
+	def := Nodes(loadWorker(t, map[string]string{}))
 	for _, path := range sameLeaves(reflect.ValueOf(got), reflect.ValueOf(def), "Options") {
 		switch path {
 		case "Options.Sandbox.HostEnv", "Options.External.DefaultTimeout":
@@ -139,7 +139,7 @@ func TestNodeOptionsSnapshotsTheHostVariables(t *testing.T) {
 	t.Setenv("DOCKER_HOST", "tcp://docker.internal:2376")
 	t.Setenv("LC_ALL", "")
 	t.Setenv("MY_API_TOKEN", "secret")
-	got := nodeOptions(loadWorker(t, map[string]string{})).Sandbox.HostEnv
+	got := Nodes(loadWorker(t, map[string]string{})).Sandbox.HostEnv
 	for k, want := range map[string]string{"TZ": "Asia/Tokyo", "DOCKER_HOST": "tcp://docker.internal:2376", "LC_ALL": ""} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %q (set %v), want %q", k, v, ok, want)
@@ -158,8 +158,8 @@ func TestNodeOptionsSnapshotsTheHostVariables(t *testing.T) {
 func TestSecondsSaturates(t *testing.T) {
 	for in, want := range map[float64]time.Duration{0: 0, 1.5: 1500 * time.Millisecond, 30: 30 * time.Second,
 		9.3e9: math.MaxInt64, 1e300: math.MaxInt64} {
-		if got := seconds(in); got != want {
-			t.Errorf("seconds(%g) = %s, want %s", in, got, want)
+		if got := saturatingSeconds(in); got != want {
+			t.Errorf("saturatingSeconds(%g) = %s, want %s", in, got, want)
 		}
 	}
 }

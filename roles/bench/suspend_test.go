@@ -1,7 +1,6 @@
-package roles
+package bench
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -10,11 +9,7 @@ import (
 // figures themselves are what `plaita bench suspend` is for, not what a test checks).
 func TestBenchSuspendRuns(t *testing.T) {
 	t.Parallel()
-	out := runBenchCommand(t, "suspend", "--n", "600", "--concurrency", "4", "--json")
-	var res benchResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("--json output: %v\n%s", err, out)
-	}
+	res := runBench(t, Options{Scenario: "suspend", N: 600, Concurrency: 4})
 	if res.Scenario != "suspend" || res.N != 600 || res.RoundTripsPerSecond <= 0 || res.P50Millis <= 0 || res.WaitsPerEventType != 2 {
 		t.Fatalf("figures: %+v", res)
 	}
@@ -23,10 +18,10 @@ func TestBenchSuspendRuns(t *testing.T) {
 	if res.CallsPerRoundTrip < 10 || res.CallsPerRoundTrip > 120 {
 		t.Errorf("%.2f calls per round trip", res.CallsPerRoundTrip)
 	}
-	text := runBenchCommand(t, "suspend", "--n", "50", "--concurrency", "2")
+	table := text(runBench(t, Options{Scenario: "suspend", N: 50, Concurrency: 2}))
 	for _, want := range []string{"round trips/s", "publish → completed", "redis calls per round trip"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the table lacks %q:\n%s", want, text)
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
 	}
 }

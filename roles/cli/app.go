@@ -1,4 +1,4 @@
-package roles
+package cli
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
 	"plaita/engine"
+	"plaita/roles"
 )
 
 // Exit statuses of the plaita binary.
@@ -114,12 +114,12 @@ func App(stdout, stderr io.Writer) *cli.Command {
 					if err := checkLogFlags(cmd); err != nil {
 						return err
 					}
-					return WriteTable(stdout)
+					return roles.WriteTable(stdout)
 				},
 			},
 		},
 	}
-	for _, tool := range Tools() {
+	for _, tool := range roles.Tools() {
 		app.Commands = append(app.Commands, opsCommand(tool, stderr))
 	}
 	return app
@@ -127,7 +127,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 
 // roleCommand runs the preflight for a role and then its services.
 func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
-	spec := lookupSpec(role)
+	spec := roles.Lookup(role)
 	flags := logFlags()
 	for _, f := range config.Flags(role) {
 		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
@@ -141,7 +141,7 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if run, ok := roleBody(role); ok {
+			if run, ok := roles.Body(role); ok {
 				if err := run(ctx, cfg, log); err != nil {
 					log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
 					return &exitError{code: ExitFailure, err: err}
@@ -156,25 +156,18 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 	}
 }
 
-// roleBody returns the body of a role, when it exists; a role without one says it is not
-// built yet.
-func roleBody(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
-	switch role {
-	case config.RoleWorker:
-		return runWorker, true
-	case config.RoleDelay:
-		return runDelay, true
-	case config.RoleSchedule:
-		return runSchedule, true
-	case config.RoleFilter:
-		return runFilter, true
+// helpUsage is a command's line in --help: its summary, marked when it is not built, so the
+// help and `plaita roles` say the same thing.
+func helpUsage(summary string, built bool) string {
+	if built {
+		return summary
 	}
-	return nil, false
+	return summary + " (" + roles.Status(built) + ")"
 }
 
 // opsCommand is an operator tool of the same binary; it runs the preflight of the role whose
 // configuration it uses.
-func opsCommand(tool Tool, stderr io.Writer) *cli.Command {
+func opsCommand(tool roles.Tool, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:  tool.Name,
 		Usage: helpUsage(tool.Summary, tool.Built),

@@ -1,4 +1,4 @@
-package roles
+package control
 
 import (
 	"fmt"
@@ -52,8 +52,14 @@ func TestExampleEvent(t *testing.T) {
 		{"EVENT.a == 1 && EVENT.a.b == 2", ""}, // the shapes disagree
 	} {
 		f, st := waitingAt(t, tc.match, map[string]any{"order": 7.0, "tags": []any{"a", "b"}})
-		a := &advice{flow: f, limits: engine.DefaultExprLimits, now: time.Now()}
-		got, ok := a.exampleEvent(st)
+		got := ""
+		ev, ok := engine.ExampleEvent(f, st, engine.DefaultExprLimits, time.Now())
+		if ok {
+			var err error
+			if got, err = eventJSON(ev); err != nil {
+				t.Fatal(err)
+			}
+		}
 		if got != tc.want || ok != (tc.want != "") {
 			t.Errorf("%s: got %q (%v), want %q", tc.match, got, ok, tc.want)
 		}

@@ -1,10 +1,9 @@
-package roles
+package cli
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -12,14 +11,13 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"plaita/roles/filter"
+	"plaita/config"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// eventCommand publishes and lists events (docs/events.md) with the same store calls as the
-// console: store.Events.Publish and List. A published event wakes the executions waiting for
-// it through the filter role.
+// eventCommand publishes and lists events (docs/events.md) through control, as the console
+// does. A published event wakes the executions waiting for it through the filter role.
 func eventCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "event",
@@ -57,62 +55,44 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 	}
 }
 
-// eventBound is the bound of an event's data.
-var eventBound = docBound{Max: store.MaxEventDataBytes, What: "the event data bound"}
-
-// checkEventType refuses a type no wait_event could name (it becomes a key segment).
-func checkEventType(name, typ string) error {
-	if err := keys.ValidName("event type", typ); err != nil {
-		return cliUsage(name, "%v", err)
-	}
-	return nil
-}
-
 func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
 	const name = "event publish"
 	if cmd.Args().Len() != 1 {
 		return cliUsage(name, "name one event type: plaita event publish TYPE [--data JSON]")
 	}
 	typ := cmd.Args().First()
-	if err := checkEventType(name, typ); err != nil {
+	if err := keys.ValidName("event type", typ); err != nil {
+		return cliUsage(name, "%v", err)
+	}
+	id := cmd.String("id")
+	if cmd.IsSet("id") {
+		if err := keys.ValidID(id); err != nil {
+			return cliUsage(name, "--id %q: %v", id, err)
+		}
+	}
+	k, err := prepare(cmd, name, config.RoleWorker, stderr)
+	if err != nil {
 		return err
 	}
 	data := json.RawMessage(`{}`)
 	if cmd.IsSet("data") {
-		var err error
 		if data, err = readDoc(ctx, name, "data", cmd.String("data"), eventBound); err != nil {
 			return err
 		}
 	}
-	id := cmd.String("id")
-	if cmd.IsSet("id") {
-		if _, err := keys.MustFor("", "").Event(id); err != nil {
-			return cliUsage(name, "--id %q: %v", id, err)
-		}
-	}
-	k, err := connect(cmd, name, stderr)
-	if err != nil {
+	if err := k.dial(name); err != nil {
 		return err
 	}
 	defer k.close()
-	bus := store.NewEvents(k.c, filter.EventSettings(k.cfg), keys.DefaultRoot)
-	ev, dup, err := bus.Publish(ctx, store.Event{ID: id, Type: typ, TenantID: k.sp.Tenant(), Data: data})
-	switch {
-	case errors.Is(err, store.ErrEventConflict):
-		return cliFail(name, "%v", err)
-	case errors.Is(err, store.ErrBadEvent):
-		return cliUsage(name, "%v", err)
-	case err != nil:
-		return cliFail(name, "%v", err)
+	ev, err := k.plane.PublishEvent(ctx, store.Event{ID: id, Type: typ, TenantID: k.tenant, Data: data})
+	if err != nil {
+		return refused(name, err)
 	}
 	if cmd.Bool("json") {
-		return writeJSON(stdout, struct {
-			store.Event
-			Duplicate bool `json:"duplicate"`
-		}{ev, dup})
+		return writeJSON(stdout, ev)
 	}
 	what := "published"
-	if dup {
+	if ev.Duplicate {
 		what = "already published at " + ev.PublishedAt.Format(time.RFC3339Nano)
 	}
 	fmt.Fprintf(stdout, "event %s: %s (type %s, tenant %s)\n", ev.ID, what, ev.Type, ev.TenantID)
@@ -126,30 +106,29 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 	}
 	typ := cmd.String("type")
 	if cmd.IsSet("type") {
-		if err := checkEventType(name, typ); err != nil {
-			return err
+		if err := keys.ValidName("event type", typ); err != nil {
+			return cliUsage(name, "%v", err)
 		}
 	}
 	limit := cmd.Int("limit")
 	if limit < 1 || limit > store.MaxEventList {
 		return cliUsage(name, "--limit %d: use 1 to %d", limit, store.MaxEventList)
 	}
-	k, err := connect(cmd, name, stderr)
+	k, err := connect(cmd, name, config.RoleWorker, stderr)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	bus := store.NewEvents(k.c, filter.EventSettings(k.cfg), keys.DefaultRoot)
-	page, err := bus.List(ctx, k.sp.Tenant(), typ, limit)
+	page, err := k.plane.ListEvents(ctx, k.tenant, typ, limit)
 	if err != nil {
-		return cliFail(name, "%v", err)
+		return refused(name, err)
 	}
 	if cmd.Bool("json") {
 		return writeJSON(stdout, struct {
 			TenantID string `json:"tenant_id"`
 			Type     string `json:"type,omitempty"`
 			store.EventPage
-		}{k.sp.Tenant(), typ, page})
+		}{k.tenant, typ, page})
 	}
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
@@ -163,7 +142,7 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 	if typ != "" {
 		of = "type " + typ
 	}
-	fmt.Fprintf(stdout, "%d event(s) of %s in tenant %s\n", len(page.Events), of, k.sp.Tenant())
+	fmt.Fprintf(stdout, "%d event(s) of %s in tenant %s\n", len(page.Events), of, k.tenant)
 	if page.Expired > 0 || page.Corrupt > 0 {
 		fmt.Fprintf(stdout, "skipped: %d expired (removed from the index), %d unreadable\n", page.Expired, page.Corrupt)
 	}

@@ -1,4 +1,4 @@
-package roles
+package bench
 
 import (
 	"context"
@@ -11,10 +11,10 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"plaita/config"
 	"plaita/engine"
 	"plaita/internal/service"
 	"plaita/queue"
+	"plaita/roles"
 	"plaita/roles/filter"
 	"plaita/roles/settings"
 	"plaita/store"
@@ -38,78 +38,77 @@ func suspendFlow(k int) []byte {
 		{"id":"e","type":"end","params":{"output":"ok"}}]}`, k, k))
 }
 
-func (b *bench) suspend(ctx context.Context, n, conc int) (benchResult, error) {
+func (b *bench) suspend(ctx context.Context, n, conc int) (Result, error) {
 	types := min(n, suspendTypes)
 	flows := store.NewFlows(b.c, keys.DefaultRoot)
 	for k := range types {
 		def := suspendFlow(k)
 		f, err := engine.Parse(def, engine.NewRegistry(), settings.Engine(b.cfg).Expr)
 		if err != nil {
-			return benchResult{}, err
+			return Result{}, err
 		}
 		if _, err := flows.Publish(ctx, "", f.ID, f.Version, def, time.Now(), func(stored []byte) (bool, error) {
 			h, err := engine.FlowHash(stored)
 			return h == f.Hash, err
 		}); err != nil {
-			return benchResult{}, fmt.Errorf("publish: %w", err)
+			return Result{}, fmt.Errorf("publish: %w", err)
 		}
 	}
 	set := metrics.NewSet()
-	w, err := buildWorker(b.cfg, b.c, set, b.log)
+	w, err := roles.NewInProcessWorker(b.cfg, b.c, set, b.log)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	if err := w.queue.EnsureGroup(ctx); err != nil {
-		return benchResult{}, err
+	if err := w.Queue.EnsureGroup(ctx); err != nil {
+		return Result{}, err
 	}
 	// Set-up: N suspended executions.
 	ids, err := b.enqueueWaits(ctx, n, types)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	var services service.Group
 	defer services.Stop(context.Background())
-	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
-		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
-		return benchResult{}, err
+	if err := services.Start(ctx, w.Services...); err != nil {
+		return Result{}, err
 	}
 	if err := waitAcked(ctx, w, n); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	// The filter: its listener only (the reconciler would find nothing to do here).
 	fs := filter.SettingsFrom(b.cfg)
 	fs.Handlers, fs.Queue = conc, n+1 // no notification dropped: every wake-up goes through the listener
-	d := filterDeps(b.cfg, b.c, metrics.NewSet(), b.log)
+	d := roles.FilterDeps(b.cfg, b.c, metrics.NewSet(), b.log)
 	l := filter.NewListener(d, fs, filter.NewMatcher(d, fs))
 	if err := services.Start(ctx, service.Named{Name: "listener", Service: l}); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	for l.Subscriptions() < 1 {
 		if ctx.Err() != nil {
-			return benchResult{}, ctx.Err()
+			return Result{}, ctx.Err()
 		}
 		time.Sleep(time.Millisecond)
 	}
 	win, err := b.target.open(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	published, err := b.publishEvents(ctx, d.Events, n, types, conc)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	if err := waitAcked(ctx, w, 2*n); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	m, err := win.close(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	p50, p99, err := b.latencies(ctx, ids, published)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	r := benchResult{Scenario: "suspend", N: n, Seconds: m.elapsed.Seconds(), RoundTripsPerSecond: m.perSecond(n),
+	r := Result{Scenario: "suspend", N: n, Seconds: m.elapsed.Seconds(), RoundTripsPerSecond: m.perSecond(n),
 		WaitsPerEventType: (n + types - 1) / types, P50Millis: p50, P99Millis: p99, RedisCalls: m.calls, CallsPerNode: m.perNode,
 		CallsPerRoundTrip: float64(m.calls) / float64(n)}
 	r.WorkerCPUMicros, r.RedisCPUMicros = m.cpuMicros(n)
@@ -117,8 +116,8 @@ func (b *bench) suspend(ctx context.Context, n, conc int) (benchResult, error) {
 }
 
 // waitAcked waits until the worker acknowledged n deliveries.
-func waitAcked(ctx context.Context, w *workerParts, n int) error {
-	for w.dispatcher.Acked() < uint64(n) {
+func waitAcked(ctx context.Context, w *roles.InProcessWorker, n int) error {
+	for w.Dispatcher.Acked() < uint64(n) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -131,7 +130,6 @@ func waitAcked(ctx context.Context, w *workerParts, n int) error {
 // input {"n": i}.
 func (b *bench) enqueueWaits(ctx context.Context, n, types int) ([]string, error) {
 	ids := make([]string, n)
-	g, stream := settings.Generations(b.cfg), config.QueueName.In(b.cfg)
 	const producers = 16
 	var wg sync.WaitGroup
 	errs := make([]error, producers)
@@ -143,8 +141,7 @@ func (b *bench) enqueueWaits(ctx context.Context, n, types int) ([]string, error
 				ids[i] = engine.NewExecutionID()
 				env := queue.Envelope{Kind: queue.KindStart, FlowID: "bench-suspend-" + strconv.Itoa(i%types), FlowVersion: "1",
 					ExecutionID: ids[i], Input: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)}
-				env.Stamp(g, time.Now())
-				if _, err := queue.Enqueue(ctx, b.c, stream, env); err != nil {
+				if _, err := b.producer.Enqueue(ctx, env); err != nil {
 					errs[p] = err
 					return
 				}

@@ -1,10 +1,11 @@
-package roles
+package bench
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -18,19 +19,19 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
-	"github.com/urfave/cli/v3"
 
 	"plaita/config"
 	"plaita/engine"
 	"plaita/internal/service"
 	"plaita/queue"
+	"plaita/roles"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// benchResult is one scenario's figures (the --json output).
-type benchResult struct {
+// Result is one scenario's figures (the --json output).
+type Result struct {
 	Scenario          string  `json:"scenario"`
 	N                 int     `json:"n"`
 	Concurrency       int     `json:"concurrency"`
@@ -64,71 +65,76 @@ type benchResult struct {
 	RedisCPUMicros  float64 `json:"redis_cpu_us_per_execution,omitempty"`
 }
 
-func benchCommand(stdout, stderr io.Writer) *cli.Command {
-	return &cli.Command{
-		Name:      "bench",
-		Usage:     "measure the engine end to end on a real Redis: e2e, steps, enqueue, suspend",
-		UsageText: "plaita bench e2e|steps|enqueue|suspend [--redis URL] [--n N] [--concurrency C] [--json]",
-		Description: "e2e: N pre-enqueued starts of a 1-node flow run by an in-process worker with C consumers;\n" +
-			"executions/s from the worker's start until all are acked, p50/p99 enqueue→terminal latency,\n" +
-			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included; on a Redis\n" +
-			"Cluster summed over every primary, found with CLUSTER NODES, and shown per node).\n" +
-			"steps: the same with a 20-node linear flow (steps/s, calls per step). enqueue: starts/s.\n" +
-			"suspend: N executions waiting at a wait_event (spread over 500 event types), then N events\n" +
-			"published with C producers; an in-process filter (C handlers) and worker resume them: round\n" +
-			"trips/s from the first publish until all completed, p50/p99 publish→completed.\n" +
-			"Without --redis a private redis-server is started (it must be installed) and removed.",
-		Flags: cliFlags(
-			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
-			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
-			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
-			jsonFlag("print the figures as one JSON object"),
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured run to this file (go tool pprof)"},
-		),
-		Action: func(ctx context.Context, cmd *cli.Command) error { return runBench(ctx, cmd, stdout, stderr) },
-	}
+// Scenarios are what Run measures.
+var Scenarios = []string{"e2e", "steps", "enqueue", "suspend"}
+
+// Options are one run's arguments.
+type Options struct {
+	Scenario    string // one of Scenarios
+	N           int    // executions (enqueue: starts)
+	Concurrency int    // worker consumers (enqueue: producers)
+	Redis       string // a Redis or Redis Cluster node URL; "": a private redis-server
+	CPUProfile  string // write a CPU profile of the measured run here ("": none)
+	// Flags override the worker's configuration as a role's flags do (--log-level …).
+	Flags map[string]string
+	// NewLogger builds the run's logger at the configured level.
+	NewLogger func(zerolog.Level) zerolog.Logger
 }
 
-func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
-	const name = "bench"
-	scenario := cmd.Args().First()
-	switch scenario {
-	case "e2e", "steps", "enqueue", "suspend":
-	default:
-		return cliUsage(name, "name a scenario: e2e, steps, enqueue or suspend")
+// ErrUsage: the options themselves are wrong.
+var ErrUsage = errors.New("bad usage")
+
+// usageError is an ErrUsage that says what is wrong.
+type usageError string
+
+func (e usageError) Error() string        { return string(e) }
+func (e usageError) Is(target error) bool { return target == ErrUsage }
+
+// ConfigError is a configuration the worker's preflight rejects; its message lists every
+// problem.
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Run measures one scenario: on a private redis-server (started and removed here) unless
+// o.Redis names one, with a worker (and for suspend a filter) in this process.
+func Run(ctx context.Context, o Options) (Result, error) {
+	if !slices.Contains(Scenarios, o.Scenario) {
+		return Result{}, usageError("name a scenario: e2e, steps, enqueue or suspend")
 	}
-	n, conc := int(cmd.Int("n")), int(cmd.Int("concurrency"))
+	n, conc := o.N, o.Concurrency
 	if n < 1 || conc < 1 {
-		return cliUsage(name, "--n and --concurrency must be positive")
+		return Result{}, usageError("--n and --concurrency must be positive")
 	}
-	url := cmd.String("redis")
+	url := o.Redis
 	private := url == ""
 	if private {
 		srv, err := startPrivateRedis(ctx)
 		if err != nil {
-			return cliFail(name, "%v (pass --redis URL to use a running server)", err)
+			return Result{}, fmt.Errorf("%v (pass --redis URL to use a running server)", err)
 		}
 		defer srv.stop()
 		url = srv.url
 	}
-	b, err := newBench(cmd, url, conc, stderr)
+	b, err := newBench(o, url, conc)
 	if err != nil {
-		return err
+		return Result{}, err
 	}
 	defer b.c.Close()
-	if path := cmd.String("cpuprofile"); path != "" {
+	if path := o.CPUProfile; path != "" {
 		f, err := os.Create(path)
 		if err != nil {
-			return cliFail(name, "--cpuprofile: %v", err)
+			return Result{}, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return cliFail(name, "--cpuprofile: %v", err)
+			return Result{}, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer pprof.StopCPUProfile()
 	}
-	var res benchResult
-	switch scenario {
+	var res Result
+	switch o.Scenario {
 	case "enqueue":
 		res, err = b.enqueueOnly(ctx, n, conc)
 	case "e2e":
@@ -139,31 +145,31 @@ func runBench(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		res, err = b.suspend(ctx, n, conc)
 	}
 	if err != nil {
-		return cliFail(name, "%s: %v", scenario, err)
+		return Result{}, fmt.Errorf("%s: %w", o.Scenario, err)
 	}
 	res.Concurrency, res.Redis, res.RedisPrivate = conc, url, private
 	res.RedisCluster, res.RedisPrimaries = b.target.cluster, len(b.target.primaries)
 	res.EventsPublished = config.ExecutionEventsPublish.In(b.cfg)
 	res.MaxRSSKiB = maxRSS()
-	if cmd.Bool("json") {
-		return writeJSON(stdout, res)
-	}
-	writeBench(stdout, res)
-	return nil
+	return res, nil
 }
 
 // bench is one run's configuration and connection. Its queue is private to the run, so a
 // shared Redis is safe (flows are published under their own id; executions stay, with TTLs).
 type bench struct {
-	cfg    *config.Config
-	log    zerolog.Logger
-	c      rueidis.Client
-	target benchTarget
+	cfg      *config.Config
+	log      zerolog.Logger
+	c        rueidis.Client
+	producer *queue.Producer
+	target   benchTarget
 }
 
-func newBench(cmd *cli.Command, url string, conc int, stderr io.Writer) (*bench, error) {
+func newBench(o Options, url string, conc int) (*bench, error) {
 	run := strconv.FormatInt(time.Now().UnixNano(), 36)
-	flags := overrides(cmd, config.RoleWorker)
+	flags := maps.Clone(o.Flags)
+	if flags == nil {
+		flags = map[string]string{}
+	}
 	flags["PLAITA_REDIS_URL"] = url
 	flags["PLAITA_QUEUE_NAME"] = "plaita:bench:" + run + ":queue"
 	flags["PLAITA_CONSOLE_TASK_QUEUE"] = flags["PLAITA_QUEUE_NAME"]
@@ -174,21 +180,24 @@ func newBench(cmd *cli.Command, url string, conc int, stderr io.Writer) (*bench,
 	}
 	cfg, err := config.Load(config.RoleWorker, true, config.WithFlags(flags))
 	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return nil, &exitError{code: ExitRejected, err: err, printed: true}
+		return nil, &ConfigError{Err: err}
 	}
 	level, _ := zerolog.ParseLevel(config.LogLevel.In(cfg))
-	log := NewLogger(stderr, LogAuto, level).With().Str("role", "bench").Logger()
-	c, err := redisClient(url)
+	log := zerolog.Nop()
+	if o.NewLogger != nil {
+		log = o.NewLogger(level).With().Str("role", "bench").Logger()
+	}
+	c, err := roles.RedisClient(url)
 	if err != nil {
-		return nil, cliFail("bench", "%v", err)
+		return nil, err
 	}
 	target, err := discoverTarget(context.Background(), c)
 	if err != nil {
 		c.Close()
-		return nil, cliFail("bench", "%v", err)
+		return nil, err
 	}
-	return &bench{cfg: cfg, log: log, c: c, target: target}, nil
+	producer := queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	return &bench{cfg: cfg, log: log, c: c, producer: producer, target: target}, nil
 }
 
 // benchFlow is a linear flow of n nodes: n−1 set nodes and an end.
@@ -203,53 +212,52 @@ func benchFlow(n int) []byte {
 }
 
 // run enqueues n starts of flow, runs them with an in-process worker and measures it.
-func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps int) (benchResult, error) {
+func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps int) (Result, error) {
 	f, err := engine.Parse(def, engine.NewRegistry(), settings.Engine(b.cfg).Expr)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	flows := store.NewFlows(b.c, keys.DefaultRoot)
 	if _, err := flows.Publish(ctx, "", f.ID, f.Version, def, time.Now(), func(stored []byte) (bool, error) {
 		h, err := engine.FlowHash(stored)
 		return h == f.Hash, err
 	}); err != nil {
-		return benchResult{}, fmt.Errorf("publish: %w", err)
+		return Result{}, fmt.Errorf("publish: %w", err)
 	}
 	set := metrics.NewSet()
-	w, err := buildWorker(b.cfg, b.c, set, b.log)
+	w, err := roles.NewInProcessWorker(b.cfg, b.c, set, b.log)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	if err := w.queue.EnsureGroup(ctx); err != nil {
-		return benchResult{}, err
+	if err := w.Queue.EnsureGroup(ctx); err != nil {
+		return Result{}, err
 	}
 	ids, enqueued, err := b.enqueue(ctx, f.ID, n, 16)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	win, err := b.target.open(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	var services service.Group
 	defer services.Stop(context.Background())
-	if err := services.Start(ctx, service.Named{Name: "registry", Service: w.registry},
-		service.Named{Name: "live events", Service: w.observer}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
-		return benchResult{}, err
+	if err := services.Start(ctx, w.Services...); err != nil {
+		return Result{}, err
 	}
 	if err := waitAcked(ctx, w, n); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	m, err := win.close(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	services.Stop(context.Background())
 	p50, p99, err := b.latencies(ctx, ids, enqueued)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	r := benchResult{Scenario: scenario, N: n, Steps: steps, Seconds: m.elapsed.Seconds(),
+	r := Result{Scenario: scenario, N: n, Steps: steps, Seconds: m.elapsed.Seconds(),
 		PerSecond: m.perSecond(n), StepsPerSecond: m.perSecond(n * steps),
 		P50Millis: p50, P99Millis: p99, RedisCalls: m.calls, CallsPerNode: m.perNode, CallsPerExecution: float64(m.calls) / float64(n),
 		CallsPerStep: float64(m.calls) / float64(n*steps)}
@@ -261,8 +269,6 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 // enqueued.
 func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]string, []time.Time, error) {
 	ids, at := make([]string, n), make([]time.Time, n)
-	g := settings.Generations(b.cfg)
-	stream := config.QueueName.In(b.cfg)
 	var wg sync.WaitGroup
 	errs := make([]error, conc)
 	for p := range conc {
@@ -272,9 +278,8 @@ func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]stri
 			for i := p; i < n; i += conc {
 				ids[i] = engine.NewExecutionID()
 				env := queue.Envelope{Kind: queue.KindStart, FlowID: flowID, FlowVersion: "1", ExecutionID: ids[i]}
-				env.Stamp(g, time.Now())
 				at[i] = time.Now()
-				if _, err := queue.Enqueue(ctx, b.c, stream, env); err != nil {
+				if _, err := b.producer.Enqueue(ctx, env); err != nil {
 					errs[p] = err
 					return
 				}
@@ -286,19 +291,19 @@ func (b *bench) enqueue(ctx context.Context, flowID string, n, conc int) ([]stri
 }
 
 // enqueueOnly measures starts/s and calls per enqueue.
-func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (benchResult, error) {
+func (b *bench) enqueueOnly(ctx context.Context, n, conc int) (Result, error) {
 	win, err := b.target.open(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	if _, _, err := b.enqueue(ctx, "bench-enqueue", n, conc); err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
 	m, err := win.close(ctx)
 	if err != nil {
-		return benchResult{}, err
+		return Result{}, err
 	}
-	return benchResult{Scenario: "enqueue", N: n, Seconds: m.elapsed.Seconds(), EnqueuedPerSecond: m.perSecond(n),
+	return Result{Scenario: "enqueue", N: n, Seconds: m.elapsed.Seconds(), EnqueuedPerSecond: m.perSecond(n),
 		RedisCalls: m.calls, CallsPerNode: m.perNode, CallsPerEnqueue: float64(m.calls) / float64(n)}, nil
 }
 
@@ -324,7 +329,8 @@ func (b *bench) latencies(ctx context.Context, ids []string, from []time.Time) (
 	return ms[len(ms)/2], ms[min(len(ms)-1, len(ms)*99/100)], nil
 }
 
-func writeBench(w io.Writer, r benchResult) {
+// WriteText prints a result as the table `plaita bench` shows.
+func WriteText(w io.Writer, r Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "scenario\t%s\n", r.Scenario)
 	fmt.Fprintf(tw, "executions\t%d (concurrency %d)\n", r.N, r.Concurrency)

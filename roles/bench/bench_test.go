@@ -1,4 +1,4 @@
-package roles
+package bench
 
 import (
 	"bytes"
@@ -12,16 +12,32 @@ import (
 	"plaita/internal/redistest"
 )
 
-// runBenchCommand runs `plaita bench` in this process and returns its stdout.
-func runBenchCommand(t *testing.T, args ...string) string {
+// runBench runs one scenario in this process.
+func runBench(t *testing.T, o Options) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	var stdout, stderr bytes.Buffer
-	if err := App(&stdout, &stderr).Run(ctx, append([]string{"plaita", "bench"}, args...)); err != nil {
-		t.Fatalf("bench %v: %v\nstderr:\n%s", args, err, stderr.String())
+	res, err := Run(ctx, o)
+	if err != nil {
+		t.Fatalf("bench %+v: %v", o, err)
 	}
-	return stdout.String()
+	// What --json prints is what a reader decodes.
+	b, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Result
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatalf("--json output: %v\n%s", err, b)
+	}
+	return back
+}
+
+// text is the table `plaita bench` prints.
+func text(r Result) string {
+	var b bytes.Buffer
+	WriteText(&b, r)
+	return b.String()
 }
 
 // TestBenchE2EOnACluster: against one node of a 3-node Redis Cluster the bench runs, and its
@@ -29,11 +45,7 @@ func runBenchCommand(t *testing.T, args ...string) string {
 func TestBenchE2EOnACluster(t *testing.T) {
 	t.Parallel()
 	_, servers := redistest.StartCluster(t, 3)
-	out := runBenchCommand(t, "e2e", "--redis", servers[2].URL(), "--n", "300", "--concurrency", "4", "--json")
-	var res benchResult
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		t.Fatalf("--json output: %v\n%s", err, out)
-	}
+	res := runBench(t, Options{Scenario: "e2e", Redis: servers[2].URL(), N: 300, Concurrency: 4})
 	if res.N != 300 || res.PerSecond <= 0 || res.CallsPerExecution <= 0 || res.P50Millis <= 0 {
 		t.Fatalf("figures: %+v", res)
 	}
@@ -57,10 +69,10 @@ func TestBenchE2EOnACluster(t *testing.T) {
 		t.Errorf("%.2f calls per execution", res.CallsPerExecution)
 	}
 
-	text := runBenchCommand(t, "e2e", "--redis", servers[0].URL(), "--n", "50", "--concurrency", "2")
+	table := text(runBench(t, Options{Scenario: "e2e", Redis: servers[0].URL(), N: 50, Concurrency: 2}))
 	for _, want := range []string{"executions/s", "Redis Cluster, 3 primaries", "redis calls per node", servers[1].Addr()} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the table lacks %q:\n%s", want, text)
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
 		}
 	}
 }

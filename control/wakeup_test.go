@@ -1,4 +1,4 @@
-package roles
+package control
 
 import (
 	"context"
@@ -6,36 +6,28 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/queue"
-	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// The wake-up report of `execution show`, against a private Redis (the registry lives under
+// The wake-up report (what `execution show` prints), against a private Redis (the registry lives under
 // the fixed key root): every state of the delay-queue entry and of the roles that wake it.
 func TestWakeUpReport(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	cfg, err := config.Load(config.RoleWorker, false, config.WithEnv(map[string]string{"PLAITA_REDIS_URL": srv.URL()}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := keys.MustFor(keys.DefaultRoot, keys.DefaultTenant)
-	k := &conn{cfg: cfg, log: zerolog.Nop(), c: c, sp: sp}
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	delayQ, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	delayQ, err := queue.NewDelay(c, "plaita:delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}
 	reg := store.NewRegistry(c, keys.DefaultRoot)
+	p := New(Deps{Registry: reg, Delay: delayQ, Now: func() time.Time { return now },
+		Built: func(role string) bool { return role != "console" }})
 	register := func(id, role, status string) {
 		t.Helper()
 		if err := reg.Register(ctx, store.InstanceRecord{InstanceID: id, Role: role, Status: status, HeartbeatAt: now, TTLMillis: 30000}, time.Minute); err != nil {
@@ -56,7 +48,7 @@ func TestWakeUpReport(t *testing.T) {
 	if err := delayQ.Schedule(ctx, entry(st, engine.ResumeContinue)); err != nil {
 		t.Fatal(err)
 	}
-	w := k.wakeUpFor(ctx, st, now)
+	w := p.WakeUp(ctx, "default", st)
 	if w.By != "delay" || w.Due.Entry != "scheduled" || w.Text != "due in 5m0s — no delay role registered: nothing will continue it until one runs (`plaita delay`)" {
 		t.Fatalf("no delay role: %+v %+v", w, w.Due)
 	}
@@ -64,7 +56,7 @@ func TestWakeUpReport(t *testing.T) {
 	register("delay-1", "delay", "running")
 	register("delay-2", "delay", "stopping")
 	register("worker-1", "worker", "running")
-	w = k.wakeUpFor(ctx, st, now)
+	w = p.WakeUp(ctx, "default", st)
 	if w.Text != "due in 5m0s — delay role: 1 alive" || w.Roles["delay"].Alive != 1 || w.Roles["delay"].Stopping != 1 ||
 		len(w.Roles["delay"].Instances) != 1 || w.Roles["delay"].Instances[0] != "delay-1" {
 		t.Fatalf("delay role alive: %+v", w)
@@ -72,11 +64,11 @@ func TestWakeUpReport(t *testing.T) {
 	// The entry is missing: before the due time nothing will fire it; after it, it was sent or
 	// never written — the queue alone cannot tell, so neither is claimed.
 	missing := suspended("ex_b", state.SuspendDelay, &in5m)
-	if w = k.wakeUpFor(ctx, missing, now); w.Due.Entry != "missing" || !strings.Contains(w.Text, "no delay-queue entry: nothing will continue it; `plaita execution resume ex_b --type continue`") {
+	if w = p.WakeUp(ctx, "default", missing); w.Due.Entry != "missing" || !strings.Contains(w.Text, "no delay-queue entry: nothing will continue it; `plaita execution resume ex_b --type continue`") {
 		t.Fatalf("missing entry: %s", w.Text)
 	}
 	sent := suspended("ex_c", state.SuspendDelay, &ago3s)
-	if w = k.wakeUpFor(ctx, sent, now); w.Due.Entry != "missing" ||
+	if w = p.WakeUp(ctx, "default", sent); w.Due.Entry != "missing" ||
 		w.Text != "was due 3s ago — not in the delay queue (its wake-up was sent, or never written); if it stays suspended: `plaita execution resume ex_c --type continue`" {
 		t.Fatalf("entry gone after the due time: %s", w.Text)
 	}
@@ -95,7 +87,7 @@ func TestWakeUpReport(t *testing.T) {
 		{suspended("ex_t", state.SuspendEvent, &zero), "no delay-queue entry, and none can be written: due time 0001-01-01T00:00:00Z is the zero time; " +
 			"nothing will time it out: `plaita execution resume ex_t --type timeout`"},
 	} {
-		w = k.wakeUpFor(ctx, tc.st, now)
+		w = p.WakeUp(ctx, "default", tc.st)
 		if w.Due == nil || w.Due.Entry != "missing" || w.Due.Unschedulable == "" || w.Due.Text != tc.text || len(w.Problems) != 0 {
 			t.Fatalf("%s: %+v\nwant %s", tc.st.ExecutionID, w.Due, tc.text)
 		}
@@ -112,13 +104,13 @@ func TestWakeUpReport(t *testing.T) {
 	if _, err := delayQ.MoveDue(ctx, now, opts); err != nil {
 		t.Fatal(err)
 	}
-	if w = k.wakeUpFor(ctx, poisoned, now); w.Due.Entry != "retrying" || w.Due.Attempts != 1 || !strings.Contains(w.Text, "1 enqueue(s) of its wake-up failed, next try in 1s") {
+	if w = p.WakeUp(ctx, "default", poisoned); w.Due.Entry != "retrying" || w.Due.Attempts != 1 || !strings.Contains(w.Text, "1 enqueue(s) of its wake-up failed, next try in 1s") {
 		t.Fatalf("retrying entry: %+v", w.Due)
 	}
 	if _, err := delayQ.MoveDue(ctx, now.Add(time.Second), opts); err != nil {
 		t.Fatal(err)
 	}
-	if w = k.wakeUpFor(ctx, poisoned, now); w.Due.Entry != "dead" || w.Due.DeadReason != queue.DelayReasonEnqueueFailed ||
+	if w = p.WakeUp(ctx, "default", poisoned); w.Due.Entry != "dead" || w.Due.DeadReason != queue.DelayReasonEnqueueFailed ||
 		!strings.Contains(w.Text, "its delay-queue entry was given up (enqueue_failed, in plaita:delay:queue:dead): nothing will continue it") {
 		t.Fatalf("dead entry: %+v", w.Due)
 	}
@@ -128,23 +120,23 @@ func TestWakeUpReport(t *testing.T) {
 	if err := delayQ.Schedule(ctx, entry(wait, engine.ResumeTimeout)); err != nil {
 		t.Fatal(err)
 	}
-	w = k.wakeUpFor(ctx, wait, now)
+	w = p.WakeUp(ctx, "default", wait)
 	if w.By != "filter" || !strings.HasPrefix(w.Text, `an event of type "order.paid" — no filter role registered`) ||
 		w.Due.ResumeType != engine.ResumeTimeout || w.Due.Text != "due in 5m0s — delay role: 1 alive" {
 		t.Fatalf("wait: %+v %+v", w, w.Due)
 	}
 	register("filter-1", "filter", "running")
-	if w = k.wakeUpFor(ctx, wait, now); w.Text != `an event of type "order.paid" — filter role: 1 alive` || w.Roles["filter"].Alive != 1 {
+	if w = p.WakeUp(ctx, "default", wait); w.Text != `an event of type "order.paid" — filter role: 1 alive` || w.Roles["filter"].Alive != 1 {
 		t.Fatalf("wait with a filter: %s", w.Text)
 	}
 	// An approval without a timeout: the console or the CLI; no due time to report.
 	ask := suspended("ex_f", state.SuspendApproval, nil)
-	if w = k.wakeUpFor(ctx, ask, now); w.By != "console" || w.Due != nil ||
+	if w = p.WakeUp(ctx, "default", ask); w.By != "console" || w.Due != nil ||
 		!strings.Contains(w.Text, "`plaita execution resume ex_f --type approval --data '{\"approved\": true}'`") {
 		t.Fatalf("approval: %+v", w)
 	}
 	// Not suspended: no report.
-	if w = k.wakeUpFor(ctx, &state.Execution{Status: state.Running}, now); w != nil {
+	if w = p.WakeUp(ctx, "default", &state.Execution{Status: state.Running}); w != nil {
 		t.Fatalf("running: %+v", w)
 	}
 }

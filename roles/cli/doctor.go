@@ -1,4 +1,4 @@
-package roles
+package cli
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"plaita/config"
 	"plaita/queue"
+	"plaita/roles"
 )
 
 // doctorCommand runs the same strict loader as the roles and prints what it found.
@@ -103,7 +104,7 @@ func (r doctorReport) writeText(w io.Writer) error {
 // checkRedisKeys connects and checks the queue's keys (what a worker checks before it starts).
 func checkRedisKeys(ctx context.Context, cfg *config.Config) *redisCheck {
 	rc := &redisCheck{URL: config.MaskURL(config.RedisURL.In(cfg))}
-	c, err := redisClient(config.RedisURL.In(cfg))
+	c, err := roles.RedisClient(config.RedisURL.In(cfg))
 	if err != nil {
 		rc.Problem = err.Error()
 		return rc

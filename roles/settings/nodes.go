@@ -1,4 +1,4 @@
-package roles
+package settings
 
 import (
 	"math"
@@ -13,15 +13,15 @@ import (
 	"plaita/engine/nodes/sandbox"
 )
 
-// nodeOptions is the one place that turns variables into the settings of the I/O node types.
+// Nodes is the one place that turns variables into the settings of the I/O node types.
 // Everything is read here, once: the node packages never see the configuration, and a process's
 // environment does not change from outside, so reading a variable again on every request
 // would only ever find the same value.
-func nodeOptions(cfg *config.Config) nodes.Options {
+func Nodes(cfg *config.Config) nodes.Options {
 	return nodes.Options{
 		HTTP: httpnode.Options{
 			MaxResponseBytes: int64(config.HTTPMaxResponseBytes.In(cfg)),
-			DNSTTL:           seconds(config.HTTPDNSTTL.In(cfg)),
+			DNSTTL:           saturatingSeconds(config.HTTPDNSTTL.In(cfg)),
 			ConnectorLimit:   config.HTTPConnectorLimit.In(cfg),
 			Cookies:          config.HTTPCookies.In(cfg),
 			BlockPrivate:     config.HTTPBlockPrivate.In(cfg),
@@ -31,7 +31,7 @@ func nodeOptions(cfg *config.Config) nodes.Options {
 			AllowedBackends:         slices.Clone(config.SandboxAllowedBackends.In(cfg)),
 			DefaultBackend:          config.CodeBackend.In(cfg),
 			AllowSubprocessFallback: config.AllowSubprocessFallback.In(cfg),
-			Timeout:                 seconds(float64(config.SandboxTimeout.In(cfg))),
+			Timeout:                 saturatingSeconds(float64(config.SandboxTimeout.In(cfg))),
 			MemoryMB:                config.SandboxMemoryMB.In(cfg),
 			NodeBin:                 config.SandboxNodeBin.In(cfg),
 			DockerImage:             config.SandboxDockerImage.In(cfg),
@@ -39,7 +39,7 @@ func nodeOptions(cfg *config.Config) nodes.Options {
 			DockerMemoryMB:          config.SandboxDockerMemoryMB.In(cfg),
 			DockerCPUs:              config.SandboxDockerCPUs.In(cfg),
 			DockerUser:              config.SandboxDockerUser.In(cfg),
-			DockerTimeout:           seconds(float64(config.SandboxDockerTimeout.In(cfg))),
+			DockerTimeout:           saturatingSeconds(float64(config.SandboxDockerTimeout.In(cfg))),
 		},
 		External:          external.Options{Paths: slices.Clone(config.NodePath.In(cfg))},
 		Sandbox:           sandbox.Options{HostEnv: hostEnv(nodes.HostVariables())},
@@ -61,10 +61,10 @@ func hostEnv(names []string) map[string]string {
 	return env
 }
 
-// seconds converts a variable's seconds to a duration, saturating: the variables accept
+// saturatingSeconds converts a variable's seconds to a duration, saturating: the variables accept
 // values far beyond what a time.Duration holds, and a wrapped-around negative duration would
 // turn a bound off instead of making it large.
-func seconds(s float64) time.Duration {
+func saturatingSeconds(s float64) time.Duration {
 	d := s * float64(time.Second)
 	if d >= math.MaxInt64 {
 		return math.MaxInt64

@@ -1,0 +1,405 @@
+package control
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// What an operator can do next with an execution — the hints of `plaita execution show`, `plaita
+// run`, `plaita start --wait` and the console's buttons — and the resume check. Every resume
+// suggested is first put to engine.CheckResume (and, for a retry of an execution in Redis, to the
+// worker's retry gates): a suggestion the worker would refuse is worse than none, because it
+// answers "enqueued" and nothing moves. When no resume would be accepted, a note says what to do
+// instead.
+
+var (
+	// ErrFlowUnavailable marks a definition the worker cannot run the execution on (it is not
+	// published); the advice then offers a cancel only.
+	ErrFlowUnavailable = errors.New("flow definition unavailable")
+	// ErrCannotCheck marks a definition this process cannot judge: it does not parse here, or
+	// the node types cannot be set up here (a worker may have other node executables or a
+	// docker daemon). The advice then offers a cancel only, and says --force skips the check.
+	ErrCannotCheck = errors.New("cannot check here")
+)
+
+// Advice is what the hints and the resume check are judged against.
+type Advice struct {
+	Flow    *engine.Flow // the definition the execution runs; nil when it cannot be had
+	FlowErr error        // why Flow is nil
+	Limits  engine.ExprLimits
+	Now     time.Time
+	Budget  *Budget // the worker's retry gates; nil where none apply (plaita run)
+	Local   bool    // plaita run: nothing waits for a delay in this process
+}
+
+// Budget is an execution's retry gates, with the keys an operator deletes to reset them.
+type Budget struct {
+	store.RetryBudget
+	G1Key, NoFailKey string
+}
+
+// Hint is one thing to do next: a resume that is accepted now, or a note.
+type Hint struct {
+	Label string            `json:"label,omitempty"` // "approve with", …
+	Type  engine.ResumeType `json:"type,omitempty"`  // "" for a note
+	Data  string            `json:"data,omitempty"`  // the resume data, as typed on a command line ("" for none)
+	Note  []string          `json:"note,omitempty"`  // what to do instead, line by line
+	// Command is the resume as a command line, when the execution is in Redis.
+	Command string `json:"command,omitempty"`
+}
+
+// Check is engine.CheckResume against the advice's definition.
+func (a *Advice) Check(st *state.Execution, rt engine.ResumeType, data any) error {
+	if rt == engine.ResumeCancel {
+		// The worker cancels without reading the definition; only a finished execution refuses.
+		if st.Status.Terminal() {
+			return fmt.Errorf("%w: execution is already %s", engine.ErrInvalidResume, st.Status)
+		}
+		return nil
+	}
+	if a.Flow == nil {
+		return a.FlowErr
+	}
+	return engine.CheckResume(a.Flow, st, rt, data, a.Limits, a.Now)
+}
+
+// Hints lists what can be done next with st, every resume checked.
+func (a *Advice) Hints(st *state.Execution) []Hint {
+	if a == nil {
+		return nil // nothing to check against: suggest nothing
+	}
+	var out []Hint
+	try := func(label string, rt engine.ResumeType, data string) {
+		var v any
+		if data != "" {
+			if err := json.Unmarshal([]byte(data), &v); err != nil {
+				return
+			}
+		}
+		if a.Check(st, rt, v) == nil {
+			out = append(out, Hint{Label: label, Type: rt, Data: data})
+		}
+	}
+	if st.Status.Terminal() && st.Status != state.Error {
+		return nil
+	}
+	// A missing or changed definition refuses every resume but a cancel: say so once, and
+	// offer the cancel.
+	if err := a.flowProblem(st); err != nil {
+		if st.Status == state.Error {
+			return []Hint{{Note: []string{fmt.Sprintf("no retry: %v", err)}}}
+		}
+		note := "only a cancel is accepted: %v"
+		if errors.Is(err, ErrCannotCheck) {
+			note = "no resume but a cancel can be checked: %v"
+		}
+		return append(out, Hint{Note: []string{fmt.Sprintf(note, err)}}, Hint{Label: "cancel with", Type: engine.ResumeCancel})
+	}
+	switch st.Status {
+	case state.Suspended:
+		s := st.Suspend
+		if s == nil {
+			break
+		}
+		switch s.Kind {
+		case state.SuspendApproval:
+			try("approve with", engine.ResumeApproval, `{"approved": true, "comment": "ok"}`)
+			try("reject with", engine.ResumeApproval, `{"approved": false, "comment": "why not"}`)
+		case state.SuspendEvent:
+			if ev, ok := engine.ExampleEvent(a.Flow, st, a.Limits, a.Now); ok {
+				if data, err := eventJSON(ev); err == nil {
+					try("deliver the event with (--data is the event, EVENT in the match)", engine.ResumeEvent, data)
+				}
+			} else if s.Match != "" {
+				out = append(out, Hint{Note: []string{
+					fmt.Sprintf("no example event could be built: deliver an event of type %q (as --data) that must satisfy the match", s.EventType),
+					"  " + s.Match}})
+			}
+		case state.SuspendDelay:
+			label := "continue now with"
+			if a.Local {
+				label = "continue with (the delay is not awaited in this process)"
+			}
+			try(label, engine.ResumeContinue, "")
+		default:
+			try("resume with", engine.ResumeContinue, "")
+		}
+		if s.Due != nil && s.Kind != state.SuspendDelay {
+			try("time it out with", engine.ResumeTimeout, "")
+		}
+		try("cancel with", engine.ResumeCancel, "")
+	case state.Error:
+		out = append(out, a.retryHint(st))
+	case state.Running:
+		if a.Local {
+			try("continue with", engine.ResumeContinue, "")
+		}
+		try("cancel with", engine.ResumeCancel, "")
+	case state.Pending:
+		try("cancel with", engine.ResumeCancel, "")
+	}
+	return out
+}
+
+// flowProblem is why the definition refuses every resume (cancel aside): it cannot be had, or
+// it is not the one the execution started with.
+func (a *Advice) flowProblem(st *state.Execution) error {
+	if a.Flow == nil {
+		return a.FlowErr
+	}
+	_, err := engine.CheckFlowHash(st.FlowHashAlgo, st.FlowHash, a.Flow.HashAlgo, a.Flow.Hash, false)
+	return err
+}
+
+// retryHint is the retry of an execution in error, or the note that says why there is none
+// and what to do instead.
+func (a *Advice) retryHint(st *state.Execution) Hint {
+	if err := a.Check(st, engine.ResumeRetry, nil); err != nil {
+		if st.Error != nil && st.Error.Type == engine.ErrTypeStepLimit {
+			return Hint{Note: stepLimitNote()}
+		}
+		return Hint{Note: []string{fmt.Sprintf("no retry: %v", err)}}
+	}
+	if r := a.Budget.refusal(); r != nil {
+		return Hint{Note: r.lines()}
+	}
+	return Hint{Label: "retry the failed node with", Type: engine.ResumeRetry}
+}
+
+func stepLimitNote() []string {
+	return []string{
+		"no retry: the execution used all its steps, so a retry would stop again at once;",
+		"fix the flow (a loop without a guard? or raise max_steps) and start a new execution",
+	}
+}
+
+// budgetRefusal is a retry the gates refuse, with what the runbook's 409 carries.
+type budgetRefusal struct {
+	reason     string
+	counter    string // the family that reached its limit
+	counterKey string
+	unblock    string // how to unblock it
+	budget     *Budget
+}
+
+// refusal is nil when a retry passes both gates (or there are no gates).
+func (b *Budget) refusal() *budgetRefusal {
+	if b == nil {
+		return nil
+	}
+	ex := b.Exceeded(store.DeterministicFailureMax)
+	switch {
+	case ex == nil:
+		return nil
+	case ex.Counter == keys.FamG1Wakeups:
+		return &budgetRefusal{budget: b, counter: ex.Counter, counterKey: b.G1Key,
+			reason: fmt.Sprintf("the retry wake-ups of this execution reached their limit (g1wakeups %d/%d): the worker keeps the error state",
+				ex.Count, ex.Limit),
+			unblock: "after fixing the cause, delete the counter and retry: redis-cli DEL " + shellQuote(b.G1Key)}
+	}
+	return &budgetRefusal{budget: b, counter: ex.Counter, counterKey: b.NoFailKey,
+		reason: fmt.Sprintf("this execution failed deterministically %d times in a row (nofail %d/%d): the worker keeps the error state",
+			ex.Count, ex.Count, ex.Limit),
+		unblock: "after fixing the cause, delete the counter and retry: redis-cli DEL " + shellQuote(b.NoFailKey)}
+}
+
+func (r *budgetRefusal) lines() []string {
+	return []string{
+		"no retry: " + r.reason,
+		fmt.Sprintf("counters:  g1wakeups %d (limit %d), nofail %d (limit %d)",
+			r.budget.G1Wakeups, store.G1MaxWakeups, r.budget.NoFail, store.DeterministicFailureMax),
+		"after fixing the cause, delete the counter, then retry:",
+		"  redis-cli DEL " + shellQuote(r.counterKey),
+	}
+}
+
+// fields is the refusal as the runbook's 409 detail.
+func (r *budgetRefusal) fields() map[string]any {
+	return map[string]any{
+		"counters":    map[string]int64{"g1wakeups": r.budget.G1Wakeups, "nofail": r.budget.NoFail},
+		"limits":      map[string]int64{"g1wakeups": store.G1MaxWakeups, "nofail": store.DeterministicFailureMax},
+		"counter":     r.counter,
+		"counter_key": r.counterKey,
+		"hint":        r.unblock,
+	}
+}
+
+// CheckResume applies the worker's checks to a resume of st; nil when it would be accepted, else
+// a Conflict refusal with the reason and what is accepted instead.
+func CheckResume(st *state.Execution, a *Advice, rt engine.ResumeType, data any) *Refusal {
+	ref := &Refusal{Class: Conflict, Code: "resume_refused", Execution: st}
+	switch {
+	case st.Status == state.Running && rt != engine.ResumeContinue && rt != engine.ResumeCancel:
+		ref.Message = "a running execution takes only --type continue (on from its last checkpoint) or --type cancel"
+		if rt == engine.ResumeRetry {
+			ref.Message += " (the worker runs a retry of a running execution as a continue)"
+		}
+	default:
+		if err := a.Check(st, rt, data); err != nil {
+			ref.Message, ref.Err = err.Error(), err
+			if errors.Is(err, engine.ErrEventMismatch) && st.Suspend != nil && st.Suspend.Match != "" {
+				ref.Detail = []string{"match:     " + st.Suspend.Match}
+			}
+		} else if rt == engine.ResumeRetry && st.Status == state.Error {
+			if b := a.Budget.refusal(); b != nil {
+				ref.Code, ref.Message, ref.Unblock, ref.Fields = "retry_budget", b.reason, b.unblock, b.fields()
+				ref.Detail = b.lines()[1:]
+			}
+		}
+	}
+	if ref.Message == "" {
+		return nil
+	}
+	ref.Accepted = a.Hints(st)
+	return ref
+}
+
+// DescribeStatus is st's status with where it stands, for refusals.
+func DescribeStatus(st *state.Execution) string {
+	switch {
+	case st.Status == state.Suspended && st.Suspend != nil:
+		return fmt.Sprintf("suspended (%s at node %q)", DescribeSuspend(st.Suspend), st.Suspend.Node)
+	case st.Status == state.Running && st.CurrentNode != "":
+		return fmt.Sprintf("running (at node %q)", st.CurrentNode)
+	case st.Status == state.Error && st.Error != nil:
+		return fmt.Sprintf("in error (%s)", st.Error.Type)
+	}
+	return string(st.Status)
+}
+
+// DescribeSuspend says what a suspended execution waits for.
+func DescribeSuspend(s *state.Suspend) string {
+	switch s.Kind {
+	case state.SuspendEvent:
+		return fmt.Sprintf("event %q", s.EventType)
+	case state.SuspendApproval:
+		return "approval"
+	case state.SuspendDelay:
+		return "delay"
+	}
+	return s.Kind
+}
+
+// ---- command lines ----
+
+// CommandLine renders the resumes of an execution in Redis as `plaita execution …` command
+// lines: what the hints, the wake-up report and the refusals print.
+func CommandLine(id, tenant string) func(engine.ResumeType, string) string {
+	return func(rt engine.ResumeType, data string) string {
+		parts := []string{"plaita", "execution", "resume", shellQuote(id), "--type", string(rt)}
+		if rt == engine.ResumeCancel {
+			parts = []string{"plaita", "execution", "cancel", shellQuote(id)}
+		}
+		if data != "" {
+			parts = append(parts, "--data", shellQuote(data))
+		}
+		return strings.Join(append(parts, tenantArgs(tenant)...), " ")
+	}
+}
+
+// ExecutionCommandLine is `plaita execution VERB ID [--tenant T]`.
+func ExecutionCommandLine(verb, id, tenant string) string {
+	return strings.Join(append([]string{"plaita", "execution", verb, shellQuote(id)}, tenantArgs(tenant)...), " ")
+}
+
+func tenantArgs(tenant string) []string {
+	if tenant == keys.DefaultTenant || tenant == "" {
+		return nil
+	}
+	return []string{"--tenant", shellQuote(tenant)}
+}
+
+// withCommands fills in the command line of every resume hint.
+func withCommands(hints []Hint, cmd func(engine.ResumeType, string) string) []Hint {
+	for i := range hints {
+		if hints[i].Type != "" {
+			hints[i].Command = cmd(hints[i].Type, hints[i].Data)
+		}
+	}
+	return hints
+}
+
+// ShellQuote quotes s for a POSIX shell when it needs it.
+func ShellQuote(s string) string { return shellQuote(s) }
+
+var shellSafe = regexp.MustCompile(`^[A-Za-z0-9_@%+=:,./-]+$`)
+
+func shellQuote(s string) string {
+	if shellSafe.MatchString(s) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// eventJSON writes event data for a command line: "type" first, then the other fields sorted,
+// with the spacing people type.
+func eventJSON(ev map[string]any) (string, error) {
+	var buf bytes.Buffer
+	if err := writeHumanJSON(&buf, ev, true); err != nil {
+		return "", err
+	}
+	return buf.String(), nil
+}
+
+func writeHumanJSON(buf *bytes.Buffer, v any, top bool) error {
+	if list, ok := v.([]any); ok {
+		buf.WriteByte('[')
+		for i, e := range list {
+			if i > 0 {
+				buf.WriteString(", ")
+			}
+			if err := writeHumanJSON(buf, e, false); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+		return nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		buf.Write(bytes.TrimRight(b.Bytes(), "\n"))
+		return nil
+	}
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		if top && (ks[i] == "type") != (ks[j] == "type") {
+			return ks[i] == "type"
+		}
+		return ks[i] < ks[j]
+	})
+	buf.WriteByte('{')
+	for i, k := range ks {
+		if i > 0 {
+			buf.WriteString(", ")
+		}
+		if err := writeHumanJSON(buf, k, false); err != nil {
+			return err
+		}
+		buf.WriteString(": ")
+		if err := writeHumanJSON(buf, m[k], false); err != nil {
+			return err
+		}
+	}
+	buf.WriteByte('}')
+	return nil
+}

@@ -1,0 +1,68 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// EventPublished is a publish: the event as stored, and whether that id was published before
+// with the same type and data (then nothing changed, and a waiting execution is woken once).
+type EventPublished struct {
+	store.Event
+	Duplicate bool `json:"duplicate"`
+}
+
+// PublishEvent publishes an event (docs/events.md); the filter role wakes what waits for it. Its
+// id ("" = a new one), type and data are checked before anything is written (Invalid); an id
+// taken by another type or other data is a Conflict.
+func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublished, error) {
+	if err := keys.ValidName("event type", ev.Type); err != nil {
+		return EventPublished{}, refuse(Invalid, "invalid_event", err, "%v", err)
+	}
+	if ev.ID != "" {
+		if err := keys.ValidID(ev.ID); err != nil {
+			return EventPublished{}, refuse(Invalid, "invalid_event", err, "event id %q: %v", ev.ID, err)
+		}
+	}
+	tenant, err := p.Tenant(ev.TenantID)
+	if err != nil {
+		return EventPublished{}, err
+	}
+	ev.TenantID = tenant
+	stored, dup, err := p.d.Events.Publish(ctx, ev)
+	switch {
+	case errors.Is(err, store.ErrEventConflict):
+		return EventPublished{}, refuse(Conflict, "event_conflict", err, "%v", err)
+	case errors.Is(err, store.ErrBadEvent):
+		return EventPublished{}, refuse(Invalid, "invalid_event", err, "%v", err)
+	case err != nil:
+		return EventPublished{}, err
+	}
+	return EventPublished{Event: stored, Duplicate: dup}, nil
+}
+
+// ListEvents is the tenant's newest events, of one type ("" = all), at most limit (1 to
+// store.MaxEventList).
+func (p *Plane) ListEvents(ctx context.Context, tenant, typ string, limit int) (store.EventPage, error) {
+	if typ != "" {
+		if err := keys.ValidName("event type", typ); err != nil {
+			return store.EventPage{}, refuse(Invalid, "invalid_event_type", err, "%v", err)
+		}
+	}
+	if limit < 1 || limit > store.MaxEventList {
+		return store.EventPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxEventList)
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return store.EventPage{}, err
+	}
+	page, err := p.d.Events.List(ctx, tenant, typ, limit)
+	if err != nil {
+		return page, fmt.Errorf("list events: %w", err)
+	}
+	return page, nil
+}

@@ -1,0 +1,323 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// StartRequest starts a new execution: of Definition (published first, under Version or its
+// own), or else of the published FlowID (Version, "" = the latest).
+type StartRequest struct {
+	Tenant     string
+	Definition []byte
+	FlowID     string
+	Version    string
+	Input      json.RawMessage // nil: {}
+}
+
+// Started is a start enqueued.
+type Started struct {
+	ExecutionID string       `json:"execution_id"`
+	TenantID    string       `json:"tenant_id"`
+	FlowID      string       `json:"flow_id"`
+	FlowVersion string       `json:"flow_version"`
+	Published   bool         `json:"published"`
+	Already     *bool        `json:"already_published,omitempty"` // set when a definition was given
+	Queue       string       `json:"queue"`
+	MessageID   string       `json:"message_id"`
+	Flow        *engine.Flow `json:"-"`
+}
+
+// Start publishes (when a definition is given) and enqueues a start with a minted execution id;
+// a worker runs it.
+func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
+	tenant, err := p.Tenant(req.Tenant)
+	if err != nil {
+		return Started{}, err
+	}
+	out := Started{TenantID: tenant, Queue: p.QueueName()}
+	if req.Definition != nil {
+		pub, err := p.PublishFlow(ctx, tenant, req.Definition, req.Version)
+		if err != nil {
+			return Started{}, err
+		}
+		already := pub.Result == store.AlreadyPublished
+		out.Flow, out.FlowVersion, out.Published, out.Already = pub.Flow, pub.Version, pub.Result == store.Published, &already
+	} else if out.Flow, out.FlowVersion, err = p.PublishedFlow(ctx, tenant, req.FlowID, req.Version); err != nil {
+		return Started{}, err
+	}
+	out.FlowID = out.Flow.ID
+	input := req.Input
+	if input == nil {
+		input = json.RawMessage(`{}`)
+	}
+	out.ExecutionID = engine.NewExecutionID()
+	out.MessageID, err = p.enqueue(ctx, tenant, queue.Envelope{Kind: queue.KindStart, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
+		ExecutionID: out.ExecutionID, Input: input})
+	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
+		return Started{}, refuse(Invalid, "invalid_input", err, "input: %v", err)
+	}
+	if err != nil {
+		return Started{}, err
+	}
+	return out, nil
+}
+
+// waitPollInterval is how often WaitSettled reads the state.
+const waitPollInterval = 100 * time.Millisecond
+
+// WaitSettled polls the state until it is terminal or suspended, or until timeout. On a timeout
+// it returns the last state read (nil when none was) and an error.
+func (p *Plane) WaitSettled(ctx context.Context, tenant, id string, timeout time.Duration) (*state.Execution, error) {
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last *state.Execution
+	for {
+		st, err := ts.Load(ctx, id)
+		switch {
+		case err == nil:
+			last = st
+			if st.Status.Terminal() || st.Status == state.Suspended {
+				return st, nil
+			}
+		case errors.Is(err, store.ErrNotFound), store.IsTransient(err) && ctx.Err() == nil:
+		default:
+			return last, err
+		}
+		select {
+		case <-ctx.Done():
+			status := "not picked up by a worker yet"
+			if last != nil {
+				status = "still " + string(last.Status)
+			}
+			return last, fmt.Errorf("%s after %s (--timeout %s)", status, RoundDuration(timeout), strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		case <-time.After(waitPollInterval):
+		}
+	}
+}
+
+// load reads an execution: NotFound when there is none; a *store.CorruptStateError as it is
+// when its state cannot be read (each operation decides what it can still do).
+func (p *Plane) load(ctx context.Context, tenant, id string) (*store.TenantStore, *state.Execution, error) {
+	if err := keys.ValidID(id); err != nil {
+		return nil, nil, refuse(Invalid, "invalid_id", err, "%q is not an execution id: %v", id, err)
+	}
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := ts.Load(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return ts, nil, refuse(NotFound, "execution_not_found", err, "no execution %s in tenant %s", id, ts.Tenant())
+	case err != nil:
+		return ts, nil, err
+	}
+	return ts, st, nil
+}
+
+// unreadable is the refusal of an operation that needs a state that cannot be read.
+func unreadable(ce *store.CorruptStateError, tenant string) *Refusal {
+	ref := refuse(Conflict, "state_corrupt", ce, "%v: no worker can run it; `%s` prints what is stored, `%s` ends it, `%s` removes it", ce,
+		ExecutionCommandLine("show", ce.ID, tenant), ExecutionCommandLine("cancel", ce.ID, tenant), ExecutionCommandLine("delete", ce.ID, tenant))
+	return ref
+}
+
+// Shown is an execution as `show` gives it: the state as stored, plus the wake-up report of a
+// suspended one; or, when the state cannot be read, what is stored (Corrupt).
+type Shown struct {
+	*state.Execution
+	WakeUp  *WakeUp      `json:"wake_up,omitempty"`
+	Corrupt *CorruptView `json:"-"`
+}
+
+// Show reads an execution with its wake-up report.
+func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
+	ts, st, err := p.load(ctx, tenant, id)
+	var ce *store.CorruptStateError
+	switch {
+	case errors.As(err, &ce):
+		v := newCorruptView(ce, ts.Tenant())
+		return Shown{Corrupt: &v}, nil
+	case err != nil:
+		return Shown{}, err
+	}
+	return Shown{Execution: st, WakeUp: p.WakeUp(ctx, ts.Tenant(), st)}, nil
+}
+
+// List is a page of the tenant's executions, newest first.
+func (p *Plane) List(ctx context.Context, tenant string, req store.ListRequest) (store.Page, error) {
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return store.Page{}, err
+	}
+	page, err := ts.List(ctx, req)
+	if errors.Is(err, store.ErrInvalid) {
+		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
+	}
+	return page, err
+}
+
+// Done says what an operation on one execution did.
+type Done struct {
+	ExecutionID string       `json:"execution_id"`
+	TenantID    string       `json:"tenant_id"`
+	Action      string       `json:"action"` // cancel | delete | resume
+	Result      string       `json:"result"`
+	Was         state.Status `json:"was"` // "corrupt" for a state that could not be read
+	Enqueued    bool         `json:"enqueued"`
+	MessageID   string       `json:"message_id,omitempty"`
+	// Resume only.
+	ResumeType  engine.ResumeType `json:"resume_type,omitempty"`
+	FlowID      string            `json:"flow_id,omitempty"`
+	FlowVersion string            `json:"flow_version,omitempty"`
+	Checked     *bool             `json:"checked,omitempty"`
+	Queue       string            `json:"queue,omitempty"`
+	// Cancel of an unreadable state: the bytes replaced by the cancelled state.
+	ReplacedBytes int `json:"replaced_bytes,omitempty"`
+	// Delete only.
+	Deleted bool `json:"deleted,omitempty"`
+}
+
+// wasCorrupt is what Done.Was says of a state that could not be read.
+const wasCorrupt state.Status = "corrupt"
+
+// Cancel raises the cancel flag and enqueues a cancel resume: a running execution stops at its
+// next step boundary, a suspended one is ended by the resume. An execution already cancelled is
+// what was asked for: "already_cancelled", nothing changes; a completed or failed one is a
+// Conflict. An execution whose state cannot be read is ended by replacing it (store.ReplaceCorrupt).
+func (p *Plane) Cancel(ctx context.Context, tenant, id string) (Done, error) {
+	ts, st, err := p.load(ctx, tenant, id)
+	var ce *store.CorruptStateError
+	switch {
+	case errors.As(err, &ce):
+		return p.cancelCorrupt(ctx, ts, ce)
+	case err != nil:
+		return Done{}, err
+	}
+	out := Done{ExecutionID: id, TenantID: ts.Tenant(), Action: "cancel", Was: st.Status}
+	switch {
+	case st.Status == state.Cancelled:
+		out.Result = "already_cancelled"
+		return out, nil
+	case st.Status.Terminal():
+		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
+			Message: fmt.Sprintf("execution %s is already %s; nothing to cancel", id, st.Status)}
+	}
+	if err := ts.SetCancel(ctx, id); err != nil {
+		return Done{}, fmt.Errorf("execution %s: %w", id, err)
+	}
+	if out.MessageID, err = p.enqueue(ctx, ts.Tenant(), resumeEnvelope(st, engine.ResumeCancel, nil)); err != nil {
+		return Done{}, fmt.Errorf("execution %s: cancel flag raised, but the cancel resume was not enqueued: %w", id, err)
+	}
+	out.Result, out.Enqueued = "cancel_requested", true
+	return out, nil
+}
+
+// Delete removes an execution's state and keys and writes its tombstone. A running or pending
+// one is a Conflict unless force; an unreadable one is deleted as it is (no worker can run it).
+func (p *Plane) Delete(ctx context.Context, tenant, id string, force bool) (Done, error) {
+	ts, st, err := p.load(ctx, tenant, id)
+	var ce *store.CorruptStateError
+	was := wasCorrupt
+	switch {
+	case errors.As(err, &ce):
+	case err != nil:
+		return Done{}, err
+	case (st.Status == state.Running || st.Status == state.Pending) && !force:
+		return Done{}, &Refusal{Class: Conflict, Code: "running", Execution: st,
+			Message: fmt.Sprintf("execution %s is %s; cancel it first, or pass --force", id, st.Status)}
+	default:
+		was = st.Status
+	}
+	if err := ts.Delete(ctx, id); err != nil {
+		return Done{}, fmt.Errorf("execution %s: %w", id, err)
+	}
+	return Done{ExecutionID: id, TenantID: ts.Tenant(), Action: "delete", Result: "deleted", Deleted: true, Was: was}, nil
+}
+
+// ResumeRequest resumes an execution. Data is the resume's data (the event, the approval
+// answer …); Force enqueues without the check (the worker still decides).
+type ResumeRequest struct {
+	Tenant string
+	ID     string
+	Type   engine.ResumeType
+	Data   json.RawMessage
+	Force  bool
+}
+
+// Resume checks the resume the way the worker will — against the execution's status and
+// suspension, the published definition (an event must satisfy the wait's match), and for a
+// retry the wake-up budgets and the step limit — and enqueues it. A resume that would be refused
+// is not enqueued: a Conflict refusal with the reason and what is accepted instead. A completed
+// or cancelled execution is always refused.
+func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
+	ts, st, err := p.load(ctx, req.Tenant, req.ID)
+	var ce *store.CorruptStateError
+	switch {
+	case errors.As(err, &ce):
+		return Done{}, unreadable(ce, ts.Tenant())
+	case err != nil:
+		return Done{}, err
+	}
+	tenant := ts.Tenant()
+	if st.Status == state.Completed || st.Status == state.Cancelled {
+		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
+			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
+	}
+	if !req.Force {
+		var v any
+		if len(req.Data) > 0 {
+			if err := json.Unmarshal(req.Data, &v); err != nil {
+				return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
+			}
+		}
+		adv, err := p.Advice(ctx, tenant, st, nil)
+		if err != nil {
+			return Done{}, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
+		}
+		if ref := CheckResume(st, adv, req.Type, v); ref != nil {
+			withCommands(ref.Accepted, CommandLine(st.ExecutionID, tenant))
+			return Done{}, ref
+		}
+	}
+	msgID, err := p.enqueue(ctx, tenant, resumeEnvelope(st, req.Type, req.Data))
+	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
+		return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
+	}
+	if err != nil {
+		return Done{}, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
+	}
+	checked := !req.Force
+	return Done{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion, Action: "resume",
+		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID}, nil
+}
+
+// resumeEnvelope is a resume of st's execution, on the flow version it runs.
+func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
+	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
+		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+}
+
+// Hints is what can be done next with st, each resume checked and rendered as a command line.
+func (p *Plane) Hints(ctx context.Context, tenant string, st *state.Execution, f *engine.Flow) ([]Hint, error) {
+	adv, err := p.Advice(ctx, tenant, st, f)
+	if err != nil {
+		return nil, err
+	}
+	return withCommands(adv.Hints(st), CommandLine(st.ExecutionID, tenant)), nil
+}

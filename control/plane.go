@@ -1,0 +1,108 @@
+// Package control is the control plane's operations, shared by every front end — the operator
+// commands (roles/cli) and the console's HTTP API (web): publish a flow, start one, show an
+// execution with what can be done next and what wakes it, list, resume with the worker's own
+// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters.
+//
+// Each operation is one method of Plane over typed arguments, returning a typed result or a
+// *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,
+// speaks HTTP or reads the configuration — the front ends do, so they refuse exactly the same
+// things with the same words. asynq's Inspector, which its CLI and asynqmon both use, is the
+// model.
+package control
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"plaita/engine"
+	"plaita/queue"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// Deps is what the operations work on; a front end builds it once from its configuration.
+type Deps struct {
+	Store *store.Redis // execution states of every tenant
+	// Flows publishes and reads definitions; the caller reserves the task queue's streams
+	// (store.Flows.Reserve) so that no publication can write them.
+	Flows     *store.Flows
+	Events    *store.Events
+	Schedules *store.Schedules
+	Registry  *store.Registry // who is alive: the wake-up report
+	Delay     *queue.Delay    // the delay queue: the wake-up report
+	Producer  *queue.Producer // the one way a task is enqueued
+	// DeadLetters is the task queue, for its dead-letter stream (list, show, replay).
+	DeadLetters *queue.Queue
+	// NodeTypes builds the worker's node types, so that a definition parses here exactly when
+	// it parses on a worker (an error: this process cannot set them up).
+	NodeTypes func() (*engine.Registry, error)
+	Expr      engine.ExprLimits
+	// StateMaxBytes is PLAITA_EXECUTION_STATE_MAX_BYTES, the bound of an input or resume data.
+	StateMaxBytes int
+	// Built reports whether this build has a role ("console", "delay" …): the wake-up report
+	// says when the role that wakes an execution is not built yet.
+	Built func(role string) bool
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Plane runs the operations. It is safe for concurrent use.
+type Plane struct {
+	d   Deps
+	now func() time.Time
+}
+
+// New returns the control plane over d.
+func New(d Deps) *Plane {
+	now := d.Now
+	if now == nil {
+		now = time.Now
+	}
+	if d.Built == nil {
+		d.Built = func(string) bool { return true }
+	}
+	return &Plane{d: d, now: now}
+}
+
+// Tenant checks a tenant slug ("" is the default tenant) and returns its canonical name.
+func (p *Plane) Tenant(tenant string) (string, error) {
+	sp, err := keys.For(keys.DefaultRoot, tenant)
+	if err != nil {
+		return "", refuse(Invalid, "invalid_tenant", err, "%v", err)
+	}
+	return sp.Tenant(), nil
+}
+
+// tenantStore is the execution storage of a checked tenant.
+func (p *Plane) tenantStore(tenant string) (*store.TenantStore, error) {
+	if _, err := p.Tenant(tenant); err != nil {
+		return nil, err
+	}
+	ts, err := p.d.Store.Tenant(tenant)
+	if err != nil {
+		return nil, refuse(Invalid, "invalid_tenant", err, "%v", err)
+	}
+	return ts, nil
+}
+
+// QueueName is the stream tasks are enqueued on.
+func (p *Plane) QueueName() string { return p.d.Producer.Stream() }
+
+// nodeTypes builds the node registry flows are parsed with.
+func (p *Plane) nodeTypes() (*engine.Registry, error) {
+	if p.d.NodeTypes == nil {
+		return engine.NewRegistry(), nil
+	}
+	return p.d.NodeTypes()
+}
+
+// enqueue writes one fresh task through the producer.
+func (p *Plane) enqueue(ctx context.Context, tenant string, env queue.Envelope) (string, error) {
+	env.TenantID = tenant
+	id, err := p.d.Producer.Enqueue(ctx, env)
+	if err != nil {
+		return "", fmt.Errorf("enqueue: %w", err)
+	}
+	return id, nil
+}

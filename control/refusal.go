@@ -1,0 +1,60 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+
+	"plaita/engine/state"
+)
+
+// Class is what kind of refusal a Refusal is; every front end maps it the same way (the CLI to
+// an exit status, the console to an HTTP status).
+type Class int
+
+const (
+	// Invalid: the request itself is wrong (bad input, an invalid flow): exit 2, HTTP 400.
+	Invalid Class = iota + 1
+	// NotFound: what it names does not exist: exit 1, HTTP 404.
+	NotFound
+	// Conflict: it cannot be done in the state things are in (a terminal execution, a resume the
+	// worker would refuse, a published version that differs): exit 1, HTTP 409.
+	Conflict
+)
+
+// Refusal is an operation the control plane turned down: what was refused and why, what is
+// accepted instead, and how to unblock it. Front ends render it; none builds its own wording.
+type Refusal struct {
+	Class Class `json:"-"`
+	// Code names the refusal for programs: "invalid_flow", "resume_refused", "retry_budget" …
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Detail are lines that explain the message (the match a wait uses, the counters).
+	Detail []string `json:"detail,omitempty"`
+	// Accepted is what would be accepted instead (resume hints and notes).
+	Accepted []Hint `json:"accepted,omitempty"`
+	// Unblock says how to get past it, when something can.
+	Unblock string `json:"unblock,omitempty"`
+	// Fields carry structured detail (counters and limits of a retry budget, the problems of an
+	// invalid flow).
+	Fields map[string]any `json:"fields,omitempty"`
+	// Execution is the execution refused, when there is one (front ends describe its status).
+	Execution *state.Execution `json:"-"`
+	// Err is the cause, for errors.Is (engine.ErrInvalidResume, store.ErrVersionConflict …).
+	Err error `json:"-"`
+}
+
+func (r *Refusal) Error() string { return r.Message }
+func (r *Refusal) Unwrap() error { return r.Err }
+
+func refuse(class Class, code string, err error, format string, a ...any) *Refusal {
+	return &Refusal{Class: class, Code: code, Err: err, Message: fmt.Sprintf(format, a...)}
+}
+
+// AsRefusal finds the refusal in err (nil when err is not one).
+func AsRefusal(err error) *Refusal {
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package control
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// Cron schedules (docs/schedules.md): what `plaita schedule add|list|show|enable|disable|delete`
+// and the console edit. The schedule role fires them.
+
+// NewScheduleID mints a schedule id.
+func NewScheduleID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return "sch_" + hex.EncodeToString(b[:])
+}
+
+// ScheduleAdded is a schedule created, with what an operator should know (its flow is not
+// published yet).
+type ScheduleAdded struct {
+	store.ScheduleRecord
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// scheduleRefusal classifies a store error of a schedule edit.
+func scheduleRefusal(err error) error {
+	switch {
+	case errors.Is(err, store.ErrBadSchedule):
+		return refuse(Invalid, "invalid_schedule", err, "%v", err)
+	case errors.Is(err, store.ErrScheduleExists):
+		return refuse(Conflict, "schedule_exists", err, "%v", err)
+	case errors.Is(err, store.ErrScheduleNotFound):
+		return refuse(NotFound, "schedule_not_found", err, "%v", err)
+	}
+	return err
+}
+
+// AddSchedule creates a schedule (ID "" = a new one; Input nil = {}). A flow (version) not
+// published yet is a warning: its ticks are skipped until it is.
+func (p *Plane) AddSchedule(ctx context.Context, s store.Schedule) (ScheduleAdded, error) {
+	if s.ID == "" {
+		s.ID = NewScheduleID()
+	}
+	s.Cron = strings.TrimSpace(s.Cron)
+	if s.Input == nil {
+		s.Input = json.RawMessage(`{}`)
+	}
+	if s.FlowVersion == "" {
+		s.FlowVersion = store.LatestVersion
+	}
+	if err := keys.ValidName("schedule id", s.ID); err != nil {
+		return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "%v", err)
+	}
+	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
+		return ScheduleAdded{}, refuse(Invalid, "invalid_cron", err, "--cron/--tz: %v", err)
+	}
+	if err := keys.ValidName("flow id", s.FlowID); err != nil {
+		return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "--flow: %v", err)
+	}
+	if s.FlowVersion != store.LatestVersion {
+		if err := keys.ValidName("flow version", s.FlowVersion); err != nil {
+			return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "--version: %v (or %s)", err, store.LatestVersion)
+		}
+	}
+	tenant, err := p.Tenant(s.TenantID)
+	if err != nil {
+		return ScheduleAdded{}, err
+	}
+	s.TenantID = tenant
+	if limit := p.d.StateMaxBytes; limit > 0 && len(s.Input) > limit {
+		return ScheduleAdded{}, refuse(Invalid, "invalid_input", nil,
+			"--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
+	}
+	var out ScheduleAdded
+	if w, err := p.flowWarning(ctx, s); err != nil {
+		return ScheduleAdded{}, err
+	} else if w != "" {
+		out.Warnings = append(out.Warnings, w)
+	}
+	if out.ScheduleRecord, err = p.d.Schedules.Create(ctx, s, p.now()); err != nil {
+		return ScheduleAdded{}, scheduleRefusal(err)
+	}
+	return out, nil
+}
+
+// flowWarning says when the schedule's flow (version) is not published yet.
+func (p *Plane) flowWarning(ctx context.Context, s store.Schedule) (string, error) {
+	var err error
+	if s.FlowVersion == store.LatestVersion {
+		_, err = p.d.Flows.Latest(ctx, s.TenantID, s.FlowID)
+	} else {
+		_, err = p.d.Flows.Get(ctx, s.TenantID, s.FlowID, s.FlowVersion)
+	}
+	switch {
+	case errors.Is(err, store.ErrFlowNotFound):
+		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita start FLOW.json publishes it)",
+			s.FlowID, s.FlowVersion, s.TenantID), nil
+	case err != nil:
+		return "", err
+	}
+	return "", nil
+}
+
+// Schedules lists the tenant's schedules, and the records that do not decode.
+func (p *Plane) Schedules(ctx context.Context, tenant string) ([]store.ScheduleRecord, []store.BadSchedule, error) {
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.d.Schedules.List(ctx, tenant)
+}
+
+// scheduleID checks a schedule id argument.
+func scheduleID(id string) error {
+	if err := keys.ValidName("schedule id", id); err != nil {
+		return refuse(Invalid, "invalid_schedule", err, "%v", err)
+	}
+	return nil
+}
+
+// Schedule reads one schedule with its firing state.
+func (p *Plane) Schedule(ctx context.Context, tenant, id string) (store.ScheduleRecord, error) {
+	if err := scheduleID(id); err != nil {
+		return store.ScheduleRecord{}, err
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return store.ScheduleRecord{}, err
+	}
+	rec, err := p.d.Schedules.Get(ctx, tenant, id)
+	if err != nil {
+		return rec, scheduleRefusal(err)
+	}
+	return rec, nil
+}
+
+// SetScheduleEnabled enables or disables a schedule; changed is false when it already was.
+// Ticks while a schedule is disabled never fire.
+func (p *Plane) SetScheduleEnabled(ctx context.Context, tenant, id string, enabled bool) (rec store.ScheduleRecord, changed bool, err error) {
+	if err := scheduleID(id); err != nil {
+		return rec, false, err
+	}
+	if tenant, err = p.Tenant(tenant); err != nil {
+		return rec, false, err
+	}
+	rec, changed, err = p.d.Schedules.SetEnabled(ctx, tenant, id, enabled, p.now())
+	if err != nil {
+		return rec, false, scheduleRefusal(err)
+	}
+	return rec, changed, nil
+}
+
+// DeleteSchedule deletes a schedule (a start already enqueued still runs): NotFound when there
+// is none.
+func (p *Plane) DeleteSchedule(ctx context.Context, tenant, id string) error {
+	if err := scheduleID(id); err != nil {
+		return err
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return err
+	}
+	ok, err := p.d.Schedules.Delete(ctx, tenant, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return refuse(NotFound, "schedule_not_found", store.ErrScheduleNotFound, "no schedule %s in tenant %s", id, tenant)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/roles/bench"
+)
+
+// benchCommand is `plaita bench`: flags and rendering over package roles/bench.
+func benchCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "measure the engine end to end on a real Redis: e2e, steps, enqueue, suspend",
+		UsageText: "plaita bench e2e|steps|enqueue|suspend [--redis URL] [--n N] [--concurrency C] [--json]",
+		Description: "e2e: N pre-enqueued starts of a 1-node flow run by an in-process worker with C consumers;\n" +
+			"executions/s from the worker's start until all are acked, p50/p99 enqueue→terminal latency,\n" +
+			"Redis calls per execution (INFO commandstats deltas, calls inside scripts included; on a Redis\n" +
+			"Cluster summed over every primary, found with CLUSTER NODES, and shown per node).\n" +
+			"steps: the same with a 20-node linear flow (steps/s, calls per step). enqueue: starts/s.\n" +
+			"suspend: N executions waiting at a wait_event (spread over 500 event types), then N events\n" +
+			"published with C producers; an in-process filter (C handlers) and worker resume them: round\n" +
+			"trips/s from the first publish until all completed, p50/p99 publish→completed.\n" +
+			"Without --redis a private redis-server is started (it must be installed) and removed.",
+		Flags: cliFlags(
+			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
+			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
+			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
+			jsonFlag("print the figures as one JSON object"),
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured run to this file (go tool pprof)"},
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			const name = "bench"
+			res, err := bench.Run(ctx, bench.Options{Scenario: cmd.Args().First(), N: int(cmd.Int("n")), Concurrency: int(cmd.Int("concurrency")),
+				Redis: cmd.String("redis"), CPUProfile: cmd.String("cpuprofile"), Flags: overrides(cmd, config.RoleWorker),
+				NewLogger: func(level zerolog.Level) zerolog.Logger { return NewLogger(stderr, LogAuto, level) }})
+			var ce *bench.ConfigError
+			switch {
+			case errors.As(err, &ce):
+				io.WriteString(stderr, ce.Error()+"\n")
+				return &exitError{code: ExitRejected, err: err, printed: true}
+			case errors.Is(err, bench.ErrUsage):
+				return cliUsage(name, "%v", err)
+			case err != nil:
+				return cliFail(name, "%v", err)
+			}
+			if cmd.Bool("json") {
+				return writeJSON(stdout, res)
+			}
+			bench.WriteText(stdout, res)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,155 @@
+package cli
+
+import (
+	"io"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/control"
+	"plaita/engine"
+	"plaita/engine/nodes"
+	"plaita/engine/state"
+	"plaita/queue"
+	"plaita/roles"
+	"plaita/roles/filter"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// conn is a command over the shared Redis: its configuration, its --tenant and, once dialled,
+// the control plane every operation goes through (package control: the console uses the same).
+type conn struct {
+	cfg    *config.Config
+	log    zerolog.Logger
+	tenant string
+	c      rueidis.Client
+	plane  *control.Plane
+}
+
+// connect runs the preflight of role and connects to PLAITA_REDIS_URL for the --tenant.
+func connect(cmd *cli.Command, name string, role config.Role, stderr io.Writer) (*conn, error) {
+	k, err := prepare(cmd, name, role, stderr)
+	if err != nil {
+		return nil, err
+	}
+	return k, k.dial(name)
+}
+
+// prepare is connect's first half: the preflight and the --tenant, no connection yet. A command
+// that reads documents reads them in between, bounded by the configuration, so that bad input
+// is refused without touching Redis.
+func prepare(cmd *cli.Command, name string, role config.Role, stderr io.Writer) (*conn, error) {
+	cfg, log, err := preflightAs(cmd, role, "cli", zerolog.DebugLevel, stderr)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := keys.For(keys.DefaultRoot, cmd.String("tenant"))
+	if err != nil {
+		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
+	}
+	return &conn{cfg: cfg, log: log, tenant: sp.Tenant()}, nil
+}
+
+// dial is connect's second half: the client and the control plane over it.
+func (k *conn) dial(name string) error {
+	c, err := roles.RedisClient(config.RedisURL.In(k.cfg))
+	if err != nil {
+		return cliFail(name, "%v", err)
+	}
+	plane, err := newPlane(k.cfg, c, k.log)
+	if err != nil {
+		c.Close()
+		return cliFail(name, "%v", err)
+	}
+	k.c, k.plane = c, plane
+	return nil
+}
+
+func (k *conn) close() {
+	if k.c != nil {
+		k.c.Close()
+	}
+}
+
+// newPlane builds the control plane from the configuration: the stores, the producer with this
+// process's generations and the input bound, the node types of a worker.
+func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*control.Plane, error) {
+	delay, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	if err != nil {
+		return nil, err
+	}
+	q, err := queue.New(c, settings.Queue(cfg), metrics.NewSet(), log)
+	if err != nil {
+		return nil, err
+	}
+	return control.New(control.Deps{
+		Store:     store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
+		Flows:     store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
+		Events:    store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),
+		Schedules: store.NewSchedules(c, keys.DefaultRoot),
+		Registry:  store.NewRegistry(c, keys.DefaultRoot),
+		Delay:     delay,
+		Producer: queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg),
+			config.ExecutionStateMaxBytes.In(cfg), nil),
+		DeadLetters: q,
+		NodeTypes: func() (*engine.Registry, error) {
+			reg := engine.NewRegistry()
+			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {
+				return nil, err
+			}
+			return reg, nil
+		},
+		Expr:          settings.Engine(cfg).Expr,
+		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
+		Built:         func(role string) bool { return built(config.Role(role)) },
+	}), nil
+}
+
+// built reports whether this build has the role.
+func built(role config.Role) bool {
+	for _, s := range roles.Table() {
+		if s.Role == role {
+			return s.Built
+		}
+	}
+	return false
+}
+
+// stateBound is the bound of a document that becomes part of an execution state (a start's
+// input, a resume's data).
+func stateBound(cfg *config.Config) docBound {
+	n := config.ExecutionStateMaxBytes.In(cfg)
+	if n < 1 {
+		n = state.DefaultMaxStateBytes
+	}
+	return docBound{Max: n, What: "PLAITA_EXECUTION_STATE_MAX_BYTES"}
+}
+
+// flowBound is the bound of a flow definition file.
+var flowBound = docBound{Max: engine.MaxFlowBytes, What: "the flow definition bound"}
+
+// eventBound is the bound of an event's data.
+var eventBound = docBound{Max: store.MaxEventDataBytes, What: "the event data bound"}
+
+// refused is an error of a control operation as the command's exit: an Invalid refusal is bad
+// usage (2), any other refusal or failure is a failure (1). A refusal's unblock hint follows its
+// message.
+func refused(name string, err error) error {
+	r := control.AsRefusal(err)
+	if r == nil {
+		return cliFail(name, "%v", err)
+	}
+	msg := err.Error() // the refusal's message, with what the caller wrapped it in
+	if r.Unblock != "" {
+		msg += "; " + r.Unblock
+	}
+	if r.Class == control.Invalid {
+		return cliUsage(name, "%s", msg)
+	}
+	return cliFail(name, "%s", msg)
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/control"
+	"plaita/engine/state"
+	"plaita/store"
+)
+
+// `plaita start FLOW.json|FLOW_ID`: control.Start publishes a file's flow (an immutable version:
+// control/flows.go) and enqueues an execution of it; --wait follows it to its end.
+
+// startDefaultTimeout bounds --wait when --timeout is not given.
+const startDefaultTimeout = 60 * time.Second
+
+func startCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "start",
+		Usage:     "publish (from a file) or pick a published flow and enqueue a new execution of it",
+		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--wait] [--timeout SECONDS] [--json]",
+		Description: "A FLOW.json file is validated and published first (its \"version\" field, else the first 12 hex\n" +
+			"characters of its hash, is the version); a FLOW_ID starts the published --version, else the most\n" +
+			"recently published one. The execution id is printed; a worker runs it.\n\n" +
+			"Exit status: 0 enqueued (with --wait: completed); 1 failure, unknown flow or version, or with\n" +
+			"--wait any end other than completed (error, cancelled, suspended, timed out);\n" +
+			"2 bad usage, bad --input, or an invalid flow (every problem is listed with its JSON path).",
+		Flags: cliFlags(
+			&cli.StringFlag{Name: "version", Usage: "the flow version to start (a FLOW_ID), or to publish the file as"},
+			tenantFlag(),
+			&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
+			&cli.BoolFlag{Name: "wait", Usage: "wait until the execution completes, fails, is cancelled or suspends"},
+			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+			jsonFlag("print a JSON object (with --wait: the execution state) instead of text"),
+		),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return runStart(ctx, cmd, stdout, stderr)
+		},
+	}
+}
+
+func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "start"
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one flow file or flow id: plaita start FLOW.json|FLOW_ID")
+	}
+	arg := cmd.Args().First()
+	timeout := cmd.Float("timeout")
+	if cmd.IsSet("timeout") && !cmd.Bool("wait") {
+		return cliUsage(name, "--timeout goes with --wait")
+	}
+	if timeout <= 0 {
+		return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
+	}
+	req := control.StartRequest{Version: cmd.String("version"), FlowID: arg}
+	if cmd.IsSet("version") && req.Version == "" {
+		return cliUsage(name, "--version must not be empty")
+	}
+	isFile := false
+	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
+		isFile = true
+	} else if strings.HasSuffix(arg, ".json") || strings.ContainsRune(arg, os.PathSeparator) {
+		return cliUsage(name, "flow file %s: %v", arg, unwrapPathError(err))
+	}
+	k, err := prepare(cmd, name, config.RoleWorker, stderr)
+	if err != nil {
+		return err
+	}
+	req.Tenant = k.tenant
+	if cmd.IsSet("input") {
+		if req.Input, err = readDoc(ctx, name, "input", cmd.String("input"), stateBound(k.cfg)); err != nil {
+			return err
+		}
+	}
+	if isFile {
+		if req.Definition, err = readFileBounded(ctx, arg, flowBound); errors.Is(err, errReadInterrupted) {
+			return cliFail(name, "flow file %s: %v", arg, err)
+		} else if err != nil {
+			return cliUsage(name, "flow file %s: %v", arg, err)
+		}
+	}
+	if err := k.dial(name); err != nil {
+		return err
+	}
+	defer k.close()
+
+	started, err := k.plane.Start(ctx, req)
+	if r := control.AsRefusal(err); r != nil && isFile && r.Code != "invalid_input" {
+		return refused(name, fmt.Errorf("%s: %w", arg, err)) // the file's refusal: name the file
+	} else if err != nil {
+		return refused(name, err)
+	}
+	if started.Already != nil {
+		msg := "published"
+		res := store.Published
+		if *started.Already {
+			msg, res = "already published with this definition: left as it is", store.AlreadyPublished
+		}
+		k.log.Info().Str("event", "flow."+string(res)).Str("flow_id", started.FlowID).Str("flow_version", started.FlowVersion).
+			Msg("flow " + started.FlowID + " version " + started.FlowVersion + ": " + msg)
+	}
+	if !cmd.Bool("wait") {
+		if cmd.Bool("json") {
+			return writeJSON(stdout, started)
+		}
+		fmt.Fprintln(stdout, started.ExecutionID)
+		return nil
+	}
+
+	id := started.ExecutionID
+	st, err := k.plane.WaitSettled(ctx, k.tenant, id, time.Duration(timeout*float64(time.Second)))
+	if st != nil {
+		if cmd.Bool("json") {
+			if werr := writeJSON(stdout, st); werr != nil {
+				return cliFail(name, "write state: %v", werr)
+			}
+		} else {
+			hints, herr := k.plane.Hints(ctx, k.tenant, st, started.Flow)
+			if herr != nil {
+				k.log.Warn().Err(herr).Str("event", "start.hints_unavailable").Msg("cannot check what would resume the execution: no commands are suggested")
+			}
+			writeSummary(stdout, summary{st: st, hints: hints, wake: k.plane.WakeUp(ctx, k.tenant, st)})
+		}
+	}
+	if err != nil {
+		return cliFail(name, "execution %s: %v", id, err)
+	}
+	if st.Status != state.Completed {
+		return cliFail(name, "execution %s is %s, not completed", id, st.Status)
+	}
+	return nil
+}
