@@ -28,7 +28,7 @@ type Matcher struct {
 	once sync.Map // warnings logged once per key
 
 	events, expired, woken, duplicates, takeovers, noMatch, stale, early, timedOut *metrics.Counter
-	tenantSkipped, uncheckable, errs                                               *metrics.Counter
+	tenantSkipped, uncheckable, errs, invalid                                      *metrics.Counter
 }
 
 // NewMatcher builds the matcher and registers its counters on d.Metrics.
@@ -51,6 +51,7 @@ func NewMatcher(d Deps, s Settings) *Matcher {
 		tenantSkipped: set.GetOrCreateCounter(`plaita_filter_tenant_skipped_total`),
 		uncheckable:   set.GetOrCreateCounter(`plaita_filter_unchecked_total`),
 		errs:          set.GetOrCreateCounter(`plaita_filter_errors_total`),
+		invalid:       set.GetOrCreateCounter(`plaita_filter_invalid_subscriptions_total`),
 	}
 }
 
@@ -60,6 +61,9 @@ type Result struct {
 	Duplicates int // wake-ups already sent (or being sent by another filter)
 	NoMatch    int // suspensions whose match refused the event
 	Stale      int // subscriptions removed: the execution waits for something else
+	// Invalid: subscription index members that are no execution id, skipped (and removed by
+	// the read, store.TenantStore.Subscriptions).
+	Invalid int
 	// TenantSkipped: the tenant would be refused by the worker; nothing was delivered.
 	TenantSkipped bool
 	// Hold: a wake-up of this event is still pending in another filter (within the grace
@@ -72,6 +76,7 @@ func (r *Result) add(o Result) {
 	r.Duplicates += o.Duplicates
 	r.NoMatch += o.NoMatch
 	r.Stale += o.Stale
+	r.Invalid += o.Invalid
 	r.Hold = r.Hold || o.Hold
 }
 
@@ -118,9 +123,25 @@ func (m *Matcher) handleAdmitted(ctx context.Context, ref store.EventRef) (Resul
 	}
 	now := m.d.now()
 	subs, err := ts.Subscriptions(ctx, ev.Type, now)
-	if err != nil {
+	switch {
+	case err != nil && store.IsTransient(err):
 		m.errs.Inc()
 		return Result{}, fmt.Errorf("subscriptions to %s: %w", ev.Type, err)
+	case err != nil:
+		// The index itself is unusable (not a sorted set): no retry reads it, so the event is
+		// not held for it.
+		m.errs.Inc()
+		if m.first("index\x00" + ts.Tenant() + "\x00" + ev.Type) {
+			m.log.Warn().Err(err).Str("event", "filter.bad_subscription_index").Str("tenant", ts.Tenant()).Str("event_type", ev.Type).
+				Msg("the subscription index is unreadable: events of this type wake nothing until an operator repairs it")
+		}
+		return Result{}, nil
+	}
+	res := Result{Invalid: subs.Invalid}
+	if subs.Invalid > 0 {
+		m.invalid.Add(subs.Invalid)
+		m.log.Warn().Str("event", "filter.invalid_subscriptions").Str("tenant", ts.Tenant()).Str("event_type", ev.Type).
+			Int("members", subs.Invalid).Msg("subscription index members that are no execution id: skipped and removed")
 	}
 	var data any
 	if err := json.Unmarshal(ev.Data, &data); err != nil {
@@ -128,12 +149,11 @@ func (m *Matcher) handleAdmitted(ctx context.Context, ref store.EventRef) (Resul
 	}
 	var (
 		mu    sync.Mutex
-		res   Result
 		first error
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, maxParallel)
 	)
-	for _, sr := range subs {
+	for _, sr := range subs.Reads {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {

@@ -39,8 +39,20 @@ type Reconciler struct {
 	started bool      // the start-up pass ran
 	last    time.Time // the previous pass's upper bound
 
-	passes, scanned, failures *metrics.Counter
-	log                       zerolog.Logger
+	passes, scanned, failures, invalid *metrics.Counter
+	log                                zerolog.Logger
+}
+
+// PassStats is what one pass did (the caller logs it).
+type PassStats struct {
+	Tenants int // tenants reconciled
+	Events  int // feed members handed to the matcher
+	Woken   int // resumes enqueued
+	// Invalid counts the members the pass skipped as unusable: tenant list members that are
+	// no tenant, feed members no event can have, subscription index members that are no
+	// execution id. They never fail a pass or hold a cursor; the reads and the janitor remove
+	// them.
+	Invalid int
 }
 
 // reconcilePage is how many feed members a pass reads at once.
@@ -56,6 +68,7 @@ func NewReconciler(d Deps, s Settings, m *Matcher) *Reconciler {
 		passes:   d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_passes_total`),
 		scanned:  d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_events_total`),
 		failures: d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_failures_total`),
+		invalid:  d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_invalid_members_total`),
 	}
 }
 
@@ -65,8 +78,13 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		t := time.NewTicker(r.s.ReconcileInterval)
 		defer t.Stop()
 		for {
-			if err := r.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			st, err := r.RunOnce(ctx)
+			if err != nil && ctx.Err() == nil {
 				r.log.Warn().Err(err).Str("event", "filter.reconcile_failed").Msg("reconcile pass incomplete: the next pass goes on from the same cursor")
+			}
+			if st.Invalid > 0 {
+				r.log.Warn().Str("event", "filter.reconcile_invalid_members").Int("members", st.Invalid).
+					Msg("index members no tenant, event or execution can have: skipped (the reads and the janitor remove them)")
 			}
 			select {
 			case <-ctx.Done():
@@ -87,28 +105,32 @@ func (r *Reconciler) Trigger() {
 }
 
 // RunOnce is one pass over every tenant with events. Tests call it directly.
-func (r *Reconciler) RunOnce(ctx context.Context) error {
+func (r *Reconciler) RunOnce(ctx context.Context) (PassStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.passes.Inc()
 	now := r.d.now()
-	tenants, err := r.d.Events.Tenants(ctx, time.Time{})
+	var st PassStats
+	list, err := r.d.Events.Tenants(ctx, time.Time{})
 	if err != nil {
 		r.failures.Inc()
-		return fmt.Errorf("reconcile: %w", err)
+		return st, fmt.Errorf("reconcile: %w", err)
 	}
+	st.Invalid += list.Invalid
+	r.invalid.Add(list.Invalid)
 	var errs []error
-	for _, tenant := range tenants {
+	for _, tenant := range list.Tenants {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return st, ctx.Err()
 		}
-		if err := r.tenant(ctx, tenant, now); err != nil {
+		st.Tenants++
+		if err := r.tenant(ctx, tenant, now, &st); err != nil {
 			r.failures.Inc()
 			errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
 		}
 	}
 	r.started, r.last = true, now
-	return errors.Join(errs...)
+	return st, errors.Join(errs...)
 }
 
 // lower is where a tenant's pass starts.
@@ -128,7 +150,7 @@ func (r *Reconciler) lower(cursor time.Time, found bool, now time.Time) time.Tim
 }
 
 // tenant reconciles one tenant up to now and moves its cursor as far as it may.
-func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time) error {
+func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time, st *PassStats) error {
 	cursor, found, err := r.d.Events.Cursor(ctx, tenant)
 	if err != nil {
 		return err
@@ -159,11 +181,17 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time) e
 		if err != nil {
 			return err
 		}
-		for _, ref := range page {
+		// Members no event can have are skipped, counted, and left for the janitor.
+		st.Invalid += page.Invalid
+		r.invalid.Add(page.Invalid)
+		for _, ref := range page.Refs {
 			r.scanned.Inc()
 			ectx, cancel := context.WithTimeout(ctx, eventTimeout)
 			res, err := r.m.handleAdmitted(ectx, ref)
 			cancel()
+			st.Events++
+			st.Woken += res.Woken
+			st.Invalid += res.Invalid
 			if err != nil && firstErr == nil {
 				firstErr = err
 			}
@@ -171,19 +199,14 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time) e
 				hold = ref.At
 			}
 		}
-		if len(page) < reconcilePage {
+		if page.Read < reconcilePage {
 			break
 		}
 		// Page on from the last score; members sharing it are skipped by count.
-		last := page[len(page)-1].At
-		n := 0
-		for i := len(page) - 1; i >= 0 && page[i].At.Equal(last); i-- {
-			n++
-		}
-		if last.Equal(at) {
-			skip += n
+		if page.Last.Equal(at) {
+			skip += page.AtLast
 		} else {
-			at, skip = last, n
+			at, skip = page.Last, page.AtLast
 		}
 	}
 	to := now
