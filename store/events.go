@@ -500,6 +500,45 @@ func (e *Events) Get(ctx context.Context, tenant, id string) (Event, error) {
 	return decodeEventAt(key, id, sp.Tenant(), b)
 }
 
+// GetMany reads several events of a tenant in one round trip (the filter's reconciler reads a
+// page of the feed so): for each id, the event or the error Get would return for it
+// (ErrEventNotFound, ErrBadEvent). A Redis failure fails the whole read (ErrRedis).
+func (e *Events) GetMany(ctx context.Context, tenant string, ids []string) ([]Event, []error, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, errs := make([]Event, len(ids)), make([]error, len(ids))
+	refs := make([]EventRef, 0, len(ids))
+	pos := make([]int, 0, len(ids))
+	for i, id := range ids {
+		if _, err := sp.Event(id); err != nil {
+			errs[i] = fmt.Errorf("%w: %w", ErrBadEvent, err)
+			continue
+		}
+		refs = append(refs, EventRef{TenantID: sp.Tenant(), ID: id})
+		pos = append(pos, i)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	reads, err := e.getMany(ctx, sp, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, r := range reads {
+		i := pos[j]
+		switch {
+		case r.missing:
+			errs[i] = fmt.Errorf("%w: %s in tenant %s", ErrEventNotFound, ids[i], sp.Tenant())
+		case r.err != nil:
+			errs[i] = r.err
+		default:
+			evs[i] = r.ev
+		}
+	}
+	return evs, errs, nil
+}
+
 // decodeEventAt decodes the record under key and checks that it is the record of id in tenant.
 func decodeEventAt(key, id, tenant string, b []byte) (Event, error) {
 	ev, err := DecodeEvent(b)

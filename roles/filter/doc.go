@@ -3,11 +3,12 @@
 //
 //	Listener    pub/sub notifications → a bounded pool of handlers → Matcher
 //	Reconciler  every PLAITA_EVENT_RECONCILE_INTERVAL, the events published since its cursor
-//	            (per tenant, in Redis) → Matcher: a lost notification still wakes the execution
+//	            (per tenant, in Redis) → Matcher, a page at a time: a lost notification still
+//	            wakes the execution
 //	Janitor     every PLAITA_EVENT_INDEX_SWEEP_INTERVAL, PLAITA_EVENT_INDEX_SWEEP_BUDGET members
 //	            of the tenants' event feeds checked, expired events and members no event can
 //	            have removed from the indexes
-//	Matcher     one event against the subscriptions of its type and tenant: the execution state
+//	Matcher     events of a tenant against the subscriptions of their type: the execution state
 //	            decides (suspended there, since before the event, match true, not timed out);
 //	            one resume(event) per (execution, suspension, event) through a one-shot marker
 //

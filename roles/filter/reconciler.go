@@ -18,8 +18,9 @@ import (
 //
 // Each tenant with events has a cursor in Redis (<root>:event_bus:cursor, shared by every
 // filter; it only moves forward). A pass reads the tenant's feed from the cursor minus
-// Overlap up to the pass's start and hands each event to the Matcher; the markers make the
-// re-delivery of an event already delivered a no-op. The start-up pass looks back at most
+// Overlap up to the pass's start and hands the events to the Matcher, a page at a time (one
+// batch: each waiting execution is read once for a page); the markers make the re-delivery
+// of an event already delivered a no-op. The start-up pass looks back at most
 // PLAITA_EVENT_RECONCILE_BACKFILL (0: not at all) — also when a tenant has no cursor yet (a
 // first start, a lost cursor); later passes follow the cursor.
 //
@@ -55,8 +56,12 @@ type PassStats struct {
 	Invalid int
 }
 
-// reconcilePage is how many feed members a pass reads at once.
-const reconcilePage = 500
+// reconcilePage is how many feed members a pass reads and matches at once (one batch of the
+// matcher); batchTimeout bounds the handling of one page.
+const (
+	reconcilePage = 500
+	batchTimeout  = 2 * eventTimeout
+)
 
 // NewReconciler builds the reconciler over the matcher.
 func NewReconciler(d Deps, s Settings, m *Matcher) *Reconciler {
@@ -184,19 +189,22 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time, s
 		// Members no event can have are skipped, counted, and left for the janitor.
 		st.Invalid += page.Invalid
 		r.invalid.Add(page.Invalid)
-		for _, ref := range page.Refs {
-			r.scanned.Inc()
-			ectx, cancel := context.WithTimeout(ctx, eventTimeout)
-			res, err := r.m.handleAdmitted(ectx, ref)
+		if len(page.Refs) > 0 {
+			// One batch a page: each waiting execution is read once for the page's events.
+			r.scanned.Add(len(page.Refs))
+			bctx, cancel := context.WithTimeout(ctx, batchTimeout)
+			results, errs := r.m.handleBatch(bctx, tenant, page.Refs)
 			cancel()
-			st.Events++
-			st.Woken += res.Woken
-			st.Invalid += res.Invalid
-			if err != nil && firstErr == nil {
-				firstErr = err
-			}
-			if (err != nil || res.Hold) && hold.IsZero() {
-				hold = ref.At
+			for i, res := range results {
+				st.Events++
+				st.Woken += res.Woken
+				st.Invalid += res.Invalid
+				if errs[i] != nil && firstErr == nil {
+					firstErr = errs[i]
+				}
+				if (errs[i] != nil || res.Hold) && hold.IsZero() {
+					hold = page.Refs[i].At
+				}
 			}
 		}
 		if page.Read < reconcilePage {
