@@ -1,10 +1,11 @@
 // Package filter is the filter role (`plaita filter`, docs/events.md): it turns published
 // events into resume tasks for the executions suspended at a wait_event.
 //
-//	Listener    pub/sub notifications → a bounded pool of handlers → Matcher
+//	Listener    pub/sub notifications → a bounded pool of handlers → Matcher; a notification
+//	            dropped on a full queue asks the Reconciler for a pass of its tenant at once
 //	Reconciler  every PLAITA_EVENT_RECONCILE_INTERVAL, the events published since its cursor
 //	            (per tenant, in Redis) → Matcher, a page at a time: a lost notification still
-//	            wakes the execution
+//	            wakes the execution; also at once for the tenants whose notifications dropped
 //	Janitor     every PLAITA_EVENT_INDEX_SWEEP_INTERVAL, PLAITA_EVENT_INDEX_SWEEP_BUDGET members
 //	            of the tenants' event feeds checked, expired events and members no event can
 //	            have removed from the indexes
