@@ -185,8 +185,8 @@ func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
 					return
 				}
 				k := fmt.Sprintf("n%d", i)
-				if i%1000 == 500 {
-					k = fmt.Sprintf("w%d", i/1000)
+				if stride := burstEvents / burstWaits; i%stride == stride/2 {
+					k = fmt.Sprintf("w%d", i/stride)
 				}
 				if _, _, err := bus.Publish(ctx, store.Event{Type: "k.set", Data: json.RawMessage(`{"k":"` + k + `"}`)}); err != nil {
 					errs <- err
