@@ -94,6 +94,9 @@ func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 		}
 	}
 	f.listener.OnDown = func(error) { f.ready.SetNotReady("event notifications: not subscribed") }
+	if !s.DisableReconcile {
+		f.listener.OnOverflow = f.reconciler.TriggerTenant // a dropped notification: a pass of its tenant now
+	}
 	return f
 }
 

@@ -241,6 +241,19 @@ func parseFeedMember(m string) (eventType, id string, ok bool) {
 	return eventType, id, ok && eventType != "" && id != ""
 }
 
+// feedRef reads a feed member of sp's feed: false for a member no event can have (not
+// "<type> <id>", a type or an id outside their alphabets; nothing this package writes).
+func feedRef(sp keys.Space, m string) (EventRef, bool) {
+	t, id, ok := parseFeedMember(m)
+	if !ok || keys.ValidName("event type", t) != nil {
+		return EventRef{}, false
+	}
+	if _, err := sp.Event(id); err != nil {
+		return EventRef{}, false
+	}
+	return EventRef{TenantID: sp.Tenant(), Type: t, ID: id}, true
+}
+
 // EventSettings are the event bus's knobs (roles build them from the configuration).
 type EventSettings struct {
 	// TTL is PLAITA_EVENT_TTL_SECONDS: the lifetime of a record, and of the index and feed
@@ -495,6 +508,45 @@ func (e *Events) Get(ctx context.Context, tenant, id string) (Event, error) {
 	return decodeEventAt(key, id, sp.Tenant(), b)
 }
 
+// GetMany reads several events of a tenant in one round trip (the filter's reconciler reads a
+// page of the feed so): for each id, the event or the error Get would return for it
+// (ErrEventNotFound, ErrBadEvent). A Redis failure fails the whole read (ErrRedis).
+func (e *Events) GetMany(ctx context.Context, tenant string, ids []string) ([]Event, []error, error) {
+	sp, err := e.space(tenant)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, errs := make([]Event, len(ids)), make([]error, len(ids))
+	refs := make([]EventRef, 0, len(ids))
+	pos := make([]int, 0, len(ids))
+	for i, id := range ids {
+		if _, err := sp.Event(id); err != nil {
+			errs[i] = fmt.Errorf("%w: %w", ErrBadEvent, err)
+			continue
+		}
+		refs = append(refs, EventRef{TenantID: sp.Tenant(), ID: id})
+		pos = append(pos, i)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	reads, err := e.getMany(ctx, sp, refs)
+	if err != nil {
+		return nil, nil, err
+	}
+	for j, r := range reads {
+		i := pos[j]
+		switch {
+		case r.missing:
+			errs[i] = fmt.Errorf("%w: %s in tenant %s", ErrEventNotFound, ids[i], sp.Tenant())
+		case r.err != nil:
+			errs[i] = r.err
+		default:
+			evs[i] = r.ev
+		}
+	}
+	return evs, errs, nil
+}
+
 // decodeEventAt decodes the record under key and checks that it is the record of id in tenant.
 func decodeEventAt(key, id, tenant string, b []byte) (Event, error) {
 	ev, err := DecodeEvent(b)
@@ -508,11 +560,13 @@ func decodeEventAt(key, id, tenant string, b []byte) (Event, error) {
 }
 
 // EventPage is a List answer: the events, newest first, and how many listed members had no
-// (valid) record — expired ones are removed from the index as they are found.
+// (valid) record — expired ones are removed from the index as they are found. Invalid counts
+// the members no event can have (removed as they are found too).
 type EventPage struct {
 	Events  []Event `json:"events"`
 	Expired int     `json:"expired"`
 	Corrupt int     `json:"corrupt"`
+	Invalid int     `json:"invalid,omitempty"`
 }
 
 // MaxEventList bounds one List.
@@ -520,7 +574,8 @@ const MaxEventList = 1000
 
 // List reads a tenant's newest events, of one type (eventType) or of all types (""), at most
 // limit (1 … MaxEventList). Members whose record expired are removed on the way (the read-side
-// lazy prune); records that do not decode are counted and skipped.
+// lazy prune), and so are members no event can have (counted in Invalid); records that do not
+// decode are counted and skipped.
 func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) (EventPage, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -543,19 +598,21 @@ func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) 
 		return EventPage{}, transient(ErrRedis, "read "+key, err)
 	}
 	refs := make([]EventRef, 0, len(members))
+	var page EventPage
 	for _, m := range members {
-		r := EventRef{TenantID: sp.Tenant(), Type: eventType, ID: m}
+		r, ok := EventRef{TenantID: sp.Tenant(), Type: eventType, ID: m}, true
 		if eventType == "" {
-			t, id, ok := parseFeedMember(m)
-			if !ok {
-				c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build())
-				continue
-			}
-			r.Type, r.ID = t, id
+			r, ok = feedRef(sp, m)
+		} else if _, err := sp.Event(m); err != nil {
+			ok = false
+		}
+		if !ok {
+			page.Invalid++
+			c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build())
+			continue
 		}
 		refs = append(refs, r)
 	}
-	var page EventPage
 	var gone []EventRef
 	evs, err := e.getMany(ctx, sp, refs)
 	if err != nil {
@@ -625,9 +682,16 @@ func (e *Events) getMany(ctx context.Context, sp keys.Space, refs []EventRef) ([
 
 // ---- the feed, the tenant list and the reconciler's cursors --------------------------------
 
+// TenantList is what Tenants read.
+type TenantList struct {
+	Tenants []string
+	// Invalid counts the members that are no tenant slug: skipped and removed on the way.
+	Invalid int
+}
+
 // Tenants lists the tenants that published an event at or after since (the tenant list's
-// score is the last publish), in slug order.
-func (e *Events) Tenants(ctx context.Context, since time.Time) ([]string, error) {
+// score is the last publish), in slug order. Members that are no tenant slug are removed.
+func (e *Events) Tenants(ctx context.Context, since time.Time) (TenantList, error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	key := e.platform().EventBusTenants()
@@ -637,24 +701,43 @@ func (e *Events) Tenants(ctx context.Context, since time.Time) ([]string, error)
 	}
 	ts, err := e.c.Do(ctx, e.c.B().Zrange().Key(key).Min(min).Max("+inf").Byscore().Build()).AsStrSlice()
 	if err != nil {
-		return nil, transient(ErrRedis, "read "+key, err)
+		return TenantList{}, transient(ErrRedis, "read "+key, err)
 	}
-	out := ts[:0]
+	var out TenantList
+	var bad []string
 	for _, t := range ts {
 		if keys.ValidTenant(t) == nil {
-			out = append(out, t)
+			out.Tenants = append(out.Tenants, t)
+		} else {
+			bad = append(bad, t)
 		}
+	}
+	if out.Invalid = len(bad); out.Invalid > 0 {
+		e.c.Do(ctx, e.c.B().Zrem().Key(key).Member(bad...).Build()) // best effort: skipped again next time
 	}
 	return out, nil
 }
 
+// FeedRead is one page of a tenant's feed.
+type FeedRead struct {
+	Refs []EventRef // the usable members, oldest first
+	// Read is how many members the page read, usable or not; Last is the score of the last one
+	// and AtLast how many of the members read have that score: the caller pages on from there.
+	Read   int
+	Last   time.Time
+	AtLast int
+	// Invalid counts the members no event can have (not "<type> <id>", a type or an id outside
+	// their alphabets): skipped and left for the janitor (SweepFeed removes them). Removing
+	// them here would shift the ranks the caller pages by.
+	Invalid int
+}
+
 // FeedPage is one page of a tenant's feed between two publish times (both inclusive, ms
-// precision), oldest first: at most count members after the first skip ones. Members that are
-// not "<type> <id>" are removed on the way.
-func (e *Events) FeedPage(ctx context.Context, tenant string, from, to time.Time, skip, count int) ([]EventRef, error) {
+// precision), oldest first: at most count members after the first skip ones.
+func (e *Events) FeedPage(ctx context.Context, tenant string, from, to time.Time, skip, count int) (FeedRead, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
-		return nil, err
+		return FeedRead{}, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
@@ -662,16 +745,23 @@ func (e *Events) FeedPage(ctx context.Context, tenant string, from, to time.Time
 	res, err := c.Do(ctx, c.B().Zrange().Key(key).Min(strconv.FormatInt(from.UnixMilli(), 10)).Max(strconv.FormatInt(to.UnixMilli(), 10)).
 		Byscore().Limit(int64(skip), int64(count)).Withscores().Build()).AsZScores()
 	if err != nil {
-		return nil, transient(ErrRedis, "read "+key, err)
+		return FeedRead{}, transient(ErrRedis, "read "+key, err)
 	}
-	out := make([]EventRef, 0, len(res))
+	out := FeedRead{Refs: make([]EventRef, 0, len(res)), Read: len(res)}
 	for _, z := range res {
-		t, id, ok := parseFeedMember(z.Member)
+		at := time.UnixMilli(int64(z.Score)).UTC()
+		if at.Equal(out.Last) {
+			out.AtLast++
+		} else {
+			out.Last, out.AtLast = at, 1
+		}
+		r, ok := feedRef(sp, z.Member)
 		if !ok {
-			c.Do(ctx, c.B().Zrem().Key(key).Member(z.Member).Build())
+			out.Invalid++
 			continue
 		}
-		out = append(out, EventRef{TenantID: sp.Tenant(), Type: t, ID: id, At: time.UnixMilli(int64(z.Score)).UTC()})
+		r.At = at
+		out.Refs = append(out.Refs, r)
 	}
 	return out, nil
 }
@@ -732,12 +822,14 @@ func (e *Events) SetCursor(ctx context.Context, tenant string, at time.Time) err
 type SweepResult struct {
 	Checked int // members looked at (the budget counts these)
 	Removed int // expired events removed from the feed and their type's index
+	Invalid int // of Removed, the members no event can have
 	Next    int // the rank the next pass starts at (0: the feed was walked to its end)
 }
 
 // SweepFeed checks up to budget members of a tenant's feed from rank start (oldest first) and
-// removes, from the feed and from their type's index, the events whose record has expired.
-// Next is where the following pass continues; it wraps to 0 at the end of the feed.
+// removes, from the feed and from their type's index, the events whose record has expired,
+// and from the feed the members no event can have (FeedPage skips them). Next is where the
+// following pass continues; it wraps to 0 at the end of the feed.
 func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int) (SweepResult, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -754,24 +846,26 @@ func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int
 		return SweepResult{}, transient(ErrRedis, "read "+key, err)
 	}
 	refs := make([]EventRef, 0, len(members))
-	removed := 0
+	var bad []string
 	for _, m := range members {
-		t, id, ok := parseFeedMember(m)
+		r, ok := feedRef(sp, m)
 		if !ok {
-			if err := c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build()).Error(); err != nil {
-				return SweepResult{}, transient(ErrRedis, "write "+key, err)
-			}
-			removed++
+			bad = append(bad, m)
 			continue
 		}
-		refs = append(refs, EventRef{TenantID: sp.Tenant(), Type: t, ID: id})
+		refs = append(refs, r)
+	}
+	if len(bad) > 0 {
+		if err := c.Do(ctx, c.B().Zrem().Key(key).Member(bad...).Build()).Error(); err != nil {
+			return SweepResult{}, transient(ErrRedis, "write "+key, err)
+		}
 	}
 	n, err := e.removeExpired(ctx, sp, refs)
 	if err != nil {
 		return SweepResult{}, err
 	}
-	removed += n
-	res := SweepResult{Checked: len(members), Removed: removed}
+	removed := len(bad) + n
+	res := SweepResult{Checked: len(members), Removed: removed, Invalid: len(bad)}
 	if len(members) == budget {
 		// Removed members shift the ranks after them down.
 		res.Next = start + budget - removed
@@ -972,55 +1066,80 @@ const subscriptionPage = 500
 // of the worker's must not drop a wait that has not timed out yet.
 const expiredMargin = time.Minute
 
+// SubscriptionReads is what Subscriptions read of a subscription index.
+type SubscriptionReads struct {
+	Reads []SubscriptionRead
+	// Invalid counts the index members that are no execution id (a ':' or braces, over 200
+	// characters …): no worker writes one and no record can have one, so they are skipped and
+	// removed from the index on the way — never an error that would hold the reconciler.
+	Invalid int
+}
+
 // Subscriptions reads the executions waiting for an event type in this tenant that have not
 // timed out at now, with their records, in pages of a few hundred. Index members that timed
 // out more than a minute before now are removed on the way (the delay role resumes them with
-// their timeout).
-func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) ([]SubscriptionRead, error) {
+// their timeout), and so are members that are no execution id (counted in Invalid). An index
+// key that is not a sorted set is ErrInvalid: no retry reads it.
+func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) (SubscriptionReads, error) {
 	idx, err := ts.subscriptionIndex(eventType)
 	if err != nil {
-		return nil, err
+		return SubscriptionReads{}, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
 	c.Do(ctx, c.B().Zremrangebyscore().Key(idx).Min("-inf").Max("("+strconv.FormatInt(now.Add(-expiredMargin).UnixMilli(), 10)).Build())
-	var out []SubscriptionRead
-	for skip := int64(0); ; skip += subscriptionPage {
+	var out SubscriptionReads
+	for skip := int64(0); ; {
 		ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()
-		if err != nil {
-			return nil, transient(ErrRedis, "read "+idx, err)
+		switch {
+		case isWrongType(err):
+			return SubscriptionReads{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
+		case err != nil:
+			return SubscriptionReads{}, transient(ErrRedis, "read "+idx, err)
 		}
-		reads, err := ts.readSubscriptions(ctx, ids)
-		if err != nil {
-			return nil, err
+		valid := ids[:0:0]
+		var bad []string
+		for _, id := range ids {
+			if _, err := ts.sp.Subscription(id); err != nil {
+				bad = append(bad, id)
+				continue
+			}
+			valid = append(valid, id)
 		}
-		out = append(out, reads...)
+		out.Invalid += len(bad)
+		removed := int64(0)
+		if len(bad) > 0 {
+			// Best effort: a member left here is skipped again by the next read.
+			removed, _ = c.Do(ctx, c.B().Zrem().Key(idx).Member(bad...).Build()).AsInt64()
+		}
+		reads, err := ts.readSubscriptions(ctx, valid)
+		if err != nil {
+			return SubscriptionReads{}, err
+		}
+		out.Reads = append(out.Reads, reads...)
 		if len(ids) < subscriptionPage {
 			return out, nil
 		}
+		// The members removed from this page no longer take a rank in the next.
+		skip += int64(len(ids)) - removed
 	}
 }
 
+// readSubscriptions reads the records of valid execution ids.
 func (ts *TenantStore) readSubscriptions(ctx context.Context, ids []string) ([]SubscriptionRead, error) {
 	out := make([]SubscriptionRead, len(ids))
-	cmds := make(rueidis.Commands, 0, len(ids))
-	pos := make([]int, 0, len(ids))
-	for i, id := range ids {
-		out[i].ExecutionID = id
-		key, err := ts.sp.Subscription(id)
-		if err != nil {
-			out[i].Missing = true // a member no record can have
-			continue
-		}
-		cmds = append(cmds, ts.r.c.B().Get().Key(key).Build())
-		pos = append(pos, i)
-	}
-	if len(cmds) == 0 {
+	if len(ids) == 0 {
 		return out, nil
 	}
-	for j, res := range ts.r.c.DoMulti(ctx, cmds...) {
-		r := &out[pos[j]]
+	cmds := make(rueidis.Commands, 0, len(ids))
+	for i, id := range ids {
+		out[i].ExecutionID = id
+		key, _ := ts.sp.Subscription(id) // checked by the caller
+		cmds = append(cmds, ts.r.c.B().Get().Key(key).Build())
+	}
+	for i, res := range ts.r.c.DoMulti(ctx, cmds...) {
+		r := &out[i]
 		s, err := res.ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
@@ -1071,11 +1190,9 @@ return 0
 // slots, so this is not one script: after removing the member it reads the record again and,
 // when a new one appeared meanwhile (a worker registered a new wait of the same type between
 // the two steps), puts the member back. It reports whether anything was removed.
+//
+// A member that is no execution id has no record: only the member is removed.
 func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID, eventType, raw string) (bool, error) {
-	key, err := ts.sp.Subscription(executionID)
-	if err != nil {
-		return false, err
-	}
 	idx, err := ts.subscriptionIndex(eventType)
 	if err != nil {
 		return false, err
@@ -1083,6 +1200,14 @@ func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID,
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c := ts.r.c
+	key, err := ts.sp.Subscription(executionID)
+	if err != nil {
+		n, err := c.Do(ctx, c.B().Zrem().Key(idx).Member(executionID).Build()).AsInt64()
+		if err != nil {
+			return false, transient(ErrRedis, "remove an invalid member of "+idx, err)
+		}
+		return n == 1, nil
+	}
 	if raw != "" {
 		n, err := casDeleteScript.Exec(ctx, c, []string{key}, []string{raw}).AsInt64()
 		if err != nil {

@@ -340,13 +340,13 @@ func TestEventFeedPagesTenantsAndCursor(t *testing.T) {
 	for skip := 0; ; skip += 2 {
 		page, err := bus.FeedPage(c, "acme", t0, bus.Now(), skip, 2)
 		f.must(err)
-		for _, r := range page {
+		for _, r := range page.Refs {
 			if r.TenantID != "acme" || r.Type != "t" || r.At.IsZero() {
 				t.Errorf("ref %+v", r)
 			}
 			ids = append(ids, r.ID)
 		}
-		if len(page) < 2 {
+		if page.Read < 2 {
 			break
 		}
 	}
@@ -354,14 +354,14 @@ func TestEventFeedPagesTenantsAndCursor(t *testing.T) {
 		t.Errorf("feed order %v", ids)
 	}
 	page, err := bus.FeedPage(c, "acme", t0.Add(10*time.Millisecond), t0.Add(10*time.Millisecond), 0, 10)
-	if err != nil || len(page) != 2 {
+	if err != nil || len(page.Refs) != 2 {
 		t.Errorf("the shared millisecond: %+v %v", page, err)
 	}
 	tenants, err := bus.Tenants(c, time.Time{})
-	if err != nil || len(tenants) != 1 || tenants[0] != "acme" {
+	if err != nil || len(tenants.Tenants) != 1 || tenants.Tenants[0] != "acme" || tenants.Invalid != 0 {
 		t.Errorf("tenants %v %v", tenants, err)
 	}
-	if tenants, _ := bus.Tenants(c, bus.Now().Add(time.Hour)); len(tenants) != 0 {
+	if tenants, _ := bus.Tenants(c, bus.Now().Add(time.Hour)); len(tenants.Tenants) != 0 {
 		t.Errorf("tenants publishing after an hour from now: %v", tenants)
 	}
 	if _, found, err := bus.Cursor(c, "acme"); found || err != nil {
@@ -464,8 +464,9 @@ func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 	f.must(f.do(f.c.B().Set().Key(bad).Value(`{"execution_id":"ex_other"}`).Build()).Error())
 	f.must(f.do(f.c.B().Zadd().Key(idx).ScoreMember().ScoreMember(1e18, "ex_bad").Build()).Error())
 
-	reads, err := acme.Subscriptions(c, "paid", now)
+	got, err := acme.Subscriptions(c, "paid", now)
 	f.must(err)
+	reads := got.Reads
 	byID := map[string]store.SubscriptionRead{}
 	for _, r := range reads {
 		byID[r.ExecutionID] = r
@@ -481,7 +482,7 @@ func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 		t.Error("a member expired a second ago was removed")
 	}
 	// Default tenant: nothing of acme's.
-	if reads, err := f.ts.Subscriptions(c, "paid", now); err != nil || len(reads) != 0 {
+	if reads, err := f.ts.Subscriptions(c, "paid", now); err != nil || len(reads.Reads) != 0 {
 		t.Errorf("default tenant: %+v %v", reads, err)
 	}
 

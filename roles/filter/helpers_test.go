@@ -20,7 +20,7 @@ import (
 	"plaita/store/keys"
 )
 
-func keysFor(t *testing.T, root, tenant string) keys.Space {
+func keysFor(t testing.TB, root, tenant string) keys.Space {
 	t.Helper()
 	sp, err := keys.For(root, tenant)
 	if err != nil {
@@ -31,7 +31,7 @@ func keysFor(t *testing.T, root, tenant string) keys.Space {
 
 // bundle is one test's filter over the shared Redis under a private key root.
 type bundle struct {
-	t      *testing.T
+	t      testing.TB
 	c      rueidis.Client
 	root   string
 	stream string
@@ -41,7 +41,7 @@ type bundle struct {
 	set    *metrics.Set
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
@@ -213,4 +213,12 @@ type testClock struct{ b *bundle }
 func (c testClock) Now() time.Time { return c.b.d.now() }
 func (testClock) Sleep(ctx context.Context, d time.Duration) error {
 	return engine.SystemClock{}.Sleep(ctx, d)
+}
+
+// reconcile runs one full reconcile pass and fails the test on an error.
+func (b *bundle) reconcile(r *Reconciler) PassStats {
+	b.t.Helper()
+	st, err := r.RunOnce(b.ctx())
+	b.must(err)
+	return st
 }

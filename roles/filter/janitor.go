@@ -15,6 +15,8 @@ import (
 // members checked, expired or not) and removes the events whose record expired from the feed
 // and from their type's index. It walks each feed oldest first and goes on where the last tick
 // stopped, tenant after tenant, so every member is checked in turn however large the feeds.
+// Members no event can have (and tenant list members that are no tenant) are removed too: the
+// reconciler skips them, the janitor is what takes them out.
 // The write-side prune (store.Events.Publish) is the fallback when no filter runs.
 type Janitor struct {
 	service.Loop
@@ -25,8 +27,8 @@ type Janitor struct {
 	tenant string
 	rank   int
 
-	checked, removed, forgotten *metrics.Counter
-	log                         zerolog.Logger
+	checked, removed, forgotten, invalid *metrics.Counter
+	log                                  zerolog.Logger
 }
 
 // tenantRetention is how long past the event TTL an idle tenant stays in the tenant list.
@@ -42,24 +44,34 @@ func NewJanitor(d Deps, s Settings) *Janitor {
 		checked:   d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_checked_total`),
 		removed:   d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_removed_total`),
 		forgotten: d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_tenants_forgotten_total`),
+		invalid:   d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_invalid_total`),
 	}
 	j.Interval = s.SweepInterval
 	j.Once = func(ctx context.Context) {
-		if _, err := j.RunOnce(ctx); err != nil && ctx.Err() == nil {
+		st, err := j.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
 			j.log.Warn().Err(err).Str("event", "filter.sweep_failed").Msg("event index sweep failed: the next tick goes on")
+		}
+		if st.Invalid > 0 {
+			j.log.Warn().Str("event", "filter.sweep_invalid_members").Int("members", st.Invalid).
+				Msg("event feed or tenant list members no event or tenant can have: removed")
 		}
 	}
 	return j
 }
 
-// SweepStats is one tick's work.
-type SweepStats struct{ Checked, Removed int }
+// SweepStats is one tick's work. Invalid counts the members no event (feed) or tenant (tenant
+// list) can have, removed; the feed's are part of Removed as well.
+type SweepStats struct{ Checked, Removed, Invalid int }
 
 // RunOnce is one tick. Tests call it directly; it is not safe to run concurrently with itself
 // (the Loop never does).
 func (j *Janitor) RunOnce(ctx context.Context) (SweepStats, error) {
 	var st SweepStats
-	tenants, err := j.d.Events.Tenants(ctx, time.Time{})
+	list, err := j.d.Events.Tenants(ctx, time.Time{})
+	st.Invalid += list.Invalid
+	j.invalid.Add(list.Invalid)
+	tenants := list.Tenants
 	if err != nil || len(tenants) == 0 {
 		return st, err
 	}
@@ -83,8 +95,10 @@ func (j *Janitor) RunOnce(ctx context.Context) (SweepStats, error) {
 		budget -= res.Checked
 		st.Checked += res.Checked
 		st.Removed += res.Removed
+		st.Invalid += res.Invalid
 		j.checked.Add(res.Checked)
 		j.removed.Add(res.Removed)
+		j.invalid.Add(res.Invalid)
 		j.rank = res.Next
 		if start == 0 && res.Checked == res.Removed {
 			// The whole feed was expired (or there is none): forget an idle tenant.

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +17,11 @@ import (
 // Listener subscribes to the event notifications and hands each to a bounded pool of handlers
 // that run the Matcher. A notification is a hint: one that is lost (no filter subscribed, a
 // dropped connection, a full queue) is found by the reconciler.
+//
+// A full queue drops the notification (the subscription must never block: Redis cuts a slow
+// subscriber) and asks for a reconcile pass of its tenant at once (OnOverflow), so a burst
+// past the queue wakes its waits within a pass, not at the next periodic one. Drops are
+// counted one by one and logged as one line per burst (dropReport).
 type Listener struct {
 	service.Base
 	d Deps
@@ -28,10 +34,15 @@ type Listener struct {
 	OnSubscribed func(first bool)
 	// OnDown runs when the subscription failed and is retried.
 	OnDown func(err error)
+	// OnOverflow runs for every notification dropped because the queue is full, with its
+	// tenant: the wiring asks the reconciler for a pass of that tenant (which coalesces the
+	// asks). It runs on the subscription's goroutine and must not block.
+	OnOverflow func(tenant string)
 
 	subscribed atomic.Int64
 	notes      chan store.EventRef
 	inFlight   sync.WaitGroup
+	drops      dropReport
 
 	received, dropped, bad *metrics.Counter
 	log                    zerolog.Logger
@@ -76,9 +87,15 @@ func (l *Listener) run(ctx context.Context) {
 			}
 		}()
 	}
+	reporter := make(chan struct{})
+	go func() {
+		defer close(reporter)
+		l.reportDrops(ctx)
+	}()
 	defer func() {
 		close(l.notes)
 		l.inFlight.Wait()
+		<-reporter
 	}()
 	backoff := resubscribeMin
 	for ctx.Err() == nil {
@@ -124,9 +141,86 @@ func (l *Listener) onNotification(ref store.EventRef, err error) {
 	default:
 		// A full queue must not block the subscription (Redis would cut a slow subscriber).
 		l.dropped.Inc()
-		l.log.Warn().Str("event", "filter.notification_dropped").Str("tenant", ref.TenantID).Str("event_id", ref.ID).
-			Msg("handlers are behind: notification dropped, the reconciler delivers the event")
+		l.drops.add(ref.TenantID, l.d.now())
+		if l.OnOverflow != nil {
+			l.OnOverflow(ref.TenantID)
+		}
 	}
+}
+
+// A burst's drop line is written once no notification was dropped for dropReportEvery (the
+// report looks four times as often), and a burst that goes on is reported every
+// dropReportLong: at most a line a second, whatever the number of drops.
+const (
+	dropReportEvery = time.Second
+	dropReportLong  = 10 * time.Second
+)
+
+// dropReport gathers the notifications dropped since its last line.
+type dropReport struct {
+	mu          sync.Mutex
+	n           int       // dropped since the last line
+	tenants     []string  // their tenants (the first maxReportTenants)
+	first, last time.Time // the first and the last drop since the last line
+}
+
+// maxReportTenants bounds the tenants a drop line names.
+const maxReportTenants = 8
+
+func (r *dropReport) add(tenant string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		r.first, r.tenants = now, r.tenants[:0]
+	}
+	r.n++
+	r.last = now
+	if len(r.tenants) < maxReportTenants && !slices.Contains(r.tenants, tenant) {
+		r.tenants = append(r.tenants, tenant)
+	}
+}
+
+// take returns the drops to report at now and resets them: all of them once the burst is
+// over (no drop for dropReportEvery) or when flush, the ones so far every dropReportLong of a
+// burst that goes on; n = 0 when there is nothing to report yet.
+func (r *dropReport) take(now time.Time, flush bool) (n int, tenants []string, first, last time.Time, over bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == 0 {
+		return 0, nil, time.Time{}, time.Time{}, false
+	}
+	over = flush || now.Sub(r.last) >= dropReportEvery
+	if !over && now.Sub(r.first) < dropReportLong {
+		return 0, nil, time.Time{}, time.Time{}, false
+	}
+	n, tenants, first, last = r.n, slices.Clone(r.tenants), r.first, r.last
+	r.n = 0
+	return n, tenants, first, last, over
+}
+
+// reportDrops writes the drop lines until ctx ends (then the last one).
+func (l *Listener) reportDrops(ctx context.Context) {
+	t := time.NewTicker(dropReportEvery / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			l.logDrops(true)
+			return
+		case <-t.C:
+			l.logDrops(false)
+		}
+	}
+}
+
+func (l *Listener) logDrops(flush bool) {
+	n, tenants, first, last, over := l.drops.take(l.d.now(), flush)
+	if n == 0 {
+		return
+	}
+	l.log.Warn().Str("event", "filter.notifications_dropped").Int("dropped", n).Strs("tenants", tenants).
+		Time("first", first).Time("last", last).Bool("burst_over", over).Int("queue", l.s.Queue).
+		Msg("handlers are behind: notifications dropped; a reconcile pass of their tenants delivers the events")
 }
 
 func (l *Listener) handle(ctx context.Context, ref store.EventRef) {

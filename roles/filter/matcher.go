@@ -28,7 +28,7 @@ type Matcher struct {
 	once sync.Map // warnings logged once per key
 
 	events, expired, woken, duplicates, takeovers, noMatch, stale, early, timedOut *metrics.Counter
-	tenantSkipped, uncheckable, errs                                               *metrics.Counter
+	tenantSkipped, uncheckable, errs, invalid                                      *metrics.Counter
 }
 
 // NewMatcher builds the matcher and registers its counters on d.Metrics.
@@ -51,6 +51,7 @@ func NewMatcher(d Deps, s Settings) *Matcher {
 		tenantSkipped: set.GetOrCreateCounter(`plaita_filter_tenant_skipped_total`),
 		uncheckable:   set.GetOrCreateCounter(`plaita_filter_unchecked_total`),
 		errs:          set.GetOrCreateCounter(`plaita_filter_errors_total`),
+		invalid:       set.GetOrCreateCounter(`plaita_filter_invalid_subscriptions_total`),
 	}
 }
 
@@ -60,6 +61,9 @@ type Result struct {
 	Duplicates int // wake-ups already sent (or being sent by another filter)
 	NoMatch    int // suspensions whose match refused the event
 	Stale      int // subscriptions removed: the execution waits for something else
+	// Invalid: subscription index members that are no execution id, skipped (and removed by
+	// the read, store.TenantStore.Subscriptions).
+	Invalid int
 	// TenantSkipped: the tenant would be refused by the worker; nothing was delivered.
 	TenantSkipped bool
 	// Hold: a wake-up of this event is still pending in another filter (within the grace
@@ -72,6 +76,7 @@ func (r *Result) add(o Result) {
 	r.Duplicates += o.Duplicates
 	r.NoMatch += o.NoMatch
 	r.Stale += o.Stale
+	r.Invalid += o.Invalid
 	r.Hold = r.Hold || o.Hold
 }
 
@@ -97,125 +102,224 @@ func (m *Matcher) Handle(ctx context.Context, ref store.EventRef) (Result, error
 
 // handleAdmitted is Handle once the tenant is known to be admitted.
 func (m *Matcher) handleAdmitted(ctx context.Context, ref store.EventRef) (Result, error) {
-	m.events.Inc()
-	ev, err := m.d.Events.Get(ctx, ref.TenantID, ref.ID)
-	switch {
-	case errors.Is(err, store.ErrEventNotFound):
-		m.expired.Inc()
-		return Result{}, nil
-	case err != nil && store.IsTransient(err):
-		m.errs.Inc()
-		return Result{}, fmt.Errorf("read event %s: %w", ref.ID, err)
-	case err != nil:
-		m.errs.Inc()
-		m.log.Warn().Err(err).Str("event", "filter.bad_event").Str("tenant", ref.TenantID).Str("event_id", ref.ID).
-			Msg("the event record is unreadable: skipped")
-		return Result{}, nil
+	res, errs := m.handleBatch(ctx, ref.TenantID, []store.EventRef{ref})
+	return res[0], errs[0]
+}
+
+// handleBatch delivers events of one admitted tenant, given in publish order (a page of the
+// reconciler's feed, or one notification): the result and the error of each event, at its
+// index. An error is transient, as Handle's.
+//
+// The events of one type are matched together against that type's subscriptions, read once:
+// each waiting execution's state is read once for the batch and checked against the events
+// in publish order, and the first one that it takes wakes it. So a burst of N events of a type
+// W executions wait for costs W state reads a batch, not N·W (docs/events.md, Cost). A state
+// read once for the batch may be older, by the batch's handling, than one read per event: a
+// resume enqueued from it after the execution moved on (woken by another event or filter) is
+// refused by the worker as a no-op — what two events racing for one wait already come to.
+func (m *Matcher) handleBatch(ctx context.Context, tenant string, refs []store.EventRef) ([]Result, []error) {
+	res, errs := make([]Result, len(refs)), make([]error, len(refs))
+	m.events.Add(len(refs))
+	ids := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
 	}
-	ts, err := m.d.Store.Tenant(ev.TenantID)
+	evs, evErrs, err := m.d.Events.GetMany(ctx, tenant, ids)
 	if err != nil {
-		return Result{}, err
+		m.errs.Add(len(refs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("read event %s: %w", refs[i].ID, err)
+		}
+		return res, errs
+	}
+	ts, err := m.d.Store.Tenant(tenant)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return res, errs
+	}
+	// The events by type, in publish order.
+	var types []string
+	byType := map[string][]batchEvent{}
+	for i, ev := range evs {
+		switch err := evErrs[i]; {
+		case errors.Is(err, store.ErrEventNotFound):
+			m.expired.Inc()
+			continue
+		case err != nil:
+			m.errs.Inc()
+			m.log.Warn().Err(err).Str("event", "filter.bad_event").Str("tenant", tenant).Str("event_id", refs[i].ID).
+				Msg("the event record is unreadable: skipped")
+			continue
+		}
+		var data any
+		if err := json.Unmarshal(ev.Data, &data); err != nil {
+			errs[i] = fmt.Errorf("event %s: data: %w", ev.ID, err) // DecodeEvent checked it: not reached
+			continue
+		}
+		if _, ok := byType[ev.Type]; !ok {
+			types = append(types, ev.Type)
+		}
+		byType[ev.Type] = append(byType[ev.Type], batchEvent{i: i, ev: ev, data: data})
 	}
 	now := m.d.now()
-	subs, err := ts.Subscriptions(ctx, ev.Type, now)
-	if err != nil {
-		m.errs.Inc()
-		return Result{}, fmt.Errorf("subscriptions to %s: %w", ev.Type, err)
+	for _, typ := range types {
+		m.deliverType(ctx, ts, byType[typ], now, res, errs)
 	}
-	var data any
-	if err := json.Unmarshal(ev.Data, &data); err != nil {
-		return Result{}, fmt.Errorf("event %s: data: %w", ev.ID, err) // DecodeEvent checked it: not reached
+	return res, errs
+}
+
+// batchEvent is one event of a batch: its index in the batch, its record and its data.
+type batchEvent struct {
+	i    int
+	ev   store.Event
+	data any
+}
+
+// deliverType delivers the events of one type (in publish order) to the subscriptions of the
+// type, maxParallel subscriptions at once, and adds each outcome to its event's result (a
+// failure before any event is looked at is the first event's: the reconciler holds its cursor
+// there, so the whole batch is seen again).
+func (m *Matcher) deliverType(ctx context.Context, ts *store.TenantStore, evs []batchEvent, now time.Time, res []Result, errs []error) {
+	typ, first := evs[0].ev.Type, evs[0].i
+	subs, err := ts.Subscriptions(ctx, typ, now)
+	switch {
+	case err != nil && store.IsTransient(err):
+		m.errs.Inc()
+		errs[first] = fmt.Errorf("subscriptions to %s: %w", typ, err)
+		return
+	case err != nil:
+		// The index itself is unusable (not a sorted set): no retry reads it, so the events are
+		// not held for it.
+		m.errs.Inc()
+		if m.first("index\x00" + ts.Tenant() + "\x00" + typ) {
+			m.log.Warn().Err(err).Str("event", "filter.bad_subscription_index").Str("tenant", ts.Tenant()).Str("event_type", typ).
+				Msg("the subscription index is unreadable: events of this type wake nothing until an operator repairs it")
+		}
+		return
+	}
+	if subs.Invalid > 0 {
+		res[first].Invalid += subs.Invalid
+		m.invalid.Add(subs.Invalid)
+		m.log.Warn().Str("event", "filter.invalid_subscriptions").Str("tenant", ts.Tenant()).Str("event_type", typ).
+			Int("members", subs.Invalid).Msg("subscription index members that are no execution id: skipped and removed")
 	}
 	var (
-		mu    sync.Mutex
-		res   Result
-		first error
-		wg    sync.WaitGroup
-		sem   = make(chan struct{}, maxParallel)
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, maxParallel)
 	)
-	for _, sr := range subs {
+	note := func(i int, o Result, err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		res[i].add(o)
+		if err != nil {
+			m.errs.Inc()
+			res[i].Hold = true
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	for _, sr := range subs.Reads {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			o, err := m.deliver(ctx, ts, ev, data, sr, now)
-			mu.Lock()
-			defer mu.Unlock()
-			res.add(o)
-			if err != nil {
-				m.errs.Inc()
-				res.Hold = true
-				if first == nil {
-					first = err
-				}
-			}
+			m.deliver(ctx, ts, evs, sr, now, note)
 		}()
 	}
 	wg.Wait()
-	return res, first
 }
 
-// deliver is one event against one subscription.
-func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, ev store.Event, data any, sr store.SubscriptionRead, now time.Time) (Result, error) {
-	id := sr.ExecutionID
-	log := m.log.With().Str("tenant", ts.Tenant()).Str("execution_id", id).Str("event_id", ev.ID).Str("event_type", ev.Type).Logger()
+// deliver is the events of one type, in publish order, against one subscription: the first
+// event the wait takes wakes it, and the later ones are not offered to it. note records an
+// outcome for the event at an index.
+func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, evs []batchEvent, sr store.SubscriptionRead, now time.Time, note func(int, Result, error)) {
+	id, typ := sr.ExecutionID, evs[0].ev.Type
+	logFor := func(ev store.Event) deliveryLog {
+		return deliveryLog{l: &m.log, tenant: ts.Tenant(), execution: id, eventID: ev.ID, eventType: typ}
+	}
 	switch {
 	case sr.Err != nil:
 		if m.first("corrupt\x00" + ts.Tenant() + "\x00" + id) {
-			log.Warn().Err(sr.Err).Str("event", "filter.bad_subscription").Msg("a subscription record does not decode: left for an operator")
+			logFor(evs[0].ev).Warn().Err(sr.Err).Str("event", "filter.bad_subscription").Msg("a subscription record does not decode: left for an operator")
 		}
-		return Result{}, nil
+		return
 	case sr.Missing:
-		return m.removeStale(ctx, ts, ev.Type, sr, "the index lists it without a record", log)
-	case ev.PublishedAt.Before(sr.Sub.Since):
-		// The record is written after the state: the state's suspension is no older.
+		o, err := m.removeStale(ctx, ts, typ, sr, "the index lists it without a record", logFor(evs[0].ev))
+		note(evs[0].i, o, err)
+		return
+	}
+	// The record is written after the state: the state's suspension is no older, and the
+	// events published before the record's since are not for it.
+	for len(evs) > 0 && evs[0].ev.PublishedAt.Before(sr.Sub.Since) {
 		m.early.Inc()
-		return Result{}, nil
+		evs = evs[1:]
+	}
+	if len(evs) == 0 {
+		return
 	}
 	st, err := ts.Load(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return m.removeStale(ctx, ts, ev.Type, sr, "the execution does not exist", log)
+		o, err := m.removeStale(ctx, ts, typ, sr, "the execution does not exist", logFor(evs[0].ev))
+		note(evs[0].i, o, err)
+		return
 	case err != nil && store.IsTransient(err):
-		return Result{}, fmt.Errorf("load execution %s: %w", id, err)
+		note(evs[0].i, Result{}, fmt.Errorf("load execution %s: %w", id, err))
+		return
 	case err != nil:
 		if m.first("state\x00" + ts.Tenant() + "\x00" + id) {
-			log.Warn().Err(err).Str("event", "filter.bad_state").Msg("the execution state is unreadable: event not delivered")
+			logFor(evs[0].ev).Warn().Err(err).Str("event", "filter.bad_state").Msg("the execution state is unreadable: event not delivered")
 		}
-		return Result{}, nil
+		return
 	}
 	s := st.Suspend
-	if st.Status != state.Suspended || s == nil || s.Kind != state.SuspendEvent || s.EventType != ev.Type {
-		return m.removeStale(ctx, ts, ev.Type, sr, "the execution is "+describe(st), log)
+	if st.Status != state.Suspended || s == nil || s.Kind != state.SuspendEvent || s.EventType != typ {
+		o, err := m.removeStale(ctx, ts, typ, sr, "the execution is "+describe(st), logFor(evs[0].ev))
+		note(evs[0].i, o, err)
+		return
 	}
-	// The state, not the record, says which suspension waits: a record from an earlier wait
-	// of the same type is being rewritten by the worker.
-	if ev.PublishedAt.Before(s.Since) {
-		m.early.Inc()
-		return Result{}, nil
-	}
-	if s.Due != nil && !now.Before(*s.Due) {
-		// Timed out: the delay role resumes it with a timeout.
-		m.timedOut.Inc()
-		return Result{}, nil
-	}
-	if o, done := m.check(ctx, ts.Tenant(), st, data, now, log); done {
-		return o, nil
-	}
-	res, err := m.wake(ctx, ts.Tenant(), st, ev, log)
-	if err == nil && res.Woken == 1 && sr.Sub.Since.Equal(s.Since) {
-		// Used: the consumer removes it (docs/wakeups.md), so the next events of the type do not
-		// read this execution again. Only while the record is the one read: a wait registered
-		// meanwhile stays.
-		if _, rerr := ts.RemoveStaleSubscription(context.WithoutCancel(ctx), id, ev.Type, sr.Raw); rerr != nil {
-			log.Warn().Err(rerr).Str("event", "filter.subscription_not_removed").Msg("the used subscription stays (it is removed as stale later)")
+	for _, be := range evs {
+		// The state, not the record, says which suspension waits: a record from an earlier
+		// wait of the same type is being rewritten by the worker.
+		if be.ev.PublishedAt.Before(s.Since) {
+			m.early.Inc()
+			continue
 		}
+		if s.Due != nil && !now.Before(*s.Due) {
+			// Timed out: the delay role resumes it with a timeout.
+			m.timedOut.Inc()
+			continue
+		}
+		log := logFor(be.ev)
+		if o, done := m.check(ctx, ts.Tenant(), st, be.data, now, log); done {
+			note(be.i, o, nil)
+			if o.NoMatch == 1 {
+				continue // the wait goes on: the next event may match
+			}
+			return // the flow is not published or not readable now: no event of the batch is checked
+		}
+		res, err := m.wake(ctx, ts.Tenant(), st, be.ev, log)
+		note(be.i, res, err)
+		if err == nil && res.Woken == 1 && sr.Sub.Since.Equal(s.Since) {
+			// Used: the consumer removes it (docs/wakeups.md), so the next events of the type do
+			// not read this execution again. Only while the record is the one read: a wait
+			// registered meanwhile stays.
+			if _, rerr := ts.RemoveStaleSubscription(context.WithoutCancel(ctx), id, typ, sr.Raw); rerr != nil {
+				log.Warn().Err(rerr).Str("event", "filter.subscription_not_removed").Msg("the used subscription stays (it is removed as stale later)")
+			}
+		}
+		// Woken now, already (a sent marker), being woken by another filter, or the enqueue
+		// failed (held): no later event of the batch is for this suspension.
+		return
 	}
-	return res, err
 }
 
 // check runs the worker's resume check. done is true when the event must not be delivered.
-func (m *Matcher) check(ctx context.Context, tenant string, st *state.Execution, data any, now time.Time, log zerolog.Logger) (Result, bool) {
+func (m *Matcher) check(ctx context.Context, tenant string, st *state.Execution, data any, now time.Time, log deliveryLog) (Result, bool) {
 	f, err := m.defs.get(ctx, tenant, st.FlowID, st.FlowVersion)
 	switch {
 	case errors.Is(err, store.ErrFlowNotFound):
@@ -253,7 +357,7 @@ func (m *Matcher) check(ctx context.Context, tenant string, st *state.Execution,
 }
 
 // wake enqueues the resume once per (execution, suspension, event).
-func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, ev store.Event, log zerolog.Logger) (Result, error) {
+func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, ev store.Event, log deliveryLog) (Result, error) {
 	suspension := strconv.FormatInt(st.Suspend.Since.UnixNano(), 10)
 	w, err := m.d.Events.ClaimWake(ctx, tenant, st.ExecutionID, suspension, ev.ID, m.s.InstanceID, m.s.Grace)
 	if err != nil {
@@ -297,7 +401,7 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 }
 
 // removeStale removes a subscription whose execution no longer waits for this type.
-func (m *Matcher) removeStale(ctx context.Context, ts *store.TenantStore, eventType string, sr store.SubscriptionRead, why string, log zerolog.Logger) (Result, error) {
+func (m *Matcher) removeStale(ctx context.Context, ts *store.TenantStore, eventType string, sr store.SubscriptionRead, why string, log deliveryLog) (Result, error) {
 	removed, err := ts.RemoveStaleSubscription(ctx, sr.ExecutionID, eventType, sr.Raw)
 	if err != nil {
 		return Result{}, fmt.Errorf("remove the stale subscription of %s: %w", sr.ExecutionID, err)
@@ -309,6 +413,22 @@ func (m *Matcher) removeStale(ctx context.Context, ts *store.TenantStore, eventT
 	log.Debug().Str("event", "filter.stale_subscription").Str("reason", why).Msg("stale subscription removed")
 	return Result{Stale: 1}, nil
 }
+
+// deliveryLog writes the lines of one delivery (an event against a waiting execution) with the
+// fields that name it, added to each line rather than kept in a sub-logger: a batch checks
+// events × waits deliveries, and a line whose level is off then costs nothing.
+type deliveryLog struct {
+	l                                     *zerolog.Logger
+	tenant, execution, eventID, eventType string
+}
+
+func (d deliveryLog) with(e *zerolog.Event) *zerolog.Event {
+	return e.Str("tenant", d.tenant).Str("execution_id", d.execution).Str("event_id", d.eventID).Str("event_type", d.eventType)
+}
+
+func (d deliveryLog) Warn() *zerolog.Event  { return d.with(d.l.Warn()) }
+func (d deliveryLog) Info() *zerolog.Event  { return d.with(d.l.Info()) }
+func (d deliveryLog) Debug() *zerolog.Event { return d.with(d.l.Debug()) }
 
 // first reports whether key is seen for the first time (a warning logged once).
 func (m *Matcher) first(key string) bool {

@@ -84,7 +84,7 @@ func TestMatcherDeliversOnceUnderConcurrency(t *testing.T) {
 		t.Fatalf("%d entries, result %+v; want 1 entry, 1 woken", n, total)
 	}
 	ts, _ := b.d.Store.Tenant("")
-	if reads, _ := ts.Subscriptions(b.ctx(), "order.approved", time.Now()); len(reads) != 0 {
+	if reads, _ := ts.Subscriptions(b.ctx(), "order.approved", time.Now()); len(reads.Reads) != 0 {
 		t.Errorf("the used subscription is still there: %+v", reads)
 	}
 	// The subscription registered again (a redelivered suspension registers it again) while the
@@ -178,7 +178,7 @@ func TestMatcherFollowsTheStateNotTheRecord(t *testing.T) {
 	if res.Stale != 2 || res.Woken != 0 {
 		t.Fatalf("result %+v, want 2 stale", res)
 	}
-	if reads, _ := ts.Subscriptions(b.ctx(), "order.approved", time.Now()); len(reads) != 0 {
+	if reads, _ := ts.Subscriptions(b.ctx(), "order.approved", time.Now()); len(reads.Reads) != 0 {
 		t.Fatalf("stale subscriptions left: %+v", reads)
 	}
 

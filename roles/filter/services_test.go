@@ -18,7 +18,7 @@ func TestReconcilerDeliversWhatNotificationsMissed(t *testing.T) {
 	b.publish("", "evt_a1", "order.approved", `{"order_id":"A1"}`)
 	b.publish("", "evt_x", "order.approved", `{"order_id":"X"}`)
 	r := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if got := b.entries(); len(got) != 1 || got[0].ExecutionID != "ex_a1" {
 		t.Fatalf("after the first pass: %+v", got)
 	}
@@ -27,8 +27,8 @@ func TestReconcilerDeliversWhatNotificationsMissed(t *testing.T) {
 		t.Fatalf("cursor %s %v %v", cur, found, err)
 	}
 	b.publish("", "evt_b2", "order.approved", `{"order_id":"B2"}`)
-	b.must(r.RunOnce(b.ctx()))
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
+	b.reconcile(r)
 	got := b.entries()
 	if len(got) != 2 || got[1].ExecutionID != "ex_b2" {
 		t.Fatalf("after three passes: %+v", got)
@@ -67,7 +67,7 @@ func TestReconcilerStartUpWindow(t *testing.T) {
 			s := b.s
 			s.ReconcileBackfill = tc.backfill
 			r := NewReconciler(b.d, s, NewMatcher(b.d, s))
-			b.must(r.RunOnce(b.ctx()))
+			b.reconcile(r)
 			if n := len(b.entries()); n != tc.want {
 				t.Fatalf("%d entries, want %d", n, tc.want)
 			}
@@ -87,11 +87,11 @@ func TestReconcilerResumesFromItsCursorAfterARestart(t *testing.T) {
 	f := b.flow("", ordersFlow)
 	b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
 	first := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(first.RunOnce(b.ctx()))
+	b.reconcile(first)
 	// Down; an event published meanwhile reaches no listener.
 	b.publish("", "evt_a1", "order.approved", `{"order_id":"A1"}`)
 	again := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(again.RunOnce(b.ctx()))
+	b.reconcile(again)
 	if n := len(b.entries()); n != 1 {
 		t.Fatalf("%d entries after the restart, want 1", n)
 	}
@@ -106,7 +106,7 @@ func TestReconcilerHoldsARefusedTenant(t *testing.T) {
 	b.suspend("acme", f, "ex_a1", map[string]any{"order_id": "A1"})
 	b.publish("acme", "evt_warm", "other", `{}`)
 	r := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(r.RunOnce(b.ctx())) // sets acme's cursor
+	b.reconcile(r) // sets acme's cursor
 	before, found, _ := b.d.Events.Cursor(b.ctx(), "acme")
 	if !found {
 		t.Fatal("no cursor")
@@ -115,7 +115,7 @@ func TestReconcilerHoldsARefusedTenant(t *testing.T) {
 	b.publish("acme", "evt_a1", "order.approved", `{"order_id":"A1"}`)
 	// Later than the overlap: only a cursor that stayed finds the event.
 	b.clock.Store(time.Now().Add(10 * time.Minute).UnixNano())
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if n := len(b.entries()); n != 0 {
 		t.Fatalf("%d entries for a disabled tenant", n)
 	}
@@ -124,7 +124,7 @@ func TestReconcilerHoldsARefusedTenant(t *testing.T) {
 	}
 	b.setTenantStatus("acme", "active")
 	b.clock.Store(time.Now().Add(20 * time.Minute).UnixNano())
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if n := len(b.entries()); n != 1 {
 		t.Fatalf("%d entries once active, want 1", n)
 	}
@@ -141,13 +141,13 @@ func TestReconcilerComesBackToAPendingWakeUp(t *testing.T) {
 	_, err := b.d.Events.ClaimWake(b.ctx(), "", "ex_a1", fmt.Sprint(st.Suspend.Since.UnixNano()), "evt_a1", "filter-dead", DefaultGrace)
 	b.must(err)
 	r := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if n := len(b.entries()); n != 0 {
 		t.Fatalf("%d entries within the grace period", n)
 	}
 	// Far later than the overlap: the held cursor still covers the event.
 	b.clock.Store(time.Now().Add(time.Hour).UnixNano())
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if n := len(b.entries()); n != 1 {
 		t.Fatalf("%d entries after the grace period, want 1", n)
 	}
@@ -173,7 +173,7 @@ func TestReconcilerPagesThroughTheFeed(t *testing.T) {
 	}
 	b.clock.Store(0)
 	r := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if got := b.entries(); len(got) != 1 || got[0].ExecutionID != "ex_last" {
 		t.Fatalf("entries %+v", got)
 	}
@@ -266,17 +266,17 @@ func TestReconcilerHoldsARefusedTenantWithoutCursor(t *testing.T) {
 	f := b.flow("acme", ordersFlow)
 	b.suspend("acme", f, "ex_a1", map[string]any{"order_id": "A1"})
 	r := NewReconciler(b.d, b.s, NewMatcher(b.d, b.s))
-	b.must(r.RunOnce(b.ctx())) // no tenant with events yet
+	b.reconcile(r) // no tenant with events yet
 	b.setTenantStatus("acme", "disabled")
 	b.publish("acme", "evt_a1", "order.approved", `{"order_id":"A1"}`)
 	b.clock.Store(time.Now().Add(10 * time.Minute).UnixNano())
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if _, found, _ := b.d.Events.Cursor(b.ctx(), "acme"); !found {
 		t.Fatal("the refused tenant got no cursor")
 	}
 	b.setTenantStatus("acme", "active")
 	b.clock.Store(time.Now().Add(20 * time.Minute).UnixNano())
-	b.must(r.RunOnce(b.ctx()))
+	b.reconcile(r)
 	if n := len(b.entries()); n != 1 {
 		t.Fatalf("%d entries once active, want 1", n)
 	}

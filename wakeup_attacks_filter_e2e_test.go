@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"plaita/engine/state"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// Wake-up attacks on the filter role (docs/events.md), through the binary: a worker and a
+// filter on a private Redis. One index member that no execution can have must not stall the
+// reconciler, and a burst of events past the listener's queue must not leave its waits to the
+// next periodic reconcile pass.
+
+// keyFlow waits for a k.set event whose k is the input's.
+const keyFlow = `{"id":"wait-k","start":"wait","nodes":[
+	{"id":"wait","type":"wait_event","params":{"event_type":"k.set","match":"EVENT.k == INPUT.k"},"next":"done"},
+	{"id":"done","type":"end","params":{"output":{"k":"{{ EVENT.k }}"}}}]}`
+
+// badMembers are index members that are no valid execution or event id: a key separator and
+// braces, and one character over the 200 an id may have.
+var badMembers = []string{"a:b{c}", strings.Repeat("x", 201)}
+
+// A subscription index holding members that are no execution id: the reconciler's passes
+// skip them (counted) and remove them, the tenant's cursor moves on, and a valid event still
+// wakes its wait while such a member sits in the same index. The feed's unusable members are
+// skipped by the passes and removed by the janitor.
+func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
+	s := newFilterStack(t, map[string]string{"PLAITA_EVENT_INDEX_SWEEP_INTERVAL": "1"})
+	s.start("worker", nil)
+	u := s.startFlow("wait-k", keyFlow, "acme", `{"k":"u"}`)
+	v := s.startFlow("wait-k", keyFlow, "acme", `{"k":"v"}`)
+	s.waitStatus(u, "acme", state.Suspended, 60*time.Second)
+	s.waitStatus(v, "acme", state.Suspended, 60*time.Second)
+
+	c := s.srv.Client(t)
+	ctx := context.Background()
+	sp := keys.MustFor("", "acme")
+	idx, err := sp.SubscriptionIndex("k.set")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addBad := func() {
+		t.Helper()
+		for _, m := range badMembers {
+			if err := c.Do(ctx, c.B().Zadd().Key(idx).ScoreMember().ScoreMember(math.Inf(1), m).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	addBad()
+	// An event published ten minutes ago (before the waits: it wakes nothing), while no filter
+	// ran: the filter's start-up pass reads it, and with it the index and its bad members.
+	bus := store.NewEvents(c, store.EventSettings{}, "")
+	bus.Now = func() time.Time { return time.Now().Add(-10 * time.Minute) }
+	if _, _, err := bus.Publish(ctx, store.Event{Type: "k.set", TenantID: "acme", Data: json.RawMessage(`{"k":"old"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// Feed members no event can have.
+	feedBad := []string{"k.set a:b{c}", "k.set " + badMembers[1], "k{set} evt_1"}
+	for _, m := range feedBad {
+		at := float64(time.Now().Add(-5 * time.Minute).UnixMilli())
+		if err := c.Do(ctx, c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(at, m).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	started := time.Now()
+	f := s.filter(nil)
+	// The tenant's cursor moves past the old event: no member held it.
+	cursorKey := keys.MustFor("", "").EventBusCursor()
+	waitFor(t, "acme's cursor past the filter's start", 60*time.Second, func() bool {
+		ms, err := c.Do(ctx, c.B().Hget().Key(cursorKey).Field("acme").Build()).AsInt64()
+		return err == nil && ms >= started.Add(-time.Second).UnixMilli()
+	}, s.procs...)
+	for _, m := range badMembers {
+		waitFor(t, "the bad member removed from the subscription index", 60*time.Second, func() bool {
+			return !zmember(t, s, idx, m)
+		}, s.procs...)
+	}
+	if n := s.metric(f, "plaita_filter_invalid_subscriptions_total"); n < len(badMembers) {
+		t.Errorf("%d invalid subscription members counted, want at least %d", n, len(badMembers))
+	}
+
+	// A bad member back in the index: the next event still wakes its wait.
+	addBad()
+	s.publishEvent("k.set", `{"k":"u"}`, "--tenant", "acme")
+	if st := s.waitStatus(u, "acme", state.Completed, 60*time.Second); resumes(st) != 1 {
+		t.Fatalf("u: %d resumes", resumes(st))
+	}
+	addBad()
+	s.publishEvent("k.set", `{"k":"v"}`, "--tenant", "acme")
+	if st := s.waitStatus(v, "acme", state.Completed, 60*time.Second); resumes(st) != 1 {
+		t.Fatalf("v: %d resumes", resumes(st))
+	}
+
+	// Passes over the events and the bad members (a pass a second): none fails.
+	passes := s.metric(f, "plaita_filter_reconcile_passes_total")
+	waitFor(t, "three more reconcile passes", 60*time.Second, func() bool {
+		return s.metric(f, "plaita_filter_reconcile_passes_total") >= passes+3
+	}, s.procs...)
+	if n := s.metric(f, "plaita_filter_reconcile_failures_total"); n != 0 {
+		t.Errorf("%d reconcile failures\n%s", n, f.stderr.String())
+	}
+	for _, ev := range []string{"filter.reconcile_failed", "filter.event_failed"} {
+		if n := countLog(f, ev, ""); n != 0 {
+			t.Errorf("%d %s lines\n%s", n, ev, f.stderr.String())
+		}
+	}
+	if n := s.metric(f, "plaita_filter_reconcile_invalid_members_total"); n < len(feedBad) {
+		t.Errorf("%d invalid feed members counted by the reconciler, want at least %d", n, len(feedBad))
+	}
+	for _, m := range feedBad {
+		waitFor(t, "the janitor removes feed member "+strconv.Quote(m[:min(len(m), 20)]), 60*time.Second, func() bool {
+			return !zmember(t, s, sp.EventFeed(), m)
+		}, s.procs...)
+	}
+}
+
+// zmember reports whether member is in the sorted set key.
+func zmember(t *testing.T, s *filterStack, key, member string) bool {
+	t.Helper()
+	c := s.srv.Client(t)
+	_, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
+	return err == nil
+}
+
+// burstWaits and burstEvents size the burst: 20 executions wait for k.set events of their
+// own key, and 20,000 k.set events are published as fast as the test can, the one matching
+// wait i being the 1,000·i+500th. Every other event is checked against every wait still
+// waiting (its match refuses it): the listener's four handlers fall far behind, and with the
+// default queue of 4,096 most notifications are dropped.
+const (
+	burstWaits  = 20
+	burstEvents = 20000
+)
+
+// A burst past the notification queue: the dropped notifications trigger a reconcile pass of
+// their tenant at once (not the next periodic pass: the interval is the default 300 s), every
+// wait wakes, and the drops are reported in a line per burst with their count.
+func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
+	s := newFilterStack(t, map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "300"})
+	s.start("worker", map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
+	ids := make([]string, burstWaits)
+	for i := range ids {
+		ids[i] = s.startFlow("wait-k", keyFlow, "", fmt.Sprintf(`{"k":"w%d"}`, i))
+	}
+	for _, id := range ids {
+		s.waitStatus(id, "", state.Suspended, 60*time.Second)
+	}
+	f := s.filter(nil)
+	waitFor(t, "the start-up reconcile pass", 60*time.Second, func() bool {
+		return s.metric(f, "plaita_filter_reconcile_passes_total") >= 1
+	}, s.procs...)
+	// The next periodic pass is 300 s after the start-up pass: every wake-up before then came
+	// from the listener or from a pass the overflow triggered.
+	periodic := time.Now().Add(300 * time.Second)
+	rssBefore := rssKiB(f.cmd.Process.Pid)
+
+	c := s.srv.Client(t)
+	bus := store.NewEvents(c, store.EventSettings{}, "")
+	ctx := context.Background()
+	burstStart := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= burstEvents {
+					return
+				}
+				k := fmt.Sprintf("n%d", i)
+				if stride := burstEvents / burstWaits; i%stride == stride/2 {
+					k = fmt.Sprintf("w%d", i/stride)
+				}
+				if _, _, err := bus.Publish(ctx, store.Event{Type: "k.set", Data: json.RawMessage(`{"k":"` + k + `"}`)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	burstEnd := time.Now()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("publish: %v", err)
+	}
+
+	var last time.Time
+	for _, id := range ids {
+		st := s.waitStatus(id, "", state.Completed, time.Until(periodic)-10*time.Second)
+		if resumes(st) != 1 {
+			t.Errorf("%s: %d resumes", id, resumes(st))
+		}
+		if end := timelineAt(st, "completed"); end.After(last) {
+			last = end
+		}
+	}
+	if time.Now().After(periodic) {
+		t.Fatal("the waits woke after the periodic pass could have run")
+	}
+	dropped := s.metric(f, "plaita_filter_notifications_dropped_total")
+	overflowPasses := s.metric(f, "plaita_filter_reconcile_overflow_passes_total")
+	if dropped == 0 || overflowPasses == 0 {
+		t.Fatalf("%d notifications dropped, %d overflow passes: the burst did not overflow the queue or triggered no pass", dropped, overflowPasses)
+	}
+	// The drops are reported in a line per burst (at most one a second), whose counts add up
+	// to the metric once the last line is out.
+	waitFor(t, "the drop lines add up to the dropped notifications", 60*time.Second, func() bool {
+		return droppedInLogs(f) == dropped
+	}, s.procs...)
+	lines := countLog(f, "filter.notifications_dropped", "")
+	if lines > int(burstEnd.Sub(burstStart)/time.Second)+3 {
+		t.Errorf("%d drop lines for a burst of %s", lines, burstEnd.Sub(burstStart).Round(time.Millisecond))
+	}
+	if n := countLog(f, "filter.notification_dropped", ""); n != 0 {
+		t.Errorf("%d lines of single dropped notifications", n)
+	}
+	rssAfter := rssKiB(f.cmd.Process.Pid)
+	t.Logf("burst of %d events (%d waits) published in %s; %d notifications dropped (%d log lines), %d overflow passes; last wake-up %s after the burst's end; filter RSS %d KiB before, %d KiB after",
+		burstEvents, burstWaits, burstEnd.Sub(burstStart).Round(time.Millisecond), dropped, lines, overflowPasses,
+		last.Sub(burstEnd).Round(time.Millisecond), rssBefore, rssAfter)
+}
+
+// droppedInLogs adds up the dropped counts of p's filter.notifications_dropped lines.
+func droppedInLogs(p roleProc) int {
+	n := 0
+	for _, line := range logLines(p.stderr.String(), "filter.notifications_dropped") {
+		if v, ok := line["dropped"].(float64); ok {
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// rssKiB is a process's resident set size (0 when unreadable).
+func rssKiB(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")))
+			return n
+		}
+	}
+	return 0
+}
