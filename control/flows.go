@@ -181,7 +181,7 @@ func (p *Plane) Advice(ctx context.Context, tenant string, st *state.Execution, 
 	}
 	if st.Status == state.Error {
 		b := &Budget{}
-		sp := keys.MustFor(keys.DefaultRoot, ts.Tenant())
+		sp := keys.MustFor(p.d.Root, ts.Tenant())
 		if b.G1Key, err = sp.Mechanism(keys.FamG1Wakeups, st.ExecutionID); err != nil {
 			return nil, err
 		}

@@ -23,6 +23,8 @@ import (
 
 // Deps is what the operations work on; a front end builds it once from its configuration.
 type Deps struct {
+	// Root is the key root the stores below use ("" = keys.DefaultRoot).
+	Root  string
 	Store *store.Redis // execution states of every tenant
 	// Flows publishes and reads definitions; the caller reserves the task queue's streams
 	// (store.Flows.Reserve) so that no publication can write them.
@@ -62,12 +64,15 @@ func New(d Deps) *Plane {
 	if d.Built == nil {
 		d.Built = func(string) bool { return true }
 	}
+	if d.Root == "" {
+		d.Root = keys.DefaultRoot
+	}
 	return &Plane{d: d, now: now}
 }
 
 // Tenant checks a tenant slug ("" is the default tenant) and returns its canonical name.
 func (p *Plane) Tenant(tenant string) (string, error) {
-	sp, err := keys.For(keys.DefaultRoot, tenant)
+	sp, err := keys.For(p.d.Root, tenant)
 	if err != nil {
 		return "", refuse(Invalid, "invalid_tenant", err, "%v", err)
 	}

@@ -63,15 +63,22 @@ func Root(t testing.TB, c rueidis.Client) string {
 	return root
 }
 
-// DeleteRoot removes every key under root (on every master of a cluster).
+// DeleteRoot removes every key under root (on every master of a cluster), and the keys that
+// carry a root key as their hash tag ({<root>:…}: the dead-letter stream's markers).
 func DeleteRoot(t testing.TB, c rueidis.Client, root string) {
 	t.Helper()
+	for _, pattern := range []string{root + ":*", "{" + root + ":*"} {
+		deleteMatching(c, pattern)
+	}
+}
+
+func deleteMatching(c rueidis.Client, pattern string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, node := range c.Nodes() {
 		var cursor uint64
 		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(root+":*").Count(1000).Build()).AsScanEntry()
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
 			if err != nil {
 				// A replica or a node that went away; the masters are what matter.
 				break

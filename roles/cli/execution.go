@@ -29,98 +29,118 @@ func executionCommand(stdout, stderr io.Writer) *cli.Command {
 			"Exit status: 0 done; 1 failure or unknown execution id; 2 bad usage.",
 		Action: subcommandsOnly,
 		Commands: []*cli.Command{
-			{
-				Name:      "list",
-				Usage:     "list the tenant's executions, newest first",
-				UsageText: "plaita execution list [--tenant T] [--limit N] [--cursor C] [--json]",
-				Flags: cliFlags(tenantFlag(),
-					&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
-					&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
-					jsonFlag("print the page as JSON: items, next_cursor, skipped, degraded")),
-				Action: func(ctx context.Context, cmd *cli.Command) error { return executionList(ctx, cmd, stdout, stderr) },
-			},
-			{
-				Name:      "show",
-				Usage:     "print one execution's summary, what wakes it, and its timeline (or its state as JSON)",
-				UsageText: "plaita execution show ID [--tenant T] [--json]",
-				Description: "A suspended execution's summary says which role wakes it and whether one is registered and\n" +
-					"alive, and for a due time whether its delay-queue entry is there (--json: the wake_up object).\n" +
-					"A state that can no longer be read is shown as stored (--json: corrupt, salvaged, raw).",
-				Flags: cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "show", stderr, nil, func(k *conn, id string) error {
-						return executionShow(ctx, cmd, k, id, stdout)
-					})
-				},
-			},
-			{
-				Name:      "cancel",
-				Usage:     "cancel an execution (raises its cancel flag and enqueues a cancel resume)",
-				UsageText: "plaita execution cancel ID [--tenant T] [--json]",
-				Description: "A running execution stops at its next step boundary; a suspended one is ended by the\n" +
-					"cancel resume. An execution already cancelled is left as it is (exit 0, \"already cancelled\");\n" +
-					"a completed or failed one is refused (exit 1). One whose state can no longer be read is\n" +
-					"cancelled by replacing that state with a cancelled one.",
-				Flags: cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "cancel", stderr, nil, func(k *conn, id string) error {
-						done, err := k.plane.Cancel(ctx, k.tenant, id)
-						if err != nil {
-							return refused("cancel", err)
-						}
-						if cmd.Bool("json") {
-							return writeJSON(stdout, done)
-						}
-						switch done.Result {
-						case "already_cancelled":
-							fmt.Fprintf(stdout, "execution %s: already cancelled; nothing to do\n", id)
-						case "cancelled":
-							fmt.Fprintf(stdout, "execution %s: cancelled (its unreadable state of %d bytes was replaced)\n", id, done.ReplacedBytes)
-						default:
-							fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", id, done.Was)
-						}
-						return nil
-					})
-				},
-			},
-			{
-				Name:      "resume",
-				Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
-				UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--json]",
-				Description: "The flow id and version come from the stored state. Before enqueuing, the resume is checked\n" +
-					"the way the worker will check it — against the execution's status and suspension, the published\n" +
-					"definition (an event must satisfy the wait's match), and for a retry the wake-up budgets\n" +
-					"(g1wakeups, nofail) and the step limit; a resume that would be refused is not enqueued (exit 1)\n" +
-					"and the reason and the accepted commands are printed. --force skips the check (the worker\n" +
-					"still decides). A completed or cancelled execution is always refused (exit 1).",
-				Flags: cliFlags(tenantFlag(),
-					&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
-					&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"},
-					&cli.BoolFlag{Name: "force", Usage: "enqueue without checking first (the worker still refuses what does not fit)"},
-					jsonFlag("print a JSON object saying what was done (or why not)")),
-				Action: func(ctx context.Context, cmd *cli.Command) error { return executionResume(ctx, cmd, stdout, stderr) },
-			},
-			{
-				Name:      "delete",
-				Usage:     "delete an execution's state and keys (writes a tombstone)",
-				UsageText: "plaita execution delete ID [--tenant T] [--force] [--json]",
-				Flags: cliFlags(tenantFlag(),
-					&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"},
-					jsonFlag("print a JSON object saying what was done")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return withExecution(ctx, cmd, "delete", stderr, nil, func(k *conn, id string) error {
-						done, err := k.plane.Delete(ctx, k.tenant, id, cmd.Bool("force"))
-						if err != nil {
-							return refused("delete", err)
-						}
-						if cmd.Bool("json") {
-							return writeJSON(stdout, done)
-						}
-						fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", id, done.Was)
-						return nil
-					})
-				},
-			},
+			executionListCommand(stdout, stderr),
+			executionShowCommand(stdout, stderr),
+			executionCancelCommand(stdout, stderr),
+			executionResumeCommand(stdout, stderr),
+			executionDeleteCommand(stdout, stderr),
+		},
+	}
+}
+
+func executionListCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "list",
+		Usage:     "list the tenant's executions, newest first",
+		UsageText: "plaita execution list [--tenant T] [--limit N] [--cursor C] [--json]",
+		Flags: cliFlags(tenantFlag(),
+			&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
+			&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
+			jsonFlag("print the page as JSON: items, next_cursor, skipped, degraded")),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return executionList(ctx, cmd, stdout, stderr) },
+	}
+}
+
+func executionShowCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "print one execution's summary, what wakes it, and its timeline (or its state as JSON)",
+		UsageText: "plaita execution show ID [--tenant T] [--json]",
+		Description: "A suspended execution's summary says which role wakes it and whether one is registered and\n" +
+			"alive, and for a due time whether its delay-queue entry is there (--json: the wake_up object).\n" +
+			"A state that can no longer be read is shown as stored (--json: corrupt, salvaged, raw).",
+		Flags: cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withExecution(ctx, cmd, "show", stderr, nil, func(k *conn, id string) error {
+				return executionShow(ctx, cmd, k, id, stdout)
+			})
+		},
+	}
+}
+
+func executionCancelCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "cancel",
+		Usage:     "cancel an execution (raises its cancel flag and enqueues a cancel resume)",
+		UsageText: "plaita execution cancel ID [--tenant T] [--json]",
+		Description: "A running execution stops at its next step boundary; a suspended one is ended by the\n" +
+			"cancel resume. An execution already cancelled is left as it is (exit 0, \"already cancelled\");\n" +
+			"a completed or failed one is refused (exit 1). One whose state can no longer be read is\n" +
+			"cancelled by replacing that state with a cancelled one.",
+		Flags: cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withExecution(ctx, cmd, "cancel", stderr, nil, func(k *conn, id string) error {
+				done, err := k.plane.Cancel(ctx, k.tenant, id)
+				if err != nil {
+					return refused("cancel", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, done)
+				}
+				switch done.Result {
+				case "already_cancelled":
+					fmt.Fprintf(stdout, "execution %s: already cancelled; nothing to do\n", id)
+				case "cancelled":
+					fmt.Fprintf(stdout, "execution %s: cancelled (its unreadable state of %d bytes was replaced)\n", id, done.ReplacedBytes)
+				default:
+					fmt.Fprintf(stdout, "execution %s: cancel requested (was %s)\n", id, done.Was)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func executionResumeCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "resume",
+		Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
+		UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--json]",
+		Description: "The flow id and version come from the stored state. Before enqueuing, the resume is checked\n" +
+			"the way the worker will check it — against the execution's status and suspension, the published\n" +
+			"definition (an event must satisfy the wait's match), and for a retry the wake-up budgets\n" +
+			"(g1wakeups, nofail) and the step limit; a resume that would be refused is not enqueued (exit 1)\n" +
+			"and the reason and the accepted commands are printed. --force skips the check (the worker\n" +
+			"still decides). A completed or cancelled execution is always refused (exit 1).",
+		Flags: cliFlags(tenantFlag(),
+			&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
+			&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"},
+			&cli.BoolFlag{Name: "force", Usage: "enqueue without checking first (the worker still refuses what does not fit)"},
+			jsonFlag("print a JSON object saying what was done (or why not)")),
+		Action: func(ctx context.Context, cmd *cli.Command) error { return executionResume(ctx, cmd, stdout, stderr) },
+	}
+}
+
+func executionDeleteCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete an execution's state and keys (writes a tombstone)",
+		UsageText: "plaita execution delete ID [--tenant T] [--force] [--json]",
+		Flags: cliFlags(tenantFlag(),
+			&cli.BoolFlag{Name: "force", Usage: "delete even a running (or pending) execution"},
+			jsonFlag("print a JSON object saying what was done")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withExecution(ctx, cmd, "delete", stderr, nil, func(k *conn, id string) error {
+				done, err := k.plane.Delete(ctx, k.tenant, id, cmd.Bool("force"))
+				if err != nil {
+					return refused("delete", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, done)
+				}
+				fmt.Fprintf(stdout, "execution %s: deleted (was %s)\n", id, done.Was)
+				return nil
+			})
 		},
 	}
 }

@@ -66,47 +66,55 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 			Flags:     cliFlags(tenantFlag(), jsonFlag("print {tenant_id, items, bad} as JSON")),
 			Action:    func(ctx context.Context, cmd *cli.Command) error { return scheduleList(ctx, cmd, stdout, stderr) },
 		},
-		{
-			Name:      "show",
-			Usage:     "print one schedule with its firing state",
-			UsageText: "plaita schedule show ID [--tenant T] [--json]",
-			Flags:     cliFlags(tenantFlag(), jsonFlag("print the stored schedule as JSON")),
-			Action: func(ctx context.Context, cmd *cli.Command) error {
-				return withSchedule(ctx, cmd, "show", stderr, func(k *conn, id string) error {
-					rec, err := k.plane.Schedule(ctx, k.tenant, id)
-					if err != nil {
-						return refused("show", err)
-					}
-					if cmd.Bool("json") {
-						return writeJSON(stdout, rec)
-					}
-					writeSchedule(stdout, rec)
-					return nil
-				})
-			},
-		},
+		scheduleShowCommand(stdout, stderr),
 		scheduleToggle("enable", true, stdout, stderr),
 		scheduleToggle("disable", false, stdout, stderr),
-		{
-			Name:      "delete",
-			Usage:     "delete a schedule (a start already enqueued still runs)",
-			UsageText: "plaita schedule delete ID [--tenant T] [--json]",
-			Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
-			Action: func(ctx context.Context, cmd *cli.Command) error {
-				return withSchedule(ctx, cmd, "delete", stderr, func(k *conn, id string) error {
-					if err := k.plane.DeleteSchedule(ctx, k.tenant, id); err != nil {
-						return refused("delete", err)
-					}
-					if cmd.Bool("json") {
-						return writeJSON(stdout, map[string]any{"id": id, "tenant_id": k.tenant, "action": "delete", "deleted": true})
-					}
-					fmt.Fprintf(stdout, "schedule %s: deleted\n", id)
-					return nil
-				})
-			},
-		},
+		scheduleDeleteCommand(stdout, stderr),
 	}
 	return role
+}
+
+func scheduleShowCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "show",
+		Usage:     "print one schedule with its firing state",
+		UsageText: "plaita schedule show ID [--tenant T] [--json]",
+		Flags:     cliFlags(tenantFlag(), jsonFlag("print the stored schedule as JSON")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withSchedule(ctx, cmd, "show", stderr, func(k *conn, id string) error {
+				rec, err := k.plane.Schedule(ctx, k.tenant, id)
+				if err != nil {
+					return refused("show", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, rec)
+				}
+				writeSchedule(stdout, rec)
+				return nil
+			})
+		},
+	}
+}
+
+func scheduleDeleteCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "delete",
+		Usage:     "delete a schedule (a start already enqueued still runs)",
+		UsageText: "plaita schedule delete ID [--tenant T] [--json]",
+		Flags:     cliFlags(tenantFlag(), jsonFlag("print a JSON object saying what was done")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withSchedule(ctx, cmd, "delete", stderr, func(k *conn, id string) error {
+				if err := k.plane.DeleteSchedule(ctx, k.tenant, id); err != nil {
+					return refused("delete", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, map[string]any{"id": id, "tenant_id": k.tenant, "action": "delete", "deleted": true})
+				}
+				fmt.Fprintf(stdout, "schedule %s: deleted\n", id)
+				return nil
+			})
+		},
+	}
 }
 
 func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Command {

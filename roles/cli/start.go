@@ -100,13 +100,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return refused(name, err)
 	}
 	if started.Already != nil {
-		msg := "published"
-		res := store.Published
-		if *started.Already {
-			msg, res = "already published with this definition: left as it is", store.AlreadyPublished
-		}
-		k.log.Info().Str("event", "flow."+string(res)).Str("flow_id", started.FlowID).Str("flow_version", started.FlowVersion).
-			Msg("flow " + started.FlowID + " version " + started.FlowVersion + ": " + msg)
+		logPublished(k, started)
 	}
 	if !cmd.Bool("wait") {
 		if cmd.Bool("json") {
@@ -115,9 +109,15 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, started.ExecutionID)
 		return nil
 	}
+	return waitStarted(ctx, cmd, k, started, time.Duration(timeout*float64(time.Second)), stdout)
+}
 
+// waitStarted is --wait: it follows the execution until it completes, fails, is cancelled or
+// suspends, then prints its summary (or its state as JSON).
+func waitStarted(ctx context.Context, cmd *cli.Command, k *conn, started control.Started, timeout time.Duration, stdout io.Writer) error {
+	const name = "start"
 	id := started.ExecutionID
-	st, err := k.plane.WaitSettled(ctx, k.tenant, id, time.Duration(timeout*float64(time.Second)))
+	st, err := k.plane.WaitSettled(ctx, k.tenant, id, timeout)
 	if st != nil {
 		if cmd.Bool("json") {
 			if werr := writeJSON(stdout, st); werr != nil {
@@ -138,4 +138,14 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return cliFail(name, "execution %s is %s, not completed", id, st.Status)
 	}
 	return nil
+}
+
+// logPublished says what the publication of a start's file did.
+func logPublished(k *conn, started control.Started) {
+	msg, res := "published", store.Published
+	if *started.Already {
+		msg, res = "already published with this definition: left as it is", store.AlreadyPublished
+	}
+	k.log.Info().Str("event", "flow."+string(res)).Str("flow_id", started.FlowID).Str("flow_version", started.FlowVersion).
+		Msg("flow " + started.FlowID + " version " + started.FlowVersion + ": " + msg)
 }
