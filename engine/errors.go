@@ -60,6 +60,27 @@ const (
 	ErrTypeDueOutOfRange = "DueOutOfRange"
 )
 
+// deterministic are the error types a retry cannot get past: it runs the failed node again
+// from the same state, which ends the same way (a fail node, a branch no case matches, a value
+// that cannot be stored, a due time out of range, a node the flow no longer has, a spent step
+// budget). Their executions are started anew instead, with other input or a fixed flow.
+var deterministic = map[string]string{
+	ErrTypeFlowFailed:    "the flow ended at a fail node",
+	ErrTypeNoBranch:      "no branch of the node matches the execution's data",
+	ErrTypeSerialization: "the node's result cannot be stored",
+	ErrTypeStateTooLarge: "the node's result makes the state too large",
+	ErrTypeDueOutOfRange: "the node's due time is out of range",
+	ErrTypeUnknownNode:   "the flow has no such node",
+	ErrTypeStepLimit:     "the execution used all its steps",
+}
+
+// Deterministic reports whether an execution that ended in error of this type would end the
+// same way if retried, and says why.
+func Deterministic(errType string) (why string, ok bool) {
+	why, ok = deterministic[errType]
+	return why, ok
+}
+
 var (
 	// ErrInvalidResume: the resume type does not fit the execution's status or suspension.
 	ErrInvalidResume = errors.New("invalid resume")

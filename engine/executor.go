@@ -307,6 +307,13 @@ type resumePlan struct {
 	err    error // actionApply: the node's own failure (the execution ends in error)
 }
 
+func errType(e *state.ErrorInfo) string {
+	if e == nil {
+		return ""
+	}
+	return e.Type
+}
+
 // plan decides what a resume does, or why it is refused; it changes nothing in st.
 func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, key string, now time.Time) (resumePlan, error) {
 	switch rt {
@@ -326,6 +333,10 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 			// Its step budget is spent: a retry would stop again at once. The flow loops
 			// without a guard; fix it (or raise max_steps) and start a new execution.
 			return resumePlan{}, fmt.Errorf("%w: the execution used all its steps (%s); start a new execution of a fixed flow", ErrInvalidResume, st.Error.Message)
+		}
+		if why, ok := Deterministic(errType(st.Error)); ok {
+			return resumePlan{}, fmt.Errorf("%w: %s (%s): a retry runs the node again on the same data and ends the same way; "+
+				"start a new execution (with other input, or of a fixed flow)", ErrInvalidResume, why, st.Error.Type)
 		}
 		return resumePlan{action: actionRetry}, nil
 	}

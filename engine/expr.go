@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/vm"
 )
 
@@ -73,6 +76,13 @@ func (e *Expr) Eval(env map[string]any, lim ExprLimits) (any, error) {
 	machine := vm.VM{MemoryBudget: memoryBudget(lim)}
 	out, err := machine.Run(e.program, env)
 	if err != nil {
+		// A nil the VM tripped over is, almost always, a value the execution does not have.
+		if strings.Contains(err.Error(), "<nil>") {
+			if missing := missingValue(e.src, env); missing != "" {
+				return nil, Permanent(fmt.Errorf("expression %q: %s is not set: give it a value, or a default (%s ?? …); %s",
+					e.src, missing, missing, firstLine(err.Error())))
+			}
+		}
 		return nil, Permanent(fmt.Errorf("expression %q: %s", e.src, firstLine(err.Error())))
 	}
 	if err := checkSize(out, env, lim); err != nil {
@@ -364,4 +374,54 @@ func render(v any) (string, error) {
 		return "", err
 	}
 	return string(b), nil
+}
+
+// missingValue names the first value an expression reads that is not there — INPUT.amount for
+// "INPUT.amount > 10" run without an amount — so that an error says what is missing rather
+// than what the VM could not do with a nil ("" when every value read is set).
+func missingValue(src string, env map[string]any) string {
+	tree, err := parser.Parse(src)
+	if err != nil {
+		return ""
+	}
+	found := ""
+	ast.Find(tree.Node, func(n ast.Node) bool {
+		path, ok := memberPath(n)
+		if !ok || found != "" {
+			return false
+		}
+		var cur any = env
+		for i, k := range path {
+			m, isMap := cur.(map[string]any)
+			v, has := m[k]
+			if !isMap || !has || v == nil {
+				if i > 0 { // a name that is not in the environment at all is a compile error
+					found = strings.Join(path[:i+1], ".")
+				}
+				return found != ""
+			}
+			cur = v
+		}
+		return false
+	})
+	return found
+}
+
+// memberPath reads INPUT.a.b, VARS?.a and NODE["n"].x as their path from the environment.
+func memberPath(n ast.Node) ([]string, bool) {
+	switch n := n.(type) {
+	case *ast.ChainNode:
+		return memberPath(n.Node)
+	case *ast.MemberNode:
+		prop, ok := n.Property.(*ast.StringNode)
+		if !ok || n.Method {
+			return nil, false
+		}
+		if id, ok := n.Node.(*ast.IdentifierNode); ok {
+			return []string{id.Value, prop.Value}, slices.Contains(envNames, id.Value)
+		}
+		p, ok := memberPath(n.Node)
+		return append(p, prop.Value), ok
+	}
+	return nil, false
 }

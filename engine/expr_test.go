@@ -128,3 +128,28 @@ func TestSizeLimits(t *testing.T) {
 		t.Errorf("over the hard limit: %v", err)
 	}
 }
+
+// An expression that trips over a value the execution does not have names that value.
+func TestExprErrorNamesTheMissingValue(t *testing.T) {
+	env := map[string]any{"INPUT": map[string]any{"user": map[string]any{}}, "VARS": map[string]any{"n": 1.0}, "NODE": map[string]any{}}
+	for src, want := range map[string]string{
+		"INPUT.amount > 10":        "INPUT.amount is not set",
+		"INPUT.user.name + 'x'":    "INPUT.user.name is not set",
+		"NODE.fetch.status == 200": "NODE.fetch is not set",
+		"VARS.n / 0 > VARS.m":      "VARS.m is not set",
+	} {
+		e, err := compileExpr(src, DefaultExprLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.Eval(env, DefaultExprLimits)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), src) {
+			t.Errorf("%s: %v, want %q", src, err, want)
+		}
+	}
+	// An error that is not about a missing value is not blamed on one.
+	e, _ := compileExpr("(INPUT.none ?? 0) + 'a' > 1", DefaultExprLimits)
+	if _, err := e.Eval(env, DefaultExprLimits); err == nil || strings.Contains(err.Error(), "is not set") {
+		t.Errorf("unrelated error: %v", err)
+	}
+}

@@ -49,8 +49,9 @@ func TestRedeliveredResumeContinuesFromTheCheckpoint(t *testing.T) {
 			st := h.start(f, nil)
 			if tc.rt == ResumeRetry {
 				wantStatus(t, st, state.Error)
-				// The retried node is the failing one; make the retry land on the gate.
-				st.CurrentNode, st.Error.Node = "g", "g"
+				// The retried node is the failing one; make the retry land on the gate, failed
+				// as a node fails (a branch no case matches is deterministic: never retried).
+				st.CurrentNode, st.Error.Node, st.Error.Type = "g", "g", ErrTypeNode
 				if err := h.mem.Save(context.Background(), st); err != nil {
 					t.Fatal(err)
 				}
