@@ -117,9 +117,12 @@ func (a *Advice) Hints(st *state.Execution) []Hint {
 			try("approve with", engine.ResumeApproval, `{"approved": true, "comment": "ok"}`)
 			try("reject with", engine.ResumeApproval, `{"approved": false, "comment": "why not"}`)
 		case state.SuspendEvent:
-			if ev, ok := engine.ExampleEvent(a.Flow, st, a.Limits, a.Now); ok {
+			if ev, more, ok := engine.ExampleEvent(a.Flow, st, a.Limits, a.Now); ok {
 				if data, err := eventJSON(ev); err == nil {
 					try("deliver the event with (--data is the event, EVENT in the match)", engine.ResumeEvent, data)
+				}
+				if len(more) > 0 {
+					out = append(out, Hint{Note: []string{fmt.Sprintf("the flow also reads %s: add what it expects to --data", strings.Join(more, ", "))}})
 				}
 			} else if s.Match != "" {
 				out = append(out, Hint{Note: []string{

@@ -53,7 +53,7 @@ func TestExampleEvent(t *testing.T) {
 	} {
 		f, st := waitingAt(t, tc.match, map[string]any{"order": 7.0, "tags": []any{"a", "b"}})
 		got := ""
-		ev, ok := engine.ExampleEvent(f, st, engine.DefaultExprLimits, time.Now())
+		ev, _, ok := engine.ExampleEvent(f, st, engine.DefaultExprLimits, time.Now())
 		if ok {
 			var err error
 			if got, err = eventJSON(ev); err != nil {

@@ -52,7 +52,7 @@ func newFixture(t *testing.T) *fixture {
 	st := store.NewRedis(c, store.DefaultSettings(), root)
 	p := New(Deps{Root: root, Store: st, Flows: store.NewFlows(c, root).Reserve(stream, stream+":dlq"),
 		Events: store.NewEvents(c, store.EventSettings{TTL: time.Hour}, root), Schedules: store.NewSchedules(c, root),
-		Registry: store.NewRegistry(c, root), Delay: delay, DeadLetters: q,
+		Registry: store.NewRegistry(c, root), Delay: delay, Queue: q,
 		Producer: queue.NewProducer(c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
 	return &fixture{t: t, c: c, root: root, p: p, q: q, store: st}
 }

@@ -25,7 +25,7 @@ func (p *Plane) DeadLetters(ctx context.Context, tenant string, all bool, limit 
 	if !all {
 		read = 10 * limit
 	}
-	es, err := p.d.DeadLetters.ListDLQ(ctx, read)
+	es, err := p.d.Queue.ListDLQ(ctx, read)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +47,7 @@ func (p *Plane) DeadLetter(ctx context.Context, tenant string, all bool, id stri
 	if err != nil {
 		return queue.DLQEntry{}, err
 	}
-	e, err := p.d.DeadLetters.DeadLetterByID(ctx, id)
+	e, err := p.d.Queue.DeadLetterByID(ctx, id)
 	if errors.Is(err, queue.ErrDLQEntryNotFound) || err == nil && !all && !sameTenant(e.TenantID, tenant) {
 		return queue.DLQEntry{}, refuse(NotFound, "dead_letter_not_found", queue.ErrDLQEntryNotFound, "no dead letter %s in tenant %s", id, tenant)
 	}
@@ -60,7 +60,7 @@ func (p *Plane) ReplayDeadLetter(ctx context.Context, tenant string, all bool, i
 	if _, err := p.DeadLetter(ctx, tenant, all, id); err != nil {
 		return queue.ReplayResult{}, err
 	}
-	res, err := p.d.DeadLetters.Replay(ctx, id)
+	res, err := p.d.Queue.Replay(ctx, id)
 	if errors.Is(err, queue.ErrReplayRefused) {
 		return res, refuse(Conflict, "replay_refused", err, "%v", err)
 	}

@@ -4,16 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"plaita/store"
 	"plaita/store/keys"
 )
 
 // EventPublished is a publish: the event as stored, and whether that id was published before
-// with the same type and data (then nothing changed, and a waiting execution is woken once).
+// with the same type and data (then nothing changed, and a waiting execution is woken once);
+// and who may take it: how many executions of the tenant wait for its type, and how many filters
+// are alive to deliver it (without one, it wakes nothing until one runs).
 type EventPublished struct {
 	store.Event
 	Duplicate bool `json:"duplicate"`
+	// Waiting is -1 when it cannot be read.
+	Waiting      int64  `json:"waiting"`
+	FiltersAlive int    `json:"filters_alive"`
+	Text         string `json:"text"`
 }
 
 // PublishEvent publishes an event (docs/events.md); the filter role wakes what waits for it. Its
@@ -42,7 +49,29 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	case err != nil:
 		return EventPublished{}, err
 	}
-	return EventPublished{Event: stored, Duplicate: dup}, nil
+	out := EventPublished{Event: stored, Duplicate: dup, Waiting: -1, FiltersAlive: -1}
+	var notes []string
+	if ts, err := p.tenantStore(tenant); err == nil {
+		if out.Waiting, err = ts.Waiting(ctx, ev.Type, p.now()); err != nil {
+			out.Waiting = -1
+			notes = append(notes, fmt.Sprintf("the waits cannot be counted: %v", err))
+		}
+	}
+	if filters, err := p.Alive(ctx, roleFilter); err == nil {
+		out.FiltersAlive = filters.Alive
+	} else {
+		notes = append(notes, fmt.Sprintf("the registry cannot be read: %v", err))
+	}
+	switch {
+	case out.Waiting == 0:
+		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for %q: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
+	case out.Waiting > 0 && out.FiltersAlive == 0:
+		notes = append(notes, fmt.Sprintf("%d execution(s) wait for %q, but no filter role is registered: nothing delivers it until one runs (plaita filter)", out.Waiting, ev.Type))
+	case out.Waiting > 0:
+		notes = append(notes, fmt.Sprintf("%d execution(s) of tenant %s wait for %q; filter role: %d alive", out.Waiting, tenant, ev.Type, out.FiltersAlive))
+	}
+	out.Text = strings.Join(notes, "; ")
+	return out, nil
 }
 
 // ListEvents is the tenant's newest events, of one type ("" = all), at most limit (1 to

@@ -27,15 +27,17 @@ type StartRequest struct {
 
 // Started is a start enqueued.
 type Started struct {
-	ExecutionID string       `json:"execution_id"`
-	TenantID    string       `json:"tenant_id"`
-	FlowID      string       `json:"flow_id"`
-	FlowVersion string       `json:"flow_version"`
-	Published   bool         `json:"published"`
-	Already     *bool        `json:"already_published,omitempty"` // set when a definition was given
-	Queue       string       `json:"queue"`
-	MessageID   string       `json:"message_id"`
-	Flow        *engine.Flow `json:"-"`
+	ExecutionID string `json:"execution_id"`
+	TenantID    string `json:"tenant_id"`
+	FlowID      string `json:"flow_id"`
+	FlowVersion string `json:"flow_version"`
+	Published   bool   `json:"published"`
+	Already     *bool  `json:"already_published,omitempty"` // set when a definition was given
+	Queue       string `json:"queue"`
+	MessageID   string `json:"message_id"`
+	// WorkersAlive is how many workers the registry knows alive: with none, nothing runs it yet.
+	WorkersAlive int          `json:"workers_alive"`
+	Flow         *engine.Flow `json:"-"`
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
@@ -69,6 +71,11 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	}
 	if err != nil {
 		return Started{}, err
+	}
+	if workers, err := p.Alive(ctx, roleWorker); err == nil {
+		out.WorkersAlive = workers.Alive
+	} else {
+		out.WorkersAlive = -1 // unknown: the registry cannot be read
 	}
 	return out, nil
 }
@@ -138,12 +145,27 @@ func unreadable(ce *store.CorruptStateError, tenant string) *Refusal {
 }
 
 // Shown is an execution as `show` gives it: the state as stored, plus the wake-up report of a
-// suspended one; or, when the state cannot be read, what is stored (Corrupt).
+// suspended one; or, when the state cannot be read, what is stored (Corrupt); or, when it has
+// no state yet but its start waits in the task stream, that (Queued).
 type Shown struct {
 	*state.Execution
 	WakeUp  *WakeUp      `json:"wake_up,omitempty"`
 	Corrupt *CorruptView `json:"-"`
+	Queued  *QueuedView  `json:"-"`
 }
+
+// QueuedView is an execution enqueued and not started: no worker has written its state yet.
+type QueuedView struct {
+	ExecutionID  string          `json:"execution_id"`
+	TenantID     string          `json:"tenant_id"`
+	Status       string          `json:"status"` // "queued"
+	Task         queue.FoundTask `json:"task"`
+	WorkersAlive int             `json:"workers_alive"`
+	Text         string          `json:"text"`
+}
+
+// queuedSearch bounds how many stream entries Show looks through for a queued start.
+const queuedSearch = 10000
 
 // Show reads an execution with its wake-up report.
 func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
@@ -153,10 +175,40 @@ func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
 	case errors.As(err, &ce):
 		v := newCorruptView(ce, ts.Tenant())
 		return Shown{Corrupt: &v}, nil
+	case errors.Is(err, store.ErrNotFound) && p.d.Queue != nil:
+		if q, ok, qerr := p.queued(ctx, ts.Tenant(), id); qerr != nil {
+			return Shown{}, qerr
+		} else if ok {
+			return Shown{Queued: q}, nil
+		}
+		return Shown{}, err
 	case err != nil:
 		return Shown{}, err
 	}
 	return Shown{Execution: st, WakeUp: p.WakeUp(ctx, ts.Tenant(), st)}, nil
+}
+
+// queued finds an execution's task in the stream and says who has it.
+func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, bool, error) {
+	task, ok, err := p.d.Queue.FindTask(ctx, tenant, id, queuedSearch)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	v := &QueuedView{ExecutionID: id, TenantID: tenant, Status: "queued", Task: task}
+	workers, werr := p.Alive(ctx, roleWorker)
+	v.WorkersAlive = workers.Alive
+	alive := fmt.Sprintf("workers alive: %d", workers.Alive)
+	switch {
+	case werr != nil:
+		alive = fmt.Sprintf("the registry cannot be read: %v", werr)
+	case workers.Alive == 0:
+		alive += " (start one: plaita worker)"
+	}
+	v.Text = "queued — not taken by a worker yet; " + alive
+	if task.Pending {
+		v.Text = fmt.Sprintf("queued — taken by %s %s ago, not started yet; %s", task.Consumer, RoundDuration(task.Idle), alive)
+	}
+	return v, true, nil
 }
 
 // List is a page of the tenant's executions, newest first.

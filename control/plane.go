@@ -34,8 +34,9 @@ type Deps struct {
 	Registry  *store.Registry // who is alive: the wake-up report
 	Delay     *queue.Delay    // the delay queue: the wake-up report
 	Producer  *queue.Producer // the one way a task is enqueued
-	// DeadLetters is the task queue, for its dead-letter stream (list, show, replay).
-	DeadLetters *queue.Queue
+	// Queue is the task queue: its dead-letter stream (list, show, replay) and the tasks not
+	// settled yet (a start no worker has taken shows as queued).
+	Queue *queue.Queue
 	// NodeTypes builds the worker's node types, so that a definition parses here exactly when
 	// it parses on a worker (an error: this process cannot set them up).
 	NodeTypes func() (*engine.Registry, error)

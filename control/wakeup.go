@@ -10,6 +10,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/presence"
 	"plaita/queue"
+	"plaita/store"
 )
 
 // The wake-up report: for a suspended execution, which role wakes it and whether one is
@@ -19,6 +20,7 @@ import (
 
 // The roles that wake executions, by their command names.
 const (
+	roleWorker  = "worker"
 	roleDelay   = "delay"
 	roleFilter  = "filter"
 	roleConsole = "console"
@@ -70,23 +72,12 @@ func (p *Plane) WakeUp(ctx context.Context, tenant string, st *state.Execution) 
 	}
 	now := p.now()
 	w := &WakeUp{Kind: s.Kind, Roles: map[string]WakeRole{}}
-	live, err := p.d.Registry.Instances(ctx, now, presence.TTLFactor*presence.DefaultHeartbeatInterval)
+	live, err := p.live(ctx)
 	if err != nil {
 		w.Problems = append(w.Problems, fmt.Sprintf("the registry cannot be read: %v", err))
 	}
 	count := func(role string) WakeRole {
-		r := WakeRole{Built: p.d.Built(role), Instances: []string{}}
-		for _, rec := range live.Live {
-			if rec.Role != role && rec.Role != roleDev {
-				continue
-			}
-			if rec.Status == presence.StatusRunning {
-				r.Alive++
-				r.Instances = append(r.Instances, rec.InstanceID)
-			} else {
-				r.Stopping++
-			}
-		}
+		r := live.count(role, p.d.Built(role))
 		w.Roles[role] = r
 		return r
 	}
@@ -179,6 +170,38 @@ func (p *Plane) dueReport(ctx context.Context, tenant string, st *state.Executio
 		}
 	}
 	return d
+}
+
+// liveInstances are the registered instances with a fresh heartbeat.
+type liveInstances struct{ recs []store.InstanceRecord }
+
+// live reads the registry.
+func (p *Plane) live(ctx context.Context) (liveInstances, error) {
+	l, err := p.d.Registry.Instances(ctx, p.now(), presence.TTLFactor*presence.DefaultHeartbeatInterval)
+	return liveInstances{recs: l.Live}, err
+}
+
+// count is how many instances of role are alive or stopping (plaita dev counts for every role).
+func (l liveInstances) count(role string, built bool) WakeRole {
+	r := WakeRole{Built: built, Instances: []string{}}
+	for _, rec := range l.recs {
+		if rec.Role != role && rec.Role != roleDev {
+			continue
+		}
+		if rec.Status == presence.StatusRunning {
+			r.Alive++
+			r.Instances = append(r.Instances, rec.InstanceID)
+		} else {
+			r.Stopping++
+		}
+	}
+	return r
+}
+
+// Alive is how many instances of role the registry knows alive (and stopping).
+func (p *Plane) Alive(ctx context.Context, role string) (WakeRole, error) {
+	l, err := p.live(ctx)
+	return l.count(role, p.d.Built(role)), err
 }
 
 // roleText says how many instances of role are alive: "delay role: 1 alive", or "no delay

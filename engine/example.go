@@ -2,6 +2,8 @@ package engine
 
 import (
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/expr-lang/expr/ast"
@@ -19,10 +21,15 @@ const maxExampleEvents = 8
 // in the environment the wait itself evaluates in. Each candidate is put to CheckResume; ok is
 // false when none is accepted (a match such as EVENT.amount > 10 says what an event must be,
 // not what one is).
-func ExampleEvent(f *Flow, st *state.Execution, lim ExprLimits, now time.Time) (map[string]any, bool) {
+//
+// Beyond the match, fields the rest of the flow compares with a literal (`(EVENT.status ?? '') ==
+// 'paid'`) are set to the first such literal, so that the example goes the way the flow was
+// written to go; the other EVENT fields the flow reads are returned in more, for the operator to
+// fill in.
+func ExampleEvent(f *Flow, st *state.Execution, lim ExprLimits, now time.Time) (ev map[string]any, more []string, ok bool) {
 	s := st.Suspend
 	if f == nil || s == nil {
-		return nil, false
+		return nil, nil, false
 	}
 	var candidates []map[string]any
 	if s.Match != "" {
@@ -39,12 +46,157 @@ func ExampleEvent(f *Flow, st *state.Execution, lim ExprLimits, now time.Time) (
 		}
 	}
 	candidates = append(candidates, map[string]any{"type": s.EventType})
+	reads := f.eventReads()
 	for _, ev := range candidates {
-		if CheckResume(f, st, ResumeEvent, ev, lim, now) == nil {
-			return ev, true
+		if CheckResume(f, st, ResumeEvent, ev, lim, now) != nil {
+			continue
+		}
+		full := completeEvent(ev, reads)
+		if CheckResume(f, st, ResumeEvent, full, lim, now) == nil {
+			ev = full
+		}
+		for _, r := range reads {
+			if !hasPath(ev, r.path) {
+				more = append(more, "EVENT."+strings.Join(r.path, "."))
+			}
+		}
+		return ev, more, true
+	}
+	return nil, nil, false
+}
+
+// eventRead is one EVENT path the flow reads, with the first literal it is compared with.
+type eventRead struct {
+	path    []string
+	literal any // nil: compared with nothing literal
+}
+
+// eventReads are the EVENT paths of every expression of the flow, in the order written.
+func (f *Flow) eventReads() []eventRead {
+	var out []eventRead
+	seen := map[string]int{}
+	add := func(path []string, lit any) {
+		k := strings.Join(path, ".")
+		if i, ok := seen[k]; ok {
+			if out[i].literal == nil {
+				out[i].literal = lit
+			}
+			return
+		}
+		seen[k] = len(out)
+		out = append(out, eventRead{path: path, literal: lit})
+	}
+	for _, src := range f.sources {
+		tree, err := parser.Parse(src)
+		if err != nil {
+			continue
+		}
+		ast.Find(tree.Node, func(n ast.Node) bool { // visits every node (it never returns true)
+			if b, ok := n.(*ast.BinaryNode); ok && b.Operator == "==" {
+				for _, side := range [][2]ast.Node{{b.Left, b.Right}, {b.Right, b.Left}} {
+					if p, ok := eventPath(withoutDefault(side[0])); ok {
+						if lit, ok := literal(side[1]); ok {
+							add(p, lit)
+						}
+					}
+				}
+			}
+			if p, ok := eventPath(n); ok {
+				add(p, nil)
+			}
+			return false
+		})
+	}
+	// EVENT.data is read on the way to EVENT.data.order_id: only the longer path says what to set.
+	kept := out[:0]
+	for _, r := range out {
+		if r.literal != nil || !prefixOfAnother(r.path, out) {
+			kept = append(kept, r)
 		}
 	}
+	return kept
+}
+
+func prefixOfAnother(p []string, reads []eventRead) bool {
+	for _, r := range reads {
+		if len(r.path) > len(p) && slices.Equal(r.path[:len(p)], p) {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutDefault is x of `x ?? default`.
+func withoutDefault(n ast.Node) ast.Node {
+	if b, ok := n.(*ast.BinaryNode); ok && b.Operator == "??" {
+		return b.Left
+	}
+	return n
+}
+
+func literal(n ast.Node) (any, bool) {
+	switch x := n.(type) {
+	case *ast.StringNode:
+		return x.Value, true
+	case *ast.IntegerNode:
+		return float64(x.Value), true
+	case *ast.FloatNode:
+		return x.Value, true
+	case *ast.BoolNode:
+		return x.Value, true
+	}
 	return nil, false
+}
+
+// completeEvent is ev with the literal-compared fields it does not set yet.
+func completeEvent(ev map[string]any, reads []eventRead) map[string]any {
+	out := deepCopyMap(ev)
+	for _, r := range reads {
+		if r.literal == nil || hasPath(out, r.path) {
+			continue
+		}
+		m := out
+		for _, k := range r.path[:len(r.path)-1] {
+			next, ok := m[k].(map[string]any)
+			if !ok {
+				if _, taken := m[k]; taken {
+					break
+				}
+				next = map[string]any{}
+				m[k] = next
+			}
+			m = next
+		}
+		if _, taken := m[r.path[len(r.path)-1]]; !taken {
+			m[r.path[len(r.path)-1]] = r.literal
+		}
+	}
+	return out
+}
+
+func hasPath(m map[string]any, path []string) bool {
+	var cur any = m
+	for _, k := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = mm[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func deepCopyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if sub, ok := v.(map[string]any); ok {
+			v = deepCopyMap(sub)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // assignment is one `EVENT.<path> == <value>` of a match.

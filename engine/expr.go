@@ -194,6 +194,26 @@ type template struct {
 	parts []templatePart
 }
 
+// walk calls fn with every expression of v's templates.
+func (v *Value) walk(fn func(*Expr)) {
+	if v == nil {
+		return
+	}
+	if v.template != nil {
+		for _, p := range v.template.parts {
+			if p.expr != nil {
+				fn(p.expr)
+			}
+		}
+	}
+	for _, k := range v.keys {
+		v.object[k].walk(fn)
+	}
+	for _, e := range v.array {
+		e.walk(fn)
+	}
+}
+
 type templatePart struct {
 	text string
 	expr *Expr

@@ -30,6 +30,8 @@ type Flow struct {
 	HashAlgo string `json:"-"`
 
 	index map[string]*Node
+	// sources are the expressions of every node, as written (ExampleEvent reads them).
+	sources []string
 }
 
 // Node is one step of a flow.

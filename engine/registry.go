@@ -120,10 +120,11 @@ func (r *Registry) lookup(name string) (NodeType, bool) {
 // PrepareContext is what a node type's Prepare uses to read params and compile expressions;
 // every problem it reports carries the JSON path.
 type PrepareContext struct {
-	node   *Node
-	ps     *problems
-	edges  []edge
-	limits ExprLimits
+	node    *Node
+	ps      *problems
+	edges   []edge
+	limits  ExprLimits
+	sources *[]string // the flow's expressions, collected as they compile
 }
 
 type edge struct{ path, target string }
@@ -236,7 +237,14 @@ func (pc *PrepareContext) Expr(path, src string) *Expr {
 		pc.Problem(path, "%v", err)
 		return nil
 	}
+	pc.source(e)
 	return e
+}
+
+func (pc *PrepareContext) source(e *Expr) {
+	if pc.sources != nil && e != nil {
+		*pc.sources = append(*pc.sources, e.src)
+	}
 }
 
 // Value compiles a JSON value whose strings may hold {{ … }} templates.
@@ -251,6 +259,7 @@ func (pc *PrepareContext) Value(path string, v any) *Value {
 		pc.Problem(path, "%v", err)
 		return nil
 	}
+	val.walk(pc.source)
 	return val
 }
 

@@ -279,20 +279,29 @@ func (q *Queue) pending(ctx context.Context, start string, count int) ([]pending
 	}
 	out := make([]pendingEntry, 0, len(rows))
 	for _, r := range rows {
-		f, err := r.ToArray()
-		if err != nil || len(f) < 4 {
-			return nil, fmt.Errorf("xpending %s: unexpected row: %v", q.stream, err)
+		p, err := q.pendingRow(r)
+		if err != nil {
+			return nil, err
 		}
-		var p pendingEntry
-		var idle int64
-		p.id, _ = f[0].ToString()
-		p.consumer, _ = f[1].ToString()
-		idle, _ = f[2].AsInt64()
-		p.count, _ = f[3].AsInt64()
-		p.idle = time.Duration(idle) * time.Millisecond
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// pendingRow reads one row of the extended XPENDING reply: id, consumer, idle ms, deliveries.
+func (q *Queue) pendingRow(r rueidis.RedisMessage) (pendingEntry, error) {
+	f, err := r.ToArray()
+	if err != nil || len(f) < 4 {
+		return pendingEntry{}, fmt.Errorf("xpending %s: unexpected row: %v", q.stream, err)
+	}
+	var p pendingEntry
+	var idle int64
+	p.id, _ = f[0].ToString()
+	p.consumer, _ = f[1].ToString()
+	idle, _ = f[2].AsInt64()
+	p.count, _ = f[3].AsInt64()
+	p.idle = time.Duration(idle) * time.Millisecond
+	return p, nil
 }
 
 // Reclaim takes over up to count entries that other consumers (or this one) left pending for

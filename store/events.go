@@ -1126,6 +1126,23 @@ func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now 
 	}
 }
 
+// Waiting counts the executions waiting for an event type in this tenant that have not timed
+// out at now (their index members: a hint, as the filter reads it — the states decide).
+func (ts *TenantStore) Waiting(ctx context.Context, eventType string, now time.Time) (int64, error) {
+	idx, err := ts.subscriptionIndex(eventType)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	n, err := c.Do(ctx, c.B().Zcount().Key(idx).Min(strconv.FormatInt(now.UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
+	if err != nil {
+		return 0, transient(ErrRedis, "count "+idx, err)
+	}
+	return n, nil
+}
+
 // readSubscriptions reads the records of valid execution ids.
 func (ts *TenantStore) readSubscriptions(ctx context.Context, ids []string) ([]SubscriptionRead, error) {
 	out := make([]SubscriptionRead, len(ids))

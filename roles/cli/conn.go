@@ -96,7 +96,7 @@ func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*contro
 		Delay:     delay,
 		Producer: queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg),
 			config.ExecutionStateMaxBytes.In(cfg), nil),
-		DeadLetters: q,
+		Queue: q,
 		NodeTypes: func() (*engine.Registry, error) {
 			reg := engine.NewRegistry()
 			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {

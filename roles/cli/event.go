@@ -96,6 +96,9 @@ func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 		what = "already published at " + ev.PublishedAt.Format(time.RFC3339Nano)
 	}
 	fmt.Fprintf(stdout, "event %s: %s (type %s, tenant %s)\n", ev.ID, what, ev.Type, ev.TenantID)
+	if ev.Text != "" {
+		fmt.Fprintf(stdout, "  %s\n", ev.Text)
+	}
 	return nil
 }
 

@@ -183,6 +183,11 @@ func executionShow(ctx context.Context, cmd *cli.Command, k *conn, id string, st
 	case shown.Corrupt != nil:
 		writeCorrupt(stdout, shown.Corrupt)
 		return nil
+	case shown.Queued != nil && cmd.Bool("json"):
+		return writeJSON(stdout, shown.Queued)
+	case shown.Queued != nil:
+		fmt.Fprintf(stdout, "execution %s: queued\n  %s\n  message:   %s\n", id, shown.Queued.Text, shown.Queued.Task.ID)
+		return nil
 	case cmd.Bool("json"):
 		return writeJSON(stdout, shown)
 	}

@@ -102,6 +102,9 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	if started.Already != nil {
 		logPublished(k, started)
 	}
+	if started.WorkersAlive == 0 {
+		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (plaita worker)\n", started.ExecutionID)
+	}
 	if !cmd.Bool("wait") {
 		if cmd.Bool("json") {
 			return writeJSON(stdout, started)

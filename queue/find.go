@@ -1,0 +1,77 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// FoundTask is a task of an execution still in the stream: enqueued and not yet settled.
+type FoundTask struct {
+	ID   string `json:"message_id"`
+	Kind Kind   `json:"kind"`
+	// Pending: a consumer has it (read, not acknowledged); Consumer and Idle say who and for how
+	// long. Otherwise no worker has read it yet.
+	Pending  bool          `json:"pending"`
+	Consumer string        `json:"consumer,omitempty"`
+	Idle     time.Duration `json:"idle_ns,omitempty"`
+}
+
+// findPage is how many entries one XREVRANGE of FindTask reads.
+const findPage = 500
+
+// FindTask looks, newest first and among at most limit entries, for a task of the tenant's
+// execution in the stream (found false: none there). An execution whose start is still here
+// exists for its producer but has no state yet: `execution show` says it is queued.
+func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit int) (FoundTask, bool, error) {
+	c := q.c
+	end := "+"
+	for read := 0; read < limit; {
+		es, err := c.Do(ctx, c.B().Xrevrange().Key(q.stream).End(end).Start("-").Count(int64(min(findPage, limit-read))).Build()).AsXRange()
+		if err != nil {
+			return FoundTask{}, false, fmt.Errorf("look for execution %s in %s: %w", executionID, q.stream, err)
+		}
+		for _, e := range es {
+			payload, ok := e.FieldValues[PayloadField]
+			// A cheap test before decoding: the id appears in the payload.
+			if !ok || !strings.Contains(payload, executionID) {
+				continue
+			}
+			env, _, err := Decode(q.stream, e.ID, []byte(payload))
+			if err != nil || env.ExecutionID != executionID || env.Tenant() != tenant {
+				continue
+			}
+			t := FoundTask{ID: e.ID, Kind: env.Kind}
+			p, err := q.pendingEntry(ctx, e.ID)
+			if err != nil && !errors.Is(err, ErrNoGroup) { // no group yet: no worker ever read it
+				return FoundTask{}, false, err
+			}
+			if p != nil {
+				t.Pending, t.Consumer, t.Idle = true, p.consumer, p.idle
+			}
+			return t, true, nil
+		}
+		read += len(es)
+		if len(es) < findPage {
+			break
+		}
+		end = "(" + es[len(es)-1].ID
+	}
+	return FoundTask{}, false, nil
+}
+
+// pendingEntry is the group's pending-list entry of one stream entry (nil: nobody has it).
+func (q *Queue) pendingEntry(ctx context.Context, id string) (*pendingEntry, error) {
+	c := q.c
+	rows, err := c.Do(ctx, c.B().Xpending().Key(q.stream).Group(q.group).Start(id).End(id).Count(1).Build()).ToArray()
+	if err != nil {
+		return nil, q.wrapGroupErr("xpending", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	p, err := q.pendingRow(rows[0])
+	return &p, err
+}
