@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -211,13 +212,39 @@ func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, boo
 	return v, true, nil
 }
 
+// ListRequest asks for a page of the tenant's executions, newest first, of one status and one
+// flow when they are given.
+type ListRequest struct {
+	Cursor string
+	Limit  int
+	Status state.Status // "" = any
+	FlowID string       // "" = any
+}
+
+// statuses are the statuses a listing can ask for.
+var statuses = []state.Status{state.Pending, state.Running, state.Suspended, state.Completed, state.Error, state.Cancelled}
+
 // List is a page of the tenant's executions, newest first.
-func (p *Plane) List(ctx context.Context, tenant string, req store.ListRequest) (store.Page, error) {
+func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store.Page, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return store.Page{}, err
 	}
-	page, err := ts.List(ctx, req)
+	if req.Status != "" && !slices.Contains(statuses, req.Status) {
+		return store.Page{}, refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
+	}
+	if req.FlowID != "" {
+		if err := keys.ValidName("flow id", req.FlowID); err != nil {
+			return store.Page{}, refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
+		}
+	}
+	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit}
+	if req.Status != "" || req.FlowID != "" {
+		sr.Match = func(st *state.Execution) bool {
+			return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID)
+		}
+	}
+	page, err := ts.List(ctx, sr)
 	if errors.Is(err, store.ErrInvalid) {
 		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -119,7 +120,7 @@ func (p *Plane) PublishedFlow(ctx context.Context, tenant, flowID, version strin
 	if version == "" {
 		if version, err = p.d.Flows.Latest(ctx, tenant, flowID); err != nil {
 			if errors.Is(err, store.ErrFlowNotFound) {
-				return nil, "", refuse(NotFound, "flow_not_found", err, "%v; start a FLOW.json file to publish it", err)
+				return nil, "", refuse(NotFound, "flow_not_found", err, "%v; publish it with plaita flow publish FLOW.json (or start the file)", err)
 			}
 			return nil, "", err
 		}
@@ -194,4 +195,62 @@ func (p *Plane) Advice(ctx context.Context, tenant string, st *state.Execution, 
 		a.Budget = b
 	}
 	return a, nil
+}
+
+// Flows lists the tenant's published flows, most recently published first.
+func (p *Plane) Flows(ctx context.Context, tenant string, limit int) ([]store.FlowSummary, error) {
+	if limit < 1 || limit > store.MaxFlowList {
+		return nil, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxFlowList)
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return nil, err
+	}
+	return p.d.Flows.List(ctx, tenant, limit)
+}
+
+// FlowShown is one published version of a flow with the flow's versions.
+type FlowShown struct {
+	FlowID     string              `json:"flow_id"`
+	TenantID   string              `json:"tenant_id"`
+	Version    string              `json:"version"`
+	Hash       string              `json:"flow_hash"`
+	Name       string              `json:"name,omitempty"`
+	Nodes      int                 `json:"nodes"`
+	Definition json.RawMessage     `json:"definition"`
+	Versions   []store.FlowVersion `json:"versions"`
+}
+
+// Flow reads a published flow (version "" = the latest) and its versions.
+func (p *Plane) Flow(ctx context.Context, tenant, flowID, version string) (FlowShown, error) {
+	if err := keys.ValidName("flow id", flowID); err != nil {
+		return FlowShown{}, refuse(Invalid, "invalid_flow_id", err, "%v", err)
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return FlowShown{}, err
+	}
+	versions, err := p.d.Flows.Versions(ctx, tenant, flowID)
+	if errors.Is(err, store.ErrFlowNotFound) {
+		return FlowShown{}, refuse(NotFound, "flow_not_found", err, "no flow %s is published in tenant %s", flowID, tenant)
+	} else if err != nil {
+		return FlowShown{}, err
+	}
+	if version == "" {
+		version = versions[0].Version
+	}
+	def, err := p.d.Flows.Get(ctx, tenant, flowID, version)
+	if errors.Is(err, store.ErrFlowNotFound) {
+		return FlowShown{}, refuse(NotFound, "flow_not_found", err, "flow %s version %q is not published in tenant %s", flowID, version, tenant)
+	} else if err != nil {
+		return FlowShown{}, err
+	}
+	out := FlowShown{FlowID: flowID, TenantID: tenant, Version: version, Definition: def, Versions: versions}
+	if out.Hash, err = engine.FlowHash(def); err != nil {
+		return FlowShown{}, fmt.Errorf("flow %s version %s: %w", flowID, version, err)
+	}
+	if f, err := p.ParseFlow(def); err == nil {
+		out.Name, out.Nodes = f.Name, len(f.Nodes)
+	}
+	return out, nil
 }

@@ -101,7 +101,7 @@ func (p *Plane) flowWarning(ctx context.Context, s store.Schedule) (string, erro
 	}
 	switch {
 	case errors.Is(err, store.ErrFlowNotFound):
-		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita start FLOW.json publishes it)",
+		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita flow publish FLOW.json publishes it)",
 			s.FlowID, s.FlowVersion, s.TenantID), nil
 	case err != nil:
 		return "", err

@@ -35,6 +35,10 @@ type ListRequest struct {
 	Cursor string // "" for the first page, else the previous Page.NextCursor
 	Limit  int    // items per page: 0 = DefaultListLimit, at most MaxListLimit
 	States bool   // also return each full state in Summary.State
+	// Match, when set, keeps only the executions it accepts (a status, a flow): the others are
+	// passed over, not counted as skipped. A page examines at most limit × 10 members, so a
+	// rare match comes back over several pages, each with its cursor.
+	Match func(*state.Execution) bool
 }
 
 // Summary describes one execution in a list.
@@ -189,6 +193,9 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 				st, err := decodeFor(cands[i].id, b)
 				if err != nil {
 					page.Skipped++
+					continue
+				}
+				if req.Match != nil && !req.Match(st) {
 					continue
 				}
 				page.Items = append(page.Items, summarize(st, req.States))

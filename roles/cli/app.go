@@ -69,7 +69,12 @@ func App(stdout, stderr io.Writer) *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "version", Usage: "print the version, VCS commit and Go version", Local: true},
 			&cli.BoolFlag{Name: "json", Usage: "with --version: print it as JSON", Local: true},
+			// The logging flags are taken before a command's name too, for every command.
+			&cli.StringFlag{Name: "log-level", Usage: "debug, info, warn or error (overrides PLAITA_LOG_LEVEL)", Local: true},
+			&cli.BoolFlag{Name: "quiet", Usage: "log warnings and errors only (same as --log-level warn)", Local: true},
+			&cli.StringFlag{Name: "log-format", Value: "auto", Usage: "json, console, or auto (console when stderr is a terminal)", Local: true},
 		},
+		Suggest: true,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Bool("version") {
 				return writeVersion(stdout, cmd.Bool("json"))
@@ -78,7 +83,11 @@ func App(stdout, stderr io.Writer) *cli.Command {
 				return &exitError{code: ExitRejected, err: fmt.Errorf("--json goes with --version (or with the command that prints JSON)")}
 			}
 			if cmd.Args().Len() > 0 {
-				return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q; `plaita --help` lists the commands", cmd.Args().First())}
+				name := cmd.Args().First()
+				if s := cli.SuggestCommand(cmd.Commands, name); s != "" {
+					return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q: did you mean %q? (`plaita --help` lists the commands)", name, s)}
+				}
+				return &exitError{code: ExitRejected, err: fmt.Errorf("unknown command %q; `plaita --help` lists the commands", name)}
 			}
 			return cli.ShowRootCommandHelp(cmd)
 		},
@@ -92,6 +101,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			doctorCommand(stdout, stderr),
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),
+			flowCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
 			eventCommand(stdout, stderr),
 			benchCommand(stdout, stderr),
@@ -99,8 +109,12 @@ func App(stdout, stderr io.Writer) *cli.Command {
 				Name:      "version",
 				Usage:     "print the version, VCS commit and Go version (same as plaita --version)",
 				UsageText: "plaita version [--json]",
-				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print it as JSON"}},
+				// It logs nothing, but takes the logging flags like every command.
+				Flags: append([]cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print it as JSON"}}, append(logFlags(), logLevelFlag())...),
 				Action: func(_ context.Context, cmd *cli.Command) error {
+					if err := checkLogFlags(cmd); err != nil {
+						return err
+					}
 					return writeVersion(stdout, cmd.Bool("json"))
 				},
 			},

@@ -27,7 +27,7 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 			"published with C producers; an in-process filter (C handlers) and worker resume them: round\n" +
 			"trips/s from the first publish until all completed, p50/p99 publish→completed.\n" +
 			"Without --redis a private redis-server is started (it must be installed) and removed.",
-		Flags: cliFlags(
+		Flags: localFlags(
 			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
 			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
 			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},

@@ -32,7 +32,7 @@ func doctorCommand(stdout, stderr io.Writer) *cli.Command {
 			// The report is doctor's output; the logging flags are taken so one set of flags
 			// fits every command, and --log-level/--quiet set the level checked, as they would
 			// for the role.
-			if _, err := parseLogFormat(cmd.String("log-format")); err != nil {
+			if _, err := parseLogFormat(flagValue(cmd, "log-format")); err != nil {
 				return &exitError{code: ExitRejected, err: err}
 			}
 			role := config.RoleDev

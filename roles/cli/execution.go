@@ -14,6 +14,7 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
+	"plaita/engine/state"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -42,10 +43,12 @@ func executionListCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "list",
 		Usage:     "list the tenant's executions, newest first",
-		UsageText: "plaita execution list [--tenant T] [--limit N] [--cursor C] [--json]",
+		UsageText: "plaita execution list [--status S] [--flow FLOW_ID] [--tenant T] [--limit N] [--cursor C] [--json]",
 		Flags: cliFlags(tenantFlag(),
 			&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
 			&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
+			&cli.StringFlag{Name: "status", Usage: "only executions of this status: pending, running, suspended, completed, error or cancelled"},
+			&cli.StringFlag{Name: "flow", Usage: "only executions of this flow id"},
 			jsonFlag("print the page as JSON: items, next_cursor, skipped, degraded")),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return executionList(ctx, cmd, stdout, stderr) },
 	}
@@ -252,7 +255,8 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		return err
 	}
 	defer k.close()
-	page, err := k.plane.List(ctx, k.tenant, store.ListRequest{Cursor: cmd.String("cursor"), Limit: limit})
+	page, err := k.plane.List(ctx, k.tenant, control.ListRequest{Cursor: cmd.String("cursor"), Limit: limit,
+		Status: state.Status(cmd.String("status")), FlowID: cmd.String("flow")})
 	if err != nil {
 		return refused(name, err)
 	}
@@ -282,7 +286,17 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "degraded: %d index member(s) skipped (invalid, missing or corrupt; `plaita reindex` rebuilds the index)\n", page.Skipped)
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(stdout, "next page:\n  plaita execution list --limit %d --cursor %s\n", limit, control.ShellQuote(page.NextCursor))
+		filter := ""
+		if s := cmd.String("status"); s != "" {
+			filter += " --status " + s
+		}
+		if f := cmd.String("flow"); f != "" {
+			filter += " --flow " + control.ShellQuote(f)
+		}
+		if k.tenant != keys.DefaultTenant {
+			filter += " --tenant " + k.tenant
+		}
+		fmt.Fprintf(stdout, "next page:\n  plaita execution list%s --limit %d --cursor %s\n", filter, limit, control.ShellQuote(page.NextCursor))
 	}
 	return nil
 }

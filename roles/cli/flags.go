@@ -10,10 +10,27 @@ import (
 	"github.com/urfave/cli/v3"
 )
 
-// cliFlags are the flags every command over the shared Redis has.
+// cliFlags are the flags every command over the shared Redis has: its own, the connection's
+// (the roles take them too) and the logging ones.
 func cliFlags(extra ...cli.Flag) []cli.Flag {
-	flags := append(extra, logFlags()...)
+	flags := append(extra, connectionFlags()...)
+	flags = append(flags, logFlags()...)
 	return append(flags, logLevelFlag())
+}
+
+// localFlags are the flags of a command that picks its own Redis (bench): its own and the logging
+// ones.
+func localFlags(extra ...cli.Flag) []cli.Flag {
+	return append(append(extra, logFlags()...), logLevelFlag())
+}
+
+// connectionFlags override the variables that say where the shared Redis and the task queue
+// are, as the roles' own flags do.
+func connectionFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "redis-url", Usage: "the Redis to use (overrides PLAITA_REDIS_URL)"},
+		&cli.StringFlag{Name: "queue-name", Usage: "the task stream (overrides PLAITA_QUEUE_NAME)"},
+	}
 }
 
 func tenantFlag() cli.Flag {
@@ -44,7 +61,11 @@ func subcommandsOnly(_ context.Context, cmd *cli.Command) error {
 			names = append(names, c.Name)
 		}
 	}
-	return cliUsage(cmd.Name, "unknown subcommand %q (%s)", cmd.Args().First(), strings.Join(names, ", "))
+	name := cmd.Args().First()
+	if s := cli.SuggestCommand(cmd.Commands, name); s != "" {
+		return cliUsage(cmd.Name, "unknown subcommand %q: did you mean %q? (%s)", name, s, strings.Join(names, ", "))
+	}
+	return cliUsage(cmd.Name, "unknown subcommand %q (%s)", name, strings.Join(names, ", "))
 }
 
 func writeJSON(w io.Writer, v any) error {

@@ -25,7 +25,7 @@ func preflight(cmd *cli.Command, role config.Role, stderr io.Writer) (*config.Co
 // (run, start, execution) tag their lines with their own name, and log the generations — which
 // identify a fleet's messages — only at debug.
 func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerolog.Level, stderr io.Writer) (*config.Config, zerolog.Logger, error) {
-	format, err := parseLogFormat(cmd.String("log-format"))
+	format, err := parseLogFormat(flagValue(cmd, "log-format"))
 	if err != nil {
 		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
 	}
@@ -48,16 +48,36 @@ func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerol
 	return cfg, log, nil
 }
 
+// setFlag is a flag's value when it is given: to the command, or else before the command name
+// (`plaita --log-level debug roles`: the logging flags go on either side).
+func setFlag(cmd *cli.Command, name string) (string, bool) {
+	if cmd.IsSet(name) {
+		return cmd.String(name), true
+	}
+	if root := cmd.Root(); root != nil && root != cmd && root.IsSet(name) {
+		return root.String(name), true
+	}
+	return "", false
+}
+
+// flagValue is setFlag's value, else the command's default.
+func flagValue(cmd *cli.Command, name string) string {
+	if v, ok := setFlag(cmd, name); ok {
+		return v
+	}
+	return cmd.String(name)
+}
+
 // overrides collects the flags of cmd that override role's variables, keyed by variable name.
 // --quiet stands for --log-level warn unless the level is given too.
 func overrides(cmd *cli.Command, role config.Role) map[string]string {
 	flags := map[string]string{}
 	for _, f := range config.Flags(role) {
-		if cmd.IsSet(f.Name) {
-			flags[f.Var] = cmd.String(f.Name)
+		if v, ok := setFlag(cmd, f.Name); ok {
+			flags[f.Var] = v
 		}
 	}
-	if cmd.Bool("quiet") {
+	if cmd.Bool("quiet") || cmd.Root() != cmd && cmd.Root().Bool("quiet") {
 		if _, explicit := flags["PLAITA_LOG_LEVEL"]; !explicit {
 			flags["PLAITA_LOG_LEVEL"] = "warn"
 		}
@@ -68,11 +88,11 @@ func overrides(cmd *cli.Command, role config.Role) map[string]string {
 // checkLogFlags validates the logging flags of a command that loads no configuration, with the
 // rules a role applies to them, so a script can pass the same flags to every command.
 func checkLogFlags(cmd *cli.Command) error {
-	if _, err := parseLogFormat(cmd.String("log-format")); err != nil {
+	if _, err := parseLogFormat(flagValue(cmd, "log-format")); err != nil {
 		return &exitError{code: ExitRejected, err: err}
 	}
-	if cmd.IsSet("log-level") {
-		if _, err := config.ParseLogLevel(cmd.String("log-level")); err != nil {
+	if level, ok := setFlag(cmd, "log-level"); ok {
+		if _, err := config.ParseLogLevel(level); err != nil {
 			return &exitError{code: ExitRejected, err: err}
 		}
 	}
