@@ -22,7 +22,7 @@ const maxExampleEvents = 8
 // false when none is accepted (a match such as EVENT.amount > 10 says what an event must be,
 // not what one is).
 //
-// Beyond the match, fields the rest of the flow compares with a literal (`(EVENT.status ?? '') ==
+// Beyond the match, fields the rest of the flow compares with a literal (`(EVENT.status ?? ”) ==
 // 'paid'`) are set to the first such literal, so that the example goes the way the flow was
 // written to go; the other EVENT fields the flow reads are returned in more, for the operator to
 // fill in.
