@@ -22,8 +22,8 @@ const maxExampleEvents = 8
 // false when none is accepted (a match such as EVENT.amount > 10 says what an event must be,
 // not what one is).
 //
-// Beyond the match, fields the rest of the flow compares with a literal (`(EVENT.status ?? ”) ==
-// 'paid'`) are set to the first such literal, so that the example goes the way the flow was
+// Beyond the match, fields the rest of the flow compares with a literal (EVENT.status ==
+// "paid") are set to the first such literal, so that the example goes the way the flow was
 // written to go; the other EVENT fields the flow reads are returned in more, for the operator to
 // fill in.
 func ExampleEvent(f *Flow, st *state.Execution, lim ExprLimits, now time.Time) (ev map[string]any, more []string, ok bool) {
