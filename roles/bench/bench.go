@@ -75,6 +75,9 @@ type Options struct {
 	Concurrency int    // worker consumers (enqueue: producers)
 	Redis       string // a Redis or Redis Cluster node URL; "": a private redis-server
 	CPUProfile  string // write a CPU profile of the measured run here ("": none)
+	// Force runs against a database that holds keys already (the bench writes executions, a
+	// flow and a queue of its own beside them); without it such a database is refused.
+	Force bool
 	// Flags override the worker's configuration as a role's flags do (--log-level …).
 	Flags map[string]string
 	// NewLogger builds the run's logger at the configured level.
@@ -122,6 +125,17 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return Result{}, err
 	}
 	defer b.c.Close()
+	if !private && !o.Force {
+		n, err := store.KeyCount(ctx, b.c)
+		if err != nil {
+			return Result{}, err
+		}
+		if n > 0 {
+			return Result{}, usageError(fmt.Sprintf("--redis %s: the database holds %d keys: the bench would write its executions and flows "+
+				"beside them (they would show in `plaita execution list`); use an empty database, a private server (no --redis), or --force",
+				config.MaskURL(url), n))
+		}
+	}
 	if path := o.CPUProfile; path != "" {
 		f, err := os.Create(path)
 		if err != nil {

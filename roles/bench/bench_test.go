@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -69,7 +70,12 @@ func TestBenchE2EOnACluster(t *testing.T) {
 		t.Errorf("%.2f calls per execution", res.CallsPerExecution)
 	}
 
-	table := text(runBench(t, Options{Scenario: "e2e", Redis: servers[0].URL(), N: 50, Concurrency: 2}))
+	// The first run left its executions: a second one on the same database needs --force.
+	if _, err := Run(t.Context(), Options{Scenario: "e2e", Redis: servers[0].URL(), N: 50, Concurrency: 2}); !errors.Is(err, ErrUsage) ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Fatalf("a bench on a database that holds keys: %v, want a refusal naming --force", err)
+	}
+	table := text(runBench(t, Options{Scenario: "e2e", Redis: servers[0].URL(), N: 50, Concurrency: 2, Force: true}))
 	for _, want := range []string{"executions/s", "Redis Cluster, 3 primaries", "redis calls per node", servers[1].Addr()} {
 		if !strings.Contains(table, want) {
 			t.Errorf("the table lacks %q:\n%s", want, table)

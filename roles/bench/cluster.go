@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,7 +36,7 @@ func discoverTarget(ctx context.Context, c rueidis.Client) (benchTarget, error) 
 	var errs []error
 	for _, addr := range addrs {
 		node := nodes[addr]
-		text, err := node.Do(ctx, node.B().ClusterNodes().Build()).ToString()
+		text, err := store.ClusterNodes(ctx, node)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("CLUSTER NODES on %s: %w", addr, err))
 			continue
@@ -133,25 +132,15 @@ func callsByNode(perNode map[string]int64, total int64) string {
 // cpu is the CPU time every primary has used (INFO cpu: used_cpu_user + used_cpu_sys). Only a
 // server the bench has to itself makes it the workload's cost.
 func (t benchTarget) cpu(ctx context.Context) (time.Duration, error) {
-	var secs float64
+	var total time.Duration
 	for _, addr := range t.primaries {
-		node := t.nodes[addr]
-		info, err := node.Do(ctx, node.B().Info().Section("cpu").Build()).ToString()
+		d, err := store.UsedCPU(ctx, t.nodes[addr])
 		if err != nil {
-			return 0, fmt.Errorf("INFO cpu on %s: %w", addr, err)
+			return 0, fmt.Errorf("%s: %w", addr, err)
 		}
-		for line := range strings.SplitSeq(info, "\n") {
-			name, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && (name == "used_cpu_user" || name == "used_cpu_sys") {
-				f, err := strconv.ParseFloat(v, 64)
-				if err != nil {
-					return 0, fmt.Errorf("INFO cpu on %s: line %q: %w", addr, line, err)
-				}
-				secs += f
-			}
-		}
+		total += d
 	}
-	return time.Duration(secs * float64(time.Second)), nil
+	return total, nil
 }
 
 // window is a scenario's timed window: from open to close, the Redis calls of every primary,

@@ -26,18 +26,20 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 			"suspend: N executions waiting at a wait_event (spread over 500 event types), then N events\n" +
 			"published with C producers; an in-process filter (C handlers) and worker resume them: round\n" +
 			"trips/s from the first publish until all completed, p50/p99 publish→completed.\n" +
-			"Without --redis a private redis-server is started (it must be installed) and removed.",
+			"Without --redis a private redis-server is started (it must be installed) and removed; a --redis database\n" +
+			"that holds keys already is refused unless --force (the bench's executions would land beside them).",
 		Flags: localFlags(
 			&cli.StringFlag{Name: "redis", Usage: "a Redis (or Redis Cluster node) URL to run against; default: a private redis-server"},
 			&cli.IntFlag{Name: "n", Value: 20000, Usage: "executions (enqueue: starts)"},
 			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
 			jsonFlag("print the figures as one JSON object"),
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured run to this file (go tool pprof)"},
+			&cli.BoolFlag{Name: "force", Usage: "with --redis: run even when the database holds keys already (the bench's executions land beside them)"},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			const name = "bench"
 			res, err := bench.Run(ctx, bench.Options{Scenario: cmd.Args().First(), N: int(cmd.Int("n")), Concurrency: int(cmd.Int("concurrency")),
-				Redis: cmd.String("redis"), CPUProfile: cmd.String("cpuprofile"), Flags: overrides(cmd, config.RoleWorker),
+				Redis: cmd.String("redis"), CPUProfile: cmd.String("cpuprofile"), Force: cmd.Bool("force"), Flags: overrides(cmd, config.RoleWorker),
 				NewLogger: func(level zerolog.Level) zerolog.Logger { return NewLogger(stderr, LogAuto, level) }})
 			var ce *bench.ConfigError
 			switch {
