@@ -46,7 +46,7 @@ func Table() []Spec {
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
-			[]string{DepRedis}, true},
+			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDev, "every role above in one process, for a laptop",

@@ -1,6 +1,7 @@
 package health
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -79,7 +80,43 @@ func (s *Server) serveMetrics(w http.ResponseWriter, req *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.set.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
+	var proc bytes.Buffer
+	metrics.WriteProcessMetrics(&proc)
+	_, _ = w.Write(conventionalProcessMetrics(proc.Bytes()))
+}
+
+// conventionalProcessMetrics is the library's process and Go runtime series as Prometheus names
+// them: its process_io_*_total byte and syscall counts are monotonic, so typed counter (the
+// library says gauge), and the three go_*_count series whose names break the conventions
+// (a counter without _total, a gauge ending in _count) are left out — promtool then has nothing
+// to say of /metrics but the missing help texts.
+func conventionalProcessMetrics(b []byte) []byte {
+	var out bytes.Buffer
+	for line := range bytes.Lines(b) {
+		name := metricName(line)
+		switch {
+		case name == "go_cgo_calls_count" || name == "go_cpu_count" || name == "go_gc_forced_count":
+			continue
+		case bytes.HasPrefix(line, []byte("# TYPE process_io_")) && bytes.HasSuffix(bytes.TrimSpace(line), []byte("_total gauge")):
+			line = append(bytes.TrimSuffix(bytes.TrimSpace(line), []byte("gauge")), "counter\n"...)
+		}
+		out.Write(line)
+	}
+	return out.Bytes()
+}
+
+// metricName is the series a line of the exposition format is about (its # HELP and # TYPE
+// lines included).
+func metricName(line []byte) string {
+	if rest, ok := bytes.CutPrefix(line, []byte("# ")); ok {
+		_, rest, _ = bytes.Cut(rest, []byte(" ")) // HELP or TYPE
+		line = rest
+	}
+	end := bytes.IndexAny(line, " {\n")
+	if end < 0 {
+		end = len(line)
+	}
+	return string(line[:end])
 }
 
 func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {

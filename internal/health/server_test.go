@@ -268,3 +268,17 @@ func TestServerStopDeadlineClosesAStuckScrape(t *testing.T) {
 		t.Error("the stuck scrape was answered: its connection should have been closed")
 	}
 }
+
+// The library's process series are passed on with Prometheus's conventions: counters typed
+// counter, the three go_*_count series that break the naming rules left out, the rest as it is.
+func TestConventionalProcessMetrics(t *testing.T) {
+	in := "# HELP go_cgo_calls_count\n# TYPE go_cgo_calls_count counter\ngo_cgo_calls_count 1\n" +
+		"# HELP go_goroutines\n# TYPE go_goroutines gauge\ngo_goroutines 7\n" +
+		"# HELP process_io_read_bytes_total\n# TYPE process_io_read_bytes_total gauge\nprocess_io_read_bytes_total 10\n" +
+		"go_cpu_count 2\ngo_gc_forced_count 0\n"
+	want := "# HELP go_goroutines\n# TYPE go_goroutines gauge\ngo_goroutines 7\n" +
+		"# HELP process_io_read_bytes_total\n# TYPE process_io_read_bytes_total counter\nprocess_io_read_bytes_total 10\n"
+	if got := string(conventionalProcessMetrics([]byte(in))); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+}
