@@ -105,7 +105,7 @@ func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
 	stream, gens := config.QueueName.In(cfg), settings.Generations(cfg)
 	return filter.Deps{
-		Events: store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),
+		Events: store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Store:  store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:  store.NewFlows(c, keys.DefaultRoot),
 		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {

@@ -70,15 +70,6 @@ func SettingsFrom(cfg *config.Config) Settings {
 	}
 }
 
-// EventSettings are the event bus's knobs (PLAITA_EVENT_TTL_SECONDS,
-// PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE), for every process that publishes or reads events.
-func EventSettings(cfg *config.Config) store.EventSettings {
-	return store.EventSettings{
-		TTL:                 time.Duration(config.EventTTLSeconds.In(cfg)) * time.Second,
-		DisablePruneOnWrite: config.DisableEventIndexPruneOnWrite.In(cfg),
-	}
-}
-
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // withDefaults fills the fixed knobs and clamps what the configuration already clamped (a
