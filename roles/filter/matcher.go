@@ -85,8 +85,14 @@ const maxParallel = 8
 
 // Handle delivers one event. An error is transient (Redis, an enqueue that failed): the caller
 // (the reconciler) sees the event again later; what could be delivered was delivered.
+//
+// The tenant's status is read every time, and decided by the worker's rule
+// (store.TenantStatusRead.Admits): a disabled tenant is never sent a resume the worker would
+// refuse, and its events wait for the reconciler, which keeps the tenant's cursor until it is
+// active again. The worker's epoch gate only ever holds a message (it stays pending, nothing is
+// lost), so it is not repeated here.
 func (m *Matcher) Handle(ctx context.Context, ref store.EventRef) (Result, error) {
-	ok, why, err := tenantAdmits(ctx, m.d.Store, ref.TenantID)
+	ok, why, err := m.d.Store.TenantAdmits(ctx, ref.TenantID)
 	if err != nil {
 		m.errs.Inc()
 		return Result{}, fmt.Errorf("tenant status of %s: %w", ref.TenantID, err)

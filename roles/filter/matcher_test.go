@@ -148,7 +148,7 @@ func TestMatcherSkipsRefusedTenants(t *testing.T) {
 	}
 	// The default tenant with an unknown status is admitted (the worker's fail-open).
 	b.setTenantStatus("default", "weird")
-	if ok, _, err := tenantAdmits(b.ctx(), b.d.Store, ""); !ok || err != nil {
+	if ok, _, err := b.d.Store.TenantAdmits(b.ctx(), ""); !ok || err != nil {
 		t.Errorf("default tenant with an unknown status: %v %v", ok, err)
 	}
 }

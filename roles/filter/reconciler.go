@@ -271,7 +271,7 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time, s
 	if !from.Before(now) {
 		return r.d.Events.SetCursor(ctx, tenant, now) // an empty window (backfill 0 at start-up)
 	}
-	ok, why, err := tenantAdmits(ctx, r.d.Store, tenant)
+	ok, why, err := r.d.Store.TenantAdmits(ctx, tenant) // every pass: a re-enabled tenant is seen at once
 	if err != nil {
 		return err
 	}

@@ -82,12 +82,6 @@ func epochTime(s string) (time.Time, bool) {
 
 // ---- tenant status -------------------------------------------------------------------------
 
-// Tenant status values in the HASH keys.TenantStatus().
-const (
-	TenantActive   = "active"
-	TenantDisabled = "disabled"
-)
-
 // TenantStatus is the worker's tenant-status gate (runbook "停用租户的跨进程生效" #27, #237, and
 // "租户状态纪元"). The console writes HASH <root>:tenant_status (tenant → active|disabled) and
 // refreshes <root>:tenant_status:epoch with its PLAITA_DEPLOYMENT_EPOCH on every write and
@@ -107,10 +101,9 @@ const (
 // Both epoch outcomes count plaita_tenant_status_stale_epoch_total and log a WARNING once per
 // distinct pair of epochs.
 //
-// Then the status: "disabled" → VerdictRefuse; "active" or no entry → VerdictRun (a missing
-// entry is active, #237: it cannot be told apart from a deployment that never published
-// statuses); any other value → VerdictRefuse for a non-default tenant, VerdictRun + WARNING for
-// the default tenant. Values are compared trimmed and case-insensitively.
+// Then the status, by the one tenant-status rule (store.TenantStatusRead.Admits): admitted →
+// VerdictRun, refused → VerdictRefuse; the default tenant's unknown status is admitted with a
+// WARNING once per value.
 type TenantStatus struct {
 	// CacheFor is how long a tenant's status (and the epoch) read is reused (0: read on every
 	// delivery). Set it before first use.
@@ -167,7 +160,7 @@ func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, erro
 			return d, nil
 		}
 	}
-	return s.statusDecision(tenant, isDefault, r.Status, r.Found), nil
+	return s.statusDecision(tenant, r), nil
 }
 
 // read is the tenant's status (and the epoch), from the cache when it is fresh.
@@ -182,32 +175,25 @@ func (s *TenantStatus) read(ctx context.Context, tenant string) (store.TenantSta
 	// Only an admitting answer is reused: a stale "active" lets a start in for at most
 	// CacheFor after the tenant was disabled; a stale "disabled" would dead-letter a start of a
 	// tenant that was re-enabled meanwhile, so a refusal is always read afresh.
-	if st := strings.ToLower(strings.TrimSpace(r.Status)); err == nil && (!r.Found || st == TenantActive) {
+	if ok, _ := r.Admits(tenant); err == nil && ok {
 		s.cache.put(tenant, r, s.CacheFor, now)
 	}
 	return r, err
 }
 
-// statusDecision maps the tenant's status entry to a verdict.
-func (s *TenantStatus) statusDecision(tenant string, isDefault bool, status string, found bool) Decision {
-	st := strings.ToLower(strings.TrimSpace(status))
-	switch {
-	case !found:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q has no entry in %s: active (fail-open, #237)", tenant, s.sp.TenantStatus())}
-	case st == TenantActive:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q is active", tenant)}
-	case st == TenantDisabled:
+// statusDecision maps the tenant's status entry to a verdict by the tenant-status rule.
+func (s *TenantStatus) statusDecision(tenant string, r store.TenantStatusRead) Decision {
+	ok, why := r.Admits(tenant)
+	why += " (" + s.sp.TenantStatus() + ")"
+	if !ok {
 		s.refused.Inc()
-		return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q is disabled (%s)", tenant, s.sp.TenantStatus())}
-	case isDefault:
-		if s.once.first("status\x00" + tenant + "\x00" + status) {
-			s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", status).
-				Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
-		}
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("default tenant has unknown status %q in %s: fail-open", status, s.sp.TenantStatus())}
+		return Decision{VerdictRefuse, RuleTenantStatus, why}
 	}
-	s.refused.Inc()
-	return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q has status %q in %s (neither active nor disabled): refused", tenant, status, s.sp.TenantStatus())}
+	if r.Unknown() && s.once.first("status\x00"+tenant+"\x00"+r.Status) {
+		s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", r.Status).
+			Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
+	}
+	return Decision{VerdictRun, RuleTenantStatus, why}
 }
 
 // epochDecision applies the epoch gate; held is true when it decided (VerdictHold).
