@@ -340,8 +340,8 @@ func (p *Dispatcher) endInError(ctx context.Context, lease *store.Lease, st *sta
 	now := p.d.Clock.Now().UTC()
 	st.Status, st.Suspend, st.EndTime, st.LastUpdate = state.Error, nil, &now, now
 	st.Error = &state.ErrorInfo{Type: typ, Node: st.CurrentNode, Permanent: permanent, Message: msg}
-	st.Timeline = append(st.Timeline, state.TimelineEntry{Seq: st.TimelineDropped + len(st.Timeline) + 1,
-		Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode, Detail: typ + ": " + msg})
+	engine.AppendTimeline(st, state.TimelineEntry{Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode,
+		Detail: typ + ": " + msg}, p.d.Engine.TimelineMax)
 	return lease.Storage().Save(ctx, st)
 }
 
