@@ -60,24 +60,14 @@ const wakeMarginTTL = 24 * time.Hour
 var (
 	// ErrEventNotFound: no such event (never published, or expired). Permanent (it matches
 	// ErrNotFound).
-	ErrEventNotFound error = &classedError{"event not found", ErrNotFound}
+	ErrEventNotFound = classed("event not found", ErrNotFound)
 	// ErrEventConflict: the event id is already published with another type or other data;
 	// nothing was written. Permanent (it matches ErrInvalid).
-	ErrEventConflict error = &classedError{"event id already published with another type or data", ErrInvalid}
+	ErrEventConflict = classed("event id already published with another type or data", ErrInvalid)
 	// ErrBadEvent: bytes that are not an event record, or an event that cannot be published
 	// (bad type, id, tenant, data). Permanent (it matches ErrInvalid).
-	ErrBadEvent error = &classedError{"malformed event", ErrInvalid}
+	ErrBadEvent = classed("malformed event", ErrInvalid)
 )
-
-// classedError is a sentinel with its own message that belongs to a failure class, so
-// IsTransient and errors.Is on the class see it.
-type classedError struct {
-	msg   string
-	class error
-}
-
-func (e *classedError) Error() string { return e.msg }
-func (e *classedError) Unwrap() error { return e.class }
 
 // Event is one published event, as stored. TenantID is the tenant slug ("default" for the
 // default tenant); PublishedAt is in UTC.
