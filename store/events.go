@@ -258,7 +258,8 @@ type Events struct {
 	c    rueidis.Client
 	root string
 	s    EventSettings
-	// Now is the clock of publish times and marker ages (tests set it); nil = time.Now.
+	// Now is the clock of publish times and marker ages (NewEvents sets time.Now; tests
+	// replace it before first use).
 	Now func() time.Time
 }
 
@@ -270,18 +271,11 @@ func NewEvents(c rueidis.Client, s EventSettings, root string) *Events {
 	if s.TTL < time.Second {
 		s.TTL = DefaultEventTTL
 	}
-	return &Events{c: c, root: root, s: s}
+	return &Events{c: c, root: root, s: s, Now: time.Now}
 }
 
 // TTL is the effective event lifetime.
 func (e *Events) TTL() time.Duration { return e.s.TTL }
-
-func (e *Events) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
-}
 
 func (e *Events) space(tenant string) (keys.Space, error) { return keys.For(e.root, tenant) }
 
@@ -321,7 +315,7 @@ func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate
 		return Event{}, false, fmt.Errorf("%w: %w", ErrBadEvent, err)
 	}
 	key, _ := sp.Event(ev.ID)
-	ev.PublishedAt = e.now().UTC()
+	ev.PublishedAt = e.Now().UTC()
 	rec, err := EncodeEvent(ev)
 	if err != nil {
 		return Event{}, false, err
@@ -373,7 +367,7 @@ func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
 		c.B().Pexpire().Key(idx).Milliseconds(e.s.TTL.Milliseconds()).Build(),
 		c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(score, feedMember(ev.Type, ev.ID)).Build(),
 		c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(e.s.TTL.Milliseconds()).Build(),
-		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.now().UnixMilli()), sp.Tenant()).Build(),
+		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.Now().UnixMilli()), sp.Tenant()).Build(),
 		c.B().Publish().Channel(pl.EventBusNotify()).Message(string(note)).Build(),
 	}
 	prune := !e.s.DisablePruneOnWrite
@@ -994,7 +988,7 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 	if err != nil {
 		return Wake{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	now := e.now().UnixMilli()
+	now := e.Now().UnixMilli()
 	token := "pending " + strconv.FormatInt(now, 10) + " " + owner
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
@@ -1014,7 +1008,7 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 // the marker no longer holds the caller's claim (another owner took it over after the grace
 // period, and enqueues too).
 func (e *Events) WakeSent(ctx context.Context, w Wake, streamID string) (bool, error) {
-	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.now().UnixMilli(), 10)+" "+streamID)
+	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+streamID)
 }
 
 // ReleaseWake deletes a claimed marker whose wake-up could not be enqueued, so the next

@@ -33,12 +33,9 @@ type Matcher struct {
 
 // NewMatcher builds the matcher and registers its counters on d.Metrics.
 func NewMatcher(d Deps, s Settings) *Matcher {
-	s = s.withDefaults()
-	if d.Metrics == nil {
-		d.Metrics = metrics.NewSet()
-	}
+	s, d = s.withDefaults(), d.withDefaults()
 	set := d.Metrics
-	return &Matcher{d: d, s: s, defs: newDefinitions(d.Flows, s.Expr, d.now), log: d.Log,
+	return &Matcher{d: d, s: s, defs: newDefinitions(d.Flows, s.Expr, d.Now), log: d.Log,
 		events:        set.GetOrCreateCounter(`plaita_filter_events_total`),
 		expired:       set.GetOrCreateCounter(`plaita_filter_events_expired_total`),
 		woken:         set.GetOrCreateCounter(`plaita_filter_wakeups_total`),
@@ -169,7 +166,7 @@ func (m *Matcher) handleBatch(ctx context.Context, tenant string, refs []store.E
 		}
 		byType[ev.Type] = append(byType[ev.Type], batchEvent{i: i, ev: ev, data: data})
 	}
-	now := m.d.now()
+	now := m.d.Now()
 	for _, typ := range types {
 		m.deliverType(ctx, ts, byType[typ], now, res, errs)
 	}

@@ -112,13 +112,17 @@ type Deps struct {
 	Enqueue func(ctx context.Context, env queue.Envelope) (string, error)
 	Log     zerolog.Logger
 	Metrics *metrics.Set
-	// Now is the clock (nil = time.Now).
+	// Now is the clock (nil: time.Now, set by every constructor through withDefaults).
 	Now func() time.Time
 }
 
-func (d Deps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+// withDefaults is d with its clock set: each service's constructor applies it once.
+func (d Deps) withDefaults() Deps {
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	return time.Now()
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewSet()
+	}
+	return d
 }

@@ -12,21 +12,16 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/callctx"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// gateOpTimeout bounds one gate's Redis round trips when the caller's context has no deadline.
+// gateOpTimeout bounds one gate's Redis round trips when the caller's context has no deadline
+// (callctx.Bounded).
 const gateOpTimeout = 10 * time.Second
-
-func gateCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, gateOpTimeout)
-}
 
 // ---- deployment epochs ---------------------------------------------------------------------
 
@@ -169,7 +164,7 @@ func (s *TenantStatus) read(ctx context.Context, tenant string) (store.TenantSta
 	if r, ok := s.cache.get(tenant, s.CacheFor, now); ok {
 		return r, nil
 	}
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
 	// Only an admitting answer is reused: a stale "active" lets a start in for at most
@@ -280,7 +275,8 @@ type Quota struct {
 	deferMax int
 	log      zerolog.Logger
 	once     gateOnce
-	// Now is the clock of the slot scores (tests set it); nil = time.Now.
+	// Now is the clock of the slot scores and of the override cache (NewQuotaGate sets
+	// time.Now; tests replace it before first use).
 	Now func() time.Time
 
 	admitted, deferred, bypassed *metrics.Counter
@@ -308,7 +304,7 @@ func NewQuotaGate(st *store.Redis, s settings.Quota, set *metrics.Set, log zerol
 		deferMax = defaultQuotaDeferMax
 	}
 	set = setOrNew(set)
-	return &Quota{st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
+	return &Quota{Now: time.Now, st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
 		admitted: set.GetOrCreateCounter(`plaita_tenant_quota_admitted_total`),
 		deferred: set.GetOrCreateCounter(`plaita_tenant_quota_deferred_total`),
 		bypassed: set.GetOrCreateCounter(`plaita_tenant_quota_bypass_total`),
@@ -352,13 +348,6 @@ func deferDelay(n int) time.Duration {
 	return min(time.Duration(1<<max(n-1, 0))*time.Second, maxDeferDelay)
 }
 
-func (q *Quota) now() time.Time {
-	if q.Now != nil {
-		return q.Now()
-	}
-	return time.Now()
-}
-
 // limit is the tenant's effective limit (0 = unlimited) and where it came from.
 // quotaOverride is one read of a tenant's override in the quota hash.
 type quotaOverride struct {
@@ -367,7 +356,7 @@ type quotaOverride struct {
 }
 
 func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
-	now := time.Now()
+	now := q.Now()
 	o, ok := q.cache.get(tenant, q.CacheFor, now)
 	if !ok {
 		var err error
@@ -418,7 +407,7 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	if env.ExecutionID == "" {
 		return Admission{}, fmt.Errorf("tenant quota: start without execution_id")
 	}
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	limit, src, err := q.limit(ctx, tenant)
 	if err != nil {
@@ -429,7 +418,7 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 		// later counts the starts admitted from then on.
 		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q is unlimited (%s): not counted", tenant, src)}}, nil
 	}
-	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.now(),
+	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.Now(),
 		TTL: q.ttl, Limit: limit, Force: env.QuotaBypass || env.QuotaDeferCount >= q.deferMax})
 	if err != nil {
 		return Admission{}, fmt.Errorf("tenant quota: %w", err)
@@ -475,7 +464,7 @@ func (q *Quota) verdict(env queue.Envelope, tenant string, limit int, src string
 // Release frees the slot of an execution (idempotent; a slot that expired or was never taken
 // is fine). See Quota for when the dispatch loop calls it.
 func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	if err := q.st.ReleaseRunning(ctx, tenant, executionID); err != nil {
 		return fmt.Errorf("tenant quota: %w", err)
@@ -485,9 +474,9 @@ func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
 
 // Running counts the tenant's unexpired slots (for status output and tests).
 func (q *Quota) Running(ctx context.Context, tenant string) (int, error) {
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
-	n, err := q.st.CountRunning(ctx, tenant, q.now())
+	n, err := q.st.CountRunning(ctx, tenant, q.Now())
 	if err != nil {
 		return 0, fmt.Errorf("tenant quota: %w", err)
 	}
