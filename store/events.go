@@ -926,6 +926,9 @@ const (
 	WakeSent WakeState = "sent"
 	// WakePending: another owner claimed it within the grace period and is enqueuing.
 	WakePending WakeState = "pending"
+	// WakeRefused: the wake-up can never be enqueued (the queue refused its resume: event data
+	// over the input bound, not an acceptable document); it is final, as a sent one is.
+	WakeRefused WakeState = "refused"
 )
 
 // Wake is a claim of one wake-up marker.
@@ -935,7 +938,7 @@ type Wake struct {
 	// Token is the pending value this caller wrote (WakeClaimed, WakeTakenOver): WakeSent and
 	// ReleaseWake change the marker only while it still holds it.
 	Token string
-	// Previous is the value found (WakeTakenOver, WakeSent, WakePending).
+	// Previous is the value found (WakeTakenOver, WakeSent, WakePending, WakeRefused).
 	Previous string
 }
 
@@ -943,7 +946,7 @@ type Wake struct {
 func (w Wake) Mine() bool { return w.State == WakeClaimed || w.State == WakeTakenOver }
 
 // claimScript: KEYS[1] = the marker. ARGV = the pending value, now (ms), grace (ms), TTL (ms).
-// Values: "pending <ms> <owner>" or "sent <ms> <stream id>". One key.
+// Values: "pending <ms> <owner>", "sent <ms> <stream id>" or "refused <ms> <why>". One key.
 var claimScript = rueidis.NewLuaScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -952,6 +955,9 @@ if not v then
 end
 if string.sub(v, 1, 5) == 'sent ' then
   return {'sent', v}
+end
+if string.sub(v, 1, 8) == 'refused ' then
+  return {'refused', v}
 end
 local t = tonumber(string.match(v, '^pending (%d+)'))
 if t == nil or tonumber(ARGV[2]) - t >= tonumber(ARGV[3]) then
@@ -1009,6 +1015,19 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 // period, and enqueues too).
 func (e *Events) WakeSent(ctx context.Context, w Wake, streamID string) (bool, error) {
 	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+streamID)
+}
+
+// maxRefusalText bounds the reason a refused marker keeps.
+const maxRefusalText = 256
+
+// WakeRefused marks a claimed wake-up as one that can never be enqueued, with why (cut to a few
+// hundred bytes): every later claim of it finds WakeRefused, so no filter enqueues it or tries
+// again. It reports false when the marker no longer holds the caller's claim.
+func (e *Events) WakeRefused(ctx context.Context, w Wake, why string) (bool, error) {
+	if len(why) > maxRefusalText {
+		why = strings.ToValidUTF8(why[:maxRefusalText], "")
+	}
+	return e.casWake(ctx, w, "refused "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+why)
 }
 
 // ReleaseWake deletes a claimed marker whose wake-up could not be enqueued, so the next
