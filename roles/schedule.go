@@ -57,21 +57,20 @@ type scheduleParts struct {
 // buildSchedule builds every part; nothing runs yet.
 func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) *scheduleParts {
 	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
-	stream := config.ConsoleTaskQueue.In(cfg)
-	gens, maxInput := settings.Generations(cfg), queue.MaxInput(config.ExecutionStateMaxBytes.In(cfg))
+	// Starts go to PLAITA_CONSOLE_TASK_QUEUE through the one producer path: stamped with this
+	// process's generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES (a refused start
+	// is recorded as a skipped tick).
+	producer := queue.NewProducer(c, config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	p := &scheduleParts{ready: health.NewReadiness(),
 		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set)}
 	p.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, p.ready, log)
 	p.scheduler = schedule.New(schedule.Deps{
-		Store:   store.NewSchedules(c, keys.DefaultRoot),
-		Flows:   store.NewFlows(c, keys.DefaultRoot),
-		Tenants: schedule.Tenants(st),
-		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
-			env.Stamp(gens, time.Now())
-			return queue.Enqueue(ctx, c, stream, env, maxInput)
-		},
-		Stream:   stream,
+		Store:    store.NewSchedules(c, keys.DefaultRoot),
+		Flows:    store.NewFlows(c, keys.DefaultRoot),
+		Tenants:  schedule.Tenants(st),
+		Enqueue:  producer.Enqueue,
+		Stream:   producer.Stream(),
 		Started:  schedule.Executions(st),
 		Instance: info.InstanceID,
 		Interval: time.Duration(config.CheckInterval.In(cfg) * float64(time.Second)),

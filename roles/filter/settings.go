@@ -107,8 +107,9 @@ type Deps struct {
 	Events *store.Events
 	Store  *store.Redis
 	Flows  *store.Flows
-	// Enqueue writes a resume to the task stream the workers read (stamped with this
-	// process's config generations).
+	// Enqueue writes a resume to the task stream the workers read: queue.Producer.Enqueue,
+	// which stamps this process's config generations and holds the event's data to
+	// PLAITA_EXECUTION_STATE_MAX_BYTES (a refusal matches queue.ErrInvalidEnvelope).
 	Enqueue func(ctx context.Context, env queue.Envelope) (string, error)
 	Log     zerolog.Logger
 	Metrics *metrics.Set

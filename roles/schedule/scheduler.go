@@ -78,8 +78,9 @@ type Deps struct {
 	Store   *store.Schedules
 	Flows   Flows
 	Tenants TenantGate
-	// Enqueue writes a start to the task stream (queue.Enqueue, stamped with this process's
-	// config generations); Stream is that stream's name, where a takeover looks for it.
+	// Enqueue writes a start to the task stream (queue.Producer.Enqueue: stamped with this
+	// process's config generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES); Stream
+	// is that stream's name, where a takeover looks for it.
 	Enqueue func(ctx context.Context, env queue.Envelope) (messageID string, err error)
 	Stream  string
 	// Started reports whether an execution exists (its state, or its deletion tombstone): a
