@@ -1,14 +1,21 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
-// The import rules of the layout (SPEC §2), checked on the packages' real import graph (go list,
-// test files excluded). A broken rule is printed as the chain of imports that breaks it.
+// The import rules of the layout (README.md, Architecture), checked on the packages' real
+// import graph (go list, test files excluded). A broken rule is printed as the chain of imports
+// that breaks it.
 func TestImportRules(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {
@@ -132,5 +139,90 @@ func TestImportViolationsAreFound(t *testing.T) {
 		if !found {
 			t.Errorf("no violation %q in %q", want, got)
 		}
+	}
+}
+
+// Fresh tasks enter the stream through one producer path, queue.Producer (it stamps the
+// generations and holds the input to PLAITA_EXECUTION_STATE_MAX_BYTES), so no producer can
+// forget a step: no Go file outside package queue, tests aside, uses queue.Enqueue. Inside the
+// package, Producer and the copies of existing messages (Replay, Requeue) call it.
+func TestImportsOnlyTheProducerPathEnqueues(t *testing.T) {
+	var uses []string
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (path == "queue" || path == "testdata" || strings.HasPrefix(d.Name(), ".") && path != "."):
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		found, err := enqueueUses(path, nil)
+		uses = append(uses, found...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range uses {
+		t.Errorf("%s uses queue.Enqueue: enqueue fresh tasks through queue.Producer (queue/producer.go)", u)
+	}
+}
+
+// enqueueUses lists where a Go file (src, or the file at path when src is nil) refers to the
+// Enqueue function of plaita/queue, under whatever name the file imports the package.
+func enqueueUses(path string, src any) ([]string, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, imp := range f.Imports {
+		if p, _ := strconv.Unquote(imp.Path.Value); p == "plaita/queue" {
+			name := "queue"
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names = append(names, name)
+		}
+	}
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok || sel.Sel.Name != "Enqueue" {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(names, x.Name) {
+			out = append(out, fset.Position(sel.Pos()).String())
+		}
+		return true
+	})
+	return out, nil
+}
+
+// The checker itself: a call and a function value are found under the package's own name and
+// under an alias; a method named Enqueue of another value is not.
+func TestImportsEnqueueUsesAreFound(t *testing.T) {
+	src := `package x
+
+import (
+	"plaita/queue"
+	q2 "plaita/queue"
+)
+
+func f(p *queue.Producer) {
+	queue.Enqueue(nil, nil, "s", queue.Envelope{})
+	g := q2.Enqueue
+	_ = g
+	p.Enqueue(nil, queue.Envelope{})
+}
+`
+	got, err := enqueueUses("x.go", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || !strings.HasPrefix(got[0], "x.go:9:") || !strings.HasPrefix(got[1], "x.go:10:") {
+		t.Errorf("uses %q, want lines 9 and 10", got)
 	}
 }

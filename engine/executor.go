@@ -724,18 +724,10 @@ func exprEnv(st *state.Execution, f *Flow, node string, event any) map[string]an
 }
 
 func (e *execRun) timeline(st *state.Execution, entry state.TimelineEntry) {
-	limit := max(e.set.TimelineMax, 1)
-	entry.Seq = st.TimelineDropped + len(st.Timeline) + 1
 	if entry.Time == "" {
 		entry.Time = state.Stamp(e.Clock.Now())
 	}
-	if len(st.Timeline) >= limit {
-		drop := len(st.Timeline) - limit + 1
-		st.Timeline = append(st.Timeline[:0], st.Timeline[drop:]...)
-		st.TimelineDropped += drop
-	}
-	st.Timeline = append(st.Timeline, entry)
-	e.emit(st, entry)
+	e.emit(st, AppendTimeline(st, entry, e.set.TimelineMax))
 }
 
 func (e *execRun) emit(st *state.Execution, entry state.TimelineEntry) {

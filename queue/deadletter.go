@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"plaita/internal/callctx"
+
 	"github.com/redis/rueidis"
 )
 
@@ -145,7 +147,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d Delivery, reason string) error
 // letter writes the dead letter and its marker (the script); repeat reports a source that was
 // dead-lettered before (info.DLQID is that entry).
 func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info DeadLetterInfo, repeat bool, err error) {
-	now := q.now().UTC()
+	now := q.Now().UTC()
 	info = DeadLetterInfo{
 		Queue: q.stream, DLQKey: q.dlq, MessageID: d.ID, Reason: reason, DeliveryCount: d.Count,
 		SchemaVersion: d.Envelope.SchemaVersion, TenantID: d.Envelope.Tenant(),
@@ -355,7 +357,7 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 	id, err := Enqueue(ctx, c, q.stream, env)
 	if err != nil {
 		// Give the marker back so the replay can be retried; a failed DEL only delays that.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		dctx, cancel := callctx.Detached(ctx, 5*time.Second)
 		c.Do(dctx, c.B().Del().Key(marker).Build())
 		cancel()
 		return res, fmt.Errorf("replay %s: %w", dlqID, err)

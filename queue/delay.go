@@ -13,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
+	"plaita/internal/callctx"
 )
 
 // Delay queue (docs/wakeups.md, docs/delay.md): the ZSET <PLAITA_DELAY_QUEUE>:scheduled,
@@ -72,15 +73,8 @@ func (d *Delay) ScheduledKey() string { return DelayScheduledKey(d.name) }
 func (d *Delay) AttemptsKey() string  { return DelayAttemptsKey(d.name) }
 func (d *Delay) DeadKey() string      { return DelayDeadKey(d.name) }
 
-// delayOpTimeout bounds one call whose context has no deadline.
+// delayOpTimeout bounds one call whose context has no deadline (callctx.Bounded).
 const delayOpTimeout = 10 * time.Second
-
-func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, delayOpTimeout)
-}
 
 // member is the entry's JSON as the queue stores it (due in UTC).
 func (e DelayEntry) member() (string, error) {
@@ -160,7 +154,7 @@ func (d *Delay) scheduleAt(ctx context.Context, e DelayEntry, at time.Time) erro
 	if err != nil {
 		return fmt.Errorf("delay queue %s: %w", d.name, err)
 	}
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
 	key := d.ScheduledKey()
 	if err := d.c.Do(ctx, d.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(at.UnixMilli()), m).Build()).Error(); err != nil {
@@ -439,7 +433,7 @@ func (d *Delay) MoveDue(ctx context.Context, now time.Time, o MoveOptions) (Move
 	if o.Stream == "" {
 		return MoveReport{}, fmt.Errorf("delay queue %s: move: %w: empty stream name", d.name, ErrInvalidEnvelope)
 	}
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
 	c, key, nowMs := d.c, d.ScheduledKey(), now.UnixMilli()
 	due, err := c.Do(ctx, c.B().Zrange().Key(key).Min("-inf").Max(strconv.FormatInt(nowMs, 10)).Byscore().
@@ -636,7 +630,7 @@ type DelayStats struct {
 // Stats reads the queue's size, backlog at now, dead count and earliest score in one round
 // trip.
 func (d *Delay) Stats(ctx context.Context, now time.Time) (DelayStats, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
 	c, key := d.c, d.ScheduledKey()
 	res := c.DoMulti(ctx, c.B().Zcard().Key(key).Build(),
@@ -679,7 +673,7 @@ func (d *Delay) Lookup(ctx context.Context, e DelayEntry) (DelayLookup, error) {
 	if err != nil {
 		return DelayLookup{}, fmt.Errorf("delay queue %s: %w", d.name, err)
 	}
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
 	c := d.c
 	res := c.DoMulti(ctx, c.B().Zscore().Key(d.ScheduledKey()).Member(m).Build(),
@@ -718,7 +712,7 @@ func decodeDeadRecord(raw string) *DelayDeadRecord {
 
 // ListDead returns the members of :dead, oldest first.
 func (d *Delay) ListDead(ctx context.Context) ([]DelayDead, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
 	m, err := d.c.Do(ctx, d.c.B().Hgetall().Key(d.DeadKey()).Build()).AsStrMap()
 	if err != nil {

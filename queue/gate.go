@@ -100,7 +100,7 @@ func (q *Queue) Age(d Delivery) (age time.Duration, ok bool) {
 	if newest.IsZero() {
 		return 0, false
 	}
-	return q.now().Sub(newest), true
+	return q.Now().Sub(newest), true
 }
 
 // ShouldDeadLetter reports whether d has used up PLAITA_MAX_DELIVERIES: a message runs at

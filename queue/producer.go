@@ -22,8 +22,8 @@ type Producer struct {
 }
 
 // NewProducer returns a producer to stream with the producer's generations and input bound
-// (PLAITA_EXECUTION_STATE_MAX_BYTES; < 1: none). now is the clock of the stamps (nil:
-// time.Now).
+// (PLAITA_EXECUTION_STATE_MAX_BYTES; < 1: none). now is the clock of the stamps,
+// config_effective_at and created_at (nil: time.Now).
 func NewProducer(c rueidis.Client, stream string, gens Generations, maxInput int, now func() time.Time) *Producer {
 	if now == nil {
 		now = time.Now
@@ -37,6 +37,10 @@ func (p *Producer) Stream() string { return p.stream }
 // Enqueue stamps and enqueues one fresh task: its stream entry id, or an error that matches
 // ErrInvalidEnvelope (ErrInputTooLarge, ErrBadInput, …) when nothing was written.
 func (p *Producer) Enqueue(ctx context.Context, env Envelope) (string, error) {
-	env.Stamp(p.gens, p.now())
+	now := p.now()
+	env.Stamp(p.gens, now)
+	if env.CreatedAt.IsZero() {
+		env.CreatedAt = now.UTC()
+	}
 	return Enqueue(ctx, p.c, p.stream, env, MaxInput(p.maxInput))
 }

@@ -49,7 +49,8 @@ type Queue struct {
 	// OnDeadLetter, when set, is called after every new dead letter (the alert webhook). It runs
 	// on the consumer's goroutine: hand the info to a bounded buffer, never block or panic.
 	OnDeadLetter func(DeadLetterInfo)
-	// Now is the clock of the age gate and of dead-letter records.
+	// Now is the clock of the age gate and of dead-letter records (New sets time.Now; tests
+	// replace it before first use).
 	Now func() time.Time
 
 	c             rueidis.Client
@@ -124,13 +125,6 @@ func (q *Queue) Generations() Generations { return q.gens }
 
 // MaxDeliveries is PLAITA_MAX_DELIVERIES: a message runs at most this many times.
 func (q *Queue) MaxDeliveries() int { return q.maxDeliveries }
-
-func (q *Queue) now() time.Time {
-	if q.Now != nil {
-		return q.Now()
-	}
-	return time.Now()
-}
 
 // Delivery is one stream entry handed to this consumer.
 type Delivery struct {

@@ -100,18 +100,16 @@ func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	return f
 }
 
-// FilterDeps are the stores the filter's services share and its enqueue: resumes go to
-// PLAITA_QUEUE_NAME, the stream the workers read, stamped with this process's generations.
+// FilterDeps are the stores the filter's services share and its enqueue: the one producer
+// path (queue.Producer) to PLAITA_QUEUE_NAME, the stream the workers read — stamped with this
+// process's generations, the event data held to PLAITA_EXECUTION_STATE_MAX_BYTES.
 func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
-	stream, gens := config.QueueName.In(cfg), settings.Generations(cfg)
+	producer := queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return filter.Deps{
-		Events: store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),
-		Store:  store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:  store.NewFlows(c, keys.DefaultRoot),
-		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
-			env.Stamp(gens, time.Now())
-			return queue.Enqueue(ctx, c, stream, env)
-		},
-		Log: log, Metrics: set,
+		Events:  store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
+		Store:   store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
+		Flows:   store.NewFlows(c, keys.DefaultRoot),
+		Enqueue: producer.Enqueue,
+		Log:     log, Metrics: set,
 	}
 }

@@ -16,7 +16,6 @@ import (
 	"plaita/queue"
 	"plaita/roles/schedule"
 	"plaita/roles/settings"
-	"plaita/roles/worker"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -34,10 +33,7 @@ func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) er
 		return fmt.Errorf("schedule: %w", err)
 	}
 	defer c.Close()
-	p, err := buildSchedule(cfg, c, set, log)
-	if err != nil {
-		return fmt.Errorf("schedule: %w", err)
-	}
+	p := buildSchedule(cfg, c, set, log)
 	r := roleProcess{name: "schedule", ready: p.ready, server: p.server, registry: p.registry,
 		services: []service.Named{{Name: "scheduler", Service: p.scheduler}}, stopFor: 15 * time.Second}
 	err = r.serve(ctx, log, func() {
@@ -59,53 +55,27 @@ type scheduleParts struct {
 }
 
 // buildSchedule builds every part; nothing runs yet.
-func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*scheduleParts, error) {
+func buildSchedule(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) *scheduleParts {
 	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
-	// The worker's tenant-status gate, without its epoch gate (PLAITA_DEPLOYMENT_EPOCH is the
-	// worker's and the console's): the worker still holds a start a stale snapshot admitted.
-	tenants, err := worker.NewTenantStatusGate(st, settings.TenantStatus{}, set, log)
-	if err != nil {
-		return nil, err
-	}
-	tenants.CacheFor = worker.GateCacheTTL
-	stream := config.ConsoleTaskQueue.In(cfg)
-	gens, maxInput := settings.Generations(cfg), queue.MaxInput(config.ExecutionStateMaxBytes.In(cfg))
+	// Starts go to PLAITA_CONSOLE_TASK_QUEUE through the one producer path: stamped with this
+	// process's generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES (a refused start
+	// is recorded as a skipped tick).
+	producer := queue.NewProducer(c, config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	p := &scheduleParts{ready: health.NewReadiness(),
 		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set)}
 	p.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, p.ready, log)
 	p.scheduler = schedule.New(schedule.Deps{
-		Store:   store.NewSchedules(c, keys.DefaultRoot),
-		Flows:   store.NewFlows(c, keys.DefaultRoot),
-		Tenants: tenantGate{tenants},
-		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
-			env.Stamp(gens, time.Now())
-			return queue.Enqueue(ctx, c, stream, env, maxInput)
-		},
-		Stream:   stream,
+		Store:    store.NewSchedules(c, keys.DefaultRoot),
+		Flows:    store.NewFlows(c, keys.DefaultRoot),
+		Tenants:  schedule.Tenants(st),
+		Enqueue:  producer.Enqueue,
+		Stream:   producer.Stream(),
 		Started:  schedule.Executions(st),
 		Instance: info.InstanceID,
 		Interval: time.Duration(config.CheckInterval.In(cfg) * float64(time.Second)),
 		Log:      log,
 		Metrics:  set,
 	})
-	return p, nil
-}
-
-// tenantGate maps the worker's tenant-status decision onto the schedule's: a refused tenant's
-// ticks are skipped, an undecidable one's stay due.
-type tenantGate struct{ g *worker.TenantStatus }
-
-func (t tenantGate) Check(ctx context.Context, tenant string) (schedule.Verdict, string, error) {
-	d, err := t.g.Check(ctx, tenant)
-	if err != nil {
-		return schedule.Hold, "", err
-	}
-	switch {
-	case d.Runs():
-		return schedule.Fire, d.Reason, nil
-	case d.Verdict == worker.VerdictRefuse:
-		return schedule.Skip, d.Reason, nil
-	}
-	return schedule.Hold, d.Reason, nil
+	return p
 }

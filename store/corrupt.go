@@ -6,7 +6,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -107,7 +106,8 @@ func skipValue(dec *json.Decoder) bool {
 
 // ErrCorruptChanged: the state key no longer holds the corrupt bytes ReplaceCorrupt was given
 // (a worker or another operator changed it); nothing was written.
-var ErrCorruptChanged = errors.New("the stored state changed since it was read")
+// Permanent (it matches ErrInvalid): the same replacement can never apply again.
+var ErrCorruptChanged = classed("the stored state changed since it was read", ErrInvalid)
 
 // replaceCorruptScript writes st over the corrupt bytes it was read as, and fences out every
 // lease taken before: the fence generation moves on and the lease goes.

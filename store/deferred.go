@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -12,7 +11,8 @@ import (
 // ErrNotFresh: a deferred lease's first save found that the execution is not a fresh start
 // after all — it has a state, a tombstone, a raised cancel flag or counted crashes. Nothing was
 // written and the lease is free again; the caller runs the delivery the ordinary way (Begin).
-var ErrNotFresh = errors.New("the execution is not a fresh start")
+// Transient (it matches ErrConflict): the ordinary path succeeds.
+var ErrNotFresh = classed("the execution is not a fresh start", ErrConflict)
 
 // Deferred is the lease of a fresh start that is taken by the run's first save instead of a
 // Begin round trip before it. A first delivery of a start whose first step is a control node

@@ -7,15 +7,25 @@ import (
 	"plaita/store/keys"
 )
 
-// Failure classes of the Redis backend, beside the ones every backend shares (store.go).
+// Failure classes. Every error a store call returns matches exactly one class, and one helper
+// tells the two kinds apart: IsTransient.
 //
-// Transient (IsTransient is true): Redis answered with an error, the connection failed, or the
-// call ran out of time. Nothing may be assumed about the write: the caller does not ack and the
-// message is redelivered from the last checkpoint.
+// Transient classes (IsTransient is true): ErrStateSave, ErrStateLoad, ErrStateDelete, ErrRedis
+// — Redis answered with an error, the connection failed, or the call ran out of time; nothing
+// may be assumed about the write: the caller does not ack and the message is redelivered from
+// the last checkpoint — and ErrConflict (another writer kept changing what the call read).
 //
-// Permanent (IsTransient is false): ErrStateSerialization, ErrStateCorrupt, ErrNotFound,
-// ErrLeaseLost, ErrLeaseHeld, ErrInvalid and the key-space errors (keys.ErrBadID,
-// keys.ErrBadTenant). Retrying the same call cannot succeed.
+// Permanent classes (IsTransient is false): ErrStateSerialization, ErrStateTooLarge,
+// ErrNotFound, ErrLeaseLost (the engine's, package state), ErrStateCorrupt, ErrLeaseHeld,
+// ErrInvalid and the key-space errors keys.ErrBadID and keys.ErrBadTenant. Retrying the same
+// call cannot succeed.
+//
+// Every other error of the package is typed and unwraps to exactly one class: a sentinel with
+// its own message (classed: ErrFlowNotFound and ErrScheduleNotFound are ErrNotFound,
+// ErrBadSchedule is ErrInvalid …), or an error with details (LeaseHeldError, BadRecordError,
+// CorruptStateError, StateTooLargeError). A Redis failure wraps its class and its cause
+// (transient). A new error takes one of these shapes; store/errors_test.go checks every
+// sentinel of the package against the classes.
 var (
 	// ErrStateSave: Redis did not confirm a state write (connection, timeout, server error).
 	// Transient. Never wraps ErrStateSerialization: an unencodable state never reaches Redis.
@@ -33,9 +43,27 @@ var (
 	// who). Not transient in the retry-now sense: the holder may be alive and working.
 	ErrLeaseHeld = errors.New("execution lease is held")
 	// ErrInvalid: the request itself is wrong (unknown counter family, bad node id, nil state,
-	// a malformed list cursor). Permanent.
+	// a malformed list cursor), or names something that cannot be written as asked (a conflict
+	// with what is stored). Permanent.
 	ErrInvalid = errors.New("invalid storage request")
+	// ErrConflict: another writer kept changing what a read-modify-write read, or a write made
+	// for a state that turned out to be there already. Transient: the same call (or the
+	// ordinary path) later can succeed.
+	ErrConflict = errors.New("changed concurrently (transient)")
 )
+
+// classError is a sentinel of its own, with its own message, that belongs to one class:
+// errors.Is holds for the sentinel and for its class.
+type classError struct {
+	msg   string
+	class error
+}
+
+// classed declares a sentinel of class.
+func classed(msg string, class error) error { return &classError{msg: msg, class: class} }
+
+func (e *classError) Error() string { return e.msg }
+func (e *classError) Unwrap() error { return e.class }
 
 // LeaseHeldError says who holds the lease an Acquire could not take. It matches ErrLeaseHeld.
 type LeaseHeldError struct {
@@ -50,20 +78,21 @@ func (e *LeaseHeldError) Error() string {
 // Unwrap makes errors.Is(err, ErrLeaseHeld) hold.
 func (e *LeaseHeldError) Unwrap() error { return ErrLeaseHeld }
 
-// permanent lists every class that retrying cannot fix.
-var permanent = []error{ErrStateSerialization, ErrStateTooLarge, ErrStateCorrupt, ErrNotFound, ErrLeaseLost, ErrLeaseHeld, ErrBadRecord,
-	ErrInvalid, keys.ErrBadID, keys.ErrBadTenant, ErrReservedFlowKey, ErrCorruptChanged}
+// permanentClasses and transientClasses are the classes (see the top of this file).
+var (
+	permanentClasses = []error{ErrStateSerialization, ErrStateTooLarge, ErrNotFound, ErrLeaseLost, ErrStateCorrupt, ErrLeaseHeld,
+		ErrInvalid, keys.ErrBadID, keys.ErrBadTenant}
+	transientClasses = []error{ErrStateSave, ErrStateLoad, ErrStateDelete, ErrRedis, ErrConflict}
+)
 
-// IsTransient reports whether err is worth retrying from the last checkpoint: true for
-// ErrStateSave, ErrStateLoad, ErrStateDelete, ErrRedis, and — as the package contract says —
-// for any backend error that is not one of the permanent classes; false for nil and for
-// ErrStateSerialization, ErrStateCorrupt, ErrNotFound, ErrLeaseLost, ErrLeaseHeld, ErrInvalid
-// and invalid ids or tenants.
+// IsTransient reports whether err is worth retrying from the last checkpoint: false for nil
+// and for an error of a permanent class; true for the transient classes and — as the package
+// contract says — for any other backend error (a connection error, a deadline).
 func IsTransient(err error) bool {
 	if err == nil {
 		return false
 	}
-	for _, p := range permanent {
+	for _, p := range permanentClasses {
 		if errors.Is(err, p) {
 			return false
 		}
@@ -71,7 +100,7 @@ func IsTransient(err error) bool {
 	return true
 }
 
-// transient wraps a Redis failure in its class, keeping the cause for errors.Is/As.
+// transient wraps a Redis failure in its (transient) class, keeping the cause for errors.Is/As.
 func transient(class error, what string, err error) error {
 	return fmt.Errorf("%w: %s: %w", class, what, err)
 }

@@ -60,24 +60,14 @@ const wakeMarginTTL = 24 * time.Hour
 var (
 	// ErrEventNotFound: no such event (never published, or expired). Permanent (it matches
 	// ErrNotFound).
-	ErrEventNotFound error = &classedError{"event not found", ErrNotFound}
+	ErrEventNotFound = classed("event not found", ErrNotFound)
 	// ErrEventConflict: the event id is already published with another type or other data;
 	// nothing was written. Permanent (it matches ErrInvalid).
-	ErrEventConflict error = &classedError{"event id already published with another type or data", ErrInvalid}
+	ErrEventConflict = classed("event id already published with another type or data", ErrInvalid)
 	// ErrBadEvent: bytes that are not an event record, or an event that cannot be published
 	// (bad type, id, tenant, data). Permanent (it matches ErrInvalid).
-	ErrBadEvent error = &classedError{"malformed event", ErrInvalid}
+	ErrBadEvent = classed("malformed event", ErrInvalid)
 )
-
-// classedError is a sentinel with its own message that belongs to a failure class, so
-// IsTransient and errors.Is on the class see it.
-type classedError struct {
-	msg   string
-	class error
-}
-
-func (e *classedError) Error() string { return e.msg }
-func (e *classedError) Unwrap() error { return e.class }
 
 // Event is one published event, as stored. TenantID is the tenant slug ("default" for the
 // default tenant); PublishedAt is in UTC.
@@ -268,7 +258,8 @@ type Events struct {
 	c    rueidis.Client
 	root string
 	s    EventSettings
-	// Now is the clock of publish times and marker ages (tests set it); nil = time.Now.
+	// Now is the clock of publish times and marker ages (NewEvents sets time.Now; tests
+	// replace it before first use).
 	Now func() time.Time
 }
 
@@ -280,18 +271,11 @@ func NewEvents(c rueidis.Client, s EventSettings, root string) *Events {
 	if s.TTL < time.Second {
 		s.TTL = DefaultEventTTL
 	}
-	return &Events{c: c, root: root, s: s}
+	return &Events{c: c, root: root, s: s, Now: time.Now}
 }
 
 // TTL is the effective event lifetime.
 func (e *Events) TTL() time.Duration { return e.s.TTL }
-
-func (e *Events) now() time.Time {
-	if e.Now != nil {
-		return e.Now()
-	}
-	return time.Now()
-}
 
 func (e *Events) space(tenant string) (keys.Space, error) { return keys.For(e.root, tenant) }
 
@@ -331,7 +315,7 @@ func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate
 		return Event{}, false, fmt.Errorf("%w: %w", ErrBadEvent, err)
 	}
 	key, _ := sp.Event(ev.ID)
-	ev.PublishedAt = e.now().UTC()
+	ev.PublishedAt = e.Now().UTC()
 	rec, err := EncodeEvent(ev)
 	if err != nil {
 		return Event{}, false, err
@@ -383,7 +367,7 @@ func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
 		c.B().Pexpire().Key(idx).Milliseconds(e.s.TTL.Milliseconds()).Build(),
 		c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(score, feedMember(ev.Type, ev.ID)).Build(),
 		c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(e.s.TTL.Milliseconds()).Build(),
-		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.now().UnixMilli()), sp.Tenant()).Build(),
+		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.Now().UnixMilli()), sp.Tenant()).Build(),
 		c.B().Publish().Channel(pl.EventBusNotify()).Message(string(note)).Build(),
 	}
 	prune := !e.s.DisablePruneOnWrite
@@ -942,6 +926,9 @@ const (
 	WakeSent WakeState = "sent"
 	// WakePending: another owner claimed it within the grace period and is enqueuing.
 	WakePending WakeState = "pending"
+	// WakeRefused: the wake-up can never be enqueued (the queue refused its resume: event data
+	// over the input bound, not an acceptable document); it is final, as a sent one is.
+	WakeRefused WakeState = "refused"
 )
 
 // Wake is a claim of one wake-up marker.
@@ -951,7 +938,7 @@ type Wake struct {
 	// Token is the pending value this caller wrote (WakeClaimed, WakeTakenOver): WakeSent and
 	// ReleaseWake change the marker only while it still holds it.
 	Token string
-	// Previous is the value found (WakeTakenOver, WakeSent, WakePending).
+	// Previous is the value found (WakeTakenOver, WakeSent, WakePending, WakeRefused).
 	Previous string
 }
 
@@ -959,7 +946,7 @@ type Wake struct {
 func (w Wake) Mine() bool { return w.State == WakeClaimed || w.State == WakeTakenOver }
 
 // claimScript: KEYS[1] = the marker. ARGV = the pending value, now (ms), grace (ms), TTL (ms).
-// Values: "pending <ms> <owner>" or "sent <ms> <stream id>". One key.
+// Values: "pending <ms> <owner>", "sent <ms> <stream id>" or "refused <ms> <why>". One key.
 var claimScript = rueidis.NewLuaScript(`
 local v = redis.call('GET', KEYS[1])
 if not v then
@@ -968,6 +955,9 @@ if not v then
 end
 if string.sub(v, 1, 5) == 'sent ' then
   return {'sent', v}
+end
+if string.sub(v, 1, 8) == 'refused ' then
+  return {'refused', v}
 end
 local t = tonumber(string.match(v, '^pending (%d+)'))
 if t == nil or tonumber(ARGV[2]) - t >= tonumber(ARGV[3]) then
@@ -1004,7 +994,7 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 	if err != nil {
 		return Wake{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	now := e.now().UnixMilli()
+	now := e.Now().UnixMilli()
 	token := "pending " + strconv.FormatInt(now, 10) + " " + owner
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
@@ -1024,7 +1014,20 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 // the marker no longer holds the caller's claim (another owner took it over after the grace
 // period, and enqueues too).
 func (e *Events) WakeSent(ctx context.Context, w Wake, streamID string) (bool, error) {
-	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.now().UnixMilli(), 10)+" "+streamID)
+	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+streamID)
+}
+
+// maxRefusalText bounds the reason a refused marker keeps.
+const maxRefusalText = 256
+
+// WakeRefused marks a claimed wake-up as one that can never be enqueued, with why (cut to a few
+// hundred bytes): every later claim of it finds WakeRefused, so no filter enqueues it or tries
+// again. It reports false when the marker no longer holds the caller's claim.
+func (e *Events) WakeRefused(ctx context.Context, w Wake, why string) (bool, error) {
+	if len(why) > maxRefusalText {
+		why = strings.ToValidUTF8(why[:maxRefusalText], "")
+	}
+	return e.casWake(ctx, w, "refused "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+why)
 }
 
 // ReleaseWake deletes a claimed marker whose wake-up could not be enqueued, so the next

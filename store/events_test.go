@@ -431,6 +431,22 @@ func TestEventWakeMarker(t *testing.T) {
 	if again, _ := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_2", "filter-b", grace); again.State != store.WakeClaimed {
 		t.Errorf("claim after a release %+v", again)
 	}
+	// A refused wake-up is final: no later claim owns it, however long after.
+	r, err := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_3", "filter-a", grace)
+	f.must(err)
+	why := "invalid task envelope: " + strings.Repeat("too large ", 100)
+	if ok, err := bus.WakeRefused(c, r, why); !ok || err != nil {
+		t.Fatalf("refuse: %v %v", ok, err)
+	}
+	clock.Add(int64(2 * grace))
+	if again := func() store.Wake {
+		w, err := bus.ClaimWake(c, "acme", "ex_1", "1795953600000000000", "evt_3", "filter-b", grace)
+		f.must(err)
+		return w
+	}(); again.State != store.WakeRefused || again.Mine() || !strings.HasPrefix(again.Previous, "refused ") ||
+		!strings.Contains(again.Previous, "invalid task envelope") || len(again.Previous) > 300 {
+		t.Errorf("claim of a refused marker %+v", again)
+	}
 	if _, err := bus.ClaimWake(c, "acme", "ex:1", "1", "evt", "x", grace); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("bad execution id: %v", err)
 	}

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -23,15 +22,17 @@ import (
 // the same millisecond, go to the greater version string, as ZREVRANGE orders them).
 
 var (
-	// ErrFlowNotFound: no such flow or version is published.
-	ErrFlowNotFound = errors.New("flow not published")
+	// ErrFlowNotFound: no such flow or version is published. Permanent (it matches
+	// ErrNotFound): reading it again finds nothing until someone publishes it.
+	ErrFlowNotFound = classed("flow not published", ErrNotFound)
 	// ErrVersionConflict: the version is published with a different definition; nothing was
-	// written.
-	ErrVersionConflict = errors.New("flow version already published with a different definition")
+	// written. Permanent (it matches ErrInvalid).
+	ErrVersionConflict = classed("flow version already published with a different definition", ErrInvalid)
 	// ErrReservedFlowKey: a key of the publication is one of the reserved keys (the task
 	// queue's streams: PLAITA_QUEUE_NAME=plaita:flow:jobs puts its dead letters at
-	// plaita:flow:jobs:dlq, the key of flow jobs version dlq); nothing was written.
-	ErrReservedFlowKey = errors.New("flow key is reserved")
+	// plaita:flow:jobs:dlq, the key of flow jobs version dlq); nothing was written. Permanent
+	// (it matches ErrInvalid).
+	ErrReservedFlowKey = classed("flow key is reserved", ErrInvalid)
 )
 
 // PublishResult says what Publish did.

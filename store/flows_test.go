@@ -53,3 +53,19 @@ func TestFlowsPublishGetLatest(t *testing.T) {
 		t.Fatal("a version with ':' was published")
 	}
 }
+
+// A flow that is not published is a permanent failure: reading it again finds nothing until
+// someone publishes it, so no caller retries it as a Redis failure.
+func TestFlowNotFoundIsPermanent(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	fl := store.NewFlows(f.c, f.root)
+	_, getErr := fl.Get(c, "acme", "missing", "1")
+	_, latestErr := fl.Latest(c, "acme", "missing")
+	for name, err := range map[string]error{"get": getErr, "latest": latestErr} {
+		if !errors.Is(err, store.ErrFlowNotFound) || store.IsTransient(err) {
+			t.Errorf("%s of an unpublished flow: %v, IsTransient %v; want ErrFlowNotFound, permanent", name, err, store.IsTransient(err))
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
+	"plaita/internal/callctx"
 	"plaita/store/keys"
 )
 
@@ -116,12 +117,10 @@ func (r *Redis) tombstoneTTL() time.Duration { return r.s.TombstoneTTL }
 func (r *Redis) maxState() int               { return r.s.MaxStateBytes }
 func (r *Redis) fencing() bool               { return !r.s.DisableFencing }
 
-// opCtx bounds a call whose context has no deadline.
+// opCtx is the store's bound of one call: DefaultOpTimeout when its context has no deadline
+// (callctx.Bounded).
 func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, DefaultOpTimeout)
+	return callctx.Bounded(ctx, DefaultOpTimeout)
 }
 
 // TenantStore is the execution storage of one tenant. Its Save and Delete are unfenced: they

@@ -23,8 +23,9 @@ import (
 // pipelined), Get/Alive 1, Instances 2 (SMEMBERS, the GETs pipelined) + 1 SREM when it prunes.
 
 // ErrBadRecord: a registry key holds something that is not an instance record (bad JSON, a
-// value of another type). Retrying cannot fix it; the key is left to expire.
-var ErrBadRecord = errors.New("malformed registry record")
+// value of another type). Permanent (it matches ErrInvalid): retrying cannot fix it; the key is
+// left to expire.
+var ErrBadRecord = classed("malformed registry record", ErrInvalid)
 
 // BadRecordError names the instance whose record is unreadable. It matches ErrBadRecord.
 type BadRecordError struct {

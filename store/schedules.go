@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
 	// The zone database is compiled in: a container image without /usr/share/zoneinfo must
 	// still accept "Europe/Paris", and a zone the CLI accepted must load in the schedule role.
 	_ "time/tzdata"
@@ -47,29 +47,23 @@ import (
 // member between two writes and leave a schedule that never fires again).
 
 var (
-	// ErrScheduleNotFound: no schedule with that id in the tenant. Permanent.
-	ErrScheduleNotFound = errors.New("schedule not found")
-	// ErrScheduleExists: Create found the id taken. Permanent.
-	ErrScheduleExists = errors.New("schedule already exists")
+	// ErrScheduleNotFound: no schedule with that id in the tenant. Permanent (it matches
+	// ErrNotFound).
+	ErrScheduleNotFound = classed("schedule not found", ErrNotFound)
+	// ErrScheduleExists: Create found the id taken. Permanent (it matches ErrInvalid).
+	ErrScheduleExists = classed("schedule already exists", ErrInvalid)
 	// ErrBadSchedule: a definition that is refused (bad cron spec, unknown time zone, input that
-	// is not JSON …), or a record in Redis that does not decode. Permanent.
-	ErrBadSchedule = errors.New("invalid schedule")
-	// ErrScheduleChanged: the schedule kept changing under a read-modify-write. Transient.
-	ErrScheduleChanged = errors.New("schedule changed concurrently")
+	// is not JSON …), or a record in Redis that does not decode. Permanent (it matches
+	// ErrInvalid).
+	ErrBadSchedule = classed("invalid schedule", ErrInvalid)
+	// ErrScheduleChanged: the schedule kept changing under a read-modify-write. Transient (it
+	// matches ErrConflict).
+	ErrScheduleChanged = classed("schedule changed concurrently", ErrConflict)
 )
 
-// scheduleError carries one of the schedule sentinels and ErrInvalid, so IsTransient is false
-// for it without the store's list of permanent classes knowing the schedule ones.
-type scheduleError struct {
-	kind error
-	msg  string
-}
-
-func (e *scheduleError) Error() string   { return e.msg }
-func (e *scheduleError) Unwrap() []error { return []error{e.kind, ErrInvalid} }
-
+// schedErr is an error of one of the schedule sentinels (kind) with the details.
 func schedErr(kind error, format string, a ...any) error {
-	return &scheduleError{kind: kind, msg: kind.Error() + ": " + fmt.Sprintf(format, a...)}
+	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, a...))
 }
 
 // LatestVersion as a schedule's flow version is resolved when it fires: the most recently

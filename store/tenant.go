@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -11,7 +12,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Tenant status and running quota (platform keys, SPEC §4). The console writes them; the
+// Tenant status and running quota (platform keys, store/keys). The console writes them; the
 // worker reads the status before dispatching and takes a running slot before running a start.
 //
 //	<root>:tenant_status                HASH tenant → active|disabled (console)
@@ -19,8 +20,9 @@ import (
 //	<root>:tenant_quota                 HASH tenant → per-tenant running limit (override)
 //	<root>:tenant_running:<tenant>      ZSET execution id → slot expiry (Unix ms)
 //
-// The methods return raw values: what a value means (an unknown status, a 0 override, an
-// epoch older than ours) is the caller's decision.
+// The read methods return raw values. What a status means is decided in one place,
+// TenantStatusRead.Admits; what a 0 override or an epoch older than ours means is the worker's
+// decision (roles/worker/tenant.go).
 
 // TenantStatusRead is one read of a tenant's status entry and, when asked, of the epoch.
 // Values are as stored (not trimmed).
@@ -32,6 +34,62 @@ type TenantStatusRead struct {
 	// was not read).
 	Epoch      string
 	EpochFound bool
+}
+
+// Tenant status values in <root>:tenant_status, compared trimmed and case-insensitively.
+const (
+	TenantActive   = "active"
+	TenantDisabled = "disabled"
+)
+
+// Admits is the tenant-status rule, the one every part that lets work of a tenant in decides
+// with (the worker's gate, the filter, the schedule role, the console):
+//
+//   - no entry: admitted — a missing entry cannot be told apart from a deployment that never
+//     published statuses, so the rule fails open;
+//   - "active": admitted; "disabled": refused;
+//   - any other value: refused for a tenant, admitted for the default tenant (fail-open, so a
+//     typo in the console cannot stop every default-tenant execution).
+//
+// tenant is the tenant read ("" = default); why says which case decided, for logs, dead-letter
+// details and skip records. The deployment-epoch gate (roles/worker TenantStatus) is not part
+// of the rule: it only ever holds work back while the snapshot is not proven current.
+func (r TenantStatusRead) Admits(tenant string) (ok bool, why string) {
+	if tenant == "" {
+		tenant = keys.DefaultTenant
+	}
+	switch st := r.status(); {
+	case !r.Found:
+		return true, fmt.Sprintf("tenant %q has no status entry: active (fail-open)", tenant)
+	case st == TenantActive:
+		return true, fmt.Sprintf("tenant %q is active", tenant)
+	case st == TenantDisabled:
+		return false, fmt.Sprintf("tenant %q is disabled", tenant)
+	case tenant == keys.DefaultTenant:
+		return true, fmt.Sprintf("default tenant has unknown status %q: fail-open", r.Status)
+	}
+	return false, fmt.Sprintf("tenant %q has status %q (neither active nor disabled): refused", tenant, r.Status)
+}
+
+// Unknown reports whether the entry holds a value that is neither active nor disabled (the
+// default tenant is admitted with it; callers warn about it).
+func (r TenantStatusRead) Unknown() bool {
+	st := r.status()
+	return r.Found && st != TenantActive && st != TenantDisabled
+}
+
+func (r TenantStatusRead) status() string { return strings.ToLower(strings.TrimSpace(r.Status)) }
+
+// TenantAdmits reads the tenant's status entry (not the epoch) and applies the rule (Admits):
+// for the processes that produce work of a tenant and keep no cache (the filter, the schedule
+// role). An error is ReadTenantStatus's.
+func (r *Redis) TenantAdmits(ctx context.Context, tenant string) (ok bool, why string, err error) {
+	read, err := r.ReadTenantStatus(ctx, tenant, false)
+	if err != nil {
+		return false, "", err
+	}
+	ok, why = read.Admits(tenant)
+	return ok, why, nil
 }
 
 // tenantSpace is the key space of tenant ("" = default) under the store's root. A tenant's

@@ -71,6 +71,64 @@ func TestReadTenantStatus(t *testing.T) {
 	}
 }
 
+// The tenant-status rule, the one the worker, the filter and the schedule role decide with.
+func TestTenantStatusReadAdmits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, tenant string
+		read         store.TenantStatusRead
+		ok, unknown  bool
+		why          string
+	}{
+		{"no entry", "acme", store.TenantStatusRead{}, true, false, `tenant "acme" has no status entry: active (fail-open)`},
+		{"no entry, default", "", store.TenantStatusRead{}, true, false, `tenant "default" has no status entry: active (fail-open)`},
+		{"active", "acme", store.TenantStatusRead{Status: "active", Found: true}, true, false, `tenant "acme" is active`},
+		{"active, spaces and case", "acme", store.TenantStatusRead{Status: " Active ", Found: true}, true, false, `tenant "acme" is active`},
+		{"disabled", "acme", store.TenantStatusRead{Status: "disabled", Found: true}, false, false, `tenant "acme" is disabled`},
+		{"disabled, spaces and case", "acme", store.TenantStatusRead{Status: " DISABLED", Found: true}, false, false, `tenant "acme" is disabled`},
+		{"disabled default", "default", store.TenantStatusRead{Status: "disabled", Found: true}, false, false, `tenant "default" is disabled`},
+		{"disabled default as empty", "", store.TenantStatusRead{Status: "disabled", Found: true}, false, false, `tenant "default" is disabled`},
+		{"unknown value", "acme", store.TenantStatusRead{Status: "paused", Found: true}, false, true,
+			`tenant "acme" has status "paused" (neither active nor disabled): refused`},
+		{"empty value", "acme", store.TenantStatusRead{Status: "", Found: true}, false, true,
+			`tenant "acme" has status "" (neither active nor disabled): refused`},
+		{"unknown value, default: fail-open", "", store.TenantStatusRead{Status: "paused", Found: true}, true, true,
+			`default tenant has unknown status "paused": fail-open`},
+		{"the epoch does not decide", "acme", store.TenantStatusRead{Status: "active", Found: true, Epoch: "9", EpochFound: true}, true, false,
+			`tenant "acme" is active`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, why := tc.read.Admits(tc.tenant)
+			if ok != tc.ok || why != tc.why {
+				t.Errorf("Admits(%q) = %v, %q; want %v, %q", tc.tenant, ok, why, tc.ok, tc.why)
+			}
+			if u := tc.read.Unknown(); u != tc.unknown {
+				t.Errorf("Unknown() = %v, want %v", u, tc.unknown)
+			}
+		})
+	}
+}
+
+func TestTenantAdmitsReadsAndDecides(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	sp := f.platform("")
+	f.must(f.do(f.c.B().Hset().Key(sp.TenantStatus()).FieldValue().FieldValue("acme", "disabled").FieldValue("default", "odd").Build()).Error())
+	for _, tc := range []struct {
+		tenant string
+		ok     bool
+	}{{"acme", false}, {"beta", true}, {"", true}} {
+		ok, why, err := f.r.TenantAdmits(c, tc.tenant)
+		if err != nil || ok != tc.ok || why == "" {
+			t.Errorf("TenantAdmits(%q) = %v, %q, %v; want %v", tc.tenant, ok, why, err, tc.ok)
+		}
+	}
+	if _, _, err := f.r.TenantAdmits(c, "Bad Tenant"); !errors.Is(err, keys.ErrBadTenant) {
+		t.Errorf("bad slug: %v", err)
+	}
+}
+
 func TestTenantQuotaOverride(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)

@@ -94,13 +94,6 @@ func (r *Registry) interval() time.Duration {
 
 func (r *Registry) ttl() time.Duration { return TTLFactor * r.interval() }
 
-func (r *Registry) now() time.Time {
-	if r.Now != nil {
-		return r.Now()
-	}
-	return time.Now()
-}
-
 // store bounds every Redis round trip by one interval, at least 1s, at most 5s: a heartbeat
 // that hangs must not delay the next one, nor Stop, for long.
 func (r *Registry) store() *store.Registry {
@@ -214,7 +207,7 @@ func (r *Registry) Snapshot() store.InstanceRecord {
 		Queue: i.Queue, Consumer: i.ConsumerName, Group: i.ConsumerGroup, DLQKey: i.DLQKey,
 		ConfigFamily: i.Generations.Family, ConfigGeneration: i.Generations.Config, BudgetGeneration: i.Generations.Budget,
 		ActiveTasks: int(r.nActive.Load()), Capacity: i.Capacity,
-		HeartbeatAt: r.now().UTC(), StartedAt: i.StartedAt.UTC(), TTLMillis: r.ttl().Milliseconds(),
+		HeartbeatAt: r.Now().UTC(), StartedAt: i.StartedAt.UTC(), TTLMillis: r.ttl().Milliseconds(),
 	}
 }
 
@@ -305,7 +298,7 @@ func (r *Registry) deregister(ctx context.Context) {
 // record declares, else this registry's TTL). A missing key is (false, nil); a key that is not
 // a record is (false, an error matching store.ErrBadRecord).
 func (r *Registry) Alive(ctx context.Context, id string) (bool, error) {
-	ok, err := r.store().Alive(ctx, id, r.now(), r.ttl())
+	ok, err := r.store().Alive(ctx, id, r.Now(), r.ttl())
 	if err != nil {
 		return false, fmt.Errorf("presence: %w", err)
 	}
@@ -316,7 +309,7 @@ func (r *Registry) Alive(ctx context.Context, id string) (bool, error) {
 // the set whose key is gone are removed from it; a key with a stale heartbeat or an unreadable
 // record is skipped (and left to expire).
 func (r *Registry) Instances(ctx context.Context) ([]store.InstanceRecord, error) {
-	list, err := r.store().Instances(ctx, r.now(), r.ttl())
+	list, err := r.store().Instances(ctx, r.Now(), r.ttl())
 	if err != nil {
 		return nil, fmt.Errorf("presence: %w", err)
 	}

@@ -15,7 +15,6 @@ import (
 	"plaita/engine/state"
 	"plaita/queue"
 	"plaita/roles"
-	"plaita/roles/filter"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
@@ -90,7 +89,7 @@ func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*contro
 	return control.New(control.Deps{
 		Store:     store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:     store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
-		Events:    store.NewEvents(c, filter.EventSettings(cfg), keys.DefaultRoot),
+		Events:    store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Schedules: store.NewSchedules(c, keys.DefaultRoot),
 		Registry:  store.NewRegistry(c, keys.DefaultRoot),
 		Delay:     delay,

@@ -13,6 +13,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/callctx"
 	"plaita/internal/health"
 	"plaita/internal/service"
 	"plaita/queue"
@@ -122,7 +123,7 @@ func (m *Mover) loop(ctx context.Context) {
 // RunOnce is one pass: it sends what is due now, logs and counts each entry's fate, and
 // returns the report. Only a failure to reach the queue is an error (logged once per outage).
 func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.s.PassTimeout)
+	pctx, cancel := callctx.Detached(ctx, m.s.PassTimeout)
 	defer cancel()
 	now := m.s.Now()
 	rep, err := m.q.MoveDue(pctx, now, m.s.Move)

@@ -11,7 +11,9 @@
 //	            have removed from the indexes
 //	Matcher     events of a tenant against the subscriptions of their type: the execution state
 //	            decides (suspended there, since before the event, match true, not timed out);
-//	            one resume(event) per (execution, suspension, event) through a one-shot marker
+//	            one resume(event) per (execution, suspension, event) through a one-shot marker;
+//	            a resume the queue refuses (event data over PLAITA_EXECUTION_STATE_MAX_BYTES) is
+//	            marked refused and never retried
 //
 // An index member that no writer makes (no valid id, no tenant slug) is skipped and counted by
 // every reader, never an error: it cannot stall a reconcile pass or hold a tenant's cursor.

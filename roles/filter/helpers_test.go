@@ -210,7 +210,7 @@ func (b *bundle) executor(ts *store.TenantStore) *engine.Executor {
 
 type testClock struct{ b *bundle }
 
-func (c testClock) Now() time.Time { return c.b.d.now() }
+func (c testClock) Now() time.Time { return c.b.d.Now() }
 func (testClock) Sleep(ctx context.Context, d time.Duration) error {
 	return engine.SystemClock{}.Sleep(ctx, d)
 }

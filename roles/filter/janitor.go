@@ -36,10 +36,7 @@ const tenantRetention = time.Hour
 
 // NewJanitor builds the janitor; Start runs a tick every SweepInterval.
 func NewJanitor(d Deps, s Settings) *Janitor {
-	s = s.withDefaults()
-	if d.Metrics == nil {
-		d.Metrics = metrics.NewSet()
-	}
+	s, d = s.withDefaults(), d.withDefaults()
 	j := &Janitor{d: d, s: s, log: d.Log,
 		checked:   d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_checked_total`),
 		removed:   d.Metrics.GetOrCreateCounter(`plaita_event_index_sweep_removed_total`),
@@ -102,7 +99,7 @@ func (j *Janitor) RunOnce(ctx context.Context) (SweepStats, error) {
 		j.rank = res.Next
 		if start == 0 && res.Checked == res.Removed {
 			// The whole feed was expired (or there is none): forget an idle tenant.
-			if gone, err := j.d.Events.ForgetTenant(ctx, t, j.d.now().Add(-j.d.Events.TTL()-tenantRetention)); err == nil && gone {
+			if gone, err := j.d.Events.ForgetTenant(ctx, t, j.d.Now().Add(-j.d.Events.TTL()-tenantRetention)); err == nil && gone {
 				j.forgotten.Inc()
 			}
 		}

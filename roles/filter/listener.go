@@ -50,10 +50,7 @@ type Listener struct {
 
 // NewListener builds the listener over the matcher.
 func NewListener(d Deps, s Settings, m *Matcher) *Listener {
-	s = s.withDefaults()
-	if d.Metrics == nil {
-		d.Metrics = metrics.NewSet()
-	}
+	s, d = s.withDefaults(), d.withDefaults()
 	return &Listener{d: d, s: s, m: m, log: d.Log,
 		received: d.Metrics.GetOrCreateCounter(`plaita_filter_notifications_total`),
 		dropped:  d.Metrics.GetOrCreateCounter(`plaita_filter_notifications_dropped_total`),
@@ -141,7 +138,7 @@ func (l *Listener) onNotification(ref store.EventRef, err error) {
 	default:
 		// A full queue must not block the subscription (Redis would cut a slow subscriber).
 		l.dropped.Inc()
-		l.drops.add(ref.TenantID, l.d.now())
+		l.drops.add(ref.TenantID, l.d.Now())
 		if l.OnOverflow != nil {
 			l.OnOverflow(ref.TenantID)
 		}
@@ -214,7 +211,7 @@ func (l *Listener) reportDrops(ctx context.Context) {
 }
 
 func (l *Listener) logDrops(flush bool) {
-	n, tenants, first, last, over := l.drops.take(l.d.now(), flush)
+	n, tenants, first, last, over := l.drops.take(l.d.Now(), flush)
 	if n == 0 {
 		return
 	}

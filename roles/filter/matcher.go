@@ -28,17 +28,14 @@ type Matcher struct {
 	once sync.Map // warnings logged once per key
 
 	events, expired, woken, duplicates, takeovers, noMatch, stale, early, timedOut *metrics.Counter
-	tenantSkipped, uncheckable, errs, invalid                                      *metrics.Counter
+	tenantSkipped, uncheckable, errs, invalid, refused                             *metrics.Counter
 }
 
 // NewMatcher builds the matcher and registers its counters on d.Metrics.
 func NewMatcher(d Deps, s Settings) *Matcher {
-	s = s.withDefaults()
-	if d.Metrics == nil {
-		d.Metrics = metrics.NewSet()
-	}
+	s, d = s.withDefaults(), d.withDefaults()
 	set := d.Metrics
-	return &Matcher{d: d, s: s, defs: newDefinitions(d.Flows, s.Expr, d.now), log: d.Log,
+	return &Matcher{d: d, s: s, defs: newDefinitions(d.Flows, s.Expr, d.Now), log: d.Log,
 		events:        set.GetOrCreateCounter(`plaita_filter_events_total`),
 		expired:       set.GetOrCreateCounter(`plaita_filter_events_expired_total`),
 		woken:         set.GetOrCreateCounter(`plaita_filter_wakeups_total`),
@@ -52,6 +49,7 @@ func NewMatcher(d Deps, s Settings) *Matcher {
 		uncheckable:   set.GetOrCreateCounter(`plaita_filter_unchecked_total`),
 		errs:          set.GetOrCreateCounter(`plaita_filter_errors_total`),
 		invalid:       set.GetOrCreateCounter(`plaita_filter_invalid_subscriptions_total`),
+		refused:       set.GetOrCreateCounter(`plaita_filter_wakeups_refused_total`),
 	}
 }
 
@@ -64,6 +62,10 @@ type Result struct {
 	// Invalid: subscription index members that are no execution id, skipped (and removed by
 	// the read, store.TenantStore.Subscriptions).
 	Invalid int
+	// Refused: wake-ups the queue refuses to enqueue (event data over
+	// PLAITA_EXECUTION_STATE_MAX_BYTES, not an acceptable document), refused now or found
+	// refused; final for that (execution, suspension, event).
+	Refused int
 	// TenantSkipped: the tenant would be refused by the worker; nothing was delivered.
 	TenantSkipped bool
 	// Hold: a wake-up of this event is still pending in another filter (within the grace
@@ -77,6 +79,7 @@ func (r *Result) add(o Result) {
 	r.NoMatch += o.NoMatch
 	r.Stale += o.Stale
 	r.Invalid += o.Invalid
+	r.Refused += o.Refused
 	r.Hold = r.Hold || o.Hold
 }
 
@@ -85,8 +88,14 @@ const maxParallel = 8
 
 // Handle delivers one event. An error is transient (Redis, an enqueue that failed): the caller
 // (the reconciler) sees the event again later; what could be delivered was delivered.
+//
+// The tenant's status is read every time, and decided by the worker's rule
+// (store.TenantStatusRead.Admits): a disabled tenant is never sent a resume the worker would
+// refuse, and its events wait for the reconciler, which keeps the tenant's cursor until it is
+// active again. The worker's epoch gate only ever holds a message (it stays pending, nothing is
+// lost), so it is not repeated here.
 func (m *Matcher) Handle(ctx context.Context, ref store.EventRef) (Result, error) {
-	ok, why, err := tenantAdmits(ctx, m.d.Store, ref.TenantID)
+	ok, why, err := m.d.Store.TenantAdmits(ctx, ref.TenantID)
 	if err != nil {
 		m.errs.Inc()
 		return Result{}, fmt.Errorf("tenant status of %s: %w", ref.TenantID, err)
@@ -163,7 +172,7 @@ func (m *Matcher) handleBatch(ctx context.Context, tenant string, refs []store.E
 		}
 		byType[ev.Type] = append(byType[ev.Type], batchEvent{i: i, ev: ev, data: data})
 	}
-	now := m.d.now()
+	now := m.d.Now()
 	for _, typ := range types {
 		m.deliverType(ctx, ts, byType[typ], now, res, errs)
 	}
@@ -304,6 +313,9 @@ func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, evs []batc
 		}
 		res, err := m.wake(ctx, ts.Tenant(), st, be.ev, log)
 		note(be.i, res, err)
+		if err == nil && res.Refused == 1 {
+			continue // this event can never wake the wait; the next one may
+		}
 		if err == nil && res.Woken == 1 && sr.Sub.Since.Equal(s.Since) {
 			// Used: the consumer removes it (docs/wakeups.md), so the next events of the type do
 			// not read this execution again. Only while the record is the one read: a wait
@@ -356,7 +368,11 @@ func (m *Matcher) check(ctx context.Context, tenant string, st *state.Execution,
 	}
 }
 
-// wake enqueues the resume once per (execution, suspension, event).
+// wake enqueues the resume once per (execution, suspension, event). A resume the queue refuses
+// (queue.ErrInvalidEnvelope: the event's data is over the input bound or not an acceptable
+// document) can never be enqueued: the wake-up is marked refused, counted and logged once, and
+// no filter claims it again — as the CLI's start, it ends with nothing enqueued instead of a
+// retry every pass.
 func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, ev store.Event, log deliveryLog) (Result, error) {
 	suspension := strconv.FormatInt(st.Suspend.Since.UnixNano(), 10)
 	w, err := m.d.Events.ClaimWake(ctx, tenant, st.ExecutionID, suspension, ev.ID, m.s.InstanceID, m.s.Grace)
@@ -370,6 +386,8 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 	case store.WakePending:
 		m.duplicates.Inc()
 		return Result{Duplicates: 1, Hold: true}, nil
+	case store.WakeRefused:
+		return Result{Refused: 1}, nil
 	case store.WakeTakenOver:
 		m.takeovers.Inc()
 		log.Warn().Str("event", "filter.wakeup_taken_over").Str("previous", w.Previous).
@@ -378,6 +396,16 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 	env := queue.Envelope{Kind: queue.KindResume, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ExecutionID: st.ExecutionID, ResumeType: engine.ResumeEvent, ResumeData: ev.Data, SourceMessageID: "event:" + ev.ID}
 	streamID, err := m.d.Enqueue(ctx, env)
+	if errors.Is(err, queue.ErrInvalidEnvelope) {
+		m.refused.Inc()
+		log.Error().Err(err).Str("event", "filter.wakeup_refused").Str("node", st.Suspend.Node).
+			Msg("the resume cannot be enqueued: this event never wakes this wait (nothing enqueued; a later event still can)")
+		if ok, rerr := m.d.Events.WakeRefused(context.WithoutCancel(ctx), w, err.Error()); rerr != nil || !ok {
+			log.Warn().Err(rerr).Bool("marked", ok).Str("event", "filter.refusal_not_marked").
+				Msg("the refused wake-up is not marked: after the grace period it is claimed and refused again")
+		}
+		return Result{Refused: 1}, nil
+	}
 	if err != nil {
 		// Released at once, the next delivery of the event claims it again; if the release
 		// fails too, the marker is taken over after the grace period.
@@ -426,6 +454,7 @@ func (d deliveryLog) with(e *zerolog.Event) *zerolog.Event {
 	return e.Str("tenant", d.tenant).Str("execution_id", d.execution).Str("event_id", d.eventID).Str("event_type", d.eventType)
 }
 
+func (d deliveryLog) Error() *zerolog.Event { return d.with(d.l.Error()) }
 func (d deliveryLog) Warn() *zerolog.Event  { return d.with(d.l.Warn()) }
 func (d deliveryLog) Info() *zerolog.Event  { return d.with(d.l.Info()) }
 func (d deliveryLog) Debug() *zerolog.Event { return d.with(d.l.Debug()) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -148,7 +149,7 @@ func TestMatcherSkipsRefusedTenants(t *testing.T) {
 	}
 	// The default tenant with an unknown status is admitted (the worker's fail-open).
 	b.setTenantStatus("default", "weird")
-	if ok, _, err := tenantAdmits(b.ctx(), b.d.Store, ""); !ok || err != nil {
+	if ok, _, err := b.d.Store.TenantAdmits(b.ctx(), ""); !ok || err != nil {
 		t.Errorf("default tenant with an unknown status: %v %v", ok, err)
 	}
 }
@@ -344,5 +345,39 @@ func TestMatcherIgnoresMissingAndBadEvents(t *testing.T) {
 	b.must(b.c.Do(b.ctx(), b.c.B().Set().Key(k).Value("not json").Build()).Error())
 	if res, err := m.Handle(b.ctx(), store.EventRef{TenantID: "default", Type: "t", ID: "bad"}); err != nil || res != (Result{}) {
 		t.Errorf("bad record: %+v %v", res, err)
+	}
+}
+
+// A resume the queue refuses — the event's data over the producer's input bound — enqueues
+// nothing and is refused once: handled again it is found refused (no retry, no hold), the
+// wait goes on, and a later event within the bound wakes it.
+func TestMatcherRefusedWakeUpIsFinal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.d.Enqueue = queue.NewProducer(b.c, b.stream, queue.Generations{}, 64, nil).Enqueue
+	f := b.flow("", ordersFlow)
+	b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
+	m := NewMatcher(b.d, b.s)
+	big := b.publish("", "evt_big", "order.approved", `{"order_id":"A1","pad":"`+strings.Repeat("x", 100)+`"}`)
+	for range 2 {
+		res, err := m.Handle(b.ctx(), ref(big))
+		if err != nil || res.Refused != 1 || res.Woken != 0 || res.Hold {
+			t.Fatalf("an event over the bound: %+v %v", res, err)
+		}
+	}
+	if n := b.counter(`plaita_filter_wakeups_refused_total`); n != 1 {
+		t.Errorf("%d refusals counted, want 1", n)
+	}
+	if got := b.entries(); len(got) != 0 {
+		t.Fatalf("%d entries enqueued over the bound", len(got))
+	}
+	// In one batch, the event after a refused one is still offered to the wait.
+	small := b.publish("", "evt_small", "order.approved", `{"order_id":"A1"}`)
+	res, errs := m.handleBatch(b.ctx(), "default", []store.EventRef{ref(big), ref(small)})
+	if errs[0] != nil || errs[1] != nil || res[0].Refused != 1 || res[1].Woken != 1 {
+		t.Fatalf("batch of the refused and a small event: %+v %v", res, errs)
+	}
+	if got := b.entries(); len(got) != 1 || got[0].SourceMessageID != "event:evt_small" {
+		t.Errorf("entries %+v, want the small event's resume", got)
 	}
 }

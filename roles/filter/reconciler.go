@@ -88,10 +88,7 @@ const maxAskedTenants = 1024
 
 // NewReconciler builds the reconciler over the matcher.
 func NewReconciler(d Deps, s Settings, m *Matcher) *Reconciler {
-	s = s.withDefaults()
-	if d.Metrics == nil {
-		d.Metrics = metrics.NewSet()
-	}
+	s, d = s.withDefaults(), d.withDefaults()
 	return &Reconciler{d: d, s: s, m: m, log: d.Log, trigger: make(chan struct{}, 1),
 		passes:         d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_passes_total`),
 		scanned:        d.Metrics.GetOrCreateCounter(`plaita_filter_reconcile_events_total`),
@@ -198,7 +195,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (PassStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.passes.Inc()
-	now := r.d.now()
+	now := r.d.Now()
 	var st PassStats
 	list, err := r.d.Events.Tenants(ctx, time.Time{})
 	if err != nil {
@@ -222,7 +219,7 @@ func (r *Reconciler) RunTenants(ctx context.Context, tenants []string) (PassStat
 	defer r.mu.Unlock()
 	r.passes.Inc()
 	var st PassStats
-	err := r.tenants(ctx, tenants, r.d.now(), &st)
+	err := r.tenants(ctx, tenants, r.d.Now(), &st)
 	if ctx.Err() != nil {
 		return st, ctx.Err()
 	}
@@ -271,7 +268,7 @@ func (r *Reconciler) tenant(ctx context.Context, tenant string, now time.Time, s
 	if !from.Before(now) {
 		return r.d.Events.SetCursor(ctx, tenant, now) // an empty window (backfill 0 at start-up)
 	}
-	ok, why, err := tenantAdmits(ctx, r.d.Store, tenant)
+	ok, why, err := r.d.Store.TenantAdmits(ctx, tenant) // every pass: a re-enabled tenant is seen at once
 	if err != nil {
 		return err
 	}

@@ -70,15 +70,6 @@ func SettingsFrom(cfg *config.Config) Settings {
 	}
 }
 
-// EventSettings are the event bus's knobs (PLAITA_EVENT_TTL_SECONDS,
-// PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE), for every process that publishes or reads events.
-func EventSettings(cfg *config.Config) store.EventSettings {
-	return store.EventSettings{
-		TTL:                 time.Duration(config.EventTTLSeconds.In(cfg)) * time.Second,
-		DisablePruneOnWrite: config.DisableEventIndexPruneOnWrite.In(cfg),
-	}
-}
-
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // withDefaults fills the fixed knobs and clamps what the configuration already clamped (a
@@ -116,18 +107,23 @@ type Deps struct {
 	Events *store.Events
 	Store  *store.Redis
 	Flows  *store.Flows
-	// Enqueue writes a resume to the task stream the workers read (stamped with this
-	// process's config generations).
+	// Enqueue writes a resume to the task stream the workers read: queue.Producer.Enqueue,
+	// which stamps this process's config generations and holds the event's data to
+	// PLAITA_EXECUTION_STATE_MAX_BYTES (a refusal matches queue.ErrInvalidEnvelope).
 	Enqueue func(ctx context.Context, env queue.Envelope) (string, error)
 	Log     zerolog.Logger
 	Metrics *metrics.Set
-	// Now is the clock (nil = time.Now).
+	// Now is the clock (nil: time.Now, set by every constructor through withDefaults).
 	Now func() time.Time
 }
 
-func (d Deps) now() time.Time {
-	if d.Now != nil {
-		return d.Now()
+// withDefaults is d with its clock set: each service's constructor applies it once.
+func (d Deps) withDefaults() Deps {
+	if d.Now == nil {
+		d.Now = time.Now
 	}
-	return time.Now()
+	if d.Metrics == nil {
+		d.Metrics = metrics.NewSet()
+	}
+	return d
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/callctx"
 	"plaita/internal/service"
 	"plaita/queue"
 	"plaita/store"
@@ -36,10 +37,10 @@ const (
 	DefaultWorkers  = 8
 	// maxRounds bounds the due reads of one pass (a full batch asks for another).
 	maxRounds = 20
-	// opTimeout bounds the work on one schedule (reads, claim, enqueue, completion). It runs on
+	// handleTimeout bounds the work on one schedule (reads, claim, enqueue, completion). It runs on
 	// a context the loop's Stop does not cancel, so a stopping process finishes the tick it
 	// claimed instead of leaving it pending.
-	opTimeout = 10 * time.Second
+	handleTimeout = 10 * time.Second
 	// enqueueTimeout bounds one enqueue; well below store.DefaultClaimGrace, so a takeover
 	// never races an enqueue still in flight.
 	enqueueTimeout = 5 * time.Second
@@ -77,8 +78,9 @@ type Deps struct {
 	Store   *store.Schedules
 	Flows   Flows
 	Tenants TenantGate
-	// Enqueue writes a start to the task stream (queue.Enqueue, stamped with this process's
-	// config generations); Stream is that stream's name, where a takeover looks for it.
+	// Enqueue writes a start to the task stream (queue.Producer.Enqueue: stamped with this
+	// process's config generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES); Stream
+	// is that stream's name, where a takeover looks for it.
 	Enqueue func(ctx context.Context, env queue.Envelope) (messageID string, err error)
 	Stream  string
 	// Started reports whether an execution exists (its state, or its deletion tombstone): a
@@ -165,7 +167,7 @@ func (p *Pass) add(o Pass) {
 }
 
 // RunOnce is one pass: every schedule due now, across all tenants. ctx ending stops the pass
-// between schedules; the schedules already begun are finished (see opTimeout).
+// between schedules; the schedules already begun are finished (see handleTimeout).
 func (s *Scheduler) RunOnce(ctx context.Context) Pass {
 	s.m.passes.Inc()
 	var total Pass
@@ -231,7 +233,7 @@ func (s *Scheduler) handleAll(ctx context.Context, refs []store.DueRef) Pass {
 // handle looks at one due schedule: settles its old pending claims, then fires (or skips) the
 // newest tick due, or puts its due score right when nothing is due.
 func (s *Scheduler) handle(parent context.Context, ref store.DueRef) (p Pass) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(parent), opTimeout)
+	ctx, cancel := callctx.Detached(parent, handleTimeout)
 	defer cancel()
 	log := s.d.Log.With().Str("tenant", ref.Tenant).Str("schedule_id", ref.ID).Logger()
 	rec, err := s.d.Store.Get(ctx, ref.Tenant, ref.ID)

@@ -43,6 +43,15 @@ func Store(cfg *config.Config) store.Settings {
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
+// Events are the event bus's knobs (PLAITA_EVENT_TTL_SECONDS,
+// PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE), for every process that publishes or reads events.
+func Events(cfg *config.Config) store.EventSettings {
+	return store.EventSettings{
+		TTL:                 time.Duration(config.EventTTLSeconds.In(cfg)) * time.Second,
+		DisablePruneOnWrite: config.DisableEventIndexPruneOnWrite.In(cfg),
+	}
+}
+
 // Queue are the task queue's names and budgets.
 func Queue(cfg *config.Config) queue.Settings {
 	return queue.Settings{

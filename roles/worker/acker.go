@@ -60,7 +60,7 @@ func (a *acker) flush(batch []ackReq) {
 	for i, r := range batch {
 		ids[i] = r.id
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	if err := a.q.AckMany(ctx, ids); err != nil {
 		for _, r := range batch {

@@ -130,11 +130,11 @@ func (p *Dispatcher) flowFor(ctx context.Context, t *task) (*engine.Flow, Outcom
 // for bytes that never change.
 func (p *Dispatcher) loadFlow(ctx context.Context, tenant, flowID, version string) (*engine.Flow, string, error) {
 	key := flowKey{tenant, flowID, version}
-	now := time.Now()
+	now := p.d.Clock.Now()
 	if f, ok := p.defs.get(key, FlowCacheTTL, now); ok {
 		return f, "", nil
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	raw, err := p.d.Definitions.Get(octx, tenant, flowID, version)
 	switch {
@@ -183,7 +183,7 @@ func (p *Dispatcher) quota(ctx context.Context, t *task) (release func(), o Outc
 		return func() {}, Outcome{}, true
 	}
 	return func() {
-		octx, cancel := opCtx(ctx)
+		octx, cancel := settleCtx(ctx)
 		defer cancel()
 		if err := g.Release(octx, t.env.Tenant(), t.env.ExecutionID); err != nil {
 			t.log.Warn().Err(err).Str("event", "worker.quota_release_failed").Msg("tenant quota slot not released (it expires)")

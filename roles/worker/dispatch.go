@@ -13,6 +13,7 @@ import (
 
 	"plaita/engine"
 	"plaita/internal/alert"
+	"plaita/internal/callctx"
 	"plaita/internal/presence"
 	"plaita/internal/tick"
 	"plaita/queue"
@@ -387,7 +388,7 @@ func (p *Dispatcher) handOut(consumer string, work chan<- queue.Delivery, held [
 			for i, dl := range held {
 				ids[i] = dl.ID
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 			if err := p.d.Queue.Touch(ctx, consumer, ids...); err != nil {
 				p.log.Debug().Err(err).Int("held", len(ids)).Msg("could not refresh the pending entries read ahead")
 			}
@@ -467,14 +468,15 @@ func (p *Dispatcher) readFailed(ctx context.Context, op string, err error) {
 	p.sleep(ctx, 500*time.Millisecond)
 }
 
-// opCtx bounds one settling Redis call; it outlives the run's cancellation so a finished run
-// is still acked during a drain.
-func opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), opTimeout)
+// settleCtx bounds one settling Redis call (the ack, the end of a run, the reads a gate's
+// outcome needs) by settleTimeout; it outlives the run's cancellation so a finished run is
+// still settled during a drain (callctx.Detached).
+func settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return callctx.Detached(ctx, settleTimeout)
 }
 
-// opTimeout bounds one settling Redis call.
-const opTimeout = 10 * time.Second
+// settleTimeout bounds one settling Redis call.
+const settleTimeout = 10 * time.Second
 
 func (p *Dispatcher) setActive(delta int64) {
 	n := p.active.Add(delta)
@@ -509,7 +511,7 @@ func (p *Dispatcher) touchEvery() time.Duration {
 // become reclaimable after the idle time as before. The returned function stops it.
 func (p *Dispatcher) keepClaimed(ctx context.Context, consumer, id string) func() {
 	l := tick.Every(ctx, p.touchEvery(), func(ctx context.Context) bool {
-		octx, cancel := opCtx(ctx)
+		octx, cancel := settleCtx(ctx)
 		defer cancel()
 		if err := p.d.Queue.Touch(octx, consumer, id); err != nil && ctx.Err() == nil {
 			p.log.Debug().Err(err).Str("message_id", id).Msg("could not refresh the pending entry")

@@ -38,7 +38,7 @@ func (p *Dispatcher) run(ctx context.Context, t *task, f *engine.Flow) Outcome {
 	begun, err := p.begin(ctx, t, f, input)
 	if err != nil {
 		if begun != nil && begun.Lease != nil { // taken, but the state does not decode
-			octx, cancel := opCtx(ctx)
+			octx, cancel := settleCtx(ctx)
 			_ = begun.Lease.Release(octx)
 			cancel()
 		}
@@ -112,7 +112,7 @@ func (p *Dispatcher) decideRun(ctx context.Context, t *task, st *state.Execution
 	p.countFailures(ctx, t, st, progressed)
 	o := settled(st)
 	if o.Action == ActAck && st.Status == state.Suspended {
-		octx, cancel := opCtx(ctx)
+		octx, cancel := settleCtx(ctx)
 		defer cancel()
 		if err := p.d.Wakeups.Register(octx, st); err != nil {
 			return p.wakeupFailed(octx, t, st, err) // wakeup.go
@@ -198,7 +198,7 @@ func (p *Dispatcher) conflictOutcome(ctx context.Context, t *task, holder string
 		livenessOff: p.d.Settings.DisableHolderLiveness}
 	var aliveErr error
 	if !c.livenessOff && p.d.Registry != nil && holder != "" {
-		octx, cancel := opCtx(ctx)
+		octx, cancel := settleCtx(ctx)
 		ok, err := p.d.Registry.Alive(octx, holder)
 		cancel()
 		if err == nil {
@@ -245,7 +245,7 @@ func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input a
 			fresh = st // else the executor ends it in error, as it would without this
 		}
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	b, err := t.ts.Begin(octx, t.env.ExecutionID, p.self, true, fresh)
 	if fresh != nil && (errors.Is(err, store.ErrStateSerialization) || errors.Is(err, store.ErrStateTooLarge)) {
@@ -262,7 +262,7 @@ func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input a
 // Redis was away, or an earlier process under the same PLAITA_INSTANCE_ID — and is taken over
 // at once rather than waited out as if a live holder ran it.
 func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore) (*store.Lease, error) {
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	lease, err := ts.AcquireOwn(octx, t.env.ExecutionID, p.self)
 	if err == nil {
@@ -276,7 +276,7 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 func (p *Dispatcher) letGo(ctx context.Context, t *task) {
 	lease := t.lease
 	t.lease = nil
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
@@ -313,7 +313,7 @@ func (p *Dispatcher) cancelListener(ctx context.Context, cancel context.CancelCa
 func (p *Dispatcher) deterministicFailure(ctx context.Context, t *task, pe *panicError) Outcome {
 	id := t.env.ExecutionID
 	t.log.Error().Str("event", "worker.run_panic").Str("panic", fmt.Sprint(pe.value)).Bytes("stack", pe.stack).Msg("the run panicked")
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	n, err := t.ts.Incr(octx, keys.FamNoFail, id)
 	if err != nil || n < int64(p.d.DeterministicFailureMax) {
@@ -340,8 +340,8 @@ func (p *Dispatcher) endInError(ctx context.Context, lease *store.Lease, st *sta
 	now := p.d.Clock.Now().UTC()
 	st.Status, st.Suspend, st.EndTime, st.LastUpdate = state.Error, nil, &now, now
 	st.Error = &state.ErrorInfo{Type: typ, Node: st.CurrentNode, Permanent: permanent, Message: msg}
-	st.Timeline = append(st.Timeline, state.TimelineEntry{Seq: st.TimelineDropped + len(st.Timeline) + 1,
-		Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode, Detail: typ + ": " + msg})
+	engine.AppendTimeline(st, state.TimelineEntry{Time: state.Stamp(now), Event: string(state.Error), Node: st.CurrentNode,
+		Detail: typ + ": " + msg}, p.d.Engine.TimelineMax)
 	return lease.Storage().Save(ctx, st)
 }
 
@@ -354,7 +354,7 @@ func (p *Dispatcher) refuseStart(ctx context.Context, t *task, dec Decision) boo
 	if err != nil {
 		return false
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	st, err := ts.Load(octx, env.ExecutionID)
 	if err != nil {
@@ -397,7 +397,7 @@ func observe(o *Observer) func(engine.Event) {
 // the resume type to run, or the outcome of a retry it refused (acked, state kept).
 func (p *Dispatcher) retryBudget(ctx context.Context, t *task) (engine.ResumeType, *Outcome) {
 	id, ts := t.env.ExecutionID, t.ts
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	st, err := ts.Load(octx, id)
 	if err != nil {
@@ -439,7 +439,7 @@ func (p *Dispatcher) countFailures(ctx context.Context, t *task, st *state.Execu
 	if st == nil {
 		return
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	id := t.env.ExecutionID
 	var err error

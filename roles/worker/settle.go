@@ -19,7 +19,7 @@ func (p *Dispatcher) settle(ctx context.Context, t *task, o Outcome) {
 		p.d.Queue.IncFailed()
 	}
 	p.logOutcome(t, o)
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	q := p.d.Queue
 	switch o.Action {
@@ -82,7 +82,7 @@ func (p *Dispatcher) requeue(ctx context.Context, t *task, o Outcome) {
 			return
 		}
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	id, err := p.d.Queue.Requeue(octx, t.dl, o.Mutate)
 	if err != nil {
@@ -104,7 +104,7 @@ const ErrTypeDeliveriesExhausted = "DeliveriesExhausted"
 // delivery. A suspended execution stays suspended (its wake-up is still recorded).
 func (p *Dispatcher) exhausted(ctx context.Context, t *task, cause error) {
 	reason := queue.ReasonMaxDeliveries(p.d.Queue.MaxDeliveries())
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	env := t.env
 	ts := t.ts

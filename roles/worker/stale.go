@@ -117,7 +117,7 @@ func (p *Dispatcher) wakeupConflict(ctx context.Context, t *task) (Outcome, bool
 	case err != nil:
 		return p.stale(t, err.Error()), true
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	st, err := t.ts.Load(octx, t.env.ExecutionID)
 	switch {
@@ -134,7 +134,7 @@ func (p *Dispatcher) wakeupConflict(ctx context.Context, t *task) (Outcome, bool
 		// holder. The usual conflict rules settle that without losing it.
 		return Outcome{}, false
 	}
-	if err := p.d.Wakeups.delay.Reschedule(octx, queue.WakeupEntry(t.env, w), time.Now().Add(WakeupRetryDelay)); err != nil {
+	if err := p.d.Wakeups.delay.Reschedule(octx, queue.WakeupEntry(t.env, w), p.d.Clock.Now().Add(WakeupRetryDelay)); err != nil {
 		return retry(fmt.Errorf("put a wake-up that met a held lease back on the delay queue: %w", err)), true
 	}
 	p.counter("plaita_worker_wakeups_deferred_total").Inc()
@@ -155,7 +155,7 @@ func (p *Dispatcher) staleWithoutFlow(ctx context.Context, t *task) (Outcome, bo
 	case err != nil:
 		return p.stale(t, err.Error()), true
 	}
-	octx, cancel := opCtx(ctx)
+	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	st, err := t.ts.Load(octx, t.env.ExecutionID)
 	switch {

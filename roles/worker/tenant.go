@@ -12,21 +12,16 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"plaita/internal/callctx"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
 
-// gateOpTimeout bounds one gate's Redis round trips when the caller's context has no deadline.
+// gateOpTimeout bounds one gate's Redis round trips when the caller's context has no deadline
+// (callctx.Bounded).
 const gateOpTimeout = 10 * time.Second
-
-func gateCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, gateOpTimeout)
-}
 
 // ---- deployment epochs ---------------------------------------------------------------------
 
@@ -82,12 +77,6 @@ func epochTime(s string) (time.Time, bool) {
 
 // ---- tenant status -------------------------------------------------------------------------
 
-// Tenant status values in the HASH keys.TenantStatus().
-const (
-	TenantActive   = "active"
-	TenantDisabled = "disabled"
-)
-
 // TenantStatus is the worker's tenant-status gate (runbook "停用租户的跨进程生效" #27, #237, and
 // "租户状态纪元"). The console writes HASH <root>:tenant_status (tenant → active|disabled) and
 // refreshes <root>:tenant_status:epoch with its PLAITA_DEPLOYMENT_EPOCH on every write and
@@ -107,10 +96,9 @@ const (
 // Both epoch outcomes count plaita_tenant_status_stale_epoch_total and log a WARNING once per
 // distinct pair of epochs.
 //
-// Then the status: "disabled" → VerdictRefuse; "active" or no entry → VerdictRun (a missing
-// entry is active, #237: it cannot be told apart from a deployment that never published
-// statuses); any other value → VerdictRefuse for a non-default tenant, VerdictRun + WARNING for
-// the default tenant. Values are compared trimmed and case-insensitively.
+// Then the status, by the one tenant-status rule (store.TenantStatusRead.Admits): admitted →
+// VerdictRun, refused → VerdictRefuse; the default tenant's unknown status is admitted with a
+// WARNING once per value.
 type TenantStatus struct {
 	// CacheFor is how long a tenant's status (and the epoch) read is reused (0: read on every
 	// delivery). Set it before first use.
@@ -167,7 +155,7 @@ func (s *TenantStatus) Check(ctx context.Context, tenant string) (Decision, erro
 			return d, nil
 		}
 	}
-	return s.statusDecision(tenant, isDefault, r.Status, r.Found), nil
+	return s.statusDecision(tenant, r), nil
 }
 
 // read is the tenant's status (and the epoch), from the cache when it is fresh.
@@ -176,38 +164,31 @@ func (s *TenantStatus) read(ctx context.Context, tenant string) (store.TenantSta
 	if r, ok := s.cache.get(tenant, s.CacheFor, now); ok {
 		return r, nil
 	}
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	r, err := s.st.ReadTenantStatus(ctx, tenant, s.gate)
 	// Only an admitting answer is reused: a stale "active" lets a start in for at most
 	// CacheFor after the tenant was disabled; a stale "disabled" would dead-letter a start of a
 	// tenant that was re-enabled meanwhile, so a refusal is always read afresh.
-	if st := strings.ToLower(strings.TrimSpace(r.Status)); err == nil && (!r.Found || st == TenantActive) {
+	if ok, _ := r.Admits(tenant); err == nil && ok {
 		s.cache.put(tenant, r, s.CacheFor, now)
 	}
 	return r, err
 }
 
-// statusDecision maps the tenant's status entry to a verdict.
-func (s *TenantStatus) statusDecision(tenant string, isDefault bool, status string, found bool) Decision {
-	st := strings.ToLower(strings.TrimSpace(status))
-	switch {
-	case !found:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q has no entry in %s: active (fail-open, #237)", tenant, s.sp.TenantStatus())}
-	case st == TenantActive:
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("tenant %q is active", tenant)}
-	case st == TenantDisabled:
+// statusDecision maps the tenant's status entry to a verdict by the tenant-status rule.
+func (s *TenantStatus) statusDecision(tenant string, r store.TenantStatusRead) Decision {
+	ok, why := r.Admits(tenant)
+	why += " (" + s.sp.TenantStatus() + ")"
+	if !ok {
 		s.refused.Inc()
-		return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q is disabled (%s)", tenant, s.sp.TenantStatus())}
-	case isDefault:
-		if s.once.first("status\x00" + tenant + "\x00" + status) {
-			s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", status).
-				Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
-		}
-		return Decision{VerdictRun, RuleTenantStatus, fmt.Sprintf("default tenant has unknown status %q in %s: fail-open", status, s.sp.TenantStatus())}
+		return Decision{VerdictRefuse, RuleTenantStatus, why}
 	}
-	s.refused.Inc()
-	return Decision{VerdictRefuse, RuleTenantStatus, fmt.Sprintf("tenant %q has status %q in %s (neither active nor disabled): refused", tenant, status, s.sp.TenantStatus())}
+	if r.Unknown() && s.once.first("status\x00"+tenant+"\x00"+r.Status) {
+		s.log.Warn().Str("event", "worker.tenant_status_unknown").Str("tenant", tenant).Str("status", r.Status).
+			Msg("unknown tenant status value for the default tenant: treated as active (fail-open)")
+	}
+	return Decision{VerdictRun, RuleTenantStatus, why}
 }
 
 // epochDecision applies the epoch gate; held is true when it decided (VerdictHold).
@@ -294,7 +275,8 @@ type Quota struct {
 	deferMax int
 	log      zerolog.Logger
 	once     gateOnce
-	// Now is the clock of the slot scores (tests set it); nil = time.Now.
+	// Now is the clock of the slot scores and of the override cache (NewQuotaGate sets
+	// time.Now; tests replace it before first use).
 	Now func() time.Time
 
 	admitted, deferred, bypassed *metrics.Counter
@@ -322,7 +304,7 @@ func NewQuotaGate(st *store.Redis, s settings.Quota, set *metrics.Set, log zerol
 		deferMax = defaultQuotaDeferMax
 	}
 	set = setOrNew(set)
-	return &Quota{st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
+	return &Quota{Now: time.Now, st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
 		admitted: set.GetOrCreateCounter(`plaita_tenant_quota_admitted_total`),
 		deferred: set.GetOrCreateCounter(`plaita_tenant_quota_deferred_total`),
 		bypassed: set.GetOrCreateCounter(`plaita_tenant_quota_bypass_total`),
@@ -366,13 +348,6 @@ func deferDelay(n int) time.Duration {
 	return min(time.Duration(1<<max(n-1, 0))*time.Second, maxDeferDelay)
 }
 
-func (q *Quota) now() time.Time {
-	if q.Now != nil {
-		return q.Now()
-	}
-	return time.Now()
-}
-
 // limit is the tenant's effective limit (0 = unlimited) and where it came from.
 // quotaOverride is one read of a tenant's override in the quota hash.
 type quotaOverride struct {
@@ -381,7 +356,7 @@ type quotaOverride struct {
 }
 
 func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
-	now := time.Now()
+	now := q.Now()
 	o, ok := q.cache.get(tenant, q.CacheFor, now)
 	if !ok {
 		var err error
@@ -432,7 +407,7 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	if env.ExecutionID == "" {
 		return Admission{}, fmt.Errorf("tenant quota: start without execution_id")
 	}
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	limit, src, err := q.limit(ctx, tenant)
 	if err != nil {
@@ -443,7 +418,7 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 		// later counts the starts admitted from then on.
 		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q is unlimited (%s): not counted", tenant, src)}}, nil
 	}
-	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.now(),
+	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.Now(),
 		TTL: q.ttl, Limit: limit, Force: env.QuotaBypass || env.QuotaDeferCount >= q.deferMax})
 	if err != nil {
 		return Admission{}, fmt.Errorf("tenant quota: %w", err)
@@ -489,7 +464,7 @@ func (q *Quota) verdict(env queue.Envelope, tenant string, limit int, src string
 // Release frees the slot of an execution (idempotent; a slot that expired or was never taken
 // is fine). See Quota for when the dispatch loop calls it.
 func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
 	if err := q.st.ReleaseRunning(ctx, tenant, executionID); err != nil {
 		return fmt.Errorf("tenant quota: %w", err)
@@ -499,9 +474,9 @@ func (q *Quota) Release(ctx context.Context, tenant, executionID string) error {
 
 // Running counts the tenant's unexpired slots (for status output and tests).
 func (q *Quota) Running(ctx context.Context, tenant string) (int, error) {
-	ctx, cancel := gateCtx(ctx)
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
 	defer cancel()
-	n, err := q.st.CountRunning(ctx, tenant, q.now())
+	n, err := q.st.CountRunning(ctx, tenant, q.Now())
 	if err != nil {
 		return 0, fmt.Errorf("tenant quota: %w", err)
 	}

@@ -59,7 +59,8 @@ type Wakeups struct {
 	st       *store.Redis
 	delay    *queue.Delay
 	eventTTL time.Duration
-	// Now is the clock of the record TTLs (tests set it); nil = time.Now.
+	// Now is the clock of the record TTLs (NewWakeups sets time.Now; tests replace it before
+	// first use).
 	Now func() time.Time
 }
 
@@ -69,14 +70,7 @@ func NewWakeups(st *store.Redis, delay *queue.Delay, s settings.Wakeups) *Wakeup
 	if ttl < time.Second {
 		ttl = defaultEventTTL
 	}
-	return &Wakeups{st: st, delay: delay, eventTTL: ttl}
-}
-
-func (w *Wakeups) now() time.Time {
-	if w.Now != nil {
-		return w.Now()
-	}
-	return time.Now()
+	return &Wakeups{st: st, delay: delay, eventTTL: ttl, Now: time.Now}
 }
 
 // recordTTL is the lifetime of a record: the event TTL, and at least that long past its due
@@ -84,7 +78,7 @@ func (w *Wakeups) now() time.Time {
 func (w *Wakeups) recordTTL(due *time.Time) time.Duration {
 	ttl := w.eventTTL
 	if due != nil {
-		ttl = max(ttl, due.Sub(w.now())+w.eventTTL)
+		ttl = max(ttl, due.Sub(w.Now())+w.eventTTL)
 	}
 	return ttl
 }
