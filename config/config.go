@@ -240,9 +240,9 @@ func (c *Config) read(v *Var) (raw string, set bool, src Source, from string) {
 }
 
 // get returns the effective value. Every variable is read once, when the configuration is
-// loaded: a Go process's environment cannot be changed from outside, so the runbook's
-// call/request timings (re-read on use in the Python implementation) buy nothing here and
-// would cost a lock per use. The registry keeps the runbook's timing for the reference.
+// loaded: a Go process's environment cannot be changed from outside, so the call/request
+// timings of the implementation this build replaces (it re-read those on use) buy nothing here
+// and would cost a lock per use. The registry keeps those timings for the reference.
 func (c *Config) get(name string) any {
 	e, ok := c.entries[name]
 	if !ok {

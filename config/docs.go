@@ -19,7 +19,7 @@ func Markdown() []byte {
 	b.WriteString("Every role runs the strict preflight at start: a value in the *strict preflight* column\n")
 	b.WriteString("stops the role with exit status 2 and one message listing every problem. Values marked\n")
 	b.WriteString("WARNING are used as shown and logged once as `event=config.warning`.\n\n")
-	b.WriteString("Read timing: the runbook's column (when the Python implementation read each variable). In this\n")
+	b.WriteString("Read timing: when the Python implementation this build replaces read each variable. In this\n")
 	b.WriteString("build every variable is read once, when a process starts: change one and restart the role.\n\n")
 	b.WriteString("Parsers: **exact01** compares bytes (`1`/`0` only); **strip1** is on when the trimmed value\n")
 	b.WriteString("is `1`; **strictbool** takes 1/true/yes/on and 0/false/no/off (trimmed, any case);\n")

@@ -16,7 +16,7 @@ const TaskSchemaVersion = 1
 const Namespace = "plaita"
 
 // Generations are the three hashes that tell whether two processes agree on configuration
-// (runbook "配置代际"). They are deterministic: the same effective values give the same hashes
+// (docs/configuration.md lists their inputs). They are deterministic: the same effective values give the same hashes
 // on every machine, whatever the order variables were set in.
 type Generations struct {
 	Family string `json:"config_family"`     // hard compatibility: queue, group, DLQ, schema, namespace

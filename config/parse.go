@@ -8,8 +8,9 @@ import (
 	"strings"
 )
 
-// Kind names the parser a variable uses. The runbook's "five traps" come from treating these
-// as interchangeable; each variable names exactly one.
+// Kind names the parser a variable uses. Treating these as interchangeable is how "0 is off",
+// "true is on" and "an empty name is the default" mistakes arise (README "Configuration"); each
+// variable names exactly one.
 type Kind string
 
 const (

@@ -170,7 +170,7 @@ func registry() []*Var {
 		intVar("PLAITA_EXECUTION_TIMELINE_MAX", rEngine, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).semantic().
 			doc("Timeline events kept per execution; 0 keeps 1."),
 		intVar("PLAITA_EXECUTION_STATE_MAX_BYTES", rEngine, 16777216, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).semantic().
-			doc("Bound on an execution's encoded state and on a start's input (bytes); a node whose result crosses it ends the execution in error. Added by this port (not in the runbook)."),
+			doc("Bound on an execution's encoded state and on a start's input (bytes); a node whose result crosses it ends the execution in error. Added by this build."),
 		numVar("PLAITA_EVENT_RECONCILE_INTERVAL", rFilter, numRule{def: 300, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
 			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Event reconcile period (seconds)."),
 		floatVar("PLAITA_EVENT_RECONCILE_BACKFILL", rFilter, 3600, keep(), dflt().W(), dflt().W()).timing(TimingCtor).
@@ -396,7 +396,7 @@ func clampTombstone(v any, c *Config) (any, string) {
 	return v, ""
 }
 
-// codeBackendDefault follows the runbook: the worker defaults to subprocess, the console (and
+// codeBackendDefault: the worker defaults to subprocess, the console (and
 // every library caller) to docker. dev runs a worker in its process, so it takes the worker's
 // default: a laptop without docker must still run code nodes out of the box.
 func codeBackendDefault(c *Config) string {

@@ -48,9 +48,9 @@ func ParseRole(s string) (Role, error) {
 	return "", fmt.Errorf("unknown role %q (one of %s, dev)", s, strings.Join(names, ", "))
 }
 
-// Timing says when the runbook's implementation read a variable (import, startup, constructor,
-// per call, per request, at launch). It is documentation: this build reads every variable once,
-// at start.
+// Timing says when the implementation plaita replaces read a variable (import, startup,
+// constructor, per call, per request, at launch), for operators who know it. It is documentation:
+// this build reads every variable once, at start (docs/configuration.md).
 type Timing string
 
 const (

@@ -187,7 +187,8 @@ func stepLimitNote() []string {
 	}
 }
 
-// budgetRefusal is a retry the gates refuse, with what the runbook's 409 carries.
+// budgetRefusal is a retry the gates refuse, with the counters, limits and reset the
+// console's 409 carries too.
 type budgetRefusal struct {
 	reason     string
 	counter    string // the family that reached its limit
@@ -227,7 +228,7 @@ func (r *budgetRefusal) lines() []string {
 	}
 }
 
-// fields is the refusal as the runbook's 409 detail.
+// fields is the refusal's structured detail (the console's 409 body).
 func (r *budgetRefusal) fields() map[string]any {
 	return map[string]any{
 		"counters":    map[string]int64{"g1wakeups": r.budget.G1Wakeups, "nofail": r.budget.NoFail},

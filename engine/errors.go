@@ -7,7 +7,7 @@ import (
 	"plaita/engine/state"
 )
 
-// Storage failure classes (defect report 004), shared with every backend through package
+// Storage failure classes (engine/state/errors.go), shared with every backend through package
 // state: the executor decides by them alone.
 var (
 	ErrNotFound           = state.ErrNotFound

@@ -34,7 +34,8 @@ type HashCheck struct {
 	WriteNewHash bool // allowed change: write the new hash and tag (and log a WARNING)
 }
 
-// CheckFlowHash applies the runbook's compatibility table when an execution resumes:
+// CheckFlowHash applies the flow_hash compatibility table (docs/flows.md) when an execution
+// resumes:
 //
 //	same algo, same hash        → resume
 //	same algo, different hash   → refuse (ErrFlowChanged), even with allow

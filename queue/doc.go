@@ -1,4 +1,4 @@
-// Package queue is plaita's task queue: the task envelope (SPEC §5), the Redis Stream the
+// Package queue is plaita's task queue: the task envelope (envelope.go), the Redis Stream the
 // workers consume through one consumer group, the delivery gate, the dead-letter stream and
 // its replay, the residue sweeper, and the delay queue's schedule (Delay).
 //

@@ -65,7 +65,7 @@ type enqueueOptions struct{ maxInput int }
 // existing message (requeue, replay) carry no bound: they were accepted once.
 func MaxInput(n int) Option { return func(o *enqueueOptions) { o.maxInput = n } }
 
-// Envelope is the task message (SPEC §5). Fields are only ever added; a change of meaning
+// Envelope is the task message. Fields are only ever added; a change of meaning
 // bumps schema_version. Unknown fields of a payload are kept in Extra and written back when
 // the envelope is re-enqueued, so a copy made by an older worker does not strip what a newer
 // producer added.
@@ -283,7 +283,7 @@ func DeterministicExecutionID(stream, sourceID string) string {
 
 // Decode parses one stream entry's payload.
 //
-// Policy: unknown fields are tolerated at every schema version (SPEC §5: fields are only ever
+// Policy: unknown fields are tolerated at every schema version (fields are only ever
 // added, so a newer producer may add one without bumping the schema) and are kept in Extra.
 // Known fields are strict: a wrong JSON type, a missing or invalid required field is
 // ErrMalformed. A schema_version newer than this build is ErrNewerSchema and nothing past the

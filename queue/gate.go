@@ -43,7 +43,7 @@ const (
 // ReasonMaxDeliveries is the dead-letter reason of an exhausted delivery budget.
 func ReasonMaxDeliveries(n int) string { return fmt.Sprintf("max_deliveries=%d", n) }
 
-// generationVerdict is the config generation gate (SPEC §3): it applies only when both sides
+// generationVerdict is the config generation gate (docs/configuration.md): it applies only when both sides
 // carry the field; a message without them is legacy and never gated. config_family gates every
 // delivery; budget_generation only a redelivery (an entry of the old budget's PEL), never a
 // first delivery.

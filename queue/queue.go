@@ -18,7 +18,7 @@ import (
 var ErrNoGroup = errors.New("consumer group does not exist")
 
 // Generations are the config generations a producer stamps into an envelope and a worker
-// gates on (SPEC §3): config_family, config_generation, budget_generation.
+// gates on (docs/configuration.md): config_family, config_generation, budget_generation.
 type Generations struct {
 	Family string
 	Config string

@@ -54,7 +54,8 @@ func Table() []Spec {
 	}
 }
 
-// Tool is an operator command of the same binary (the runbook's scripts). It runs the
+// Tool is an operator command of the same binary (the operations scripts of the Python
+// implementation, as subcommands). It runs the
 // preflight of the role whose configuration it uses.
 type Tool struct {
 	Name    string

@@ -29,7 +29,7 @@ import (
 // Start order (service.Group): metrics server → registry (status running) → alert sender →
 // live events → residue sweeper → dispatcher, then ready. A service that fails to start stops
 // the ones before it, in reverse.
-// Shutdown order (the runbook's drain): not ready + registry status draining at once → the
+// Shutdown order (the drain, README "Operations"): not ready + registry status draining at once → the
 // dispatcher stops reading, lets in-flight tasks finish and ack, and after
 // PLAITA_WORKER_DRAIN_TIMEOUT cancels what is left → status stopping → the services stop in
 // reverse: sweeper, live events and alerts (flushed), registry (deregistered; a closed gate

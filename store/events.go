@@ -45,7 +45,7 @@ const DefaultEventTTL = 7 * 24 * time.Hour
 // every execution it wakes keeps it in its state.
 const MaxEventDataBytes = 1 << 20
 
-// Write-side prune (runbook PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE): at most every
+// Write-side prune (off with PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE): at most every
 // pruneEvery per (tenant, type), a publish checks the pruneBatch oldest members of the type's
 // index and removes those whose record has expired.
 const (

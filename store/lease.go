@@ -16,7 +16,7 @@ import (
 	"plaita/internal/tick"
 )
 
-// Leases and fencing (SPEC §5 "Fenced writes").
+// Leases and fencing (README "Operations").
 //
 // A worker takes the resume lease of an execution before running it: SET NX EX on the lease
 // key with "<holder>|<token>". Taking it bumps the execution's fence generation counter

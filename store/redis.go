@@ -37,7 +37,7 @@ import (
 // A script sent for the first time to a node costs one more exchange (EVALSHA → NOSCRIPT →
 // EVAL), once per node and process.
 
-// Fixed TTLs of the key space (SPEC §4).
+// Fixed TTLs of the key space (store/keys).
 const (
 	// MechanismTTL is the TTL of the fence, the counters, the node-retry set and the cancel flag.
 	MechanismTTL = 7 * 24 * time.Hour

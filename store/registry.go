@@ -13,7 +13,7 @@ import (
 	"plaita/store/keys"
 )
 
-// The instance registry (SPEC §4): one key per instance, <root>:registry:instance:<id>, holding
+// The instance registry (store/keys): one key per instance, <root>:registry:instance:<id>, holding
 // an InstanceRecord with a TTL that its heartbeat refreshes, and the set <root>:registry:instances
 // naming every instance that registered. The set is an index, not the truth: a member whose
 // key has expired is a dead instance, removed by the next Instances call.

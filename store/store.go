@@ -4,7 +4,7 @@
 // records, tenant status and quota, live events. Only store and queue build Redis commands. The
 // console's SQLite store will live here too; it is not built yet.
 //
-// Every backend classifies failures the same way (defect report 004):
+// Every backend classifies failures the same way (engine/state/errors.go):
 //   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;
 //   - ErrLeaseLost: a fenced write lost its lease; the caller stops at once and writes nothing;
 //   - any other error from a backend call is transient: retry from the last checkpoint.

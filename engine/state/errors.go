@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Storage failure classes (defect report 004). Every storage backend returns errors matching
+// Storage failure classes (README "Architecture"). Every storage backend returns errors matching
 // them and the executor decides by them alone; they live with the persisted model so that the
 // engine and every backend share them without importing each other.
 var (

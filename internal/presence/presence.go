@@ -22,7 +22,7 @@ const (
 	StatusStopping = "stopping"
 )
 
-// DefaultHeartbeatInterval is how often a registered instance refreshes its key (SPEC §4); the
+// DefaultHeartbeatInterval is how often a registered instance refreshes its key; the
 // key lives TTLFactor intervals, so one or two lost heartbeats do not make it look dead.
 const (
 	DefaultHeartbeatInterval = 10 * time.Second
@@ -37,7 +37,8 @@ var (
 	ErrBadStatus = errors.New("presence: invalid registry status")
 )
 
-// Generations are the three config generation hashes an instance runs with (SPEC §3), as the
+// Generations are the three config generation hashes an instance runs with
+// (docs/configuration.md), as the
 // caller computed them.
 type Generations struct {
 	Family string // config_family, cf1-…

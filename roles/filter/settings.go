@@ -13,7 +13,7 @@ import (
 	"plaita/store"
 )
 
-// Fixed knobs of the role (not configuration: the runbook has no variable for them).
+// Fixed knobs of the role (not configuration: no variable sets them).
 const (
 	// DefaultGrace is how long a wake-up marker may stay "pending" (claimed, not yet marked
 	// sent) before another filter takes it over: far longer than the enqueue it covers, so

@@ -61,8 +61,8 @@ const (
 	Hold                // undecidable now: the tick stays due
 )
 
-// TenantGate tells whether a tenant's schedules fire (runbook #27: the schedule service checks
-// the tenant status before it enqueues).
+// TenantGate tells whether a tenant's schedules fire: the schedule role checks the tenant
+// status before it enqueues (docs/schedules.md).
 type TenantGate interface {
 	Check(ctx context.Context, tenant string) (v Verdict, reason string, err error)
 }

@@ -1,7 +1,7 @@
 // Package settings builds the typed settings of the libraries from the configuration, once at
 // start: the one place that maps variables to the engine's, the store's and the queue's fields.
 // Nothing below roles/ reads a variable; a Go process's environment cannot change from outside,
-// so every value is read once (the configuration reference keeps the runbook's read-timing
+// so every value is read once (the configuration reference keeps the replaced implementation's read-timing
 // column for the operators who know it).
 package settings
 

@@ -20,7 +20,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Admission gates (runbook "停用租户", "多租户", "按宿主资源路由"). Each gate is a small
+// Admission gates (README "Operations"). Each gate is a small
 // value that looks at one delivered envelope and returns a Decision; none of them touches
 // the stream. The dispatch loop acts on the verdict:
 //

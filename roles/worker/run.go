@@ -392,7 +392,7 @@ func observe(o *Observer) func(engine.Event) {
 	return o.Event
 }
 
-// retryBudget applies the runbook's two retry gates (only to an execution in error; a retry of
+// retryBudget applies the two retry gates (store/budget.go, docs/wakeups.md) (only to an execution in error; a retry of
 // a running execution is a continue from its checkpoint and always goes through). It returns
 // the resume type to run, or the outcome of a retry it refused (acked, state kept).
 func (p *Dispatcher) retryBudget(ctx context.Context, t *task) (engine.ResumeType, *Outcome) {

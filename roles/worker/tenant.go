@@ -77,8 +77,8 @@ func epochTime(s string) (time.Time, bool) {
 
 // ---- tenant status -------------------------------------------------------------------------
 
-// TenantStatus is the worker's tenant-status gate (runbook "停用租户的跨进程生效" #27, #237, and
-// "租户状态纪元"). The console writes HASH <root>:tenant_status (tenant → active|disabled) and
+// TenantStatus is the worker's tenant-status gate (the rule: store.TenantStatusRead.Admits) and
+// its deployment-epoch check. The console writes HASH <root>:tenant_status (tenant → active|disabled) and
 // refreshes <root>:tenant_status:epoch with its PLAITA_DEPLOYMENT_EPOCH on every write and
 // reconcile.
 //
@@ -237,7 +237,7 @@ func (s *TenantStatus) epochDecision(tenant string, isDefault bool, redisEpoch s
 
 // ---- tenant running quota ------------------------------------------------------------------
 
-// Quota is the worker's per-tenant running quota (runbook PLAITA_TENANT_MAX_RUNNING,
+// Quota is the worker's per-tenant running quota (PLAITA_TENANT_MAX_RUNNING,
 // PLAITA_TENANT_RUNNING_TTL_SECONDS, PLAITA_TENANT_QUOTA_DEFER_MAX, PLAITA_DISABLE_TENANT_QUOTA;
 // settings.Quota, read once at start).
 //

@@ -2,8 +2,7 @@
 // tree (the jail root, PLAITA_NODES_WORKSPACE_ROOT) unless the operator turned the jail off with
 // PLAITA_ALLOW_UNRESTRICTED_WRITES=1.
 //
-// The jail root is chosen once per process by ResolveRoot (see the runbook, "writefile 写入
-// jail" and "默认根不取引擎自身 checkout"):
+// The jail root is chosen once per process by ResolveRoot (docs/flows.md, writefile):
 //
 //  1. an explicit PLAITA_NODES_WORKSPACE_ROOT, used verbatim;
 //  2. PLAITA_ALLOW_UNRESTRICTED_WRITES=1: no jail;
@@ -13,7 +12,7 @@
 //     checkout's parent, one level only.
 //
 // An explicit root of "/" is no boundary either, but it is the operator's word: it is used,
-// with a WARNING, and treated like PLAITA_ALLOW_UNRESTRICTED_WRITES=1 (the runbook: trusted
+// with a WARNING, and treated like PLAITA_ALLOW_UNRESTRICTED_WRITES=1 (for trusted
 // single-host deployments only, never multi-tenant): a write of any tenant but the default one
 // is refused. Whatever the root, plaita's own directories inside it are guarded (see Guard):
 // stepping out of the checkout is for cross-repository writes, not for flows to rewrite the

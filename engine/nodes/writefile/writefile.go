@@ -240,8 +240,8 @@ func (n *node) Run(ctx context.Context, call *engine.Call) (engine.Outcome, erro
 
 // tenantAllowed refuses, before anything touches the file system, a write of a tenant other
 // than the default one when the root is no boundary: the jail is then the only thing between
-// one tenant's flows and every other tenant's files (and the worker's own), and the runbook
-// allows no jail only for trusted single-host deployments.
+// one tenant's flows and every other tenant's files (and the worker's own), and no jail is for
+// trusted single-host deployments only (docs/flows.md, writefile).
 func (t *Type) tenantAllowed(call *engine.Call) error {
 	if !t.noBoundary || call == nil || call.Execution == nil {
 		return nil
