@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -17,15 +17,23 @@ import (
 
 // These tests build the real binary and run it the way an operator does.
 
-var binary string
+// binary is the plaita binary TestMain builds; repoRoot is the module's root directory (the
+// one holding go.mod), against which repository files such as testdata/ are resolved.
+var binary, repoRoot string
 
 func TestMain(m *testing.M) {
+	root, err := moduleRoot()
+	if err != nil {
+		panic(err)
+	}
+	repoRoot = root
 	dir, err := os.MkdirTemp("", "plaita-bin-")
 	if err != nil {
 		panic(err)
 	}
 	binary = filepath.Join(dir, "plaita")
-	build := exec.Command("go", "build", "-o", binary, ".")
+	build := exec.Command("go", "build", "-o", binary, "plaita")
+	build.Dir = repoRoot
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
@@ -34,6 +42,25 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// moduleRoot walks up from the working directory (the package's, under go test) to the
+// directory holding go.mod.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod above the working directory")
+		}
+		dir = parent
+	}
 }
 
 type result struct {

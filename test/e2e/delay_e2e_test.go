@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -408,10 +408,7 @@ func TestE2ETestdataDelayFlowsComplete(t *testing.T) {
 	d := newDelayE2E(t)
 	d.startRole("worker")
 	d.startRole("delay")
-	dir, err := filepath.Abs(filepath.Join("testdata", "flows"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := filepath.Join(repoRoot, "testdata", "flows")
 
 	runAt := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
 	report := d.startFlow(filepath.Join(dir, "scheduled-report.json"), fmt.Sprintf(`{"run_at":%q,"report":"weekly"}`, runAt))

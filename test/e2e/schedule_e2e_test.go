@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,10 +51,7 @@ func (e *e2e) cli(args ...string) string {
 
 func (e *e2e) publishFile(tenant, name string) {
 	e.t.Helper()
-	path, err := filepath.Abs(filepath.Join("testdata", "flows", name))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	path := repoFlow(e.t, name)
 	// `plaita start FLOW.json` is how the CLI publishes: it also starts one execution, which
 	// the tests tell apart from the schedule's by execution id.
 	e.cli("start", path, "--tenant", tenant)

@@ -1,9 +1,8 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -194,11 +193,7 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 
 // The log node logs through the process logger with the execution and node ids.
 func TestRunShowsTheLogNode(t *testing.T) {
-	flow, err := filepath.Abs("testdata/flows/hello.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := run(t, nil, "run", flow)
+	r := run(t, nil, "run", repoFlow(t, "hello.json"))
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}

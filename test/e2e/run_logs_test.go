@@ -1,18 +1,17 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
 
-// repoFlow is a flow of testdata/flows, by absolute path (commands run in a temp directory).
+// repoFlow is a flow of the repository's testdata/flows, by absolute path (commands run in a
+// temp directory).
 func repoFlow(t *testing.T, name string) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "flows", name)
+	return filepath.Join(repoRoot, "testdata", "flows", name)
 }
 
 // TestRunStartupLogs: `plaita run` prints its result and the flow's own log lines, not the
