@@ -2,17 +2,9 @@ package e2e
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 )
-
-// repoFlow is a flow of the repository's testdata/flows, by absolute path (commands run in a
-// temp directory).
-func repoFlow(t *testing.T, name string) string {
-	t.Helper()
-	return filepath.Join(repoRoot, "testdata", "flows", name)
-}
 
 // TestRunStartupLogs: `plaita run` prints its result and the flow's own log lines, not the
 // worker's start-up lines; they are debug detail of the run, tagged role=run.
