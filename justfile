@@ -41,7 +41,7 @@ fuzz time="60s":
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
 chaos:
-    go test -tags chaos -run TestChaos -count=1 -v -timeout 30m .
+    go test -tags chaos -run TestChaos -count=1 -v -timeout 30m ./test/e2e
 
 # Executor throughput on a 100-node linear flow, with allocations.
 bench:

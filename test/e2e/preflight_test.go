@@ -1,111 +1,13 @@
-package main
+package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
-// These tests build the real binary and run it the way an operator does.
-
-var binary string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "plaita-bin-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "plaita")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		os.RemoveAll(dir)
-		panic("go build: " + err.Error() + "\n" + string(out))
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// run starts the binary with exactly env (plus PATH and HOME) so the developer's own
-// PLAITA_* variables cannot leak in.
-func run(t *testing.T, env map[string]string, args ...string) result {
-	t.Helper()
-	// No command here may run for long: a hang fails the test instead of stalling the suite.
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	for k, v := range env {
-		cmd.Env = append(cmd.Env, k+"="+v)
-	}
-	cmd.Dir = t.TempDir()
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run %v: %v", args, err)
-	}
-	return result{code, stdout.String(), stderr.String()}
-}
-
-// trap is a TCP listener standing in for Redis; it counts every connection it gets.
-type trap struct {
-	ln    net.Listener
-	conns atomic.Int32
-	done  chan struct{}
-}
-
-func newTrap(t *testing.T) *trap {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &trap{ln: ln, done: make(chan struct{})}
-	go func() {
-		defer close(tr.done)
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			tr.conns.Add(1)
-			c.Close()
-		}
-	}()
-	t.Cleanup(func() { ln.Close(); <-tr.done })
-	return tr
-}
-
-func (tr *trap) url() string { return "redis://" + tr.ln.Addr().String() + "/0" }
-
-// connections drains the accept queue and returns how many connections arrived. Call it after
-// the process has exited: every handshake it completed is then queued, and Accept returns
-// queued connections before the deadline fires.
-func (tr *trap) connections() int {
-	tr.ln.(*net.TCPListener).SetDeadline(time.Now().Add(300 * time.Millisecond))
-	<-tr.done
-	return int(tr.conns.Load())
-}
+// The preflight, the logging flags, doctor and the roles table, through the binary. None of
+// these commands may reach Redis: a trap stands in for it and counts the connections.
 
 func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
 	tr := newTrap(t)
@@ -194,18 +96,6 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 			t.Errorf("%s with a bad log level: exit %d, stderr:\n%s", role, r.code, r.stderr)
 		}
 	}
-}
-
-// logLines returns the JSON log lines of stderr whose event is event.
-func logLines(stderr, event string) []map[string]any {
-	var out []map[string]any
-	for _, line := range strings.Split(stderr, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) == nil && rec["event"] == event {
-			out = append(out, rec)
-		}
-	}
-	return out
 }
 
 // TestEveryPreflightWarnsOnceAboutUnknownVariables: a misspelt variable is ignored, so every

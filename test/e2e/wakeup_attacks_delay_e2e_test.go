@@ -1,11 +1,10 @@
-package main
+package e2e
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -42,7 +41,7 @@ func wakeupAttackFlow(id, node string) string {
 }
 
 // dlqFor returns the dead letters of execution id.
-func (d *delayE2E) dlqFor(id string) []map[string]string {
+func (d *stack) dlqFor(id string) []map[string]string {
 	d.t.Helper()
 	var out []map[string]string
 	for _, e := range d.dlqEntries() {
@@ -54,9 +53,9 @@ func (d *delayE2E) dlqFor(id string) []map[string]string {
 }
 
 func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
-	d.startRole("delay")
+	d := newDelayStack(t)
+	d.start("worker", nil)
+	d.start("delay", nil)
 	cases := []struct{ name, node, path string }{
 		{"seconds-1e18", `{"id":"nap","type":"delay","params":{"seconds":1e18},"next":"done"}`, "nodes[0].params.seconds"},
 		{"seconds-9.3e9", `{"id":"nap","type":"delay","params":{"seconds":9.3e9},"next":"done"}`, "nodes[0].params.seconds"},
@@ -65,7 +64,7 @@ func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
 		{"approval-timeout-1e18", `{"id":"nap","type":"approval","params":{"timeout":1e18},"next":"done"}`, "nodes[0].params.timeout"},
 	}
 	for _, tc := range cases {
-		r := run(t, d.env, "start", writeCLIFlow(t, tc.name+".json", wakeupAttackFlow(tc.name, tc.node)), "--quiet")
+		r := run(t, d.env, "start", writeFile(t, tc.name+".json", wakeupAttackFlow(tc.name, tc.node)), "--quiet")
 		if r.code == 0 || !strings.Contains(r.stderr, tc.path+": must be at most 315360000 seconds") {
 			t.Errorf("%s: plaita start exit %d, want a refusal at %s\nstdout: %s\nstderr: %s", tc.name, r.code, tc.path, r.stdout, r.stderr)
 		}
@@ -76,10 +75,10 @@ func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
 	d.publish("nap-raw", wakeupAttackFlow("nap-raw", `{"id":"nap","type":"delay","params":{"seconds":1e18},"next":"done"}`))
 	id := d.enqueue("nap-raw")
 	waitFor(t, "the start of the flow with a 1e18 s delay to be dead-lettered (or its execution to end)", 60*time.Second, func() bool {
-		st, ok := d.state(id)
+		st, ok := d.lookup(id, "")
 		return len(d.dlqFor(id)) > 0 || (ok && st.Status.Terminal())
 	}, d.procs...)
-	if st, ok := d.state(id); ok {
+	if st, ok := d.lookup(id, ""); ok {
 		t.Fatalf("execution of a 1e18 s delay exists: %s, suspend %+v, error %+v", st.Status, st.Suspend, st.Error)
 	}
 	dl := d.dlqFor(id)
@@ -89,13 +88,13 @@ func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
-	d.startRole("delay")
+	d := newDelayStack(t)
+	d.start("worker", nil)
+	d.start("delay", nil)
 	for _, until := range []string{"0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z"} {
 		name := "until-literal-" + until[:4]
 		node := fmt.Sprintf(`{"id":"nap","type":"delay","params":{"until":%q},"next":"done"}`, until)
-		r := run(t, d.env, "start", writeCLIFlow(t, name+".json", wakeupAttackFlow(name, node)), "--quiet")
+		r := run(t, d.env, "start", writeFile(t, name+".json", wakeupAttackFlow(name, node)), "--quiet")
 		if r.code == 0 || !strings.Contains(r.stderr, "nodes[0].params.until: ") || !strings.Contains(r.stderr, until) {
 			t.Errorf("until %s: plaita start exit %d, want a refusal at nodes[0].params.until\nstdout: %s\nstderr: %s", until, r.code, r.stdout, r.stderr)
 		}
@@ -103,10 +102,10 @@ func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
 
 	// A templated until is only known when the node runs: out of range, the node fails with
 	// DueOutOfRange — at once, not after five deliveries, and with nothing dead-lettered.
-	flow := writeCLIFlow(t, "until-input.json", wakeupAttackFlow("until-input",
+	flow := writeFile(t, "until-input.json", wakeupAttackFlow("until-input",
 		`{"id":"nap","type":"delay","params":{"until":"{{ INPUT.at }}"},"next":"done"}`))
 	for _, until := range []string{"0001-01-01T00:00:00Z", "9999-12-31T23:59:59Z"} {
-		id := d.startFlow(flow, fmt.Sprintf(`{"at":%q}`, until))
+		id := d.startFlow(flow, "", fmt.Sprintf(`{"at":%q}`, until))
 		st := d.waitDone(id)
 		if st.Status != state.Error || st.Error == nil || st.Error.Type != "DueOutOfRange" || st.Error.Node != "nap" ||
 			!st.Error.Permanent || !strings.Contains(st.Error.Message, until) {
@@ -119,7 +118,7 @@ func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
 
 	// An until in the past keeps its meaning: the delay is due at once and the execution
 	// goes on, woken by the delay role.
-	id := d.startFlow(flow, `{"at":"2001-02-03T04:05:06Z"}`)
+	id := d.startFlow(flow, "", `{"at":"2001-02-03T04:05:06Z"}`)
 	st := d.waitDone(id)
 	out, _ := st.Output.(map[string]any)
 	if st.Status != state.Completed || !strings.HasPrefix(fmt.Sprint(out["due"]), "2001-02-03T04:05:06") {
@@ -131,7 +130,7 @@ func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
-	d := newDelayE2E(t)
+	d := newDelayStack(t)
 	// The state an older worker saved for `"until": "0001-01-01T00:00:00Z"`: suspended at the
 	// delay node with the zero time as its due time, and no delay-queue entry (none can hold
 	// that time).
@@ -153,7 +152,7 @@ func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
 	}
 
 	// execution show says what is there: no entry, and none that could be written.
-	out := d.show(id)
+	out := d.showText(id)
 	if strings.Contains(out, "sent") || !strings.Contains(out, "wakes it:  no delay-queue entry, and none can be written: due time 0001-01-01T00:00:00Z is the zero time; nothing will continue it") ||
 		!strings.Contains(out, "plaita execution resume "+id+" --type continue") {
 		t.Fatalf("show of a suspension whose due time no entry can hold:\n%s", out)
@@ -164,8 +163,8 @@ func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
 
 	// Its next delivery (the start, redelivered) cannot register a wake-up: the execution ends
 	// in error, naming why, and the task is acknowledged — not retried and dead-lettered.
-	d.startRole("worker")
-	d.startRole("delay")
+	d.start("worker", nil)
+	d.start("delay", nil)
 	if _, err := queue.Enqueue(d.ctx, d.c, config.QueueName.In(d.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: "until-legacy",
 		FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{"at":"0001-01-01T00:00:00Z"}`)}); err != nil {
 		t.Fatal(err)
@@ -184,22 +183,15 @@ func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
-	d := newDelayE2E(t)
-	first := d.startRole("worker")
-	id := d.startFlow(delayFlowFile(t, "nap-gone", 1), "")
-	d.waitSuspended(id)
+	d := newDelayStack(t)
+	first := d.start("worker", nil)
+	id := d.startFlow(delayFlowFile(t, "nap-gone", 1), "", "")
+	d.waitStatus(id, "", state.Suspended, 60*time.Second)
 	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
 	member := d.scheduled()[0]
 	// The flow is unpublished while the execution sleeps; a new worker (the first one keeps
 	// published definitions for a minute) meets its wake-up.
-	stop := func(p *e2eWorker) {
-		t.Helper()
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		if !p.wait(30 * time.Second) {
-			t.Fatalf("did not stop\n%s", p.stderr.String())
-		}
-	}
-	stop(first)
+	first.stop(t)
 	flowKey := keys.MustFor("", "").Flow("nap-gone", "1")
 	def, err := d.c.Do(d.ctx, d.c.B().Get().Key(flowKey).Build()).ToString()
 	if err != nil {
@@ -212,8 +204,8 @@ func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
 		}
 	}
 	unpublish()
-	second := d.startRole("worker")
-	d.startRole("delay")
+	second := d.start("worker", nil)
+	d.start("delay", nil)
 
 	// The wake-up is the execution's only way out: it is dead-lettered, not acked away.
 	waitFor(t, "the wake-up of the unpublished flow to be dead-lettered", 60*time.Second, func() bool { return len(d.dlqFor(id)) > 0 }, d.procs...)
@@ -221,7 +213,7 @@ func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
 	if len(dl) != 1 || dl[0]["reason"] != "flow_not_found" || dl[0]["kind"] != "resume" {
 		t.Fatalf("dead letters %v", dl)
 	}
-	if st, _ := d.state(id); st.Status != state.Suspended {
+	if st, _ := d.lookup(id, ""); st.Status != state.Suspended {
 		t.Fatalf("after the dead letter: %s", st.Status)
 	}
 	if n := len(logLines(second.stderr.String(), "worker.stale_wakeup")); n != 0 {
@@ -249,9 +241,9 @@ func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
 
 	// A stale copy of that wake-up (the execution has finished) meets the flow unpublished
 	// again: it is acknowledged as a no-op, not dead-lettered — nothing waits for it.
-	stop(second)
+	second.stop(t)
 	unpublish()
-	third := d.startRole("worker")
+	third := d.start("worker", nil)
 	if err := d.c.Do(d.ctx, d.c.B().Zadd().Key(d.scheduledKey()).ScoreMember().ScoreMember(float64(time.Now().UnixMilli()), member).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +261,7 @@ func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
 }
 
 // dlqID is the id of the dead letter of execution id in the dead-letter stream.
-func (d *delayE2E) dlqID(id string) string {
+func (d *stack) dlqID(id string) string {
 	d.t.Helper()
 	rs, err := d.c.Do(d.ctx, d.c.B().Xrange().Key(config.DLQKey.In(d.cfg)).Start("-").End("+").Build()).AsXRange()
 	if err != nil {

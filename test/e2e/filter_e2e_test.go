@@ -1,21 +1,16 @@
-package main
+package e2e
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/store/keys"
 )
 
@@ -30,220 +25,23 @@ const approvalFlow = `{"id":"approve","start":"wait","nodes":[
 	{"id":"wait","type":"wait_event","params":{"event_type":"order.approved","match":"EVENT.order_id == INPUT.order_id"},"next":"done"},
 	{"id":"done","type":"end","params":{"output":{"order_id":"{{ EVENT.order_id }}","by":"{{ EVENT.by ?? '' }}"}}}]}`
 
-// filterStack is one scenario: its Redis, the CLI's environment and the processes started.
-type filterStack struct {
-	t     *testing.T
-	srv   *redistest.Server
-	env   map[string]string
-	procs []*e2eWorker
-}
-
-// rolProc is a started role process and its metrics port (0: none).
-type roleProc struct {
-	*e2eWorker
-	port int
-}
-
-func newFilterStack(t *testing.T, extra map[string]string, redisArgs ...string) *filterStack {
+// newFilterStack is the filter suite's stack (the CLI suites' environment, a reconcile pass a
+// second: a test waiting for the reconciler waits seconds, not minutes), extra on top.
+func newFilterStack(t *testing.T, extra map[string]string, redisArgs ...string) *stack {
 	t.Helper()
-	srv := redistest.StartServer(t, redisArgs...)
-	env := cliEnv(t, srv)
-	// A pass a second: a test waiting for the reconciler waits seconds, not minutes.
-	env["PLAITA_EVENT_RECONCILE_INTERVAL"] = "1"
-	maps.Copy(env, extra)
-	return &filterStack{t: t, srv: srv, env: env}
-}
-
-// start runs `plaita <role>` until the test ends (then SIGTERM and a drain).
-func (s *filterStack) start(role string, extra map[string]string) roleProc {
-	s.t.Helper()
-	env := maps.Clone(s.env)
-	maps.Copy(env, extra)
-	port := 0
-	if role == "filter" {
-		port = redistest.FreePort(s.t)
-		env["PLAITA_METRICS_PORT"], env["PLAITA_METRICS_HOST"] = strconv.Itoa(port), "127.0.0.1"
-	}
-	p := spawn(s.t, exec.Command(binary, role, "--log-format", "json"), env)
-	s.procs = append(s.procs, p)
-	s.t.Cleanup(func() {
-		select {
-		case <-p.exited:
-			return
-		default:
-		}
-		if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			s.t.Errorf("SIGTERM %s: %v", role, err)
-		}
-		if !p.wait(30 * time.Second) {
-			s.t.Errorf("%s did not drain and exit\n%s", role, p.stderr.String())
-		}
-	})
-	return roleProc{p, port}
+	return newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "1"}), withEnv(extra),
+		withRedisArgs(redisArgs...))
 }
 
 // filter starts a filter and waits until it is ready (/readyz: it listens for notifications).
-func (s *filterStack) filter(extra map[string]string) roleProc {
+func (s *stack) filter(extra map[string]string) *proc {
 	s.t.Helper()
 	p := s.start("filter", extra)
 	waitFor(s.t, "the filter is ready", 60*time.Second, func() bool {
-		code, _ := s.get(p, "/readyz")
+		code, _ := p.get("/readyz")
 		return code == http.StatusOK
 	}, s.procs...)
 	return p
-}
-
-func (s *filterStack) get(p roleProc, path string) (int, string) {
-	c := http.Client{Timeout: 5 * time.Second}
-	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d%s", p.port, path))
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// metric reads a counter from a filter's /metrics (0 when absent or unreachable).
-func (s *filterStack) metric(p roleProc, name string) int {
-	_, body := s.get(p, "/metrics")
-	for _, line := range strings.Split(body, "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
-}
-
-func (s *filterStack) sum(ps []roleProc, name string) int {
-	n := 0
-	for _, p := range ps {
-		n += s.metric(p, name)
-	}
-	return n
-}
-
-func (s *filterStack) stop(p roleProc) {
-	s.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		s.t.Fatal(err)
-	}
-	if !p.wait(30 * time.Second) {
-		s.t.Fatalf("process did not exit\n%s", p.stderr.String())
-	}
-	if p.err != nil {
-		s.t.Fatalf("exit: %v\n%s", p.err, p.stderr.String())
-	}
-}
-
-func (s *filterStack) kill9(p roleProc) {
-	s.t.Helper()
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		s.t.Fatal(err)
-	}
-	if !p.wait(10 * time.Second) {
-		s.t.Fatal("process survived kill -9")
-	}
-}
-
-func (s *filterStack) logs() string { return logs(s.procs) }
-
-// countLog counts p's log lines with event ev (and, when set, containing sub).
-func countLog(p roleProc, ev, sub string) int {
-	n := 0
-	for _, line := range strings.Split(p.stderr.String(), "\n") {
-		if strings.Contains(line, `"event":"`+ev+`"`) && strings.Contains(line, sub) {
-			n++
-		}
-	}
-	return n
-}
-
-// startFlow publishes def (from a file) and starts it with input in tenant ("" = default).
-func (s *filterStack) startFlow(name, def, tenant, input string) string {
-	s.t.Helper()
-	args := []string{writeCLIFlow(s.t, name+".json", def), "--input", input}
-	if tenant != "" {
-		args = append(args, "--tenant", tenant)
-	}
-	out, r := startFile(s.t, s.env, args...)
-	if r.code != 0 {
-		s.t.Fatalf("start %s: exit %d\n%s", name, r.code, r.stderr)
-	}
-	return out.ExecutionID
-}
-
-func (s *filterStack) show(id, tenant string) state.Execution {
-	s.t.Helper()
-	st, ok := s.lookup(id, tenant)
-	if !ok {
-		s.t.Fatalf("show %s: no such execution", id)
-	}
-	return st
-}
-
-// lookup is show, false while the execution does not exist yet (`plaita start` returns once
-// the start is enqueued, before a worker runs it).
-func (s *filterStack) lookup(id, tenant string) (state.Execution, bool) {
-	s.t.Helper()
-	args := []string{"execution", "show", id, "--json", "--quiet"}
-	if tenant != "" {
-		args = append(args, "--tenant", tenant)
-	}
-	r := run(s.t, s.env, args...)
-	var st state.Execution
-	if r.code == 1 && strings.Contains(r.stderr, "no execution "+id) {
-		return st, false
-	}
-	if r.code != 0 {
-		s.t.Fatalf("show %s: exit %d\n%s", id, r.code, r.stderr)
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		s.t.Fatalf("show --json: %v\n%s", err, r.stdout)
-	}
-	return st, true
-}
-
-// waitStatus polls `execution show --json` until the execution has the status; an execution
-// that does not exist yet is waited for.
-func (s *filterStack) waitStatus(id, tenant string, want state.Status, within time.Duration) state.Execution {
-	s.t.Helper()
-	var st state.Execution
-	waitFor(s.t, fmt.Sprintf("execution %s %s", id, want), within, func() bool {
-		var ok bool
-		st, ok = s.lookup(id, tenant)
-		return ok && st.Status == want
-	}, s.procs...)
-	return st
-}
-
-// publishEvent runs `plaita event publish`; extra are more flags (--id, --tenant).
-func (s *filterStack) publishEvent(typ, data string, extra ...string) (id string, duplicate bool) {
-	s.t.Helper()
-	r := run(s.t, s.env, append([]string{"event", "publish", typ, "--data", data, "--json", "--quiet"}, extra...)...)
-	if r.code != 0 {
-		s.t.Fatalf("event publish: exit %d\n%s", r.code, r.stderr)
-	}
-	var out struct {
-		ID        string `json:"id"`
-		Duplicate bool   `json:"duplicate"`
-	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-		s.t.Fatalf("event publish --json: %v\n%s", err, r.stdout)
-	}
-	return out.ID, out.Duplicate
-}
-
-// resumes counts the resumes applied to an execution (its timeline's "resumed" entries).
-func resumes(st state.Execution) int {
-	n := 0
-	for _, e := range st.Timeline {
-		if e.Event == "resumed" {
-			n++
-		}
-	}
-	return n
 }
 
 // A wait_event with a match resumes on the matching event only, exactly once although the
@@ -251,16 +49,16 @@ func resumes(st state.Execution) int {
 func TestE2EFilterWakesOnTheMatchingEventOnlyOnce(t *testing.T) {
 	s := newFilterStack(t, nil)
 	worker := s.start("worker", nil)
-	filters := []roleProc{s.filter(nil), s.filter(nil)}
-	a1 := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
-	b2 := s.startFlow("approve", approvalFlow, "", `{"order_id":"B2"}`)
+	filters := []*proc{s.filter(nil), s.filter(nil)}
+	a1 := s.startDef("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	b2 := s.startDef("approve", approvalFlow, "", `{"order_id":"B2"}`)
 	s.waitStatus(a1, "", state.Suspended, 60*time.Second)
 	s.waitStatus(b2, "", state.Suspended, 60*time.Second)
 
 	// An event of another order: each filter checks it against both waits and refuses it.
 	s.publishEvent("order.approved", `{"order_id":"Z9"}`)
 	waitFor(t, "both filters refuse the other order's event for both waits", 60*time.Second, func() bool {
-		return s.metric(filters[0], "plaita_filter_no_match_total") == 2 && s.metric(filters[1], "plaita_filter_no_match_total") == 2
+		return filters[0].metric("plaita_filter_no_match_total") == 2 && filters[1].metric("plaita_filter_no_match_total") == 2
 	}, s.procs...)
 	if st := s.show(a1, ""); st.Status != state.Suspended {
 		t.Fatalf("A1 is %s after another order's event", st.Status)
@@ -279,9 +77,9 @@ func TestE2EFilterWakesOnTheMatchingEventOnlyOnce(t *testing.T) {
 	// Each filter handled the three notifications (two of one event); one resume was enqueued
 	// in all, and applied once.
 	waitFor(t, "every notification handled", 60*time.Second, func() bool {
-		return s.metric(filters[0], "plaita_filter_events_total") == 3 && s.metric(filters[1], "plaita_filter_events_total") == 3
+		return filters[0].metric("plaita_filter_events_total") == 3 && filters[1].metric("plaita_filter_events_total") == 3
 	}, s.procs...)
-	if n := s.sum(filters, "plaita_filter_wakeups_total"); n != 1 {
+	if n := sumMetric(filters, "plaita_filter_wakeups_total"); n != 1 {
 		t.Errorf("%d resumes enqueued, want 1\n%s", n, s.logs())
 	}
 	if n := resumes(st); n != 1 {
@@ -311,9 +109,9 @@ func TestE2EFilterReconcilerWakesWhatWasPublishedWhileItWasDown(t *testing.T) {
 	s := newFilterStack(t, map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "300"})
 	s.start("worker", nil)
 	f := s.filter(nil)
-	a1 := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	a1 := s.startDef("approve", approvalFlow, "", `{"order_id":"A1"}`)
 	s.waitStatus(a1, "", state.Suspended, 60*time.Second)
-	s.stop(f)
+	f.stop(t)
 
 	s.publishEvent("order.approved", `{"order_id":"A1","by":"while-down"}`)
 	if st := s.show(a1, ""); st.Status != state.Suspended {
@@ -324,7 +122,7 @@ func TestE2EFilterReconcilerWakesWhatWasPublishedWhileItWasDown(t *testing.T) {
 	if out, _ := st.Output.(map[string]any); out["by"] != "while-down" || resumes(st) != 1 {
 		t.Fatalf("output %v, %d resumes", st.Output, resumes(st))
 	}
-	if n := s.metric(g, "plaita_filter_reconcile_events_total"); n < 1 {
+	if n := g.metric("plaita_filter_reconcile_events_total"); n < 1 {
 		t.Errorf("the reconciler scanned %d events: the wake-up did not come from it", n)
 	}
 }
@@ -335,8 +133,8 @@ func TestE2EFilterKeepsTenantsApart(t *testing.T) {
 	s := newFilterStack(t, nil)
 	s.start("worker", nil)
 	f := s.filter(nil)
-	acme := s.startFlow("approve", approvalFlow, "acme", `{"order_id":"A1"}`)
-	dflt := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	acme := s.startDef("approve", approvalFlow, "acme", `{"order_id":"A1"}`)
+	dflt := s.startDef("approve", approvalFlow, "", `{"order_id":"A1"}`)
 	s.waitStatus(acme, "acme", state.Suspended, 60*time.Second)
 	s.waitStatus(dflt, "", state.Suspended, 60*time.Second)
 
@@ -347,7 +145,7 @@ func TestE2EFilterKeepsTenantsApart(t *testing.T) {
 		t.Fatalf("acme's output %v, %d resumes", st.Output, resumes(st))
 	}
 	// Both events were handled; the default tenant's execution still waits.
-	waitFor(t, "both events handled", 60*time.Second, func() bool { return s.metric(f, "plaita_filter_events_total") == 2 }, s.procs...)
+	waitFor(t, "both events handled", 60*time.Second, func() bool { return f.metric("plaita_filter_events_total") == 2 }, s.procs...)
 	if st := s.show(dflt, ""); st.Status != state.Suspended {
 		t.Fatalf("the default tenant's execution is %s after other tenants' events", st.Status)
 	}
@@ -356,7 +154,7 @@ func TestE2EFilterKeepsTenantsApart(t *testing.T) {
 	if out, _ := st.Output.(map[string]any); out["by"] != "default" || resumes(st) != 1 {
 		t.Fatalf("default's output %v, %d resumes", st.Output, resumes(st))
 	}
-	if n := s.metric(f, "plaita_filter_wakeups_total"); n != 2 {
+	if n := f.metric("plaita_filter_wakeups_total"); n != 2 {
 		t.Errorf("%d wake-ups, want 2", n)
 	}
 }
@@ -367,7 +165,7 @@ func TestE2EFilterSkipsADisabledTenantUntilItIsActive(t *testing.T) {
 	s := newFilterStack(t, nil)
 	s.start("worker", nil)
 	f := s.filter(nil)
-	id := s.startFlow("approve", approvalFlow, "acme", `{"order_id":"A1"}`)
+	id := s.startDef("approve", approvalFlow, "acme", `{"order_id":"A1"}`)
 	s.waitStatus(id, "acme", state.Suspended, 60*time.Second)
 	c := s.srv.Client(t)
 	ctx := context.Background()
@@ -377,10 +175,10 @@ func TestE2EFilterSkipsADisabledTenantUntilItIsActive(t *testing.T) {
 	}
 	s.publishEvent("order.approved", `{"order_id":"A1"}`, "--tenant", "acme")
 	// Skipped by the notification and by passes of the reconciler.
-	waitFor(t, "the disabled tenant skipped", 60*time.Second, func() bool { return s.metric(f, "plaita_filter_tenant_skipped_total") >= 1 }, s.procs...)
-	passes := s.metric(f, "plaita_filter_reconcile_passes_total")
+	waitFor(t, "the disabled tenant skipped", 60*time.Second, func() bool { return f.metric("plaita_filter_tenant_skipped_total") >= 1 }, s.procs...)
+	passes := f.metric("plaita_filter_reconcile_passes_total")
 	waitFor(t, "two more reconcile passes", 60*time.Second, func() bool {
-		return s.metric(f, "plaita_filter_reconcile_passes_total") >= passes+2
+		return f.metric("plaita_filter_reconcile_passes_total") >= passes+2
 	}, s.procs...)
 	if st := s.show(id, "acme"); st.Status != state.Suspended {
 		t.Fatalf("a disabled tenant's execution is %s", st.Status)
@@ -404,7 +202,7 @@ func TestE2EFilterKill9MidFlightLosesNoWakeUp(t *testing.T) {
 	const n = 16
 	ids := make([]string, n)
 	for i := range ids {
-		ids[i] = s.startFlow("approve", approvalFlow, "", fmt.Sprintf(`{"order_id":"o%d"}`, i))
+		ids[i] = s.startDef("approve", approvalFlow, "", fmt.Sprintf(`{"order_id":"o%d"}`, i))
 	}
 	for _, id := range ids {
 		s.waitStatus(id, "", state.Suspended, 60*time.Second)
@@ -421,8 +219,8 @@ func TestE2EFilterKill9MidFlightLosesNoWakeUp(t *testing.T) {
 			errs <- ""
 		}()
 	}
-	waitFor(t, "the filter under way", 60*time.Second, func() bool { return s.metric(a, "plaita_filter_wakeups_total") >= 1 }, s.procs...)
-	s.kill9(a)
+	waitFor(t, "the filter under way", 60*time.Second, func() bool { return a.metric("plaita_filter_wakeups_total") >= 1 }, s.procs...)
+	a.kill9(t)
 	for range n {
 		if e := <-errs; e != "" {
 			t.Fatalf("publish: %s", e)
@@ -442,7 +240,7 @@ func TestE2EFilterKill9MidFlightLosesNoWakeUp(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d woken before the kill; the next filter enqueued %d (%d taken over from the dead one)",
-		before, n, s.metric(b, "plaita_filter_wakeups_total"), s.metric(b, "plaita_filter_takeovers_total"))
+		before, n, b.metric("plaita_filter_wakeups_total"), b.metric("plaita_filter_takeovers_total"))
 }
 
 // The state a filter killed between claiming a wake-up and enqueuing it leaves behind — a
@@ -451,7 +249,7 @@ func TestE2EFilterTakesOverTheClaimOfADeadFilter(t *testing.T) {
 	s := newFilterStack(t, nil)
 	s.start("worker", nil)
 	f := s.filter(nil)
-	id := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	id := s.startDef("approve", approvalFlow, "", `{"order_id":"A1"}`)
 	st := s.waitStatus(id, "", state.Suspended, 60*time.Second)
 	// The dead filter's claim, 31 s old (the grace period is 30 s).
 	key, err := keys.MustFor("", "").EventWake(id, strconv.FormatInt(st.Suspend.Since.UnixNano(), 10), "evt-dead")
@@ -465,8 +263,8 @@ func TestE2EFilterTakesOverTheClaimOfADeadFilter(t *testing.T) {
 	}
 	s.publishEvent("order.approved", `{"order_id":"A1"}`, "--id", "evt-dead")
 	done := s.waitStatus(id, "", state.Completed, 60*time.Second)
-	if resumes(done) != 1 || s.metric(f, "plaita_filter_takeovers_total") != 1 {
-		t.Fatalf("%d resumes, %d takeovers\n%s", resumes(done), s.metric(f, "plaita_filter_takeovers_total"), s.logs())
+	if resumes(done) != 1 || f.metric("plaita_filter_takeovers_total") != 1 {
+		t.Fatalf("%d resumes, %d takeovers\n%s", resumes(done), f.metric("plaita_filter_takeovers_total"), s.logs())
 	}
 	if v, _ := c.Do(context.Background(), c.B().Get().Key(key).Build()).ToString(); !strings.HasPrefix(v, "sent ") {
 		t.Errorf("marker %q after the takeover", v)
@@ -481,21 +279,21 @@ func TestE2EFilterSurvivesARedisRestart(t *testing.T) {
 		"--appendonly", "yes", "--appendfsync", "always")
 	s.start("worker", nil)
 	f := s.filter(nil)
-	id := s.startFlow("approve", approvalFlow, "", `{"order_id":"A1"}`)
+	id := s.startDef("approve", approvalFlow, "", `{"order_id":"A1"}`)
 	s.waitStatus(id, "", state.Suspended, 60*time.Second)
-	passes := s.metric(f, "plaita_filter_reconcile_passes_total")
+	passes := f.metric("plaita_filter_reconcile_passes_total")
 	s.srv.Kill()
 	s.srv.Start()
 	waitFor(t, "the filter subscribed again", 60*time.Second, func() bool { return countLog(f, "filter.subscribed", `"times":2`) == 1 }, s.procs...)
 	waitFor(t, "a reconcile pass after the restart", 60*time.Second, func() bool {
-		return s.metric(f, "plaita_filter_reconcile_passes_total") > passes
+		return f.metric("plaita_filter_reconcile_passes_total") > passes
 	}, s.procs...)
 	s.publishEvent("order.approved", `{"order_id":"A1","by":"after-restart"}`)
 	st := s.waitStatus(id, "", state.Completed, 60*time.Second)
 	if out, _ := st.Output.(map[string]any); out["by"] != "after-restart" || resumes(st) != 1 {
 		t.Fatalf("output %v, %d resumes", st.Output, resumes(st))
 	}
-	if code, body := s.get(f, "/readyz"); code != http.StatusOK {
+	if code, body := f.get("/readyz"); code != http.StatusOK {
 		t.Errorf("/readyz after the restart: %d %s", code, body)
 	}
 }
@@ -521,8 +319,7 @@ func TestE2EFilterRunsPaymentWait(t *testing.T) {
 
 // Bad input to `plaita event` is a named usage error, and nothing is stored.
 func TestE2EEventCommandRefusesBadInput(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
+	env := newStack(t, withEnv(cliEnv())).env
 	for _, tc := range []struct {
 		args []string
 		code int

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"strings"
@@ -44,7 +44,7 @@ func TestRunHintsAreAccepted(t *testing.T) {
 	mustNotContain(t, "runaway-loop", r.stdout, "--type retry")
 
 	// A match no example can be built for: the expression and what the event must satisfy.
-	flow := writeFlow(t, "big.json", `{"id": "big", "start": "wait", "nodes": [
+	flow := writeFile(t, "big.json", `{"id": "big", "start": "wait", "nodes": [
 	  {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid", "match": "EVENT.amount > 10"}, "next": "done"},
 	  {"id": "done", "type": "end"}]}`)
 	r = run(t, nil, "run", flow, "--state-dir", stateDir, "--quiet")
@@ -52,7 +52,7 @@ func TestRunHintsAreAccepted(t *testing.T) {
 	mustNotContain(t, "unguessable match", r.stdout, "--type event")
 
 	// Nested paths, && and a comparison written the other way round.
-	flow = writeFlow(t, "nested.json", `{"id": "nested", "start": "wait", "vars": {"shop": "s1"}, "nodes": [
+	flow = writeFile(t, "nested.json", `{"id": "nested", "start": "wait", "vars": {"shop": "s1"}, "nodes": [
 	  {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid",
 	    "match": "EVENT.data.order == INPUT.order && VARS.shop == EVENT?.shop && EVENT.kind == 'card'"}, "next": "done"},
 	  {"id": "done", "type": "end", "params": {"output": "{{ EVENT.data.order }}"}}]}`)

@@ -1,9 +1,8 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -27,8 +26,8 @@ func TestE2EWorkerStaysRegisteredPastThreeTTLs(t *testing.T) {
 		t.Skip("runs for 95 s")
 	}
 	t.Parallel()
-	e := newE2E(t, 150*time.Second, nil)
-	w := e.startWorker(map[string]string{"PLAITA_INSTANCE_ID": "hb-worker"})
+	e := newStack(t, withTimeout(150*time.Second))
+	w := e.spawn("worker", map[string]string{"PLAITA_INSTANCE_ID": "hb-worker"})
 	key := keys.MustFor("", "").RegistryInstance("hb-worker")
 	ttl := time.Duration(3*10) * time.Second // RegistryTTLFactor × the 10 s heartbeat
 	waitFor(t, "registered", 20*time.Second, func() bool {
@@ -71,11 +70,11 @@ const resumeSlowFlow = `{"id":"rs","start":"wait","nodes":[
 // step; the redelivery must continue from the checkpoint (it was acked as a stale carrier and
 // the execution stayed running for ever).
 func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
-	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})
+	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("rs", strings.ReplaceAll(resumeSlowFlow, "URL", hs.URL))
 	id := e.enqueue("rs")
-	a := e.startWorker(nil)
+	a := e.spawn("worker", nil)
 	waitFor(t, "suspended", 20*time.Second, func() bool {
 		st, err := e.ts.Load(e.ctx, id)
 		return err == nil && st.Status == state.Suspended
@@ -94,10 +93,10 @@ func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
 	if st, _ := e.ts.Load(e.ctx, id); st == nil || st.Status != state.Running {
 		t.Fatalf("after the kill the execution is %v, want running at its checkpoint", st)
 	}
-	b := e.startWorker(nil)
+	b := e.spawn("worker", nil)
 	st := e.waitTerminal(id, 40*time.Second, a, b)
 	if st.Status != state.Completed || fmt.Sprint(st.Output) != "7" {
-		t.Fatalf("status %s output %v error %+v\n%s", st.Status, st.Output, st.Error, logs([]*e2eWorker{a, b}))
+		t.Fatalf("status %s output %v error %+v\n%s", st.Status, st.Output, st.Error, logs([]*proc{a, b}))
 	}
 	waitFor(t, "queue drained", 10*time.Second, func() bool { return e.streamLen() == 0 && e.pending() == 0 }, a, b)
 	if strings.Contains(b.stderr.String(), `"event":"worker.resume_refused"`) {
@@ -109,15 +108,15 @@ func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
 // holders' leases spend no deliveries, so the execution completes and nothing is dead-lettered
 // (it once reached the DLQ as max_deliveries=5 while its state stayed running).
 func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "300", "PLAITA_LEASE_TTL_SECONDS": "4"})
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "300", "PLAITA_LEASE_TTL_SECONDS": "4"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("one", `{"id":"one","start":"call","nodes":[
 		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"ok"}}]}`)
 	id := e.enqueue("one")
-	var ws []*e2eWorker
+	var ws []*proc
 	for range 2 {
-		w := e.startWorker(nil)
+		w := e.spawn("worker", nil)
 		ws = append(ws, w)
 		hs.waitSeen(t, "/slow", 30*time.Second, ws...)
 		if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -125,7 +124,7 @@ func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
 		}
 		w.wait(10 * time.Second)
 	}
-	c := e.startWorker(nil)
+	c := e.spawn("worker", nil)
 	ws = append(ws, c)
 	st := e.waitTerminal(id, 60*time.Second, ws...)
 	if st.Status != state.Completed {
@@ -143,14 +142,13 @@ func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
 // and the redelivery meets a lease held by this very instance. It is taken over at once instead
 // of being waited out as a live holder until the delivery budget is gone.
 func TestE2ERedisRestartLeavesOwnLeaseThatIsTakenOver(t *testing.T) {
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "2000", "PLAITA_LEASE_TTL_SECONDS": "120"},
-		"--appendonly", "yes", "--appendfsync", "always")
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "2000", "PLAITA_LEASE_TTL_SECONDS": "120"}), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 4 * time.Second})
 	e.publish("one", `{"id":"one","start":"call","nodes":[
 		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"ok"}}]}`)
 	id := e.enqueue("one")
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	hs.waitSeen(t, "/slow", 20*time.Second, w)
 	e.srv.Kill()
 	time.Sleep(6 * time.Second) // the outage: the step ends, its save and the lease release fail
@@ -170,7 +168,7 @@ func TestE2ERedisRestartLeavesOwnLeaseThatIsTakenOver(t *testing.T) {
 // A producer whose budget differs from the workers' (here PLAITA_LEASE_TTL_SECONDS): its fresh
 // message runs at once; only config_family gates a first delivery.
 func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
-	e := newE2E(t, 60*time.Second, nil)
+	e := newStack(t, withTimeout(60*time.Second))
 	e.publish("short", shortFlow)
 	producer, err := config.Load(config.RoleWorker, true, config.WithEnv(map[string]string{
 		"PLAITA_REDIS_URL": e.srv.URL(), "PLAITA_LEASE_TTL_SECONDS": "60"}))
@@ -186,7 +184,7 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), env); err != nil {
 		t.Fatal(err)
 	}
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	if st := e.waitTerminal(id, 20*time.Second, w); st.Status != state.Completed {
 		t.Fatalf("status %s", st.Status)
 	}
@@ -194,11 +192,7 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 
 // The log node logs through the process logger with the execution and node ids.
 func TestRunShowsTheLogNode(t *testing.T) {
-	flow, err := filepath.Abs("testdata/flows/hello.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := run(t, nil, "run", flow)
+	r := run(t, nil, "run", repoFlow(t, "hello.json"))
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s", r.code, r.stderr)
 	}

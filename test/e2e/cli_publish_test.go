@@ -1,35 +1,14 @@
-package main
+package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/store/keys"
 )
-
-// startJSON is the part of `plaita start --json` (without --wait) the tests read.
-type startJSON struct {
-	ExecutionID      string `json:"execution_id"`
-	FlowVersion      string `json:"flow_version"`
-	Published        bool   `json:"published"`
-	AlreadyPublished *bool  `json:"already_published"`
-}
-
-func startFile(t *testing.T, env map[string]string, args ...string) (startJSON, result) {
-	t.Helper()
-	r := run(t, env, append(append([]string{"start"}, args...), "--json", "--quiet")...)
-	var out startJSON
-	if r.code == 0 {
-		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
-			t.Fatalf("start --json does not parse: %v\n%s", err, r.stdout)
-		}
-	}
-	return out, r
-}
 
 const shipV1 = `{"id": "ship", "version": "v1", "start": "ask", "nodes": [
   {"id": "ask", "type": "approval", "params": {"message": "Ship {{ INPUT.what }}?"}, "next": "done"},
@@ -39,19 +18,19 @@ const shipV1 = `{"id": "ship", "version": "v1", "start": "ask", "nodes": [
 // Publishing the same definition again is a no-op; a different one is refused before anything is
 // enqueued, so executions suspended on the published definition can still be resumed.
 func TestCLIPublishedVersionIsImmutable(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
-	startWorker(t, env)
-	c := srv.Client(t)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
+	s.start("worker", nil)
+	c := s.c
 	ctx := context.Background()
 	sp := keys.MustFor("", "")
 	stored := func() string {
 		t.Helper()
-		s, err := c.Do(ctx, c.B().Get().Key(sp.Flow("ship", "v1")).Build()).ToString()
+		def, err := c.Do(ctx, c.B().Get().Key(sp.Flow("ship", "v1")).Build()).ToString()
 		if err != nil {
 			t.Fatalf("read the published definition: %v", err)
 		}
-		return s
+		return def
 	}
 	// The worker deletes what it acknowledges, so the stream's length moves on its own; the
 	// last id the stream generated moves only with an XADD.
@@ -69,18 +48,18 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 		return id
 	}
 
-	flow := writeCLIFlow(t, "ship.json", shipV1)
+	flow := writeFile(t, "ship.json", shipV1)
 	out, r := startFile(t, env, flow, "--input", `{"what":"v2"}`)
 	if r.code != 0 || !out.Published || out.AlreadyPublished == nil || *out.AlreadyPublished || out.FlowVersion != "v1" {
 		t.Fatalf("first publication: exit %d %+v\n%s\n%s", r.code, out, r.stdout, r.stderr)
 	}
 	suspended := out.ExecutionID
-	waitStatus(t, env, suspended, state.Suspended)
+	s.waitStatus(suspended, "", state.Suspended, 30*time.Second)
 
 	// The same file, and the same definition written differently: already published, untouched.
 	compact := strings.Join(strings.Fields(shipV1), " ")
 	for _, def := range []string{shipV1, compact} {
-		out, r = startFile(t, env, writeCLIFlow(t, "ship.json", def))
+		out, r = startFile(t, env, writeFile(t, "ship.json", def))
 		if r.code != 0 || out.Published || out.AlreadyPublished == nil || !*out.AlreadyPublished {
 			t.Fatalf("republishing the same definition: exit %d %+v\n%s\n%s", r.code, out, r.stdout, r.stderr)
 		}
@@ -91,7 +70,7 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 
 	// A changed definition under the same version is refused: nothing written, nothing enqueued.
 	changed := strings.Replace(shipV1, "Ship {{", "Send {{", 1)
-	changedFile := writeCLIFlow(t, "ship.json", changed)
+	changedFile := writeFile(t, "ship.json", changed)
 	before := lastAdded()
 	r = run(t, env, "start", changedFile, "--quiet")
 	if r.code != 1 {
@@ -113,20 +92,20 @@ func TestCLIPublishedVersionIsImmutable(t *testing.T) {
 	if r = run(t, env, "execution", "resume", suspended, "--type", "approval", "--data", `{"approved":true}`, "--quiet"); r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
 	}
-	waitStatus(t, env, suspended, state.Completed)
+	s.waitStatus(suspended, "", state.Completed, 30*time.Second)
 
 	// The change published as a new version.
-	out, r = startFile(t, env, writeCLIFlow(t, "ship.json", strings.Replace(changed, `"v1"`, `"v2"`, 1)))
+	out, r = startFile(t, env, writeFile(t, "ship.json", strings.Replace(changed, `"v1"`, `"v2"`, 1)))
 	if r.code != 0 || !out.Published || out.FlowVersion != "v2" {
 		t.Fatalf("new version: exit %d %+v\n%s", r.code, out, r.stderr)
 	}
 
 	// A file without "version", published with --version: the hint names --version.
 	bare := strings.Replace(shipV1, `"version": "v1", `, "", 1)
-	if out, r = startFile(t, env, writeCLIFlow(t, "bare.json", bare), "--version", "v9"); r.code != 0 || !out.Published {
+	if out, r = startFile(t, env, writeFile(t, "bare.json", bare), "--version", "v9"); r.code != 0 || !out.Published {
 		t.Fatalf("--version v9: exit %d %+v\n%s", r.code, out, r.stderr)
 	}
-	r = run(t, env, "start", writeCLIFlow(t, "bare.json", strings.Replace(bare, "Ship {{", "Send {{", 1)), "--version", "v9", "--quiet")
+	r = run(t, env, "start", writeFile(t, "bare.json", strings.Replace(bare, "Ship {{", "Send {{", 1)), "--version", "v9", "--quiet")
 	if r.code != 1 || !strings.Contains(r.stderr, `"v9"`) || !strings.Contains(r.stderr, "--version") {
 		t.Fatalf("changed definition under --version v9: exit %d\n%s", r.code, r.stderr)
 	}

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -8,38 +8,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
-	"plaita/store"
 	"plaita/store/keys"
 )
 
-// resumeFixture is a private Redis with published flows and execution states written directly,
-// and no worker: what `plaita execution resume` enqueues stays in the stream, so a refusal is
+// resumeFixture is a stack with published flows and execution states written directly, and
+// no worker: what `plaita execution resume` enqueues stays in the stream, so a refusal is
 // proven by the stream length once the command has exited.
 type resumeFixture struct {
-	t   *testing.T
-	env map[string]string
-	c   rueidis.Client
-	ts  *store.TenantStore
-	sp  keys.Space
+	*stack
+	sp keys.Space
 }
 
 func newResumeFixture(t *testing.T) *resumeFixture {
-	srv := redistest.StartServer(t)
-	c := srv.Client(t)
-	ts, err := store.NewRedis(c, store.DefaultSettings(), "").Tenant("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &resumeFixture{t: t, env: cliEnv(t, srv), c: c, ts: ts, sp: keys.MustFor("", "")}
+	return &resumeFixture{stack: newStack(t, withEnv(cliEnv())), sp: keys.MustFor("", "")}
 }
 
-// publish stores a definition the way `plaita start FILE` does and returns its hash.
-func (fx *resumeFixture) publish(flowID, version, def string) string {
+// publishVersion stores a definition the way `plaita start FILE` does and returns its hash.
+func (fx *resumeFixture) publishVersion(flowID, version, def string) string {
 	fx.t.Helper()
 	if err := fx.c.Do(context.Background(), fx.c.B().Set().Key(fx.sp.Flow(flowID, version)).Value(def).Build()).Error(); err != nil {
 		fx.t.Fatal(err)
@@ -110,24 +97,6 @@ func (fx *resumeFixture) resume(wantCode int, args ...string) result {
 	return r
 }
 
-func mustContain(t *testing.T, what, got string, wants ...string) {
-	t.Helper()
-	for _, w := range wants {
-		if !strings.Contains(got, w) {
-			t.Errorf("%s lacks %q:\n%s", what, w, got)
-		}
-	}
-}
-
-func mustNotContain(t *testing.T, what, got string, nots ...string) {
-	t.Helper()
-	for _, n := range nots {
-		if strings.Contains(got, n) {
-			t.Errorf("%s has %q:\n%s", what, n, got)
-		}
-	}
-}
-
 const orderFlow = `{"id": "order", "version": "1", "start": "wait", "nodes": [
   {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid", "match": "EVENT.order_id == INPUT.order_id", "timeout": 3600}, "next": "done"},
   {"id": "done", "type": "end"}]}`
@@ -155,8 +124,8 @@ func failedAt(typ string) func(*state.Execution) {
 // and what would be accepted. --force skips the advice.
 func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 	fx := newResumeFixture(t)
-	orderHash := fx.publish("order", "1", orderFlow)
-	failHash := fx.publish("boom", "1", failFlow)
+	orderHash := fx.publishVersion("order", "1", orderFlow)
+	failHash := fx.publishVersion("boom", "1", failFlow)
 	fx.seed("ex-wait", "order", "1", orderHash, suspendedOrder)
 
 	// An event the match refuses.
@@ -196,7 +165,7 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 
 	// A definition this process cannot parse (a node type only the workers have): not judged
 	// here, so refused with the way around it.
-	extHash := fx.publish("ext", "1", strings.Replace(orderFlow, `{"id": "done", "type": "end"}`,
+	extHash := fx.publishVersion("ext", "1", strings.Replace(orderFlow, `{"id": "done", "type": "end"}`,
 		`{"id": "done", "type": "frobnicate"}`, 1))
 	fx.seed("ex-ext", "ext", "1", extHash, suspendedOrder)
 	r = fx.resume(1, "ex-ext", "--type", "timeout")
@@ -257,8 +226,8 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 // and says what to do instead when there is none.
 func TestCLIShowHintsAreAccepted(t *testing.T) {
 	fx := newResumeFixture(t)
-	orderHash := fx.publish("order", "1", orderFlow)
-	failHash := fx.publish("boom", "1", failFlow)
+	orderHash := fx.publishVersion("order", "1", orderFlow)
+	failHash := fx.publishVersion("boom", "1", failFlow)
 	show := func(id string) string {
 		t.Helper()
 		r := run(t, fx.env, "execution", "show", id, "--quiet")
@@ -277,7 +246,7 @@ func TestCLIShowHintsAreAccepted(t *testing.T) {
 
 	// A match no example can be built for: the expression and what the event must satisfy, no
 	// event command.
-	bigHash := fx.publish("big", "1", strings.Replace(strings.Replace(orderFlow, `"order"`, `"big"`, 1),
+	bigHash := fx.publishVersion("big", "1", strings.Replace(strings.Replace(orderFlow, `"order"`, `"big"`, 1),
 		"EVENT.order_id == INPUT.order_id", "EVENT.amount > 10", 1))
 	fx.seed("ex-big", "big", "1", bigHash, func(st *state.Execution) {
 		suspendedOrder(st)

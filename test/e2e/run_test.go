@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -16,17 +16,6 @@ import (
 
 // End-to-end tests of `plaita run`: the real binary, flows written to temp files, state kept
 // in a temp --state-dir.
-
-// writeFlow writes a flow definition and returns its absolute path (run starts the binary in
-// another directory).
-func writeFlow(t *testing.T, name, def string) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(path, []byte(def), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
 
 // executionID reads the id from the summary's first line: "execution ex_…: status".
 func executionID(t *testing.T, r result) string {
@@ -117,9 +106,9 @@ const completingFlow = `{
 }`
 
 func TestRunCompletes(t *testing.T) {
-	flow := writeFlow(t, "hello.json", completingFlow)
+	flow := writeFile(t, "hello.json", completingFlow)
 	stateDir := filepath.Join(t.TempDir(), "state")
-	input := writeFlow(t, "input.json", `{"name": "ada", "n": 5}`)
+	input := writeFile(t, "input.json", `{"name": "ada", "n": 5}`)
 
 	r := run(t, nil, "run", flow, "--input", "@"+input, "--state-dir", stateDir, "--quiet")
 	if r.code != 0 {
@@ -155,7 +144,7 @@ func TestRunCompletes(t *testing.T) {
 }
 
 func TestRunApprovalSuspendsAndResumes(t *testing.T) {
-	flow := writeFlow(t, "ship.json", `{
+	flow := writeFile(t, "ship.json", `{
 	  "id": "ship", "start": "ask",
 	  "nodes": [
 	    {"id": "ask", "type": "approval", "params": {"message": "Ship {{ INPUT.what }}?", "timeout": 3600}, "next": "done"},
@@ -205,7 +194,7 @@ func TestRunApprovalSuspendsAndResumes(t *testing.T) {
 }
 
 func TestRunWaitEventRefusesMismatch(t *testing.T) {
-	flow := writeFlow(t, "order.json", `{
+	flow := writeFile(t, "order.json", `{
 	  "id": "order", "start": "wait",
 	  "nodes": [
 	    {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid", "match": "EVENT.order_id == INPUT.order_id"}, "next": "done"},
@@ -240,7 +229,7 @@ func TestRunWaitEventRefusesMismatch(t *testing.T) {
 		t.Fatalf("approval resume of an event wait: exit %d\n%s", r.code, r.stderr)
 	}
 
-	data := writeFlow(t, "event.json", `{"order_id": 7, "amount": 12.5}`)
+	data := writeFile(t, "event.json", `{"order_id": 7, "amount": 12.5}`)
 	r = run(t, nil, "run", flow, "--resume", id, "--type", "event", "--data", "@"+data, "--state-dir", stateDir, "--json", "--quiet")
 	if r.code != 0 {
 		t.Fatalf("matching event: exit %d\n%s", r.code, r.stderr)
@@ -255,7 +244,7 @@ func TestRunWaitEventRefusesMismatch(t *testing.T) {
 }
 
 func TestRunDelayContinues(t *testing.T) {
-	flow := writeFlow(t, "sleepy.json", `{"id": "sleepy", "start": "d", "nodes": [
+	flow := writeFile(t, "sleepy.json", `{"id": "sleepy", "start": "d", "nodes": [
 	  {"id": "d", "type": "delay", "params": {"seconds": 300}, "next": "e"},
 	  {"id": "e", "type": "end", "params": {"output": "woke"}}
 	]}`)
@@ -273,7 +262,7 @@ func TestRunDelayContinues(t *testing.T) {
 }
 
 func TestRunInvalidFlowListsEveryProblem(t *testing.T) {
-	flow := writeFlow(t, "bad.json", `{
+	flow := writeFile(t, "bad.json", `{
 	  "id": "bad flow", "start": "nope", "extra": 1,
 	  "nodes": [
 	    {"id": "a", "type": "set", "params": {"vars": {}}, "next": "zz"},
@@ -298,14 +287,14 @@ func TestRunInvalidFlowListsEveryProblem(t *testing.T) {
 		}
 	}
 
-	r = run(t, nil, "run", writeFlow(t, "broken.json", `{"id": "x",`), "--quiet")
+	r = run(t, nil, "run", writeFile(t, "broken.json", `{"id": "x",`), "--quiet")
 	if r.code != 2 || !strings.Contains(r.stderr, "not a JSON object") {
 		t.Errorf("truncated flow: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
 func TestRunBadUsage(t *testing.T) {
-	flow := writeFlow(t, "hello.json", completingFlow)
+	flow := writeFile(t, "hello.json", completingFlow)
 	cases := []struct {
 		name string
 		args []string
@@ -332,7 +321,7 @@ func TestRunBadUsage(t *testing.T) {
 }
 
 func TestRunFailNodeExitsOne(t *testing.T) {
-	flow := writeFlow(t, "boom.json", `{"id": "boom", "start": "s", "nodes": [
+	flow := writeFile(t, "boom.json", `{"id": "boom", "start": "s", "nodes": [
 	  {"id": "s", "type": "set", "params": {"vars": {"x": 41}}, "next": "f"},
 	  {"id": "f", "type": "fail", "params": {"message": "x is {{ VARS.x + 1 }}", "type": "Oops"}}
 	]}`)
@@ -361,7 +350,7 @@ func TestRunFailNodeExitsOne(t *testing.T) {
 }
 
 func TestRunResumeUnknownExecution(t *testing.T) {
-	flow := writeFlow(t, "hello.json", completingFlow)
+	flow := writeFile(t, "hello.json", completingFlow)
 	stateDir := t.TempDir()
 	r := run(t, nil, "run", flow, "--resume", "ex_0000", "--type", "continue", "--state-dir", stateDir, "--quiet")
 	if r.code != 1 || !strings.Contains(r.stderr, "no saved execution ex_0000") ||
@@ -379,7 +368,7 @@ func TestRunResumeUnknownExecution(t *testing.T) {
 // TestRunInterrupt stops a long loop with SIGINT (Ctrl-C): the state is saved at the last
 // step boundary, and the execution can then be cancelled.
 func TestRunInterrupt(t *testing.T) {
-	flow := writeFlow(t, "loop.json", `{"id": "loop", "start": "init", "max_steps": 10000000, "nodes": [
+	flow := writeFile(t, "loop.json", `{"id": "loop", "start": "init", "max_steps": 10000000, "nodes": [
 	  {"id": "init", "type": "set", "params": {"vars": {"i": 0}}, "next": "inc"},
 	  {"id": "inc", "type": "set", "params": {"vars": {"i": "{{ VARS.i + 1 }}"}}, "next": "check"},
 	  {"id": "check", "type": "condition", "params": {"expr": "VARS.i < 100000000"}, "branches": {"true": "inc", "false": "done"}},
@@ -387,7 +376,7 @@ func TestRunInterrupt(t *testing.T) {
 	]}`)
 	stateDir := t.TempDir()
 	cmd := exec.Command(binary, "run", flow, "--state-dir", stateDir, "--log-format", "json", "--log-level", "debug")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	cmd.Env = processEnv(t, nil)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,19 +1,10 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
-
-// repoFlow is a flow of testdata/flows, by absolute path (commands run in a temp directory).
-func repoFlow(t *testing.T, name string) string {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "testdata", "flows", name)
-}
 
 // TestRunStartupLogs: `plaita run` prints its result and the flow's own log lines, not the
 // worker's start-up lines; they are debug detail of the run, tagged role=run.

@@ -1,12 +1,9 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,53 +16,14 @@ import (
 // a private redis-server, driven through the CLI (`plaita start`, `plaita execution show`).
 // Redis is read only to count what reached it (stream entries added, delay-queue members).
 
-// delayE2E is one scenario: its Redis, the CLI environment and the processes it started.
-type delayE2E struct {
-	*e2e
-	procs []*e2eWorker
-}
-
-func newDelayE2E(t *testing.T) *delayE2E {
+// newDelayStack is the delay suite's stack: four consumers per worker.
+func newDelayStack(t *testing.T) *stack {
 	t.Helper()
-	return &delayE2E{e2e: newE2E(t, 3*time.Minute, map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})}
+	return newStack(t, withTimeout(3*time.Minute), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
 }
 
-// startRole starts `plaita <role>`; at the end of the test it is stopped with SIGTERM and must
-// exit cleanly (unless the test killed it).
-func (d *delayE2E) startRole(role string) *e2eWorker {
-	d.t.Helper()
-	p := spawn(d.t, exec.Command(binary, role), d.env)
-	d.procs = append(d.procs, p)
-	d.t.Cleanup(func() {
-		select {
-		case <-p.exited:
-			return
-		default:
-		}
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		if !p.wait(30 * time.Second) {
-			d.t.Errorf("%s did not stop on SIGTERM\n%s", role, p.stderr.String())
-		}
-	})
-	return p
-}
-
-// startFlow starts the flow file with input through the CLI and returns the execution id.
-func (d *delayE2E) startFlow(path, input string) string {
-	d.t.Helper()
-	args := []string{"start", path, "--quiet"}
-	if input != "" {
-		args = append(args, "--input", input)
-	}
-	r := run(d.t, d.env, args...)
-	if r.code != 0 {
-		d.t.Fatalf("start %s: exit %d\n%s", path, r.code, r.stderr)
-	}
-	return strings.TrimSpace(r.stdout)
-}
-
-// show is `plaita execution show` (text).
-func (d *delayE2E) show(id string) string {
+// showText is `plaita execution show` (text).
+func (d *stack) showText(id string) string {
 	d.t.Helper()
 	r := run(d.t, d.env, "execution", "show", id, "--quiet")
 	if r.code != 0 {
@@ -75,7 +33,7 @@ func (d *delayE2E) show(id string) string {
 }
 
 // wakeUp is `plaita execution show --json`'s wake_up object.
-func (d *delayE2E) wakeUp(id string) map[string]any {
+func (d *stack) wakeUp(id string) map[string]any {
 	d.t.Helper()
 	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
 	var out struct {
@@ -87,48 +45,10 @@ func (d *delayE2E) wakeUp(id string) map[string]any {
 	return out.WakeUp
 }
 
-// state reads the execution through `plaita execution show --json`; false while it does not
-// exist yet (`plaita start` returns once the start is enqueued, before a worker runs it).
-func (d *delayE2E) state(id string) (state.Execution, bool) {
-	d.t.Helper()
-	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
-	var st state.Execution
-	if r.code == 1 && strings.Contains(r.stderr, "no execution "+id) {
-		return st, false
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil {
-		d.t.Fatalf("show --json %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
-	}
-	return st, true
-}
-
-// waitDone waits (generously: the machine is shared) for a terminal status through the CLI.
-func (d *delayE2E) waitDone(id string) state.Execution {
-	d.t.Helper()
-	var st state.Execution
-	waitFor(d.t, "execution "+id+" to finish", 90*time.Second, func() bool {
-		var ok bool
-		st, ok = d.state(id)
-		return ok && st.Status.Terminal()
-	}, d.procs...)
-	return st
-}
-
-func (d *delayE2E) waitSuspended(id string) state.Execution {
-	d.t.Helper()
-	var st state.Execution
-	waitFor(d.t, "execution "+id+" to suspend", 60*time.Second, func() bool {
-		var ok bool
-		st, ok = d.state(id)
-		return ok && st.Status == state.Suspended
-	}, d.procs...)
-	return st
-}
-
 // entriesAdded is how many entries were ever added to the task stream (XINFO STREAM
 // entries-added): every start and every resume that reached it, whether or not it was deleted
 // after it was acked.
-func (d *delayE2E) entriesAdded() int64 {
+func (d *stack) entriesAdded() int64 {
 	d.t.Helper()
 	m, err := d.c.Do(d.ctx, d.c.B().XinfoStream().Key(config.QueueName.In(d.cfg)).Build()).AsMap()
 	if err != nil {
@@ -142,9 +62,9 @@ func (d *delayE2E) entriesAdded() int64 {
 	return n
 }
 
-func (d *delayE2E) scheduledKey() string { return queue.DelayScheduledKey(config.DelayQueue.In(d.cfg)) }
+func (d *stack) scheduledKey() string { return queue.DelayScheduledKey(config.DelayQueue.In(d.cfg)) }
 
-func (d *delayE2E) scheduled() []string {
+func (d *stack) scheduled() []string {
 	d.t.Helper()
 	ms, err := d.c.Do(d.ctx, d.c.B().Zrange().Key(d.scheduledKey()).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
@@ -154,7 +74,7 @@ func (d *delayE2E) scheduled() []string {
 }
 
 // fired counts the delay.fired lines for execution id in the logs of procs.
-func fired(id string, procs ...*e2eWorker) int {
+func fired(id string, procs ...*proc) int {
 	n := 0
 	for _, p := range procs {
 		for _, l := range logLines(p.stderr.String(), "delay.fired") {
@@ -166,19 +86,8 @@ func fired(id string, procs ...*e2eWorker) int {
 	return n
 }
 
-// timelineResumes returns the details of the "resumed" timeline entries.
-func timelineResumes(st state.Execution) []string {
-	var out []string
-	for _, e := range st.Timeline {
-		if e.Event == "resumed" {
-			out = append(out, e.Node+":"+e.Detail)
-		}
-	}
-	return out
-}
-
 func delayFlowFile(t *testing.T, id string, seconds float64) string {
-	return writeCLIFlow(t, id+".json", fmt.Sprintf(`{"id":%q,"version":"1","start":"nap","nodes":[
+	return writeFile(t, id+".json", fmt.Sprintf(`{"id":%q,"version":"1","start":"nap","nodes":[
 	 {"id":"nap","type":"delay","params":{"seconds":%v},"next":"done"},
 	 {"id":"done","type":"end","params":{"output":{"due":"{{ NODE.nap.due }}","resumed_at":"{{ NODE.nap.resumed_at }}"}}}]}`, id, seconds))
 }
@@ -198,21 +107,21 @@ func outputTimes(t *testing.T, st state.Execution) (due, resumed time.Time) {
 // A 2-second delay resumes through the delay role no earlier than its due time, once, and
 // completes; `execution show` says whether a delay role is there to wake a delayed execution.
 func TestE2EDelayNodeResumesAfterItsDueTime(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
+	d := newDelayStack(t)
+	d.start("worker", nil)
 	short := delayFlowFile(t, "nap2", 2)
 	long := delayFlowFile(t, "nap1h", 3600)
 
-	parked := d.startFlow(long, "")
-	d.waitSuspended(parked)
-	if out := d.show(parked); !strings.Contains(out, "wakes it:  due in ") || !strings.Contains(out, "no delay role registered: nothing will continue it until one runs (`plaita delay`)") {
+	parked := d.startFlow(long, "", "")
+	d.waitStatus(parked, "", state.Suspended, 60*time.Second)
+	if out := d.showText(parked); !strings.Contains(out, "wakes it:  due in ") || !strings.Contains(out, "no delay role registered: nothing will continue it until one runs (`plaita delay`)") {
 		t.Fatalf("show without a delay role:\n%s", out)
 	}
 
-	id := d.startFlow(short, "")
-	delayRole := d.startRole("delay")
+	id := d.startFlow(short, "", "")
+	delayRole := d.start("delay", nil)
 	waitFor(t, "show to count the delay role", 60*time.Second, func() bool {
-		return strings.Contains(d.show(parked), "wakes it:  due in ") && strings.Contains(d.show(parked), " — delay role: 1 alive")
+		return strings.Contains(d.showText(parked), "wakes it:  due in ") && strings.Contains(d.showText(parked), " — delay role: 1 alive")
 	}, d.procs...)
 	if wu := d.wakeUp(parked); wu["by"] != "delay" || wu["due"].(map[string]any)["entry"] != "scheduled" ||
 		wu["roles"].(map[string]any)["delay"].(map[string]any)["alive"] != 1.0 {
@@ -245,16 +154,13 @@ func TestE2EDelayNodeResumesAfterItsDueTime(t *testing.T) {
 	}
 
 	// Stopped with SIGTERM, the delay role deregisters: show says nothing will wake it.
-	_ = delayRole.cmd.Process.Signal(syscall.SIGTERM)
-	if !delayRole.wait(30 * time.Second) {
-		t.Fatalf("delay role did not stop\n%s", delayRole.stderr.String())
-	}
+	delayRole.stop(t)
 	for _, ev := range []string{"delay.started", "delay.registered", "delay.deregistered", "delay.stopped"} {
 		if len(logLines(delayRole.stderr.String(), ev)) != 1 {
 			t.Errorf("no %s line:\n%s", ev, delayRole.stderr.String())
 		}
 	}
-	if out := d.show(parked); !strings.Contains(out, "no delay role registered") {
+	if out := d.showText(parked); !strings.Contains(out, "no delay role registered") {
 		t.Fatalf("show after the delay role stopped:\n%s", out)
 	}
 }
@@ -262,17 +168,14 @@ func TestE2EDelayNodeResumesAfterItsDueTime(t *testing.T) {
 // The delay role killed with kill -9 while the entry waits, and started again: the resume is
 // sent exactly once.
 func TestE2EDelayRoleKill9AndRestartFiresOnce(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
-	first := d.startRole("delay")
-	id := d.startFlow(delayFlowFile(t, "nap3", 3), "")
-	d.waitSuspended(id)
+	d := newDelayStack(t)
+	d.start("worker", nil)
+	first := d.start("delay", nil)
+	id := d.startFlow(delayFlowFile(t, "nap3", 3), "", "")
+	d.waitStatus(id, "", state.Suspended, 60*time.Second)
 	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
-	if err := first.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	first.wait(10 * time.Second)
-	second := d.startRole("delay")
+	first.kill9(t)
+	second := d.start("delay", nil)
 	st := d.waitDone(id)
 	if st.Status != state.Completed {
 		t.Fatalf("status %s, error %+v", st.Status, st.Error)
@@ -295,25 +198,23 @@ func TestE2EDelayRoleKill9AndRestartFiresOnce(t *testing.T) {
 // about a second, across several passes), and one of them is killed with kill -9 once sending
 // has begun and replaced: every execution is resumed exactly once.
 func TestE2EDelayRolesRacingOneKilledWhileSendingFireEachOnce(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
+	d := newDelayStack(t)
+	d.start("worker", nil)
 	flow := delayFlowFile(t, "nap2many", 2)
 	const n = 20
 	var ids []string
 	for range n {
-		ids = append(ids, d.startFlow(flow, ""))
+		ids = append(ids, d.startFlow(flow, "", ""))
 	}
 	for _, id := range ids {
-		d.waitSuspended(id)
+		d.waitStatus(id, "", state.Suspended, 60*time.Second)
 	}
-	a, b := d.startRole("delay"), d.startRole("delay")
+	a, b := d.start("delay", nil), d.start("delay", nil)
 	waitFor(t, "the first wake-up sent", 60*time.Second, func() bool {
 		return len(logLines(a.stderr.String(), "delay.fired"))+len(logLines(b.stderr.String(), "delay.fired")) > 0
 	}, d.procs...)
-	if err := a.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	d.startRole("delay")
+	a.kill9(t)
+	d.start("delay", nil)
 	for _, id := range ids {
 		st := d.waitDone(id)
 		if st.Status != state.Completed || len(timelineResumes(st)) != 1 {
@@ -341,11 +242,11 @@ const approvalTimeoutFlow = `{"id":"ask-timeout","version":"1","start":"ask","no
 // A wait_event and an approval with a timeout and no answer are resumed by the delay role as
 // timeouts, and take their on_timeout branch.
 func TestE2ETimeoutsResumeThroughTheDelayRole(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
-	d.startRole("delay")
-	wait := d.startFlow(writeCLIFlow(t, "wait-timeout.json", waitTimeoutFlow), `{"order":"o-1"}`)
-	ask := d.startFlow(writeCLIFlow(t, "ask-timeout.json", approvalTimeoutFlow), "")
+	d := newDelayStack(t)
+	d.start("worker", nil)
+	d.start("delay", nil)
+	wait := d.startFlow(writeFile(t, "wait-timeout.json", waitTimeoutFlow), "", `{"order":"o-1"}`)
+	ask := d.startFlow(writeFile(t, "ask-timeout.json", approvalTimeoutFlow), "", "")
 	for id, want := range map[string]struct{ node, output string }{
 		wait: {"wait", `{"expired":true}`},
 		ask:  {"ask", `{"answered":false}`},
@@ -367,8 +268,8 @@ func TestE2ETimeoutsResumeThroughTheDelayRole(t *testing.T) {
 // A poisoned member — not an entry, or one no worker could run — goes to :dead once, with its
 // reason, and does not hold up the entries behind it.
 func TestE2EPoisonedDelayMemberEndsInDeadOnce(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
+	d := newDelayStack(t)
+	d.start("worker", nil)
 	past := float64(time.Now().Add(-time.Minute).UnixMilli())
 	for _, m := range []string{"not an entry",
 		`{"execution_id":"ex_1","tenant_id":"Bad Tenant!","resume_type":"continue","node":"n","due":"2026-01-01T00:00:00Z"}`} {
@@ -376,8 +277,8 @@ func TestE2EPoisonedDelayMemberEndsInDeadOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	delayRole := d.startRole("delay")
-	id := d.startFlow(delayFlowFile(t, "nap1", 1), "")
+	delayRole := d.start("delay", nil)
+	id := d.startFlow(delayFlowFile(t, "nap1", 1), "", "")
 	if st := d.waitDone(id); st.Status != state.Completed {
 		t.Fatalf("the entry behind the poisoned ones: %s", st.Status)
 	}
@@ -405,21 +306,16 @@ func TestE2EPoisonedDelayMemberEndsInDeadOnce(t *testing.T) {
 // the test stands in for the hour passing by moving its entry's score to now — the member,
 // which names the suspension the wake-up is for, is left as the worker wrote it.
 func TestE2ETestdataDelayFlowsComplete(t *testing.T) {
-	d := newDelayE2E(t)
-	d.startRole("worker")
-	d.startRole("delay")
-	dir, err := filepath.Abs(filepath.Join("testdata", "flows"))
-	if err != nil {
-		t.Fatal(err)
-	}
-
+	d := newDelayStack(t)
+	d.start("worker", nil)
+	d.start("delay", nil)
 	runAt := time.Now().Add(2 * time.Second).UTC().Format(time.RFC3339)
-	report := d.startFlow(filepath.Join(dir, "scheduled-report.json"), fmt.Sprintf(`{"run_at":%q,"report":"weekly"}`, runAt))
+	report := d.startFlow(repoFlow(t, "scheduled-report.json"), "", fmt.Sprintf(`{"run_at":%q,"report":"weekly"}`, runAt))
 
-	reminder := d.startFlow(filepath.Join(dir, "reminder-delay.json"), `{"user":"sam"}`)
-	d.waitSuspended(reminder)
+	reminder := d.startFlow(repoFlow(t, "reminder-delay.json"), "", `{"user":"sam"}`)
+	d.waitStatus(reminder, "", state.Suspended, 60*time.Second)
 	waitFor(t, "show to say the delay role will continue it", 60*time.Second, func() bool {
-		return strings.Contains(d.show(reminder), "wakes it:  due in ") && strings.Contains(d.show(reminder), "delay role: 1 alive")
+		return strings.Contains(d.showText(reminder), "wakes it:  due in ") && strings.Contains(d.showText(reminder), "delay role: 1 alive")
 	}, d.procs...)
 	members := d.scheduled()
 	var member string
@@ -481,22 +377,21 @@ func TestE2EDelayQueueAndCheckIntervalPreflight(t *testing.T) {
 // recognised as that very resume (its mark), and the execution goes on from its checkpoint to
 // completion — without a second resume and without a second wake-up sent.
 func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
-	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})}
+	d := newStack(t, withTimeout(3*time.Minute), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
-	flow := writeCLIFlow(t, "nap-then-slow.json", `{"id":"nap-then-slow","version":"1","start":"nap","nodes":[
+	flow := writeFile(t, "nap-then-slow.json", `{"id":"nap-then-slow","version":"1","start":"nap","nodes":[
 	 {"id":"nap","type":"delay","params":{"seconds":1},"next":"slow"},
 	 {"id":"slow","type":"http","params":{"url":"`+hs.URL+`/slow","timeout":20},"next":"done"},
 	 {"id":"done","type":"end","params":{"output":"ok"}}]}`)
-	a := spawnWorker(t, d.env)
-	d.procs = append(d.procs, a)
-	d.startRole("delay")
-	id := d.startFlow(flow, "")
+	a := d.spawn("worker", nil)
+	d.start("delay", nil)
+	id := d.startFlow(flow, "", "")
 	hs.waitSeen(t, "/slow", 60*time.Second, d.procs...)
 	if err := a.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	a.wait(10 * time.Second)
-	d.startRole("worker")
+	d.start("worker", nil)
 	st := d.waitDone(id)
 	if st.Status != state.Completed {
 		t.Fatalf("status %s, error %+v\n%s", st.Status, st.Error, logs(d.procs))
@@ -515,11 +410,11 @@ func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
 // Redis restarts (with its data) while a delay waits: the delay role and the worker reconnect
 // and the execution completes, resumed once.
 func TestE2EDelayRoleSurvivesARedisRestart(t *testing.T) {
-	d := &delayE2E{e2e: newE2E(t, 3*time.Minute, nil, "--appendonly", "yes", "--appendfsync", "always")}
-	d.startRole("worker")
-	delayRole := d.startRole("delay")
-	id := d.startFlow(delayFlowFile(t, "nap3r", 3), "")
-	d.waitSuspended(id)
+	d := newStack(t, withTimeout(3*time.Minute), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
+	d.start("worker", nil)
+	delayRole := d.start("delay", nil)
+	id := d.startFlow(delayFlowFile(t, "nap3r", 3), "", "")
+	d.waitStatus(id, "", state.Suspended, 60*time.Second)
 	waitFor(t, "the delay entry", 30*time.Second, func() bool { return len(d.scheduled()) == 1 }, d.procs...)
 	d.srv.Restart()
 	st := d.waitDone(id)

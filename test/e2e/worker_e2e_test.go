@@ -1,206 +1,27 @@
-package main
+package e2e
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"maps"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
-	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
-	"plaita/queue"
-	"plaita/roles/settings"
-	"plaita/store"
 	"plaita/store/keys"
 )
 
 // Acceptance scenarios for the real worker process. Each test has its own private
 // redis-server: the worker writes under the fixed key root "plaita".
 
-// e2e is one scenario's Redis, config and store.
-type e2e struct {
-	t   *testing.T
-	srv *redistest.Server
-	c   rueidis.Client
-	ctx context.Context
-	env map[string]string
-	cfg *config.Config
-	ts  *store.TenantStore
-}
-
-func newE2E(t *testing.T, timeout time.Duration, extra map[string]string, redisArgs ...string) *e2e {
-	t.Helper()
-	srv := redistest.StartServer(t, redisArgs...)
-	c := srv.Client(t)
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	t.Cleanup(cancel)
-	env := map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
-		"PLAITA_WORKER_DRAIN_TIMEOUT": "10"}
-	for k, v := range extra {
-		env[k] = v
-	}
-	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts, err := store.NewRedis(c, settings.Store(cfg), "").Tenant("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &e2e{t: t, srv: srv, c: c, ctx: ctx, env: env, cfg: cfg, ts: ts}
-}
-
-func (e *e2e) publish(id, flow string) {
-	e.t.Helper()
-	if err := e.c.Do(e.ctx, e.c.B().Set().Key(keys.MustFor("", "").Flow(id, "1")).Value(flow).Build()).Error(); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func (e *e2e) enqueue(flowID string) string {
-	e.t.Helper()
-	id := engine.NewExecutionID()
-	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: flowID,
-		FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}); err != nil {
-		e.t.Fatal(err)
-	}
-	return id
-}
-
-func (e *e2e) streamLen() int64 {
-	n, err := e.c.Do(e.ctx, e.c.B().Xlen().Key(config.QueueName.In(e.cfg)).Build()).AsInt64()
-	if err != nil {
-		e.t.Fatalf("xlen: %v", err)
-	}
-	return n
-}
-
-func (e *e2e) dlqLen() int64 {
-	n, _ := e.c.Do(e.ctx, e.c.B().Xlen().Key(config.DLQKey.In(e.cfg)).Build()).AsInt64()
-	return n
-}
-
-func (e *e2e) pending() int64 {
-	arr, err := e.c.Do(e.ctx, e.c.B().Xpending().Key(config.QueueName.In(e.cfg)).Group(config.ConsumerGroup.In(e.cfg)).Build()).ToArray()
-	if err != nil || len(arr) == 0 {
-		e.t.Fatalf("xpending: %v", err)
-	}
-	n, _ := arr[0].AsInt64()
-	return n
-}
-
-// waitTerminal waits for the execution to reach a terminal status.
-func (e *e2e) waitTerminal(id string, timeout time.Duration, ws ...*e2eWorker) *state.Execution {
-	e.t.Helper()
-	var st *state.Execution
-	var err error
-	for deadline := time.Now().Add(timeout); ; {
-		st, err = e.ts.Load(e.ctx, id)
-		if err == nil && st.Status.Terminal() {
-			return st
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("execution %s not finished (last: %v %v)\n%s", id, st, err, logs(ws))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (e *e2e) registryKeys() []string {
+// registryKeys are the keys of the registered instances' records.
+func (e *stack) registryKeys() []string {
 	ks, err := e.c.Do(e.ctx, e.c.B().Keys().Pattern(keys.DefaultRoot+":registry:instance:*").Build()).AsStrSlice()
 	if err != nil {
 		e.t.Fatalf("keys: %v", err)
 	}
 	return ks
-}
-
-func (e *e2e) startWorker(extra map[string]string) *e2eWorker {
-	e.t.Helper()
-	env := maps.Clone(e.env)
-	maps.Copy(env, extra)
-	return spawnWorker(e.t, env)
-}
-
-// wait reports whether the process exited within timeout.
-func (w *e2eWorker) wait(timeout time.Duration) bool {
-	select {
-	case <-w.exited:
-		return true
-	case <-time.After(timeout):
-		return false
-	}
-}
-
-func logs(ws []*e2eWorker) string {
-	var b strings.Builder
-	for i, w := range ws {
-		fmt.Fprintf(&b, "--- worker %d stderr:\n%s\n", i, w.stderr.String())
-	}
-	return b.String()
-}
-
-// pathServer is an HTTP server that counts requests per path and sleeps per path.
-type pathServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	counts map[string]int
-	seen   chan string
-}
-
-func newPathServer(t *testing.T, delays map[string]time.Duration) *pathServer {
-	s := &pathServer{counts: map[string]int{}, seen: make(chan string, 100)}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.mu.Lock()
-		s.counts[r.URL.Path]++
-		s.mu.Unlock()
-		select {
-		case s.seen <- r.URL.Path:
-		default:
-		}
-		if d := delays[r.URL.Path]; d > 0 {
-			select {
-			case <-time.After(d):
-			case <-r.Context().Done():
-				return
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"ok":true}`)
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *pathServer) count(path string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.counts[path]
-}
-
-func (s *pathServer) waitSeen(t *testing.T, path string, timeout time.Duration, ws ...*e2eWorker) {
-	t.Helper()
-	deadline := time.After(timeout)
-	for {
-		select {
-		case p := <-s.seen:
-			if p == path {
-				return
-			}
-		case <-deadline:
-			t.Fatalf("the server never saw %s\n%s", path, logs(ws))
-		}
-	}
 }
 
 // slowFlow: a quick http step, then a slow one, then end.
@@ -212,12 +33,12 @@ func slowFlow(url string) string {
 }
 
 func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
-	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"})
+	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
 	e.publish("slow", slowFlow(hs.URL))
 	id := e.enqueue("slow")
 
-	a := e.startWorker(nil)
+	a := e.spawn("worker", nil)
 	hs.waitSeen(t, "/slow", 20*time.Second, a)
 	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -226,11 +47,11 @@ func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
 		t.Fatal("worker A survived kill -9")
 	}
 	start := time.Now()
-	b := e.startWorker(nil)
+	b := e.spawn("worker", nil)
 	st := e.waitTerminal(id, 45*time.Second, a, b)
 	t.Logf("worker B finished the execution %.2fs after the crash", time.Since(start).Seconds())
 	if st.Status != state.Completed {
-		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*e2eWorker{a, b}))
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*proc{a, b}))
 	}
 	t.Logf("requests: /quick %d, /slow %d", hs.count("/quick"), hs.count("/slow"))
 	if n := hs.count("/quick"); n != 1 {
@@ -241,19 +62,19 @@ func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
 		if time.Now().After(deadline) {
-			t.Fatalf("stream %d, pending %d after completion\n%s", e.streamLen(), e.pending(), logs([]*e2eWorker{a, b}))
+			t.Fatalf("stream %d, pending %d after completion\n%s", e.streamLen(), e.pending(), logs([]*proc{a, b}))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
 func TestE2EDrainFinishesTheStepAndDeregisters(t *testing.T) {
-	e := newE2E(t, 90*time.Second, nil)
+	e := newStack(t, withTimeout(90*time.Second))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("slow", slowFlow(hs.URL))
 	id := e.enqueue("slow")
 
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	hs.waitSeen(t, "/slow", 20*time.Second, w)
 	if ks := e.registryKeys(); len(ks) != 1 {
 		t.Fatalf("registry keys %v, want one", ks)
@@ -306,13 +127,13 @@ func TestE2EDrainFinishesTheStepAndDeregisters(t *testing.T) {
 }
 
 func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
-	e := newE2E(t, 90*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
-		"PLAITA_WORKER_DRAIN_TIMEOUT": "1"})
+	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
+		"PLAITA_WORKER_DRAIN_TIMEOUT": "1"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("slow", slowFlow(hs.URL))
 	id := e.enqueue("slow")
 
-	a := e.startWorker(nil)
+	a := e.spawn("worker", nil)
 	hs.waitSeen(t, "/slow", 20*time.Second, a)
 	sent := time.Now()
 	if err := a.cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -331,10 +152,10 @@ func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
 	if st, err := e.ts.Load(e.ctx, id); err == nil && st.Status.Terminal() {
 		t.Fatalf("execution already terminal (%s) after the cancelled drain", st.Status)
 	}
-	b := e.startWorker(nil)
+	b := e.spawn("worker", nil)
 	st := e.waitTerminal(id, 45*time.Second, a, b)
 	if st.Status != state.Completed {
-		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*e2eWorker{a, b}))
+		t.Fatalf("status %s error %+v\n%s", st.Status, st.Error, logs([]*proc{a, b}))
 	}
 	if n := hs.count("/quick"); n != 1 {
 		t.Errorf("quick step ran %d times, want 1", n)
@@ -348,12 +169,12 @@ func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
 }
 
 func TestE2EDefect004NaNIsAStateSerializationError(t *testing.T) {
-	e := newE2E(t, 60*time.Second, nil)
+	e := newStack(t, withTimeout(60*time.Second))
 	e.publish("nan", `{"id":"nan","start":"bad","nodes":[
 		{"id":"bad","type":"set","params":{"vars":{"x":"{{ 0.0 / 0.0 }}"}},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"{{ VARS.x }}"}}]}`)
 	id := e.enqueue("nan")
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	st := e.waitTerminal(id, 30*time.Second, w)
 	if st.Status != state.Error || st.Error == nil {
 		t.Fatalf("status %s error %+v, want error\n%s", st.Status, st.Error, w.stderr.String())
@@ -384,14 +205,14 @@ const shortFlow = `{"id":"short","start":"a","nodes":[
 	{"id":"done","type":"end","params":{"output":"{{ VARS.y }}"}}]}`
 
 func TestE2ERedisRestartMidRun(t *testing.T) {
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
-		"PLAITA_WORKER_CONCURRENCY": "1"}, "--appendonly", "yes", "--appendfsync", "always")
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
+		"PLAITA_WORKER_CONCURRENCY": "1"}), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
 	e.publish("short", shortFlow)
 	ids := make([]string, 300)
 	for i := range ids {
 		ids[i] = e.enqueue("short")
 	}
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	// Restart once the worker is under way but not done.
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if n := e.streamLen(); n < int64(len(ids)) {
@@ -438,14 +259,14 @@ func TestE2ERedisRestartMidRun(t *testing.T) {
 
 func TestE2EThroughputThreeWorkers(t *testing.T) {
 	const total = 1000
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
 	e.publish("one", `{"id":"one","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"ok"}}]}`)
 	ids := make([]string, total)
 	for i := range ids {
 		ids[i] = e.enqueue("one")
 	}
 	start := time.Now()
-	ws := []*e2eWorker{e.startWorker(nil), e.startWorker(nil), e.startWorker(nil)}
+	ws := []*proc{e.spawn("worker", nil), e.spawn("worker", nil), e.spawn("worker", nil)}
 	for deadline := time.Now().Add(60 * time.Second); e.streamLen() != 0 || e.pending() != 0; {
 		if time.Now().After(deadline) {
 			t.Fatalf("stream %d, pending %d after 60s\n%s", e.streamLen(), e.pending(), logs(ws))

@@ -1,6 +1,6 @@
 //go:build !chaos
 
-package main
+package e2e
 
 import (
 	"testing"

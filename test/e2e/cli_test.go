@@ -1,97 +1,25 @@
-package main
+package e2e
 
 import (
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
-	"plaita/store"
 	"plaita/store/keys"
 )
 
-// startWorker runs `plaita worker` against env until the test ends, then SIGTERMs it and
-// waits for the drain.
-func startWorker(t *testing.T, env map[string]string) {
-	t.Helper()
-	w := spawnWorker(t, env)
-	t.Cleanup(func() { // registered after spawnWorker's kill, so it runs first
-		if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Errorf("SIGTERM: %v", err)
-		}
-		if !w.wait(30 * time.Second) {
-			t.Errorf("worker did not drain and exit\n%s", w.stderr.String())
-		} else if w.err != nil {
-			t.Errorf("worker exit: %v\n%s", w.err, w.stderr.String())
-		}
-		if t.Failed() {
-			t.Logf("worker stderr:\n%s", w.stderr.String())
-		}
-	})
-}
-
-func cliEnv(t *testing.T, srv *redistest.Server) map[string]string {
-	return map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_WORKER_DRAIN_TIMEOUT": "5",
-		"PLAITA_NODES_WORKSPACE_ROOT": t.TempDir()}
-}
-
-func writeCLIFlow(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-// showState reads an execution through `plaita execution show --json`.
-func showState(t *testing.T, env map[string]string, id string) state.Execution {
-	t.Helper()
-	r := run(t, env, "execution", "show", id, "--json", "--quiet")
-	if r.code != 0 {
-		t.Fatalf("show %s: exit %d\n%s", id, r.code, r.stderr)
-	}
-	var st state.Execution
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		t.Fatalf("show --json does not parse: %v\n%s", err, r.stdout)
-	}
-	return st
-}
-
-// waitStatus polls `execution show --json` until the execution has the status. An execution
-// that does not exist yet (its start still queued, or its first step running) is waited for.
-func waitStatus(t *testing.T, env map[string]string, id string, want state.Status) state.Execution {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		r := run(t, env, "execution", "show", id, "--json", "--quiet")
-		if r.code != 0 && strings.Contains(r.stderr, "no execution "+id) && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		st := showState(t, env, id)
-		if st.Status == want {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s is %s, want %s (error %+v)", id, st.Status, want, st.Error)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
+// The operator's commands against a worker: start (a file publishes first), --wait, list,
+// show, resume, cancel, delete, and their refusals.
 
 func TestCLIStartWaitListShowDelete(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
-	startWorker(t, env)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
+	s.start("worker", nil)
 
-	flow := writeCLIFlow(t, "hello.json", `{"id":"hello","start":"greet","nodes":[
+	flow := writeFile(t, "hello.json", `{"id":"hello","start":"greet","nodes":[
 		{"id":"greet","type":"set","params":{"vars":{"msg":"hello {{ INPUT.name }}"}},"next":"done"},
 		{"id":"done","type":"end","params":{"output":"{{ VARS.msg }}"}}]}`)
 
@@ -106,7 +34,7 @@ func TestCLIStartWaitListShowDelete(t *testing.T) {
 	first := strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
 
 	// The publication: definition under the hash version, recorded in both sets.
-	c := srv.Client(t)
+	c := s.c
 	ctx := context.Background()
 	sp := keys.MustFor("", "")
 	versions, err := c.Do(ctx, c.B().Zrange().Key(sp.FlowVersions("hello")).Min("0").Max("-1").Build()).AsStrSlice()
@@ -133,7 +61,7 @@ func TestCLIStartWaitListShowDelete(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &started); err != nil || started.ExecutionID == "" || started.FlowVersion != versions[0] || started.Published {
 		t.Fatalf("start --json: %+v %v\n%s", started, err, r.stdout)
 	}
-	st := waitStatus(t, env, started.ExecutionID, state.Completed)
+	st := s.waitStatus(started.ExecutionID, "", state.Completed, 30*time.Second)
 	if st.Output != "hello Bo" {
 		t.Fatalf("output %v", st.Output)
 	}
@@ -189,11 +117,11 @@ func TestCLIStartWaitListShowDelete(t *testing.T) {
 }
 
 func TestCLIApprovalResumeAndCancel(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
-	startWorker(t, env)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
+	s.start("worker", nil)
 
-	flow := writeCLIFlow(t, "ship.json", `{"id": "ship", "version": "v1", "start": "ask", "nodes": [
+	flow := writeFile(t, "ship.json", `{"id": "ship", "version": "v1", "start": "ask", "nodes": [
 	    {"id": "ask", "type": "approval", "params": {"message": "Ship {{ INPUT.what }}?", "timeout": 3600}, "next": "done"},
 	    {"id": "done", "type": "end", "params": {"output": {"approved": "{{ NODE.ask.approved }}"}}}]}`)
 
@@ -203,7 +131,7 @@ func TestCLIApprovalResumeAndCancel(t *testing.T) {
 		t.Fatalf("start approval: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	id := strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
-	st := showState(t, env, id)
+	st := s.show(id, "")
 	if st.Status != state.Suspended || st.FlowVersion != "v1" || st.Suspend == nil || st.Suspend.Kind != state.SuspendApproval {
 		t.Fatalf("state %+v", st)
 	}
@@ -211,7 +139,7 @@ func TestCLIApprovalResumeAndCancel(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
 	}
-	st = waitStatus(t, env, id, state.Completed)
+	st = s.waitStatus(id, "", state.Completed, 30*time.Second)
 	if out, _ := json.Marshal(st.Output); !strings.Contains(string(out), "true") {
 		t.Fatalf("output %s", out)
 	}
@@ -229,38 +157,34 @@ func TestCLIApprovalResumeAndCancel(t *testing.T) {
 		t.Fatalf("start by id: exit %d\n%s", r.code, r.stderr)
 	}
 	id2 := strings.TrimSpace(r.stdout)
-	waitStatus(t, env, id2, state.Suspended)
+	s.waitStatus(id2, "", state.Suspended, 30*time.Second)
 	if r = run(t, env, "execution", "cancel", id2, "--quiet"); r.code != 0 {
 		t.Fatalf("cancel: exit %d\n%s", r.code, r.stderr)
 	}
-	waitStatus(t, env, id2, state.Cancelled)
+	s.waitStatus(id2, "", state.Cancelled, 30*time.Second)
 	if r = run(t, env, "execution", "delete", id2, "--quiet"); r.code != 0 {
 		t.Fatalf("delete: exit %d\n%s", r.code, r.stderr)
 	}
 }
 
 func TestCLIErrors(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
 
-	bad := writeCLIFlow(t, "bad.json", `{"id":"bad","start":"missing","nodes":[{"id":"a","type":"nosuch"}]}`)
+	bad := writeFile(t, "bad.json", `{"id":"bad","start":"missing","nodes":[{"id":"a","type":"nosuch"}]}`)
 	r := run(t, env, "start", bad, "--quiet")
 	if r.code != 2 || !strings.Contains(r.stderr, "nodes[0]") {
 		t.Fatalf("invalid flow: exit %d\n%s", r.code, r.stderr)
 	}
 	// Nothing was published.
-	c := srv.Client(t)
+	c := s.c
 	if n, _ := c.Do(context.Background(), c.B().Exists().Key(keys.MustFor("", "").FlowList()).Build()).AsInt64(); n != 0 {
 		t.Fatal("an invalid flow was published")
 	}
 
 	// A running execution is only deleted with --force.
-	ts, err := store.NewRedis(c, store.DefaultSettings(), "").Tenant("")
-	if err != nil {
-		t.Fatal(err)
-	}
 	now := time.Now().UTC()
-	if err := ts.Save(context.Background(), &state.Execution{ExecutionID: "exec-running-1", FlowID: "f", FlowVersion: "1",
+	if err := s.ts.Save(context.Background(), &state.Execution{ExecutionID: "exec-running-1", FlowID: "f", FlowVersion: "1",
 		Status: state.Running, CurrentNode: "a", StartTime: now, LastUpdate: now}); err != nil {
 		t.Fatal(err)
 	}

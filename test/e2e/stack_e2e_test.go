@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -18,12 +18,6 @@ import (
 // `plaita delay` — started from the binary, and driven only by the binary's CLI (`plaita
 // start`, `plaita event publish`, `plaita execution resume|show|list`, `plaita schedule
 // add|show|disable|delete`). The testdata files are used as they are.
-
-// stackE2E is the stack: the Redis and CLI environment (e2e), the role processes (filterStack).
-type stackE2E struct {
-	*e2e
-	fs *filterStack
-}
 
 // stackShown is `plaita execution show --json`: the state, plus the wake-up report of a
 // suspended execution.
@@ -52,19 +46,20 @@ type stackWakeUp struct {
 	Problems []string `json:"problems"`
 }
 
-func newStackE2E(t *testing.T) *stackE2E {
+// newStackE2E is the full-stack scenario's stack: four consumers per worker, a schedule pass
+// five times a second, a reconcile pass a second.
+func newStackE2E(t *testing.T) *stack {
 	t.Helper()
-	e := newE2E(t, 5*time.Minute, map[string]string{
+	return newStack(t, withTimeout(5*time.Minute), withEnv(map[string]string{
 		"PLAITA_WORKER_CONCURRENCY":       "4",
 		"PLAITA_CHECK_INTERVAL":           "0.2", // the schedule role looks five times a second
 		"PLAITA_EVENT_RECONCILE_INTERVAL": "1",   // an unheard notification is found within a second
-	})
-	return &stackE2E{e2e: e, fs: &filterStack{t: t, srv: e.srv, env: e.env}}
+	}))
 }
 
-// show is `plaita execution show ID --json`; false while the execution does not exist yet
-// (`plaita start` and the schedule role only enqueue its start).
-func (s *stackE2E) show(id string) (stackShown, bool) {
+// showWakeUp is `plaita execution show ID --json` with the wake-up report; false while the
+// execution does not exist yet (`plaita start` and the schedule role only enqueue its start).
+func (s *stack) showWakeUp(id string) (stackShown, bool) {
 	s.t.Helper()
 	r := run(s.t, s.env, "execution", "show", id, "--json", "--quiet")
 	var sh stackShown
@@ -81,30 +76,27 @@ func (s *stackE2E) show(id string) (stackShown, bool) {
 	return sh, true
 }
 
-// waitStatus waits (generously: the machine is shared) until the execution has the status.
-func (s *stackE2E) waitStatus(id string, want state.Status) stackShown {
+// waitShown waits (generously: the machine is shared) until the execution has the status; it
+// fails at once when the execution ends with another.
+func (s *stack) waitShown(id string, want state.Status) stackShown {
 	s.t.Helper()
 	var sh stackShown
 	var ok bool
 	waitFor(s.t, "execution "+id+" "+string(want), 90*time.Second, func() bool {
-		sh, ok = s.show(id)
+		sh, ok = s.showWakeUp(id)
 		if ok && sh.Status.Terminal() && sh.Status != want {
-			s.t.Fatalf("execution %s ended %s (error %+v), want %s\ntimeline: %+v\n%s", id, sh.Status, sh.Error, want, sh.Timeline, s.fs.logs())
+			s.t.Fatalf("execution %s ended %s (error %+v), want %s\ntimeline: %+v\n%s", id, sh.Status, sh.Error, want, sh.Timeline, s.logs())
 		}
 		return ok && sh.Status == want
-	}, s.fs.procs...)
+	}, s.procs...)
 	return sh
 }
 
-// start is `plaita start testdata/flows/FILE --input INPUT`: it publishes the file's flow and
-// enqueues an execution of it.
-func (s *stackE2E) start(file, input string) string {
+// startTestdata is `plaita start testdata/flows/FILE --input INPUT`: it publishes the file's
+// flow and enqueues an execution of it.
+func (s *stack) startTestdata(file, input string) string {
 	s.t.Helper()
-	out, r := startFile(s.t, s.env, repoFlow(s.t, file), "--input", input)
-	if r.code != 0 || out.ExecutionID == "" {
-		s.t.Fatalf("start %s: exit %d\n%s%s", file, r.code, r.stdout, r.stderr)
-	}
-	return out.ExecutionID
+	return s.startFlow(repoFlow(s.t, file), "", input)
 }
 
 // stackOutput is the output of a completed execution as a map (fatal otherwise).
@@ -117,30 +109,19 @@ func stackOutput(t *testing.T, sh stackShown) map[string]any {
 	return out
 }
 
-// timelineAt is the time of the last timeline entry with event ev (zero when none).
-func timelineAt(st state.Execution, ev string) time.Time {
-	var at time.Time
-	for _, e := range st.Timeline {
-		if e.Event == ev {
-			at = e.Time.Time()
-		}
-	}
-	return at
-}
-
 func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	s := newStackE2E(t)
-	worker := s.fs.start("worker", nil)
-	filter := s.fs.filter(nil) // ready: it listens for event notifications
-	sched := s.fs.start("schedule", nil)
-	delayRole := s.fs.start("delay", nil)
-	roles := []roleProc{worker, filter, sched, delayRole}
+	worker := s.start("worker", nil)
+	filter := s.filter(nil) // ready: it listens for event notifications
+	sched := s.start("schedule", nil)
+	delayRole := s.start("delay", nil)
+	roles := []*proc{worker, filter, sched, delayRole}
 
 	// ---- scheduled-report, from a schedule, woken by the delay role at run_at ----
 	// First so that its few seconds of waiting overlap the other flows. `plaita start FILE` is
 	// how the CLI publishes a flow; that execution (run_at already past) is woken by the delay
 	// role at once, and is told apart from the schedule's by its id.
-	published := s.start("scheduled-report.json", `{"run_at":"2020-01-06T09:00:00Z","report":"publish-run"}`)
+	published := s.startTestdata("scheduled-report.json", `{"run_at":"2020-01-06T09:00:00Z","report":"publish-run"}`)
 	runAt := time.Now().Add(4 * time.Second).UTC().Truncate(time.Second) // 3 to 4 s ahead
 	runAtText := runAt.Format(time.RFC3339)
 	rec := s.addSchedule("report-soon", "--cron", "* * * * * *", "--flow", "scheduled-report",
@@ -149,7 +130,7 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	waitFor(t, "the schedule to fire", 60*time.Second, func() bool {
 		firstFire = s.showSchedule("default", "report-soon")
 		return firstFire.LastFire != nil
-	}, s.fs.procs...)
+	}, s.procs...)
 	s.cli("schedule", "disable", "report-soon")
 	atDisable := s.showSchedule("default", "report-soon")
 	if atDisable.Enabled || atDisable.LastFire == nil {
@@ -164,8 +145,8 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	// scheduled-report above; here the test checks what `execution show --json` says about the
 	// wait (due in about an hour, its entry scheduled, the delay role alive to send it) and then
 	// ends it early the operator's way, `plaita execution resume ID --type continue`.
-	reminder := s.start("reminder-delay.json", `{"user":"sam","topic":"retro at 4"}`)
-	sh := s.waitStatus(reminder, state.Suspended)
+	reminder := s.startTestdata("reminder-delay.json", `{"user":"sam","topic":"retro at 4"}`)
+	sh := s.waitShown(reminder, state.Suspended)
 	if sh.Suspend == nil || sh.Suspend.Kind != state.SuspendDelay || sh.Suspend.Node != "wait_an_hour" || sh.Suspend.Due == nil {
 		t.Fatalf("reminder suspended as %+v", sh.Suspend)
 	}
@@ -173,9 +154,9 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 		t.Fatalf("reminder due %s after it suspended, want an hour", d)
 	}
 	waitFor(t, "the wake-up report to count the delay role", 60*time.Second, func() bool {
-		sh, _ = s.show(reminder)
+		sh, _ = s.showWakeUp(reminder)
 		return sh.WakeUp != nil && sh.WakeUp.Roles["delay"].Alive == 1
-	}, s.fs.procs...)
+	}, s.procs...)
 	wu := sh.WakeUp
 	if wu.Kind != "delay" || wu.By != "delay" || wu.Due == nil || wu.Due.ResumeType != "continue" || wu.Due.Entry != "scheduled" ||
 		!wu.Due.Due.Equal(*sh.Suspend.Due) || !strings.Contains(wu.Text, "due in ") || !strings.Contains(wu.Text, "delay role: 1 alive") ||
@@ -187,7 +168,7 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	}
 	due := *sh.Suspend.Due
 	s.cli("execution", "resume", reminder, "--type", "continue")
-	sh = s.waitStatus(reminder, state.Completed)
+	sh = s.waitShown(reminder, state.Completed)
 	out := stackOutput(t, sh)
 	resumedAt, err := time.Parse(time.RFC3339Nano, fmt.Sprint(out["resumed_at"]))
 	if err != nil || out["sent"] != "Reminder for sam: retro at 4" || out["due"] != due.UTC().Format(time.RFC3339Nano) ||
@@ -199,20 +180,20 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	}
 
 	// ---- payment-wait: woken through the filter by the matching payment event ----
-	paid := s.start("payment-wait.json", `{"order_id":"ord-42","amount":99.5}`)
-	declined := s.start("payment-wait.json", `{"order_id":"ord-43"}`)
+	paid := s.startTestdata("payment-wait.json", `{"order_id":"ord-42","amount":99.5}`)
+	declined := s.startTestdata("payment-wait.json", `{"order_id":"ord-43"}`)
 	for _, id := range []string{paid, declined} {
-		sh = s.waitStatus(id, state.Suspended)
+		sh = s.waitShown(id, state.Suspended)
 		if sh.Suspend.Kind != state.SuspendEvent || sh.Suspend.EventType != "payment" || sh.WakeUp == nil || sh.WakeUp.By != "filter" ||
 			sh.WakeUp.Roles["filter"].Alive != 1 || sh.WakeUp.Due == nil || sh.WakeUp.Due.ResumeType != "timeout" || sh.WakeUp.Due.Entry != "scheduled" {
 			t.Fatalf("payment-wait %s suspended as %+v, wake-up %+v", id, sh.Suspend, sh.WakeUp)
 		}
 	}
 	// An event of another order first: the match (EVENT.order_id == VARS.order_id) refuses it.
-	s.fs.publishEvent("payment", `{"order_id":"ord-99","status":"paid","payment_id":"pay-0"}`)
-	s.fs.publishEvent("payment", `{"order_id":"ord-42","status":"paid","payment_id":"pay-1"}`, "--id", "evt-pay-1")
-	s.fs.publishEvent("payment", `{"order_id":"ord-43","status":"declined"}`, "--id", "evt-pay-2")
-	sh = s.waitStatus(paid, state.Completed)
+	s.publishEvent("payment", `{"order_id":"ord-99","status":"paid","payment_id":"pay-0"}`)
+	s.publishEvent("payment", `{"order_id":"ord-42","status":"paid","payment_id":"pay-1"}`, "--id", "evt-pay-1")
+	s.publishEvent("payment", `{"order_id":"ord-43","status":"declined"}`, "--id", "evt-pay-2")
+	sh = s.waitShown(paid, state.Completed)
 	out = stackOutput(t, sh)
 	if out["order_id"] != "ord-42" || out["status"] != "paid" || out["payment_id"] != "pay-1" || fmt.Sprint(out["amount"]) != "99.5" {
 		t.Fatalf("payment-wait output %v", out)
@@ -220,18 +201,18 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	if resumes(sh.Execution) != 1 || sh.LastResume == nil || sh.LastResume.Type != "event" || sh.LastResume.Key != "event:evt-pay-1" {
 		t.Fatalf("payment-wait: %d resumes, last %+v: want the filter's one for evt-pay-1", resumes(sh.Execution), sh.LastResume)
 	}
-	sh = s.waitStatus(declined, state.Error)
+	sh = s.waitShown(declined, state.Error)
 	if sh.Error == nil || sh.Error.Type != "PaymentDeclined" || sh.Error.Message != "payment for order ord-43 was declined" ||
 		sh.LastResume == nil || sh.LastResume.Key != "event:evt-pay-2" {
 		t.Fatalf("declined payment: error %+v, last resume %+v", sh.Error, sh.LastResume)
 	}
 
 	// ---- expense-approval: approved, rejected (on_reject) and under the limit ----
-	approved := s.start("expense-approval.json", `{"amount":700,"employee":"sam","reason":"conference"}`)
-	rejected := s.start("expense-approval.json", `{"amount":250,"currency":"USD","employee":"lee"}`)
-	small := s.start("expense-approval.json", `{"amount":40}`)
+	approved := s.startTestdata("expense-approval.json", `{"amount":700,"employee":"sam","reason":"conference"}`)
+	rejected := s.startTestdata("expense-approval.json", `{"amount":250,"currency":"USD","employee":"lee"}`)
+	small := s.startTestdata("expense-approval.json", `{"amount":40}`)
 	for id, msg := range map[string]string{approved: "Approve 700 EUR for sam (conference)?", rejected: "Approve 250 USD for lee (travel)?"} {
-		sh = s.waitStatus(id, state.Suspended)
+		sh = s.waitShown(id, state.Suspended)
 		if sh.Suspend.Kind != state.SuspendApproval || sh.Suspend.Node != "manager_approval" || sh.Suspend.Message != msg ||
 			sh.WakeUp == nil || sh.WakeUp.By != "console" || sh.WakeUp.Due == nil || sh.WakeUp.Due.ResumeType != "timeout" ||
 			sh.WakeUp.Due.Entry != "scheduled" || !strings.Contains(sh.WakeUp.Due.Text, "delay role: 1 alive") {
@@ -240,18 +221,18 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	}
 	s.cli("execution", "resume", approved, "--type", "approval", "--data", `{"approved":true,"by":"kim","comment":"fine"}`)
 	s.cli("execution", "resume", rejected, "--type", "approval", "--data", `{"approved":false,"by":"kim","comment":"no receipt"}`)
-	if out = stackOutput(t, s.waitStatus(approved, state.Completed)); out["approved"] != true || out["by"] != "kim" || out["comment"] != "fine" {
+	if out = stackOutput(t, s.waitShown(approved, state.Completed)); out["approved"] != true || out["by"] != "kim" || out["comment"] != "fine" {
 		t.Fatalf("approved expense output %v", out)
 	}
-	if out = stackOutput(t, s.waitStatus(rejected, state.Completed)); out["approved"] != false || out["by"] != "kim" || out["reason"] != "no receipt" {
+	if out = stackOutput(t, s.waitShown(rejected, state.Completed)); out["approved"] != false || out["by"] != "kim" || out["reason"] != "no receipt" {
 		t.Fatalf("rejected expense output %v (want the on_reject branch's)", out)
 	}
-	if out = stackOutput(t, s.waitStatus(small, state.Completed)); out["approved"] != true || out["by"] != "policy" {
+	if out = stackOutput(t, s.waitShown(small, state.Completed)); out["approved"] != true || out["by"] != "policy" {
 		t.Fatalf("small expense output %v", out)
 	}
 
 	// ---- scheduled-report, continued: every execution of the schedule woke at run_at ----
-	if out = stackOutput(t, s.waitStatus(published, state.Completed)); out["report"] != "publish-run" {
+	if out = stackOutput(t, s.waitShown(published, state.Completed)); out["report"] != "publish-run" {
 		t.Fatalf("the publishing run's output %v", out)
 	}
 	byID := ticks(rec)
@@ -280,7 +261,7 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	}
 	waitedBeforeRunAt := 0
 	for _, id := range fromSchedule {
-		sh = s.waitStatus(id, state.Completed)
+		sh = s.waitShown(id, state.Completed)
 		out = stackOutput(t, sh)
 		if out["report"] != "quarterly" || out["scheduled_for"] != runAtText || sh.FlowID != "scheduled-report" {
 			t.Fatalf("scheduled report %s: output %v", id, out)
@@ -293,8 +274,8 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 		if sh.LastResume == nil || sh.LastResume.Type != "continue" || !strings.HasPrefix(sh.LastResume.Key, "delay:"+id+":wait_until:") {
 			t.Fatalf("scheduled report %s: last resume %+v, want the delay role's", id, sh.LastResume)
 		}
-		if fired(id, delayRole.e2eWorker) != 1 {
-			t.Fatalf("scheduled report %s: delay.fired logged %d times", id, fired(id, delayRole.e2eWorker))
+		if fired(id, delayRole) != 1 {
+			t.Fatalf("scheduled report %s: delay.fired logged %d times", id, fired(id, delayRole))
 		}
 		if suspended := timelineAt(sh.Execution, "suspended"); !suspended.IsZero() && suspended.Before(runAt) {
 			waitedBeforeRunAt++
@@ -315,7 +296,7 @@ func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
 	// Every role stops cleanly on SIGTERM; no log shows a panic, and the worker refused or
 	// dead-lettered nothing.
 	for _, p := range roles {
-		s.fs.stop(p)
+		p.stop(t)
 	}
 	for _, p := range roles {
 		l := p.stderr.String()

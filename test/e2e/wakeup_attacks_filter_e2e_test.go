@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -39,8 +39,8 @@ var badMembers = []string{"a:b{c}", strings.Repeat("x", 201)}
 func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 	s := newFilterStack(t, map[string]string{"PLAITA_EVENT_INDEX_SWEEP_INTERVAL": "1"})
 	s.start("worker", nil)
-	u := s.startFlow("wait-k", keyFlow, "acme", `{"k":"u"}`)
-	v := s.startFlow("wait-k", keyFlow, "acme", `{"k":"v"}`)
+	u := s.startDef("wait-k", keyFlow, "acme", `{"k":"u"}`)
+	v := s.startDef("wait-k", keyFlow, "acme", `{"k":"v"}`)
 	s.waitStatus(u, "acme", state.Suspended, 60*time.Second)
 	s.waitStatus(v, "acme", state.Suspended, 60*time.Second)
 
@@ -89,7 +89,7 @@ func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 			return !zmember(t, s, idx, m)
 		}, s.procs...)
 	}
-	if n := s.metric(f, "plaita_filter_invalid_subscriptions_total"); n < len(badMembers) {
+	if n := f.metric("plaita_filter_invalid_subscriptions_total"); n < len(badMembers) {
 		t.Errorf("%d invalid subscription members counted, want at least %d", n, len(badMembers))
 	}
 
@@ -106,11 +106,11 @@ func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 	}
 
 	// Passes over the events and the bad members (a pass a second): none fails.
-	passes := s.metric(f, "plaita_filter_reconcile_passes_total")
+	passes := f.metric("plaita_filter_reconcile_passes_total")
 	waitFor(t, "three more reconcile passes", 60*time.Second, func() bool {
-		return s.metric(f, "plaita_filter_reconcile_passes_total") >= passes+3
+		return f.metric("plaita_filter_reconcile_passes_total") >= passes+3
 	}, s.procs...)
-	if n := s.metric(f, "plaita_filter_reconcile_failures_total"); n != 0 {
+	if n := f.metric("plaita_filter_reconcile_failures_total"); n != 0 {
 		t.Errorf("%d reconcile failures\n%s", n, f.stderr.String())
 	}
 	for _, ev := range []string{"filter.reconcile_failed", "filter.event_failed"} {
@@ -118,7 +118,7 @@ func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 			t.Errorf("%d %s lines\n%s", n, ev, f.stderr.String())
 		}
 	}
-	if n := s.metric(f, "plaita_filter_reconcile_invalid_members_total"); n < len(feedBad) {
+	if n := f.metric("plaita_filter_reconcile_invalid_members_total"); n < len(feedBad) {
 		t.Errorf("%d invalid feed members counted by the reconciler, want at least %d", n, len(feedBad))
 	}
 	for _, m := range feedBad {
@@ -129,7 +129,7 @@ func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 }
 
 // zmember reports whether member is in the sorted set key.
-func zmember(t *testing.T, s *filterStack, key, member string) bool {
+func zmember(t *testing.T, s *stack, key, member string) bool {
 	t.Helper()
 	c := s.srv.Client(t)
 	_, err := c.Do(context.Background(), c.B().Zscore().Key(key).Member(member).Build()).AsFloat64()
@@ -154,14 +154,14 @@ func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
 	s.start("worker", map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
 	ids := make([]string, burstWaits)
 	for i := range ids {
-		ids[i] = s.startFlow("wait-k", keyFlow, "", fmt.Sprintf(`{"k":"w%d"}`, i))
+		ids[i] = s.startDef("wait-k", keyFlow, "", fmt.Sprintf(`{"k":"w%d"}`, i))
 	}
 	for _, id := range ids {
 		s.waitStatus(id, "", state.Suspended, 60*time.Second)
 	}
 	f := s.filter(nil)
 	waitFor(t, "the start-up reconcile pass", 60*time.Second, func() bool {
-		return s.metric(f, "plaita_filter_reconcile_passes_total") >= 1
+		return f.metric("plaita_filter_reconcile_passes_total") >= 1
 	}, s.procs...)
 	// The next periodic pass is 300 s after the start-up pass: every wake-up before then came
 	// from the listener or from a pass the overflow triggered.
@@ -215,8 +215,8 @@ func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
 	if time.Now().After(periodic) {
 		t.Fatal("the waits woke after the periodic pass could have run")
 	}
-	dropped := s.metric(f, "plaita_filter_notifications_dropped_total")
-	overflowPasses := s.metric(f, "plaita_filter_reconcile_overflow_passes_total")
+	dropped := f.metric("plaita_filter_notifications_dropped_total")
+	overflowPasses := f.metric("plaita_filter_reconcile_overflow_passes_total")
 	if dropped == 0 || overflowPasses == 0 {
 		t.Fatalf("%d notifications dropped, %d overflow passes: the burst did not overflow the queue or triggered no pass", dropped, overflowPasses)
 	}
@@ -239,7 +239,7 @@ func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
 }
 
 // droppedInLogs adds up the dropped counts of p's filter.notifications_dropped lines.
-func droppedInLogs(p roleProc) int {
+func droppedInLogs(p *proc) int {
 	n := 0
 	for _, line := range logLines(p.stderr.String(), "filter.notifications_dropped") {
 		if v, ok := line["dropped"].(float64); ok {

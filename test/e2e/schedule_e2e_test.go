@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -7,12 +7,9 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,35 +30,23 @@ import (
 // schedule, so a pass delayed by a loaded machine still finds each tick before the next one.
 const schedCheck = "0.2"
 
-func newScheduleE2E(t *testing.T, extra map[string]string) *e2e {
+// newScheduleE2E is the schedule suite's stack (PLAITA_CHECK_INTERVAL=schedCheck), extra on top.
+func newScheduleE2E(t *testing.T, extra map[string]string) *stack {
 	t.Helper()
 	env := map[string]string{"PLAITA_CHECK_INTERVAL": schedCheck}
 	maps.Copy(env, extra)
-	return newE2E(t, 4*time.Minute, env)
+	return newStack(t, withTimeout(4*time.Minute), withEnv(env))
 }
 
-// cli runs one CLI command (with --quiet) and fails the test unless it exits 0.
-func (e *e2e) cli(args ...string) string {
+func (e *stack) publishFile(tenant, name string) {
 	e.t.Helper()
-	r := run(e.t, e.env, append(args, "--quiet")...)
-	if r.code != 0 {
-		e.t.Fatalf("plaita %s: exit %d\n%s%s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
-	}
-	return r.stdout
-}
-
-func (e *e2e) publishFile(tenant, name string) {
-	e.t.Helper()
-	path, err := filepath.Abs(filepath.Join("testdata", "flows", name))
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	path := repoFlow(e.t, name)
 	// `plaita start FLOW.json` is how the CLI publishes: it also starts one execution, which
 	// the tests tell apart from the schedule's by execution id.
 	e.cli("start", path, "--tenant", tenant)
 }
 
-func (e *e2e) addSchedule(args ...string) store.ScheduleRecord {
+func (e *stack) addSchedule(args ...string) store.ScheduleRecord {
 	e.t.Helper()
 	out := e.cli(append([]string{"schedule", "add"}, append(args, "--json")...)...)
 	var rec store.ScheduleRecord
@@ -71,7 +56,7 @@ func (e *e2e) addSchedule(args ...string) store.ScheduleRecord {
 	return rec
 }
 
-func (e *e2e) showSchedule(tenant, id string) store.ScheduleRecord {
+func (e *stack) showSchedule(tenant, id string) store.ScheduleRecord {
 	e.t.Helper()
 	out := e.cli("schedule", "show", id, "--tenant", tenant, "--json")
 	var rec store.ScheduleRecord
@@ -81,28 +66,6 @@ func (e *e2e) showSchedule(tenant, id string) store.ScheduleRecord {
 	return rec
 }
 
-// spawnSchedule starts one `plaita schedule` process.
-func (e *e2e) spawnSchedule(extra map[string]string) *e2eWorker {
-	e.t.Helper()
-	env := maps.Clone(e.env)
-	maps.Copy(env, extra)
-	return spawn(e.t, exec.Command(binary, "schedule"), env)
-}
-
-// stop SIGTERMs a process and waits for its clean exit.
-func (e *e2e) stop(w *e2eWorker) {
-	e.t.Helper()
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		e.t.Fatalf("SIGTERM: %v", err)
-	}
-	if !w.wait(30 * time.Second) {
-		e.t.Fatalf("schedule process did not stop\n%s", w.stderr.String())
-	}
-	if w.err != nil {
-		e.t.Fatalf("schedule process exit: %v\n%s", w.err, w.stderr.String())
-	}
-}
-
 func compactJSON(t *testing.T, raw []byte) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -110,16 +73,6 @@ func compactJSON(t *testing.T, raw []byte) string {
 		t.Fatalf("%s: %v", raw, err)
 	}
 	return b.String()
-}
-
-func kill9(t *testing.T, w *e2eWorker) {
-	t.Helper()
-	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("SIGKILL: %v", err)
-	}
-	if !w.wait(10 * time.Second) {
-		t.Fatal("killed process did not exit")
-	}
 }
 
 // ticks maps the execution ids of rec's starts to their ticks, for every whole second from its
@@ -133,7 +86,7 @@ func ticks(rec store.ScheduleRecord) map[string]time.Time {
 }
 
 // starts counts the schedule's starts in the task stream, per tick.
-func (e *e2e) starts(rec store.ScheduleRecord) map[time.Time]int {
+func (e *stack) starts(rec store.ScheduleRecord) map[time.Time]int {
 	e.t.Helper()
 	stream := config.QueueName.In(e.cfg)
 	entries, err := e.c.Do(e.ctx, e.c.B().Xrange().Key(stream).Start("-").End("+").Build()).AsXRange()
@@ -158,7 +111,7 @@ func (e *e2e) starts(rec store.ScheduleRecord) map[time.Time]int {
 }
 
 // waitStarts waits until the schedule has starts for at least n ticks.
-func (e *e2e) waitStarts(rec store.ScheduleRecord, n int, timeout time.Duration, procs ...*e2eWorker) map[time.Time]int {
+func (e *stack) waitStarts(rec store.ScheduleRecord, n int, timeout time.Duration, procs ...*proc) map[time.Time]int {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
@@ -200,20 +153,20 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	port := redistest.FreePort(t)
-	a := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "sched-a", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
-	b := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "sched-b"})
+	a := e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "sched-a", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
+	b := e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "sched-b"})
 	rec := e.addSchedule("tick", "--cron", "* * * * * *", "--flow", "hello", "--input", `{"name":"cron"}`)
 	e.waitStarts(rec, 12, 90*time.Second, a, b)
-	e.stop(a)
-	e.stop(b)
+	a.stop(t)
+	b.stop(t)
 	got := e.starts(rec) // with anything the last passes added
 	if ts := onceEach(t, got); len(ts) < 10 {
 		t.Fatalf("%d ticks", len(ts))
 	}
 	if t.Failed() {
-		t.Fatalf("starts per tick %v\n%s", got, logs([]*e2eWorker{a, b}))
+		t.Fatalf("starts per tick %v\n%s", got, logs([]*proc{a, b}))
 	}
-	for _, w := range []*e2eWorker{a, b} {
+	for _, w := range []*proc{a, b} {
 		for _, ev := range []string{`"event":"schedule.started"`, `"event":"schedule.stopped"`} {
 			if !strings.Contains(w.stderr.String(), ev) {
 				t.Errorf("no %s in the log", ev)
@@ -222,7 +175,7 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 	}
 
 	// One execution per tick: a worker runs every start, each to completion, once.
-	startWorker(t, e.env)
+	e.start("worker", nil)
 	for tick := range got {
 		id := schedule.ExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick)
 		st := e.waitTerminal(id, 60*time.Second)
@@ -258,7 +211,7 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 func TestE2EScheduleHealthAndRegistry(t *testing.T) {
 	e := newScheduleE2E(t, nil)
 	port := redistest.FreePort(t)
-	a := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "sched-h", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
+	a := e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "sched-h", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	get := func(path string) (int, string) {
 		resp, err := http.Get(base + path)
@@ -302,7 +255,7 @@ func TestE2EScheduleHealthAndRegistry(t *testing.T) {
 	if err := json.Unmarshal([]byte(raw), &reg); err != nil || reg.Role != "schedule" || reg.Status != "running" || reg.Queue != "plaita:flow:queue" {
 		t.Fatalf("registry record %s (%v)", raw, err)
 	}
-	e.stop(a)
+	a.stop(t)
 	if n, _ := e.c.Do(e.ctx, e.c.B().Exists().Key(keys.MustFor("", "").RegistryInstance("sched-h")).Build()).AsInt64(); n != 0 {
 		t.Error("the stopped schedule process is still registered")
 	}
@@ -321,7 +274,7 @@ func TestE2EScheduleDisabledTenantDoesNotFire(t *testing.T) {
 	}
 	acme := e.addSchedule("job", "--tenant", "acme", "--cron", "* * * * * *", "--flow", "hello")
 	beta := e.addSchedule("job", "--tenant", "beta", "--cron", "* * * * * *", "--flow", "hello")
-	s := e.spawnSchedule(nil)
+	s := e.spawn("schedule", nil)
 	e.waitStarts(beta, 4, 60*time.Second, s)
 	rec := e.showSchedule("acme", "job")
 	if rec.LastSkip == nil || !strings.Contains(rec.LastSkip.Reason, "disabled") || rec.LastFire != nil {
@@ -335,7 +288,7 @@ func TestE2EScheduleDisabledTenantDoesNotFire(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := e.waitStarts(acme, 2, 60*time.Second, s)
-	e.stop(s)
+	s.stop(t)
 	for tick := range e.starts(acme) {
 		if !tick.After(lastSkipped) {
 			t.Errorf("tick %s, skipped while the tenant was disabled, fired later", tick)
@@ -350,19 +303,19 @@ func TestE2EScheduleAfterAStopFiresOnceForTheMissedTicks(t *testing.T) {
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	rec := e.addSchedule("catchup", "--cron", "* * * * * *", "--flow", "hello")
-	a, b := e.spawnSchedule(nil), e.spawnSchedule(nil)
+	a, b := e.spawn("schedule", nil), e.spawn("schedule", nil)
 	e.waitStarts(rec, 2, 60*time.Second, a, b)
-	e.stop(a)
-	e.stop(b)
+	a.stop(t)
+	b.stop(t)
 	before := e.starts(rec)
 	last := onceEach(t, before)
 	stoppedAt := time.Now()
 	time.Sleep(5 * time.Second) // the downtime itself, not a wait for an outcome
-	a, b = e.spawnSchedule(nil), e.spawnSchedule(nil)
+	a, b = e.spawn("schedule", nil), e.spawn("schedule", nil)
 	restarted := time.Now()
 	e.waitStarts(rec, len(before)+3, 60*time.Second, a, b)
-	e.stop(a)
-	e.stop(b)
+	a.stop(t)
+	b.stop(t)
 	after := e.starts(rec)
 	// The first start after the restart: had the missed ticks fired one by one, it would be the
 	// tick right after the last one before the stop.
@@ -396,12 +349,12 @@ func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	rec := e.addSchedule("k9", "--cron", "* * * * * *", "--flow", "hello")
-	a, b := e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "k9-a"}), e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "k9-b"})
+	a, b := e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "k9-a"}), e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "k9-b"})
 	e.waitStarts(rec, 1, 60*time.Second, a, b)
 	for i := range 6 {
-		kill9(t, a)
+		a.kill9(t)
 		time.Sleep(time.Duration(150+i*170) * time.Millisecond) // kills land at varying points of the loop
-		a = e.spawnSchedule(map[string]string{"PLAITA_INSTANCE_ID": "k9-a"})
+		a = e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "k9-a"})
 		time.Sleep(700 * time.Millisecond)
 	}
 	// Make the stream unwritable: every claim stays pending (the enqueue fails).
@@ -419,11 +372,11 @@ func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for len(e.showSchedule("default", "k9").Pending) < 2 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no claims left pending while the stream is unwritable\n%s", logs([]*e2eWorker{a, b}))
+			t.Fatalf("no claims left pending while the stream is unwritable\n%s", logs([]*proc{a, b}))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	kill9(t, a)
+	a.kill9(t)
 	if err := e.c.Do(e.ctx, e.c.B().Del().Key(stream).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
@@ -438,15 +391,15 @@ func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("pending claims never completed: %+v\n%s", cur.Pending, logs([]*e2eWorker{b}))
+			t.Fatalf("pending claims never completed: %+v\n%s", cur.Pending, logs([]*proc{b}))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	e.stop(b)
+	b.stop(t)
 	got := e.starts(rec)
 	ts := onceEach(t, got)
 	if t.Failed() {
-		t.Fatalf("starts per tick %v\n%s", got, logs([]*e2eWorker{b}))
+		t.Fatalf("starts per tick %v\n%s", got, logs([]*proc{b}))
 	}
 	if len(ts) < 10 {
 		t.Fatalf("%d ticks", len(ts))
@@ -462,8 +415,8 @@ func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
 func TestE2EScheduledReportRunsFromASchedule(t *testing.T) {
 	e := newScheduleE2E(t, nil)
 	e.publishFile("acme", "scheduled-report.json")
-	startWorker(t, e.env)
-	s := e.spawnSchedule(nil)
+	e.start("worker", nil)
+	s := e.spawn("schedule", nil)
 	e.addSchedule("weekly-report", "--tenant", "acme", "--cron", "* * * * * *", "--flow", "scheduled-report",
 		"--input", `{"run_at":"2020-01-06T09:00:00Z","report":"weekly-sales"}`)
 	var fired store.ScheduleRecord
@@ -475,7 +428,7 @@ func TestE2EScheduledReportRunsFromASchedule(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	e.cli("schedule", "disable", "weekly-report", "--tenant", "acme")
-	e.stop(s)
+	s.stop(t)
 	id := fired.LastFire.ExecutionID
 	env := maps.Clone(e.env)
 	deadline = time.Now().Add(60 * time.Second)
@@ -551,8 +504,8 @@ func TestE2ECheckIntervalZeroIsRejected(t *testing.T) {
 // The editing subcommands: their output (text and --json), their exit statuses, and what they
 // refuse.
 func TestE2EScheduleCLI(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
 	ok := func(args ...string) string {
 		t.Helper()
 		r := run(t, env, append(args, "--quiet")...)
@@ -640,7 +593,7 @@ func TestE2EScheduleCLI(t *testing.T) {
 		t.Fatalf("list after delete: %s", out)
 	}
 	// An unreadable record is listed as such and reported, never silently dropped.
-	c := srv.Client(t)
+	c := s.c
 	k, _ := keys.MustFor("", "acme").Schedule(added.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

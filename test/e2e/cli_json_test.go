@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -33,7 +33,7 @@ func decodeAction(t *testing.T, r result) actionJSON {
 // of a cancelled execution is a success that says so.
 func TestCLIExecutionJSONAndCancelTwice(t *testing.T) {
 	fx := newResumeFixture(t)
-	orderHash := fx.publish("order", "1", orderFlow)
+	orderHash := fx.publishVersion("order", "1", orderFlow)
 	fx.seed("ex-wait", "order", "1", orderHash, suspendedOrder)
 
 	r := fx.resume(0, "ex-wait", "--type", "timeout", "--json")
@@ -79,10 +79,10 @@ func TestCLIExecutionJSONAndCancelTwice(t *testing.T) {
 // TestCLILogFlagsEverywhere: run, start and every execution subcommand take the log flags.
 func TestCLILogFlagsEverywhere(t *testing.T) {
 	fx := newResumeFixture(t)
-	orderHash := fx.publish("order", "1", orderFlow)
+	orderHash := fx.publishVersion("order", "1", orderFlow)
 	fx.seed("ex-a", "order", "1", orderHash, suspendedOrder)
 	fx.seed("ex-b", "order", "1", orderHash, suspendedOrder)
-	flow := writeCLIFlow(t, "order.json", orderFlow)
+	flow := writeFile(t, "order.json", orderFlow)
 	hello := repoFlow(t, "hello.json")
 
 	commands := [][]string{

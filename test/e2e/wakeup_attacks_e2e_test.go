@@ -1,11 +1,10 @@
-package main
+package e2e
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -24,19 +23,20 @@ const attackFlow = `{"id":"attack","start":"wait","nodes":[
 	{"id":"wait","type":"wait_event","params":{"event_type":"T","match":"EVENT.k == INPUT.k"},"next":"done"},
 	{"id":"done","type":"end","params":{"output":{"k":"{{ EVENT.k }}","n":"{{ EVENT.n ?? 0 }}"}}}]}`
 
-// attackStack is a filterStack with the three roles running and one execution waiting.
+// attackStack is a filter suite's stack with the three roles running and one execution
+// waiting.
 type attackStack struct {
-	*filterStack
+	*stack
 	waiting string // the execution waiting for a T event with k == "u"
 }
 
 func newAttackStack(t *testing.T, extra map[string]string) *attackStack {
 	t.Helper()
-	s := &attackStack{filterStack: newFilterStack(t, extra)}
+	s := &attackStack{stack: newFilterStack(t, extra)}
 	s.start("worker", nil)
 	s.filter(nil)
 	s.start("delay", nil)
-	s.waiting = s.startFlow("attack", attackFlow, "", `{"k":"u"}`)
+	s.waiting = s.startDef("attack", attackFlow, "", `{"k":"u"}`)
 	s.waitStatus(s.waiting, "", state.Suspended, 60*time.Second)
 	return s
 }
@@ -70,15 +70,6 @@ func (s *attackStack) wakes(data string) state.Execution {
 	s.t.Helper()
 	s.publishEvent("T", data)
 	return s.waitStatus(s.waiting, "", state.Completed, 60*time.Second)
-}
-
-func writeFile(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // nestedData is {"k":"u","d":{"a":{"a":…}}}: the document is levels deep.
@@ -177,7 +168,7 @@ func TestE2EAttackNestingBoundAtEveryEntryPoint(t *testing.T) {
 // events find nothing to wake), delete removes another.
 func TestE2EAttackUnreadableStateIsShownCancelledAndDeleted(t *testing.T) {
 	s := newAttackStack(t, nil)
-	second := s.startFlow("attack", attackFlow, "", `{"k":"v"}`)
+	second := s.startDef("attack", attackFlow, "", `{"k":"v"}`)
 	s.waitStatus(second, "", state.Suspended, 60*time.Second)
 	c := s.srv.Client(t)
 	corrupt := func(id string) []byte {
@@ -274,7 +265,7 @@ func TestE2EAttackReadsAreBoundedAndInterruptible(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	p := spawn(t, exec.Command(binary, "event", "publish", "T", "--data", "@"+fifo, "--quiet"), s.env)
+	p := spawn(t, s.env, "event", "publish", "T", "--data", "@"+fifo, "--quiet")
 	waitFor(t, "the publish has the FIFO open", 30*time.Second, func() bool { return hasOpen(p.cmd.Process.Pid, fifo) }, p)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -329,7 +320,7 @@ func TestE2EAttackFlowKeysCannotBeTheQueueKeys(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stdout, `PLAITA_DLQ_KEY "plaita:flow:jobs:dlq" holds a string`) {
 		t.Fatalf("doctor --redis: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	w := spawn(t, exec.Command(binary, "worker", "--log-format", "json"), s.env)
+	w := spawn(t, s.env, "worker", "--log-format", "json")
 	if !w.wait(60*time.Second) || w.err == nil || !strings.Contains(w.stderr.String(), "queue key is not a stream") {
 		t.Fatalf("the worker started over a DLQ key that is not a stream: %v\n%s", w.err, w.stderr.String())
 	}

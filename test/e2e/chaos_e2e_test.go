@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -240,7 +239,7 @@ func (f *fault) catch(r *fxRequest) {
 // fxRequest is one side-effect request as the effect server saw it.
 type fxRequest struct {
 	path    string
-	owner   *e2eWorker // the worker whose socket sent it; nil when that socket was gone already
+	owner   *proc // the worker whose socket sent it; nil when that socket was gone already
 	at      time.Duration
 	open    bool
 	fault   *fault // the fault that caught its step in flight
@@ -262,22 +261,22 @@ type effectServer struct {
 	*httptest.Server
 	port    int
 	start   time.Time
-	workers func() []*e2eWorker // the workers whose process is alive
+	workers func() []*proc // the workers whose process is alive
 
 	mu       sync.Mutex
 	counts   map[string]int
 	fx       map[string][]*fxRequest // side-effect requests by path
 	saved    map[string]bool         // side-effect paths whose step a loaded state holds
-	doomed   map[*e2eWorker]*fault   // killed or draining workers
+	doomed   map[*proc]*fault        // killed or draining workers
 	outage   *fault                  // the Redis restart under way
 	lastKill *fault
 }
 
 type connOwnerKey struct{}
 
-func newEffectServer(t *testing.T, start time.Time, workers func() []*e2eWorker) *effectServer {
+func newEffectServer(t *testing.T, start time.Time, workers func() []*proc) *effectServer {
 	s := &effectServer{start: start, workers: workers, counts: map[string]int{}, fx: map[string][]*fxRequest{},
-		saved: map[string]bool{}, doomed: map[*e2eWorker]*fault{}}
+		saved: map[string]bool{}, doomed: map[*proc]*fault{}}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.port = s.Listener.Addr().(*net.TCPAddr).Port
 	s.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
@@ -290,7 +289,7 @@ func newEffectServer(t *testing.T, start time.Time, workers func() []*e2eWorker)
 
 func (s *effectServer) serve(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
-	owner, _ := r.Context().Value(connOwnerKey{}).(*e2eWorker)
+	owner, _ := r.Context().Value(connOwnerKey{}).(*proc)
 	s.mu.Lock()
 	s.counts[path]++
 	n := s.counts[path]
@@ -340,7 +339,7 @@ func (s *effectServer) serve(w http.ResponseWriter, r *http.Request) {
 
 // owner names the worker holding the client end of c: the socket's inode from /proc/net/tcp,
 // then the live worker with that inode among its open files. nil when the socket is gone.
-func (s *effectServer) owner(c net.Conn) *e2eWorker {
+func (s *effectServer) owner(c net.Conn) *proc {
 	client, ok := c.RemoteAddr().(*net.TCPAddr)
 	if !ok {
 		return nil
@@ -379,10 +378,10 @@ func (s *effectServer) owner(c net.Conn) *e2eWorker {
 // side-effect requests, makes their later ones count as caught by f (for an outage, anyone's
 // until endOutage), and returns their answered requests whose step no loaded state holds yet
 // (the last per path), for the caller to check in Redis.
-func (s *effectServer) faultMoment(f *fault, ws []*e2eWorker, outage bool) []*fxRequest {
+func (s *effectServer) faultMoment(f *fault, ws []*proc, outage bool) []*fxRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	mine := map[*e2eWorker]bool{}
+	mine := map[*proc]bool{}
 	for _, w := range ws {
 		mine[w] = true
 	}
@@ -449,23 +448,23 @@ func fxStep(path string) (id, step string) {
 
 // workerPool is every worker the run started, and every filter and delay process.
 type workerPool struct {
-	e     *e2e
+	e     *stack
 	mu    sync.Mutex
-	all   []*e2eWorker
-	index map[*e2eWorker]int
-	live  []*e2eWorker // running, neither killed nor drained
+	all   []*proc
+	index map[*proc]int
+	live  []*proc // running, neither killed nor drained
 
-	roles    map[string][]*e2eWorker // "filter", "delay": every process started, the current one last
-	roleName map[*e2eWorker]string   // f0, f1 … and d0, d1 …
+	roles    map[string][]*proc // "filter", "delay": every process started, the current one last
+	roleName map[*proc]string   // f0, f1 … and d0, d1 …
 }
 
 // spawnRole starts a `plaita filter` or `plaita delay` process (the one of its role from now on).
-func (p *workerPool) spawnRole(role string) *e2eWorker {
-	w := spawn(p.e.t, exec.Command(binary, role, "--log-format", "json"), p.e.env)
+func (p *workerPool) spawnRole(role string) *proc {
+	w := spawn(p.e.t, p.e.env, role, "--log-format", "json")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.roles == nil {
-		p.roles, p.roleName = map[string][]*e2eWorker{}, map[*e2eWorker]string{}
+		p.roles, p.roleName = map[string][]*proc{}, map[*proc]string{}
 	}
 	p.roleName[w] = fmt.Sprintf("%c%d", role[0], len(p.roles[role]))
 	p.roles[role] = append(p.roles[role], w)
@@ -473,7 +472,7 @@ func (p *workerPool) spawnRole(role string) *e2eWorker {
 }
 
 // current is the filter or delay process started last, and its name; nil when none was.
-func (p *workerPool) current(role string) (*e2eWorker, string) {
+func (p *workerPool) current(role string) (*proc, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ws := p.roles[role]
@@ -502,13 +501,13 @@ func (p *workerPool) named() []namedProc {
 
 type namedProc struct {
 	name string
-	w    *e2eWorker
+	w    *proc
 }
 
 // countLog counts the log lines with event ev in the logs of role's processes.
 func (p *workerPool) countLog(role, ev string) int {
 	p.mu.Lock()
-	ws := append([]*e2eWorker(nil), p.roles[role]...)
+	ws := append([]*proc(nil), p.roles[role]...)
 	p.mu.Unlock()
 	n := 0
 	for _, w := range ws {
@@ -517,8 +516,8 @@ func (p *workerPool) countLog(role, ev string) int {
 	return n
 }
 
-func (p *workerPool) spawn() *e2eWorker {
-	w := p.e.startWorker(nil)
+func (p *workerPool) spawn() *proc {
+	w := spawn(p.e.t, p.e.env, "worker")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.index[w] = len(p.all)
@@ -528,7 +527,7 @@ func (p *workerPool) spawn() *e2eWorker {
 }
 
 // pick takes a random live worker out of the live set.
-func (p *workerPool) pick() *e2eWorker {
+func (p *workerPool) pick() *proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.live) == 0 {
@@ -541,10 +540,10 @@ func (p *workerPool) pick() *e2eWorker {
 }
 
 // alive is every worker whose process has not exited.
-func (p *workerPool) alive() []*e2eWorker {
+func (p *workerPool) alive() []*proc {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*e2eWorker
+	var out []*proc
 	for _, w := range p.all {
 		select {
 		case <-w.exited:
@@ -555,7 +554,7 @@ func (p *workerPool) alive() []*e2eWorker {
 	return out
 }
 
-func (p *workerPool) name(w *e2eWorker) int {
+func (p *workerPool) name(w *proc) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if i, ok := p.index[w]; ok {
@@ -584,7 +583,7 @@ func (p *workerPool) about(s string, n int) string {
 // delay process.
 func (p *workerPool) recent(k, lines int) string {
 	p.mu.Lock()
-	ws := append([]*e2eWorker(nil), p.all...)
+	ws := append([]*proc(nil), p.all...)
 	p.mu.Unlock()
 	var b strings.Builder
 	for i := max(0, len(ws)-k); i < len(ws); i++ {
@@ -609,7 +608,7 @@ func (p *workerPool) logs() string {
 
 // workerStop is a worker and an execution whose run it stopped.
 type workerStop struct {
-	w  *e2eWorker
+	w  *proc
 	id string
 }
 
@@ -620,7 +619,7 @@ type workerStop struct {
 // the count of each kind.
 func (p *workerPool) stops() (stops map[workerStop]int, lostLeases, failedTasks int) {
 	p.mu.Lock()
-	ws := append([]*e2eWorker(nil), p.all...)
+	ws := append([]*proc(nil), p.all...)
 	p.mu.Unlock()
 	stops = map[workerStop]int{}
 	for _, w := range ws {
@@ -648,7 +647,7 @@ func (p *workerPool) stops() (stops map[workerStop]int, lostLeases, failedTasks 
 
 // freeze stops w with SIGSTOP and waits until every thread of it is stopped; false when the
 // process is gone.
-func freeze(w *e2eWorker) bool {
+func freeze(w *proc) bool {
 	if w.cmd.Process.Signal(syscall.SIGSTOP) != nil {
 		return false
 	}
@@ -687,14 +686,14 @@ func runChaos(t *testing.T, size chaosSize) {
 	// kills a worker every two seconds: a run of a few seconds (tmo, nretry) can meet five kills
 	// in a row, and the default budget of 5 would then end it in error, as designed. The budget
 	// here outlasts that; the malformed entries are dead-lettered on their first delivery anyway.
-	e := newE2E(t, size.deadline+2*time.Minute, map[string]string{
+	e := newStack(t, withTimeout(size.deadline+2*time.Minute), withEnv(map[string]string{
 		"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "3", "PLAITA_MAX_DELIVERIES": "20",
 		"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(chaosConcurrency), "PLAITA_WORKER_DRAIN_TIMEOUT": "3",
 		// An event whose notification no filter heard (published while the filter was down, or
 		// before the wait's subscription was written) is found by the next reconcile pass.
 		"PLAITA_EVENT_RECONCILE_INTERVAL": "1",
-	}, "--appendonly", "yes", "--appendfsync", "always")
-	pool := &workerPool{e: e, index: map[*e2eWorker]int{}}
+	}), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
+	pool := &workerPool{e: e, index: map[*proc]int{}}
 	started := time.Now()
 	fx := newEffectServer(t, started, pool.alive)
 	for id, def := range chaosFlows {
@@ -828,7 +827,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	restartRedis := func(f *fault) {
 		redisMu.Lock()
 		defer redisMu.Unlock()
-		var frozen []*e2eWorker
+		var frozen []*proc
 		for _, w := range pool.alive() {
 			if freeze(w) {
 				frozen = append(frozen, w)
@@ -848,7 +847,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		fx.endOutage()
 	}
 	var faults []*fault
-	newFault := func(kind string, w *e2eWorker) *fault {
+	newFault := func(kind string, w *proc) *fault {
 		f := &fault{kind: kind, at: time.Since(started), worker: -1}
 		if w != nil {
 			f.worker = pool.name(w)
@@ -873,7 +872,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	// concerned are stopped with SIGSTOP for the effect server to take stock of their side
 	// effects in flight (the filter and the delay process have none: they only enqueue).
 	var kills, restarts, drains, unsettledAtRestart, filterKills, delayKills, faultN int
-	var drained *e2eWorker
+	var drained *proc
 	deadline := started.Add(size.deadline)
 	for {
 		time.Sleep(time.Duration(1000+rand.IntN(1500)) * time.Millisecond) // the fault cadence
@@ -889,7 +888,7 @@ func runChaos(t *testing.T, size chaosSize) {
 				t.Fatalf("no live worker to drain\n%s", pool.recent(3, 50))
 			}
 			f := newFault("drain", w)
-			checkAnswered(f, fx.faultMoment(f, []*e2eWorker{w}, false))
+			checkAnswered(f, fx.faultMoment(f, []*proc{w}, false))
 			w.cmd.Process.Signal(syscall.SIGTERM)
 			w.cmd.Process.Signal(syscall.SIGCONT)
 			drained = w
@@ -931,7 +930,7 @@ func runChaos(t *testing.T, size chaosSize) {
 			if !freeze(w) {
 				t.Fatalf("worker w%d exited by itself: %v\n%s", f.worker, w.err, tail(w.stderr.String(), 60))
 			}
-			checkAnswered(f, fx.faultMoment(f, []*e2eWorker{w}, false))
+			checkAnswered(f, fx.faultMoment(f, []*proc{w}, false))
 			w.cmd.Process.Signal(syscall.SIGKILL)
 			if !w.wait(10 * time.Second) {
 				t.Fatalf("worker w%d survived kill -9", f.worker)
@@ -1193,13 +1192,4 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// tail keeps the last n lines of s.
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

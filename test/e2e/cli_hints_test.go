@@ -1,11 +1,11 @@
-package main
+package e2e
 
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 )
 
 // shellWords splits a printed command the way sh does for what the hints use: words separated
@@ -69,9 +69,9 @@ func hintCommand(t *testing.T, out, label string) ([]string, bool) {
 // worker: the event command that `start --wait` and `execution show` print is the one the
 // worker takes, and a step-limited execution gets no retry command.
 func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
-	srv := redistest.StartServer(t)
-	env := cliEnv(t, srv)
-	startWorker(t, env)
+	s := newStack(t, withEnv(cliEnv()))
+	env := s.env
+	s.start("worker", nil)
 
 	r := run(t, env, "start", repoFlow(t, "payment-wait.json"), "--wait", "--quiet")
 	if r.code != 1 || !strings.Contains(r.stdout, ": suspended") {
@@ -92,7 +92,7 @@ func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
 	}
 	// The worker took the event: the execution left the wait (the flow's own condition on
 	// EVENT.status then decides how it ends).
-	st := waitStatus(t, env, id, state.Error)
+	st := s.waitStatus(id, "", state.Error, 30*time.Second)
 	resumed := false
 	for _, e := range st.Timeline {
 		resumed = resumed || (e.Node == "wait_payment" && e.Event == "resumed")
@@ -121,5 +121,5 @@ func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
 	if r = run(t, env, append(cmd, "--quiet")...); r.code != 0 {
 		t.Fatalf("the printed approval command %v: exit %d\n%s", cmd, r.code, r.stderr)
 	}
-	waitStatus(t, env, id, state.Completed)
+	s.waitStatus(id, "", state.Completed, 30*time.Second)
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"fmt"
@@ -32,16 +32,16 @@ func bombFlowJSON() string {
 }
 
 // spawnLimitedWorker starts `plaita worker` under an address-space limit (ulimit -v, KiB).
-func spawnLimitedWorker(t *testing.T, env map[string]string, limitKiB int) *e2eWorker {
+func spawnLimitedWorker(t *testing.T, env map[string]string, limitKiB int) *proc {
 	t.Helper()
-	return spawn(t, exec.Command("sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" worker`, limitKiB), binary), env)
+	return spawnCmd(t, exec.Command("sh", "-c", fmt.Sprintf(`ulimit -v %d && exec "$0" worker`, limitKiB), binary), env)
 }
 
 // The memory bomb under a 3 GB limit: the worker survives, the concurrent executions complete,
 // the bomb ends in error naming the node whose result crossed PLAITA_EXECUTION_STATE_MAX_BYTES
 // (permanent: acked once, no redelivery, nothing dead-lettered).
 func TestE2EStateSizeBoundKeepsTheWorkerAlive(t *testing.T) {
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
 	e.publish("bomb", bombFlowJSON())
 	e.publish("short", shortFlow)
 	bomb := e.enqueue("bomb")
@@ -77,16 +77,16 @@ func TestE2EStateSizeBoundKeepsTheWorkerAlive(t *testing.T) {
 // after PLAITA_MAX_DELIVERIES it reaches the dead-letter stream, and its execution is ended in
 // error instead of staying running.
 func TestE2EAMessageThatCrashesWorkersIsDeadLettered(t *testing.T) {
-	e := newE2E(t, 120*time.Second, map[string]string{"PLAITA_MAX_DELIVERIES": "3", "PLAITA_CLAIM_MIN_IDLE_MS": "300",
-		"PLAITA_LEASE_TTL_SECONDS": "2"})
+	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_MAX_DELIVERIES": "3", "PLAITA_CLAIM_MIN_IDLE_MS": "300",
+		"PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/crash": 30 * time.Second})
 	e.publish("crash", `{"id":"crash","start":"call","nodes":[
 		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/crash","timeout":60},"next":"done"},
 		{"id":"done","type":"end"}]}`)
 	id := e.enqueue("crash")
-	var ws []*e2eWorker
+	var ws []*proc
 	for range 3 { // every allowed delivery dies in the step
-		w := e.startWorker(nil)
+		w := e.spawn("worker", nil)
 		ws = append(ws, w)
 		hs.waitSeen(t, "/crash", 30*time.Second, ws...)
 		if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -94,7 +94,7 @@ func TestE2EAMessageThatCrashesWorkersIsDeadLettered(t *testing.T) {
 		}
 		w.wait(10 * time.Second)
 	}
-	last := e.startWorker(nil)
+	last := e.spawn("worker", nil)
 	ws = append(ws, last)
 	st := e.waitTerminal(id, 30*time.Second, ws...)
 	if st.Status != state.Error || st.Error == nil || st.Error.Type != worker.ErrTypeDeliveriesExhausted {
@@ -113,7 +113,7 @@ func TestE2EAMessageThatCrashesWorkersIsDeadLettered(t *testing.T) {
 // A start whose input is over PLAITA_EXECUTION_STATE_MAX_BYTES is refused at enqueue (exit 2,
 // naming the variable) and nothing is written to the stream.
 func TestCLIStartRefusesAnInputOverTheStateBound(t *testing.T) {
-	e := newE2E(t, 60*time.Second, nil)
+	e := newStack(t, withTimeout(60*time.Second))
 	dir := t.TempDir()
 	flow := filepath.Join(dir, "f.json")
 	if err := os.WriteFile(flow, []byte(shortFlow), 0o644); err != nil {

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"encoding/json"
@@ -27,7 +27,7 @@ const gatesSimpleFlow = `{"id":"hello","start":"a","nodes":[
 	{"id":"done","type":"end","params":{"output":"ok"}}]}`
 
 // publishFor publishes flow id version "1" in tenant's key space.
-func (e *e2e) publishFor(tenant, id, flow string) {
+func (e *stack) publishFor(tenant, id, flow string) {
 	e.t.Helper()
 	if err := e.c.Do(e.ctx, e.c.B().Set().Key(keys.MustFor("", tenant).Flow(id, "1")).Value(flow).Build()).Error(); err != nil {
 		e.t.Fatal(err)
@@ -35,7 +35,7 @@ func (e *e2e) publishFor(tenant, id, flow string) {
 }
 
 // enqueueFor enqueues a start of flowID for tenant.
-func (e *e2e) enqueueFor(tenant, flowID string) string {
+func (e *stack) enqueueFor(tenant, flowID string) string {
 	e.t.Helper()
 	id := engine.NewExecutionID()
 	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindStart, TenantID: tenant,
@@ -45,33 +45,10 @@ func (e *e2e) enqueueFor(tenant, flowID string) string {
 	return id
 }
 
-func (e *e2e) hset(key, field, value string) {
+func (e *stack) hset(key, field, value string) {
 	e.t.Helper()
 	if err := e.c.Do(e.ctx, e.c.B().Hset().Key(key).FieldValue().FieldValue(field, value).Build()).Error(); err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-// dlqEntries reads the whole dead-letter stream as field maps.
-func (e *e2e) dlqEntries() []map[string]string {
-	e.t.Helper()
-	rs, err := e.c.Do(e.ctx, e.c.B().Xrange().Key(config.DLQKey.In(e.cfg)).Start("-").End("+").Build()).AsXRange()
-	if err != nil {
-		e.t.Fatalf("xrange dlq: %v", err)
-	}
-	out := make([]map[string]string, 0, len(rs))
-	for _, r := range rs {
-		out = append(out, r.FieldValues)
-	}
-	return out
-}
-
-func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool, ws ...*e2eWorker) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !ok(); time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s\n%s", what, logs(ws))
-		}
 	}
 }
 
@@ -86,8 +63,8 @@ func waitFor(t *testing.T, what string, timeout time.Duration, ok func() bool, w
 // then proven current and the status rule decides (without the Redis epoch the non-default
 // tenant would be held, VerdictHold, and never dead-lettered).
 func TestE2ETenantDisabledStartIsDeadLetteredThenReenabledRuns(t *testing.T) {
-	e := newE2E(t, 60*time.Second, map[string]string{"PLAITA_DEPLOYMENT_EPOCH": "7", "PLAITA_TENANT_STATUS_EPOCH_STRICT": "1",
-		"PLAITA_CLAIM_MIN_IDLE_MS": "500"})
+	e := newStack(t, withTimeout(60*time.Second), withEnv(map[string]string{"PLAITA_DEPLOYMENT_EPOCH": "7", "PLAITA_TENANT_STATUS_EPOCH_STRICT": "1",
+		"PLAITA_CLAIM_MIN_IDLE_MS": "500"}))
 	sp := keys.MustFor("", "")
 	if err := e.c.Do(e.ctx, e.c.B().Set().Key(sp.TenantStatusEpoch()).Value("7").Build()).Error(); err != nil {
 		t.Fatal(err)
@@ -100,7 +77,7 @@ func TestE2ETenantDisabledStartIsDeadLetteredThenReenabledRuns(t *testing.T) {
 	}
 
 	refused := e.enqueueFor("acme", "hello")
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	waitFor(t, "the refused start in the DLQ", 20*time.Second, func() bool { return e.dlqLen() >= 1 }, w)
 
 	ds := e.dlqEntries()
@@ -128,7 +105,7 @@ func TestE2ETenantDisabledStartIsDeadLetteredThenReenabledRuns(t *testing.T) {
 		return err == nil && st.Status.Terminal()
 	}, w)
 	if st.Status != state.Completed {
-		t.Fatalf("new acme execution ended %s, want completed: %+v\n%s", st.Status, st, logs([]*e2eWorker{w}))
+		t.Fatalf("new acme execution ended %s, want completed: %+v\n%s", st.Status, st, logs([]*proc{w}))
 	}
 	if _, err := acme.Load(e.ctx, refused); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("the refused execution has a state after re-enabling (err %v)", err)
@@ -185,7 +162,7 @@ func runQuotaScenario(t *testing.T, extra map[string]string) int {
 	for k, v := range extra {
 		env[k] = v
 	}
-	e := newE2E(t, 90*time.Second, env)
+	e := newStack(t, withTimeout(90*time.Second), withEnv(env))
 	hs := newConcServer(t, time.Second)
 	e.publish("nap", `{"id":"nap","start":"call","nodes":[
 		{"id":"call","type":"http","params":{"url":"`+hs.URL+`/nap","timeout":20},"next":"done"},
@@ -194,11 +171,11 @@ func runQuotaScenario(t *testing.T, extra map[string]string) int {
 	for i := range ids {
 		ids[i] = e.enqueue("nap")
 	}
-	w := e.startWorker(nil)
+	w := e.spawn("worker", nil)
 	began := time.Now()
 	for _, id := range ids {
 		if st := e.waitTerminal(id, 60*time.Second, w); st.Status != state.Completed {
-			t.Fatalf("execution %s ended %s, want completed\n%s", id, st.Status, logs([]*e2eWorker{w}))
+			t.Fatalf("execution %s ended %s, want completed\n%s", id, st.Status, logs([]*proc{w}))
 		}
 	}
 	peak, total := hs.stats()
