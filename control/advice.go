@@ -299,22 +299,28 @@ func DescribeSuspend(s *state.Suspend) string {
 
 // CommandLine renders the resumes of an execution in Redis as `plaita execution …` command
 // lines: what the hints, the wake-up report and the refusals print.
-func CommandLine(id, tenant string) func(engine.ResumeType, string) string {
+func (p *Plane) CommandLine(id, tenant string) func(engine.ResumeType, string) string {
 	return func(rt engine.ResumeType, data string) string {
-		parts := []string{"plaita", "execution", "resume", shellQuote(id), "--type", string(rt)}
+		parts := []string{"execution", "resume", shellQuote(id), "--type", string(rt)}
 		if rt == engine.ResumeCancel {
-			parts = []string{"plaita", "execution", "cancel", shellQuote(id)}
+			parts = []string{"execution", "cancel", shellQuote(id)}
 		}
 		if data != "" {
 			parts = append(parts, "--data", shellQuote(data))
 		}
-		return strings.Join(append(parts, tenantArgs(tenant)...), " ")
+		return p.Command(append(parts, tenantArgs(tenant)...)...)
 	}
 }
 
 // ExecutionCommandLine is `plaita execution VERB ID [--tenant T]`.
-func ExecutionCommandLine(verb, id, tenant string) string {
-	return strings.Join(append([]string{"plaita", "execution", verb, shellQuote(id)}, tenantArgs(tenant)...), " ")
+func (p *Plane) ExecutionCommandLine(verb, id, tenant string) string {
+	return p.Command(append([]string{"execution", verb, shellQuote(id)}, tenantArgs(tenant)...)...)
+}
+
+// Command is a plaita command line as the operator can run it: args (already quoted) after the
+// program (Deps.Program: "plaita", or how this process was run).
+func (p *Plane) Command(args ...string) string {
+	return strings.Join(append([]string{p.d.Program}, args...), " ")
 }
 
 func tenantArgs(tenant string) []string {

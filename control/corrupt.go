@@ -35,18 +35,18 @@ type CorruptView struct {
 	Commands     []string       `json:"commands"`
 }
 
-func newCorruptView(ce *store.CorruptStateError, tenant string) CorruptView {
+func (p *Plane) newCorruptView(ce *store.CorruptStateError, tenant string) CorruptView {
 	v := CorruptView{ExecutionID: ce.ID, TenantID: tenant, Corrupt: true, Error: ce.Err.Error(),
 		Salvaged: store.Salvage(ce.Raw), RawBytes: len(ce.Raw), Raw: string(ce.Raw), RawShown: corruptRawShown}
 	if ce.Raw != nil {
 		sum := sha256.Sum256(ce.Raw)
 		v.RawSHA256 = hex.EncodeToString(sum[:])
-		v.Commands = append(v.Commands, ExecutionCommandLine("cancel", ce.ID, tenant))
+		v.Commands = append(v.Commands, p.ExecutionCommandLine("cancel", ce.ID, tenant))
 	}
 	if len(v.Raw) > corruptRawShown {
 		v.Raw, v.RawTruncated = v.Raw[:corruptRawShown], true
 	}
-	v.Commands = append(v.Commands, ExecutionCommandLine("delete", ce.ID, tenant))
+	v.Commands = append(v.Commands, p.ExecutionCommandLine("delete", ce.ID, tenant))
 	return v
 }
 
@@ -56,7 +56,7 @@ func (p *Plane) cancelCorrupt(ctx context.Context, ts *store.TenantStore, ce *st
 	tenant := ts.Tenant()
 	if ce.Raw == nil {
 		return Done{}, refuse(Conflict, "state_corrupt", ce, "%v; the key holds no state to replace: `%s` removes it",
-			ce, ExecutionCommandLine("delete", ce.ID, tenant))
+			ce, p.ExecutionCommandLine("delete", ce.ID, tenant))
 	}
 	now := p.now().UTC()
 	sv := store.Salvage(ce.Raw)
@@ -71,7 +71,7 @@ func (p *Plane) cancelCorrupt(ctx context.Context, ts *store.TenantStore, ce *st
 	err := ts.ReplaceCorrupt(ctx, ce.Raw, st)
 	switch {
 	case errors.Is(err, store.ErrCorruptChanged):
-		return Done{}, refuse(Conflict, "state_changed", err, "execution %s: %v; look again with `%s`", ce.ID, err, ExecutionCommandLine("show", ce.ID, tenant))
+		return Done{}, refuse(Conflict, "state_changed", err, "execution %s: %v; look again with `%s`", ce.ID, err, p.ExecutionCommandLine("show", ce.ID, tenant))
 	case err != nil:
 		return Done{}, fmt.Errorf("execution %s: %w", ce.ID, err)
 	}

@@ -66,7 +66,7 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	case out.Waiting == 0:
 		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for %q: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
 	case out.Waiting > 0 && out.FiltersAlive == 0:
-		notes = append(notes, fmt.Sprintf("%d execution(s) wait for %q, but no filter role is registered: nothing delivers it until one runs (plaita filter)", out.Waiting, ev.Type))
+		notes = append(notes, fmt.Sprintf("%d execution(s) wait for %q, but no filter role is registered: nothing delivers it until one runs (%s)", out.Waiting, ev.Type, p.Command("filter")))
 	case out.Waiting > 0:
 		notes = append(notes, fmt.Sprintf("%d execution(s) of tenant %s wait for %q; filter role: %d alive", out.Waiting, tenant, ev.Type, out.FiltersAlive))
 	}

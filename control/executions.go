@@ -139,9 +139,9 @@ func (p *Plane) load(ctx context.Context, tenant, id string) (*store.TenantStore
 }
 
 // unreadable is the refusal of an operation that needs a state that cannot be read.
-func unreadable(ce *store.CorruptStateError, tenant string) *Refusal {
+func (p *Plane) unreadable(ce *store.CorruptStateError, tenant string) *Refusal {
 	ref := refuse(Conflict, "state_corrupt", ce, "%v: no worker can run it; `%s` prints what is stored, `%s` ends it, `%s` removes it", ce,
-		ExecutionCommandLine("show", ce.ID, tenant), ExecutionCommandLine("cancel", ce.ID, tenant), ExecutionCommandLine("delete", ce.ID, tenant))
+		p.ExecutionCommandLine("show", ce.ID, tenant), p.ExecutionCommandLine("cancel", ce.ID, tenant), p.ExecutionCommandLine("delete", ce.ID, tenant))
 	return ref
 }
 
@@ -174,7 +174,7 @@ func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
 	var ce *store.CorruptStateError
 	switch {
 	case errors.As(err, &ce):
-		v := newCorruptView(ce, ts.Tenant())
+		v := p.newCorruptView(ce, ts.Tenant())
 		return Shown{Corrupt: &v}, nil
 	case errors.Is(err, store.ErrNotFound) && p.d.Queue != nil:
 		if q, ok, qerr := p.queued(ctx, ts.Tenant(), id); qerr != nil {
@@ -203,7 +203,7 @@ func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, boo
 	case werr != nil:
 		alive = fmt.Sprintf("the registry cannot be read: %v", werr)
 	case workers.Alive == 0:
-		alive += " (start one: plaita worker)"
+		alive += " (start one: "+p.Command("worker")+")"
 	}
 	v.Text = "queued — not taken by a worker yet; " + alive
 	if task.Pending {
@@ -349,7 +349,7 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	var ce *store.CorruptStateError
 	switch {
 	case errors.As(err, &ce):
-		return Done{}, unreadable(ce, ts.Tenant())
+		return Done{}, p.unreadable(ce, ts.Tenant())
 	case err != nil:
 		return Done{}, err
 	}
@@ -370,7 +370,7 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 			return Done{}, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
 		}
 		if ref := CheckResume(st, adv, req.Type, v); ref != nil {
-			withCommands(ref.Accepted, CommandLine(st.ExecutionID, tenant))
+			withCommands(ref.Accepted, p.CommandLine(st.ExecutionID, tenant))
 			return Done{}, ref
 		}
 	}
@@ -398,5 +398,5 @@ func (p *Plane) Hints(ctx context.Context, tenant string, st *state.Execution, f
 	if err != nil {
 		return nil, err
 	}
-	return withCommands(adv.Hints(st), CommandLine(st.ExecutionID, tenant)), nil
+	return withCommands(adv.Hints(st), p.CommandLine(st.ExecutionID, tenant)), nil
 }

@@ -120,7 +120,7 @@ func (p *Plane) PublishedFlow(ctx context.Context, tenant, flowID, version strin
 	if version == "" {
 		if version, err = p.d.Flows.Latest(ctx, tenant, flowID); err != nil {
 			if errors.Is(err, store.ErrFlowNotFound) {
-				return nil, "", refuse(NotFound, "flow_not_found", err, "%v; publish it with plaita flow publish FLOW.json (or start the file)", err)
+				return nil, "", refuse(NotFound, "flow_not_found", err, "%v; publish it with %s (or start the file)", err, p.Command("flow", "publish", "FLOW.json"))
 			}
 			return nil, "", err
 		}

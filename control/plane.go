@@ -48,6 +48,9 @@ type Deps struct {
 	Built func(role string) bool
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Program is how the command lines printed in hints and texts invoke plaita ("": "plaita";
+	// "go run ." from a clone, or the binary's path when it is not on PATH).
+	Program string
 }
 
 // Plane runs the operations. It is safe for concurrent use.
@@ -67,6 +70,9 @@ func New(d Deps) *Plane {
 	}
 	if d.Root == "" {
 		d.Root = keys.DefaultRoot
+	}
+	if d.Program == "" {
+		d.Program = "plaita"
 	}
 	return &Plane{d: d, now: now}
 }

@@ -101,8 +101,8 @@ func (p *Plane) flowWarning(ctx context.Context, s store.Schedule) (string, erro
 	}
 	switch {
 	case errors.Is(err, store.ErrFlowNotFound):
-		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (plaita flow publish FLOW.json publishes it)",
-			s.FlowID, s.FlowVersion, s.TenantID), nil
+		return fmt.Sprintf("flow %s version %s is not published in tenant %s yet: its ticks are skipped until it is (%s publishes it)",
+			s.FlowID, s.FlowVersion, s.TenantID, p.Command("flow", "publish", "FLOW.json")), nil
 	case err != nil:
 		return "", err
 	}

@@ -81,7 +81,7 @@ func (p *Plane) WakeUp(ctx context.Context, tenant string, st *state.Execution) 
 		w.Roles[role] = r
 		return r
 	}
-	cmd := CommandLine(st.ExecutionID, tenant)
+	cmd := p.CommandLine(st.ExecutionID, tenant)
 	if s.Due != nil {
 		rt := engine.ResumeTimeout
 		if s.Kind == state.SuspendDelay {
@@ -164,7 +164,7 @@ func (p *Plane) dueReport(ctx context.Context, tenant string, st *state.Executio
 		// alone cannot tell which, so neither is claimed.
 		d.Text = fmt.Sprintf("%s — not in the delay queue (its wake-up was sent, or never written); if it stays suspended: `%s`", when, command)
 	default:
-		d.Text = when + " — " + roleText(roleDelay, delayRole, "nothing will "+what+" until one runs (`plaita delay`)")
+		d.Text = when + " — " + roleText(roleDelay, delayRole, "nothing will "+what+" until one runs (`"+p.Command("delay")+"`)")
 		if d.Entry == "retrying" {
 			d.Text += fmt.Sprintf("; %d enqueue(s) of its wake-up failed, next try %s", d.Attempts, Relative(d.EntryAt.Sub(now)))
 		}

@@ -106,6 +106,7 @@ func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*contro
 		Expr:          settings.Engine(cfg).Expr,
 		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
 		Built:         func(role string) bool { return built(config.Role(role)) },
+		Program:       program(),
 	}), nil
 }
 

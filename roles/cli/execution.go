@@ -296,7 +296,7 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		if k.tenant != keys.DefaultTenant {
 			filter += " --tenant " + k.tenant
 		}
-		fmt.Fprintf(stdout, "next page:\n  plaita execution list%s --limit %d --cursor %s\n", filter, limit, control.ShellQuote(page.NextCursor))
+		fmt.Fprintf(stdout, "next page:\n  %s execution list%s --limit %d --cursor %s\n", program(), filter, limit, control.ShellQuote(page.NextCursor))
 	}
 	return nil
 }

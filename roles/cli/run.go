@@ -422,7 +422,7 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string,
 
 // runCommand is the shell command that starts a new execution of this flow.
 func (r *flowRun) runCommand() string {
-	parts := []string{"plaita", "run", control.ShellQuote(r.flowPath)}
+	parts := []string{program(), "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
 		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}
@@ -431,7 +431,7 @@ func (r *flowRun) runCommand() string {
 
 // resumeCommand is the exact shell command that resumes the execution.
 func (r *flowRun) resumeCommand(id, rt, data string) string {
-	parts := []string{"plaita", "run", control.ShellQuote(r.flowPath)}
+	parts := []string{program(), "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
 		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}

@@ -103,7 +103,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		logPublished(k, started)
 	}
 	if started.WorkersAlive == 0 {
-		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (plaita worker)\n", started.ExecutionID)
+		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (%s worker)\n", started.ExecutionID, program())
 	}
 	if !cmd.Bool("wait") {
 		if cmd.Bool("json") {

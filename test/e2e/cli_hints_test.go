@@ -90,15 +90,18 @@ func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
 	if r = run(t, env, append(cmd, "--quiet")...); r.code != 0 {
 		t.Fatalf("the printed event command %v: exit %d\n%s", cmd, r.code, r.stderr)
 	}
-	// The worker took the event: the execution left the wait (the flow's own condition on
-	// EVENT.status then decides how it ends).
-	st := s.waitStatus(id, "", state.Error, 30*time.Second)
+	// The worker took the event, and the printed event goes the way the flow was written to go:
+	// beside the match's order_id it carries the status the flow's next condition compares with,
+	// so the documented command completes the order (it once ended in PaymentDeclined). What
+	// else the flow reads is named.
+	mustContain(t, "payment-wait hints", r.stdout+show.stdout, "the flow also reads EVENT.payment_id")
+	st := s.waitStatus(id, "", state.Completed, 30*time.Second)
 	resumed := false
 	for _, e := range st.Timeline {
 		resumed = resumed || (e.Node == "wait_payment" && e.Event == "resumed")
 	}
-	if !resumed || st.Error == nil || st.Error.Type != "PaymentDeclined" {
-		t.Fatalf("after the printed event: %+v, timeline %+v", st.Error, st.Timeline)
+	if out, _ := st.Output.(map[string]any); !resumed || out["status"] != "paid" {
+		t.Fatalf("after the printed event: output %v, timeline %+v", st.Output, st.Timeline)
 	}
 
 	r = run(t, env, "start", repoFlow(t, "runaway-loop.json"), "--wait", "--quiet")

@@ -172,8 +172,14 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 	mustContain(t, "unparsable flow", r.stderr, "does not parse in this process", "--force", "plaita execution cancel ex-ext")
 	fx.resume(0, "ex-ext", "--type", "timeout", "--force")
 
-	// Retry wake-up budgets, as the runbook's 409: the counters, the key, how to unblock.
-	fx.seed("ex-failed", "boom", "1", failHash, failedAt(engine.ErrTypeFlowFailed))
+	// A failure a retry cannot get past (the flow's fail node): refused, with what to do instead.
+	fx.seed("ex-declined", "boom", "1", failHash, failedAt(engine.ErrTypeFlowFailed))
+	r = fx.resume(1, "ex-declined", "--type", "retry")
+	mustContain(t, "retry of a fail node", r.stderr, "fail node", "ends the same way", "start a new execution")
+
+	// Retry wake-up budgets, as the console's 409: the counters, the key, how to unblock. A node
+	// error is what a retry can get past.
+	fx.seed("ex-failed", "boom", "1", failHash, failedAt(engine.ErrTypeNode))
 	g1Key, _ := fx.sp.Mechanism(keys.FamG1Wakeups, "ex-failed")
 	noFailKey, _ := fx.sp.Mechanism(keys.FamNoFail, "ex-failed")
 	fx.setCounter(keys.FamG1Wakeups, "ex-failed", 2)
@@ -257,8 +263,15 @@ func TestCLIShowHintsAreAccepted(t *testing.T) {
 		"plaita execution resume ex-big --type timeout")
 	mustNotContain(t, "show of an unguessable match", out, "--type event")
 
-	// Retry: shown while the budgets allow it, replaced by the unblock hint when they do not.
-	fx.seed("ex-failed", "boom", "1", failHash, failedAt(engine.ErrTypeFlowFailed))
+	// An execution that ended at a fail node is offered no retry (it would fail the same way).
+	fx.seed("ex-declined", "boom", "1", failHash, failedAt(engine.ErrTypeFlowFailed))
+	out = show("ex-declined")
+	mustContain(t, "show of a fail node", out, "no retry", "fail node", "start a new execution")
+	mustNotContain(t, "show of a fail node", out, "--type retry")
+
+	// Retry of a node error: shown while the budgets allow it, replaced by the unblock hint when
+	// they do not.
+	fx.seed("ex-failed", "boom", "1", failHash, failedAt(engine.ErrTypeNode))
 	mustContain(t, "show of an error", show("ex-failed"), "plaita execution resume ex-failed --type retry")
 	fx.setCounter(keys.FamG1Wakeups, "ex-failed", 2)
 	out = show("ex-failed")

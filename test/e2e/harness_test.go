@@ -108,9 +108,11 @@ func writeFile(t *testing.T, name, body string) string {
 }
 
 // processEnv is exactly env plus PATH and HOME, so that the developer's own PLAITA_* variables
-// cannot leak into a process of the binary.
+// cannot leak into a process of the binary. PATH has the binary's directory first: `plaita`
+// names the binary under test, as it does for an operator who installed it, so the commands it
+// prints can be run as printed.
 func processEnv(t testing.TB, env map[string]string) []string {
-	out := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out := []string{"PATH=" + filepath.Dir(binary) + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir()}
 	for k, v := range env {
 		out = append(out, k+"="+v)
 	}
@@ -585,12 +587,12 @@ func (s *stack) spawn(role string, extra map[string]string) *proc {
 }
 
 // start starts `plaita ROLE` as spawn does, and stops it with SIGTERM at the end of the test:
-// it must drain and exit 0 (drainAtEnd). A filter serves /metrics on a free port: its counters
-// are the positive signals the filter tests wait for.
+// it must drain and exit 0 (drainAtEnd). A role serves /metrics on a free port (unless the test
+// sets PLAITA_METRICS_PORT): its counters are the positive signals the tests wait for.
 func (s *stack) start(role string, extra map[string]string) *proc {
 	s.t.Helper()
 	port := 0
-	if role == "filter" {
+	if _, set := s.roleEnv(extra)["PLAITA_METRICS_PORT"]; !set {
 		port = redistest.FreePort(s.t)
 		extra = maps.Clone(extra)
 		if extra == nil {

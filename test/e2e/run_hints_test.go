@@ -18,13 +18,15 @@ func TestRunHintsAreAccepted(t *testing.T) {
 	if !ok {
 		t.Fatalf("no event command:\n%s", r.stdout)
 	}
-	mustContain(t, "event command", strings.Join(cmd, " "), `"type": "payment"`, `"order_id": "ord-1"`)
+	mustContain(t, "event command", strings.Join(cmd, " "), `"type": "payment"`, `"order_id": "ord-1"`, `"status": "paid"`)
+	mustContain(t, "payment-wait hints", r.stdout, "the flow also reads EVENT.payment_id")
 	r = run(t, nil, append(cmd, "--quiet")...)
 	if strings.Contains(r.stderr, "resume refused") {
 		t.Fatalf("the printed event command %v was refused:\n%s", cmd, r.stderr)
 	}
-	// The event was taken; the flow's own condition on EVENT.status then declines the payment.
-	timelineHas(t, r.stdout, "wait_payment", "resumed", "declined", "error")
+	// The event was taken and, carrying the status the flow's condition compares with, completes
+	// the order: the documented command goes the way the flow was written to go.
+	timelineHas(t, r.stdout, "wait_payment", "resumed", "paid", "completed")
 
 	// The timeout command is accepted too.
 	r = run(t, nil, "run", repoFlow(t, "payment-wait.json"), "--state-dir", stateDir, "--quiet")
