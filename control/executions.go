@@ -203,7 +203,7 @@ func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, boo
 	case werr != nil:
 		alive = fmt.Sprintf("the registry cannot be read: %v", werr)
 	case workers.Alive == 0:
-		alive += " (start one: "+p.Command("worker")+")"
+		alive += " (start one: " + p.Command("worker") + ")"
 	}
 	v.Text = "queued — not taken by a worker yet; " + alive
 	if task.Pending {
