@@ -5,6 +5,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 build:
     CGO_ENABLED=0 go build -trimpath -o bin/plaita .
 
+# Install plaita into $(go env GOPATH)/bin (usually ~/go/bin: put it on PATH to type `plaita`).
+install:
+    CGO_ENABLED=0 go install -trimpath .
+    @echo "installed $(go env GOPATH)/bin/plaita"
+
 # Run every test (Redis-backed suites use PLAITA_TEST_REDIS_URL, default redis://127.0.0.1:6379/15).
 test:
     go test ./...
@@ -20,7 +25,7 @@ lint:
 generate:
     go generate ./...
 
-# Fuzz the configuration parsers, the flow parser, templates, the key space and the task decoder.
+# Fuzz the configuration parsers, the flow parser, templates, the key space, ids, documents and the task decoder.
 fuzz time="60s":
     go test ./config -run '^$' -fuzz FuzzParsers -fuzztime {{time}}
     go test ./config -run '^$' -fuzz FuzzMaskURL -fuzztime {{time}}
@@ -37,6 +42,9 @@ fuzz time="60s":
     go test ./store -run '^$' -fuzz FuzzDecodeEvent -fuzztime {{time}}
     go test ./store -run '^$' -fuzz FuzzDecodeNotification -fuzztime {{time}}
     go test ./store -run '^$' -fuzz FuzzDecodeSubscription -fuzztime {{time}}
+    go test ./engine/state -run '^$' -fuzz FuzzCheckDocument -fuzztime {{time}}
+    go test ./engine/state -run '^$' -fuzz FuzzExactNumber -fuzztime {{time}}
+    go test ./store/keys -run '^$' -fuzz FuzzValidID -fuzztime {{time}}
 
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
