@@ -290,6 +290,9 @@ func goalIndex(all []Migration, cur int, t Target) (int, error) {
 	case "up":
 		return len(all) - 1, nil
 	case "down":
+		if cur < 0 {
+			return 0, invalid("the database is at version 0: nothing to roll back")
+		}
 		if t.n < 1 || int(t.n) > cur+1 {
 			return 0, invalid("migrate down %d step(s): %d migration(s) are applied", t.n, cur+1)
 		}
