@@ -10,8 +10,8 @@
 // foreign keys, one writer connection (writes queue in the pool, not in SQLite's lock: no
 // SQLITE_BUSY between the console's own goroutines) and a pool of read-only connections, and
 // migrates the schema up (WithoutMigrate: as it is, for `plaita migrate`). Migrate, Version and
-// CheckSchema drive golang-migrate over the embedded files. sqlite://:memory: is a database
-// for tests, on one connection.
+// CheckSchema drive golang-migrate over the embedded files; Ping is for readiness; Close once.
+// sqlite://:memory: is a database for tests, on one connection.
 //
 // # The repositories
 //
