@@ -30,8 +30,8 @@ type PasswordParams struct {
 
 // DefaultPasswordParams are the parameters of new hashes: 48 MiB, 2 passes, 1 lane, a 16-byte
 // salt and a 32-byte key. One verification takes 65–80 ms on the 2-core machine the console is
-// sized for (BenchmarkVerifyPassword: 66 ms idle, 75–79 ms with the other core busy; OWASP's
-// floor is 19 MiB with 2 passes). One
+// sized for (the hash alone: 66–71 ms; BenchmarkVerifyPassword: 75–79 ms on the machine shared
+// with other work; OWASP's floor is 19 MiB with 2 passes). One
 // lane keeps a login from taking both cores; DefaultHashSlots bounds the memory of concurrent
 // logins to 2 × 48 MiB.
 func DefaultPasswordParams() PasswordParams {
