@@ -72,7 +72,7 @@ func Tools() []Tool {
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
 		{"dlq", "list or replay dead letters", config.RoleWorker, []string{DepRedis}, false},
 		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},
-		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, false},
+		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, true},
 	}
 }
 

@@ -1,14 +1,9 @@
 package store_test
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
-	"math"
-	"reflect"
-	"strings"
+	"strconv"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -16,24 +11,19 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/store/storetest"
 )
 
-// One storage contract, run against every backend: the memory backend (plaita run, tests) and
-// Redis (the workers), through their plain storage and, for Redis, through a lease's fenced
-// storage. The engine runs on any of them: what one accepts, stores and refuses, all do.
+// One storage contract (store/storetest), run against every backend: the memory backend (plaita
+// run, tests) and Redis (the workers), through their plain storage and, for Redis, through a
+// lease's fenced storage. The engine runs on any of them: what one accepts, stores and refuses,
+// all do. The console's local-mode SQLite storage runs the same suite (store/sqlite).
 
-// backend is one implementation under the contract.
-type backend struct {
-	name    string
-	storage engine.Storage
-	// down is the same backend with its server gone (nil: a backend that has no server).
-	down engine.Storage
-}
-
-func backends(t *testing.T) []backend {
-	f := setup(t, map[string]string{"PLAITA_EXECUTION_STATE_MAX_BYTES": "65536"})
+func backends(t *testing.T) []storetest.Backend {
+	bound := strconv.Itoa(storetest.MaxStateBytes)
+	f := setup(t, map[string]string{"PLAITA_EXECUTION_STATE_MAX_BYTES": bound})
 	mem := store.NewMemory()
-	mem.MaxStateBytes = 65536
+	mem.MaxStateBytes = storetest.MaxStateBytes
 	lease := f.acquire("c-redis-fenced", "conformance")
 	opt, err := rueidis.ParseURL(redistest.URL())
 	if err != nil {
@@ -46,67 +36,19 @@ func backends(t *testing.T) []backend {
 	}
 	closed.Close()
 	s := store.DefaultSettings()
-	s.MaxStateBytes = 65536
+	s.MaxStateBytes = storetest.MaxStateBytes
 	down, _ := store.NewRedis(closed, s, f.root).Tenant("")
-	return []backend{
-		{name: "memory", storage: mem},
-		{name: "redis", storage: f.ts, down: down},
-		{name: "redis-fenced", storage: lease.Storage(), down: down},
+	return []storetest.Backend{
+		{Name: "memory", Storage: mem},
+		{Name: "redis", Storage: f.ts, Down: down},
+		{Name: "redis-fenced", Storage: lease.Storage(), Down: down},
 	}
 }
 
 func TestStorageContract(t *testing.T) {
 	t.Parallel()
 	for _, b := range backends(t) {
-		t.Run(b.name, func(t *testing.T) {
-			c := ctx(t)
-			id := "c-" + b.name
-			// Not found is its own permanent class.
-			if _, err := b.storage.Load(c, id); !errors.Is(err, engine.ErrNotFound) || store.IsTransient(err) {
-				t.Fatalf("load before save: %v", err)
-			}
-			// Round trip: what comes back is the JSON of what went in (numbers as float64).
-			st := newState(id, state.Running)
-			st.Input = map[string]any{"n": 3, "list": []any{1, "two"}}
-			if err := b.storage.Save(c, st); err != nil {
-				t.Fatal(err)
-			}
-			got, err := b.storage.Load(c, id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := roundTrip(t, st)
-			if !reflect.DeepEqual(roundTrip(t, got), want) || got.Input.(map[string]any)["n"] != 3.0 {
-				t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)
-			}
-			// A value JSON cannot carry: permanent, nothing written.
-			bad := newState(id, state.Completed)
-			bad.Context["score"] = math.NaN()
-			if err := b.storage.Save(c, bad); !errors.Is(err, engine.ErrStateSerialization) || store.IsTransient(err) {
-				t.Fatalf("NaN: %v", err)
-			}
-			// Over the state bound: permanent, nothing written.
-			big := newState(id, state.Completed)
-			big.Output = strings.Repeat("x", 70000)
-			if err := b.storage.Save(c, big); !errors.Is(err, engine.ErrStateTooLarge) || store.IsTransient(err) {
-				t.Fatalf("too large: %v", err)
-			}
-			if got, err := b.storage.Load(c, id); err != nil || got.Status != state.Running {
-				t.Fatalf("a refused save changed the stored state: %+v %v", got, err)
-			}
-			// A backend whose server is gone fails transiently (the caller redelivers), and
-			// an unserializable value is still refused as permanent before anything is sent.
-			if b.down != nil {
-				short, cancel := context.WithTimeout(c, 500*time.Millisecond)
-				defer cancel()
-				if err := b.down.Save(short, newState(id, state.Running)); err == nil || !store.IsTransient(err) {
-					t.Fatalf("save with the server gone: %v", err)
-				}
-				if _, err := b.down.Load(short, id); err == nil || !store.IsTransient(err) || errors.Is(err, engine.ErrNotFound) {
-					t.Fatalf("load with the server gone: %v", err)
-				}
-			}
-		})
+		t.Run(b.Name, func(t *testing.T) { storetest.Contract(t, b) })
 	}
 }
 
@@ -128,17 +70,4 @@ func TestStorageContractFencing(t *testing.T) {
 	if err := newer.Storage().Save(c, newState("c-takeover", state.Completed)); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func roundTrip(t *testing.T, st *state.Execution) map[string]any {
-	t.Helper()
-	b, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }

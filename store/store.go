@@ -2,7 +2,8 @@
 // states (Redis with leases and fencing, and an in-memory backend that serializes exactly like
 // it), published flows and versions, wake-up records (subscriptions, approvals), registry
 // records, tenant status and quota, live events. Only store and queue build Redis commands. The
-// console's SQLite store will live here too; it is not built yet.
+// console's database (SQLite: tenants, users, audit, drafts, local-mode executions) is
+// store/sqlite, the only package that writes SQL.
 //
 // Every backend classifies failures the same way (engine/state/errors.go):
 //   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;

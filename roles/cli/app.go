@@ -134,9 +134,23 @@ func App(stdout, stderr io.Writer) *cli.Command {
 		},
 	}
 	for _, tool := range roles.Tools() {
+		if build, ok := toolCommand(tool.Name); ok {
+			app.Commands = append(app.Commands, build(tool, stdout, stderr))
+			continue
+		}
 		app.Commands = append(app.Commands, opsCommand(tool, stderr))
 	}
 	return app
+}
+
+// toolCommand is the command of an operator tool that is built; the others run their
+// preflight and say they are not built yet (opsCommand).
+func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *cli.Command, bool) {
+	switch name {
+	case "migrate":
+		return migrateCommand, true
+	}
+	return nil, false
 }
 
 // roleCommand runs the preflight for a role and then its services.

@@ -1,0 +1,304 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+
+	"github.com/rs/zerolog"
+	"github.com/urfave/cli/v3"
+
+	"plaita/config"
+	"plaita/roles"
+	"plaita/store"
+	"plaita/store/sqlite"
+)
+
+// migrateCommand is `plaita migrate up|down|version`: the console database's migrations
+// (migrations/, applied by store/sqlite), by hand. Each subcommand runs the console's strict
+// preflight and opens PLAITA_CONSOLE_DB_URL without migrating it; the console itself migrates
+// up at every start.
+func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
+	flags := func(extra ...cli.Flag) []cli.Flag {
+		return append(append(extra, jsonFlag("print the result as JSON")), append(logFlags(), logLevelFlag())...)
+	}
+	to := &cli.StringFlag{Name: "to", Usage: "the version to migrate to (a number; 0: no migration)"}
+	return &cli.Command{
+		Name:      tool.Name,
+		Usage:     helpUsage(tool.Summary, tool.Built),
+		UsageText: "plaita migrate up [--to N] | down [--to N | --all] | version   [--json]",
+		Description: "Runs the console's configuration preflight and opens the database at PLAITA_CONSOLE_DB_URL\n" +
+			"(sqlite:////absolute/path or sqlite:///path/relative/to/the/working/directory).\n" +
+			"  up        applies every migration the database lacks (--to N: up to version N)\n" +
+			"  down      rolls back the last migration (--to N: down to version N; --all: every migration,\n" +
+			"            which drops every table and its data)\n" +
+			"  version   prints the database's version and the migrations it lacks; it creates nothing\n" +
+			"A dirty database (a migration failed half-way), one newer than this binary and one that is not\n" +
+			"plaita's are refused; migrations/README.md says what to do. The console migrates up at start.\n" +
+			"Exit status: 0 done (version: the report is printed and the schema is usable); 1 failure\n" +
+			"(the database, a refused schema); 2 bad usage or a rejected configuration.",
+		Flags: append(logFlags(), logLevelFlag()),
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if _, _, err := preflight(cmd, tool.Role, stderr); err != nil {
+				return err
+			}
+			if cmd.Args().Len() > 0 {
+				return cliUsage("migrate", "unknown subcommand %q (up, down, version)", cmd.Args().First())
+			}
+			return cliUsage("migrate", "name what to do: plaita migrate up|down|version (--help says more)")
+		},
+		Commands: []*cli.Command{
+			{
+				Name:      "up",
+				Usage:     "apply the migrations the database lacks (creating the file when there is none)",
+				UsageText: "plaita migrate up [--to N] [--json]",
+				Flags:     flags(to),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					target := sqlite.Up()
+					if cmd.IsSet("to") {
+						v, err := parseVersionFlag(cmd.String("to"))
+						if err != nil {
+							return cliUsage("migrate up", "%v", err)
+						}
+						target = sqlite.UpTo(v)
+					}
+					return migrateRun(ctx, cmd, "up", target, false, stdout, stderr)
+				},
+			},
+			{
+				Name:      "down",
+				Usage:     "roll back the last migration (--to N, --all: more)",
+				UsageText: "plaita migrate down [--to N | --all] [--json]",
+				Flags:     flags(to, &cli.BoolFlag{Name: "all", Usage: "roll back every migration (drops every table and its data)"}),
+				Action: func(ctx context.Context, cmd *cli.Command) error {
+					target := sqlite.Down(1)
+					switch {
+					case cmd.IsSet("to") && cmd.Bool("all"):
+						return cliUsage("migrate down", "use --to N or --all, not both")
+					case cmd.Bool("all"):
+						target = sqlite.DownTo(0)
+					case cmd.IsSet("to"):
+						v, err := parseVersionFlag(cmd.String("to"))
+						if err != nil {
+							return cliUsage("migrate down", "%v", err)
+						}
+						target = sqlite.DownTo(v)
+					}
+					return migrateRun(ctx, cmd, "down", target, true, stdout, stderr)
+				},
+			},
+			{
+				Name:      "version",
+				Usage:     "print the database's migration version and what it lacks",
+				UsageText: "plaita migrate version [--json]",
+				Flags:     flags(),
+				Action:    func(ctx context.Context, cmd *cli.Command) error { return migrateVersion(ctx, cmd, stdout, stderr) },
+			},
+		},
+	}
+}
+
+func parseVersionFlag(s string) (uint, error) {
+	v, err := strconv.ParseUint(s, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("--to %q: use a version number (0: no migration; latest: %d)", s, sqlite.Latest())
+	}
+	return uint(v), nil
+}
+
+// openConsoleDB runs the console's preflight and opens its database as it is; loc is where
+// PLAITA_CONSOLE_DB_URL points (set even when the file is missing: ErrNoDatabase).
+func openConsoleDB(ctx context.Context, cmd *cli.Command, name string, mustExist bool, stderr io.Writer) (*sqlite.DB, sqlite.Location, zerolog.Logger, error) {
+	cfg, log, err := preflight(cmd, config.RoleConsole, stderr)
+	if err != nil {
+		return nil, sqlite.Location{}, log, err
+	}
+	if err := checkLogFlags(cmd); err != nil {
+		return nil, sqlite.Location{}, log, err
+	}
+	url := config.ConsoleDBURL.In(cfg)
+	loc, err := sqlite.ParseURL(url)
+	if err != nil {
+		return nil, loc, log, cliUsage(name, "PLAITA_CONSOLE_DB_URL: %v", err)
+	}
+	opts := []sqlite.Option{sqlite.WithoutMigrate()}
+	if mustExist {
+		opts = append(opts, sqlite.MustExist())
+	}
+	db, err := sqlite.Open(ctx, url, opts...)
+	if err != nil {
+		return nil, loc, log, err
+	}
+	return db, loc, log, nil
+}
+
+// migrateFailure maps a store/sqlite error to the exit status: a target the binary has no
+// migration for, or in the wrong direction, is bad usage; the rest is a failure.
+func migrateFailure(name string, err error) error {
+	if errors.Is(err, store.ErrInvalid) {
+		return cliUsage(name, "%v", err)
+	}
+	return cliFail(name, "%v", err)
+}
+
+// migrateResult is what `plaita migrate up|down --json` prints.
+type migrateResult struct {
+	Database string `json:"database"`
+	Action   string `json:"action"` // up or down
+	sqlite.MigrateResult
+	Error string `json:"error,omitempty"`
+}
+
+func migrateRun(ctx context.Context, cmd *cli.Command, action string, target sqlite.Target, mustExist bool, stdout, stderr io.Writer) error {
+	name := "migrate " + action
+	if cmd.Args().Len() > 0 {
+		return cliUsage(name, "takes no arguments (use --to N)")
+	}
+	db, _, log, err := openConsoleDB(ctx, cmd, name, mustExist, stderr)
+	var ee *exitError
+	switch {
+	case errors.Is(err, sqlite.ErrNoDatabase):
+		return cliFail(name, "%v: nothing to roll back", err)
+	case errors.As(err, &ee):
+		return err
+	case err != nil:
+		return migrateFailure(name, err)
+	}
+	defer db.Close()
+	res, runErr := db.Migrate(ctx, target)
+	out := migrateResult{Database: dbName(db), Action: action, MigrateResult: res}
+	if runErr != nil {
+		out.Error = runErr.Error()
+	}
+	if len(res.Applied) > 0 {
+		log.Info().Str("event", "console_db.migrated").Str("database", out.Database).Str("target", target.String()).
+			Uint("from", res.From.Version).Uint("to", res.To.Version).Bool("dirty", res.To.Dirty).Int("applied", len(res.Applied)).
+			Msg("console database migrated")
+	}
+	if cmd.Bool("json") {
+		if err := writeJSON(stdout, out); err != nil {
+			return cliFail(name, "write the result: %v", err)
+		}
+	} else if runErr == nil || len(res.Applied) > 0 {
+		writeMigrateText(stdout, name, out)
+	}
+	if runErr != nil {
+		return migrateFailure(name, runErr)
+	}
+	return nil
+}
+
+func dbName(db *sqlite.DB) string {
+	if loc := db.Location(); !loc.Memory {
+		return loc.Path
+	}
+	return db.Location().URL
+}
+
+func writeMigrateText(w io.Writer, name string, r migrateResult) {
+	if len(r.Applied) == 0 {
+		fmt.Fprintf(w, "%s: %s is at version %d (latest %d): nothing to do\n", name, r.Database, r.To.Version, r.Latest)
+		return
+	}
+	fmt.Fprintf(w, "%s: %s from version %d to %d (latest %d)\n", name, r.Database, r.From.Version, r.To.Version, r.Latest)
+	for _, a := range r.Applied {
+		fmt.Fprintf(w, "  %s %04d %s\n", a.Direction, a.Version, a.Name)
+	}
+}
+
+// versionReport is what `plaita migrate version --json` prints.
+type versionReport struct {
+	Database string `json:"database"`
+	Exists   bool   `json:"exists"`
+	Version  uint   `json:"version"`
+	Dirty    bool   `json:"dirty"`
+	Latest   uint   `json:"latest"`
+	// Status: missing (no file yet: the console creates it), current, behind (migrate up),
+	// dirty, too_new, unversioned (not plaita's) — the last three are refused.
+	Status  string             `json:"status"`
+	Pending []sqlite.Migration `json:"pending"` // what up would apply
+	Problem string             `json:"problem,omitempty"`
+}
+
+func migrateVersion(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "migrate version"
+	if cmd.Args().Len() > 0 {
+		return cliUsage(name, "takes no arguments")
+	}
+	rep := versionReport{Latest: sqlite.Latest(), Pending: []sqlite.Migration{}}
+	db, loc, _, err := openConsoleDB(ctx, cmd, name, true, stderr)
+	var ee *exitError
+	switch {
+	case errors.Is(err, sqlite.ErrNoDatabase):
+		rep.Database, rep.Status, rep.Pending = loc.Path, "missing", sqlite.Migrations()
+		return writeVersionReport(stdout, cmd.Bool("json"), rep, nil)
+	case errors.As(err, &ee):
+		return err
+	case err != nil:
+		return migrateFailure(name, err)
+	}
+	defer db.Close()
+	rep.Database, rep.Exists = dbName(db), true
+	v, verr := db.Version(ctx)
+	rep.Version, rep.Dirty = v.Version, v.Dirty
+	if verr == nil {
+		verr = db.CheckSchema(ctx)
+	}
+	var behind *sqlite.BehindError
+	var dirty *sqlite.DirtyError
+	var tooNew *sqlite.TooNewError
+	var unversioned *sqlite.UnversionedError
+	switch {
+	case verr == nil:
+		rep.Status = "current"
+	case errors.As(verr, &behind):
+		rep.Status = "behind"
+		for _, m := range sqlite.Migrations() {
+			if m.Version > v.Version {
+				rep.Pending = append(rep.Pending, m)
+			}
+		}
+		verr = nil
+	case errors.As(verr, &dirty):
+		rep.Status = "dirty"
+	case errors.As(verr, &tooNew):
+		rep.Status = "too_new"
+	case errors.As(verr, &unversioned):
+		rep.Status = "unversioned"
+	default:
+		return cliFail(name, "%v", verr)
+	}
+	if verr != nil {
+		rep.Problem = verr.Error()
+	}
+	return writeVersionReport(stdout, cmd.Bool("json"), rep, verr)
+}
+
+func writeVersionReport(w io.Writer, asJSON bool, rep versionReport, problem error) error {
+	const name = "migrate version"
+	if asJSON {
+		if err := writeJSON(w, rep); err != nil {
+			return cliFail(name, "write the report: %v", err)
+		}
+	} else {
+		switch rep.Status {
+		case "missing":
+			fmt.Fprintf(w, "%s: no database yet (the console creates it at start; latest version %d)\n", rep.Database, rep.Latest)
+		case "current":
+			fmt.Fprintf(w, "%s: version %d, the latest\n", rep.Database, rep.Version)
+		case "behind":
+			fmt.Fprintf(w, "%s: version %d, latest %d: plaita migrate up applies\n", rep.Database, rep.Version, rep.Latest)
+			for _, m := range rep.Pending {
+				fmt.Fprintf(w, "  %04d %s\n", m.Version, m.Name)
+			}
+		default:
+			fmt.Fprintf(w, "%s: version %d (dirty %v, latest %d): %s\n", rep.Database, rep.Version, rep.Dirty, rep.Latest, rep.Status)
+		}
+	}
+	if problem != nil {
+		return cliFail(name, "%v", problem)
+	}
+	return nil
+}

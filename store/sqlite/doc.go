@@ -1,0 +1,53 @@
+// Package sqlite is the console's database (PLAITA_CONSOLE_DB_URL): tenants, users,
+// memberships, sessions, API keys, the audit trail, bulk-operation jobs, flow drafts and the
+// record of published versions, and the executions of local mode. It is the only package that
+// writes SQL (the schema is in migrations/); it reads no configuration — the console passes
+// the URL and the settings as options.
+//
+// # Opening
+//
+// Open(ctx, "sqlite:////var/lib/plaita/console.db") opens the file with WAL, a busy timeout,
+// foreign keys, one writer connection (writes queue in the pool, not in SQLite's lock: no
+// SQLITE_BUSY between the console's own goroutines) and a pool of read-only connections, and
+// migrates the schema up (WithoutMigrate: as it is, for `plaita migrate`). Migrate, Version and
+// CheckSchema drive golang-migrate over the embedded files; Ping is for readiness; Close once.
+// sqlite://:memory: is a database for tests, on one connection.
+//
+// # The repositories
+//
+// Methods of *DB, one per operation, each parameterised and returning typed errors:
+//   - tenants: CreateTenant, Tenant, ListTenants, AllTenants, RenameTenant, SetTenantStatus
+//     (the status and an epoch to publish), DeleteTenant (disabled ones only);
+//   - users: CreateUser, User, UserByLogin, ListUsers, SetPlatformAdmin, SetPassword,
+//     UnlockUser, DeleteUser, VerifyPassword (argon2id, lock-out), EnsureBootstrapAdmin;
+//   - memberships: SetMembership, Membership, RemoveMembership, ListMembers, UserMemberships;
+//     roles viewer < editor < admin (Role.AtLeast);
+//   - sessions: CreateSession (the token, once), LookupSession, DeleteSession,
+//     DeleteUserSessions, ExpireSessions;
+//   - API keys: CreateAPIKey (the key, once), AuthenticateAPIKey, RevokeAPIKey, ListAPIKeys;
+//     Fingerprint names any secret in logs and audit rows;
+//   - audit: AppendAudit (denials coalesced per key and window), ListAudit;
+//   - jobs: CreateJob, UpdateJob, Job, ListJobs;
+//   - flows: SaveDraft, Draft, ListDrafts, DeleteDraft, RecordVersion, FlowVersion,
+//     ListVersions, AllVersions;
+//   - local executions: Executions() — Save, Load (store.Storage), LoadGeneration, SaveIf,
+//     Delete, RequestCancel, Cancelled, List, ReconcileOrphans.
+//
+// Lists take ListOptions (an opaque cursor and a bounded limit) and return a Page; the audit
+// has its own query (before_id, limit 1..1000, default 200).
+//
+// # Errors
+//
+// Every error unwraps to exactly one class (errors.go): store.ErrNotFound, store.ErrInvalid,
+// ErrExists, ErrPrecondition, ErrUnauthenticated, ErrSchema, the execution classes of package
+// store, and ErrDB — the only transient one (IsTransient). The HTTP API maps classes to
+// statuses; the sentinels (ErrTenantNotFound, ErrLoginTaken …) say which thing it was.
+//
+// # Portable SQL
+//
+// The queries use what SQLite and PostgreSQL both take: ? placeholders (a PostgreSQL backend
+// rebinds them to $n), INSERT … ON CONFLICT … DO UPDATE, RETURNING, row-value comparisons for
+// keyset pagination, CASE instead of two-argument max(); times are BIGINT unix milliseconds,
+// flags BOOLEAN, JSON TEXT. The SQLite-only parts are the connection pragmas, the schema
+// version queries (sqlite_master) and the audit id's AUTOINCREMENT in the DDL.
+package sqlite

@@ -1,0 +1,429 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"plaita/store"
+)
+
+// schema is every table and index of the database, as SQLite keeps their DDL.
+func (f *fixture) schema() map[string]string {
+	f.t.Helper()
+	rows, err := f.r.Query("SELECT type || ' ' || name, COALESCE(sql, '') FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' AND tbl_name <> 'schema_migrations'")
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, ddl string
+		if err := rows.Scan(&name, &ddl); err != nil {
+			f.t.Fatal(err)
+		}
+		out[name] = ddl
+	}
+	return out
+}
+
+func (f *fixture) version() SchemaVersion {
+	f.t.Helper()
+	return must[SchemaVersion](f.t)(f.Version(ctx(f.t)))
+}
+
+func TestOpenMigratesAnEmptyDatabaseAndReopensIt(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	if v := f.version(); v != (SchemaVersion{Version: Latest()}) || Latest() < 2 {
+		t.Fatalf("version %+v, latest %d", v, Latest())
+	}
+	for _, table := range []string{"tenants", "users", "memberships", "sessions", "api_keys", "audit", "flows", "flow_versions", "jobs", "local_executions"} {
+		if _, ok := f.schema()["table "+table]; !ok {
+			t.Errorf("no table %s", table)
+		}
+	}
+	if err := f.CheckSchema(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The default tenant comes with the schema.
+	if tn, err := f.Tenant(ctx(t), ""); err != nil || tn.Slug != "default" || tn.Status != TenantActive {
+		t.Fatalf("default tenant: %+v %v", tn, err)
+	}
+	must[Tenant](t)(f.CreateTenant(ctx(t), NewTenant{Slug: "acme"}))
+	f.Close()
+	// An existing database at the latest version opens as it is.
+	db := must[*DB](t)(Open(ctx(t), f.url))
+	defer db.Close()
+	res := must[MigrateResult](t)(db.Migrate(ctx(t), Up()))
+	if len(res.Applied) != 0 || res.From != res.To {
+		t.Errorf("a migrated database migrated again: %+v", res)
+	}
+	if _, err := db.Tenant(ctx(t), "acme"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Down to zero leaves nothing but golang-migrate's own tables; up again makes a working
+// schema from scratch.
+func TestMigrateDownToZeroAndUpAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c := ctx(t)
+	full := f.schema()
+	must[Tenant](t)(f.CreateTenant(c, NewTenant{Slug: "acme"}))
+	res := must[MigrateResult](t)(f.Migrate(c, DownTo(0)))
+	if res.To != (SchemaVersion{}) || len(res.Applied) != len(Migrations()) || res.Applied[0].Direction != "down" || res.Applied[0].Version != Latest() {
+		t.Fatalf("down to 0: %+v", res)
+	}
+	tables := must[[]string](t)(f.tables(c))
+	if tables = slices.DeleteFunc(tables, func(s string) bool { return s == "schema_migrations" || s == "sqlite_sequence" }); len(tables) != 0 {
+		t.Fatalf("tables left at version 0: %v", tables)
+	}
+	if v := f.version(); v != (SchemaVersion{}) {
+		t.Fatalf("version %+v", v)
+	}
+	// Down from zero has nothing to undo.
+	if _, err := f.Migrate(c, Down(1)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("down 1 at version 0: %v", err)
+	}
+	res = must[MigrateResult](t)(f.Migrate(c, Up()))
+	if res.To.Version != Latest() || len(res.Applied) != len(Migrations()) || res.Applied[0].Version != 1 {
+		t.Fatalf("up: %+v", res)
+	}
+	if got := f.schema(); !equalSchemas(got, full) {
+		t.Errorf("the schema made again differs:\n%v\nwant\n%v", got, full)
+	}
+	// The data went with the tables; the schema works again.
+	if _, err := f.Tenant(c, "acme"); !errors.Is(err, ErrTenantNotFound) {
+		t.Errorf("acme after down and up: %v", err)
+	}
+	must[Tenant](t)(f.CreateTenant(c, NewTenant{Slug: "acme"}))
+	must[User](t)(f.CreateUser(c, NewUser{Login: "ann", Password: "correct horse"}))
+}
+
+func equalSchemas(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Every migration's down restores exactly the schema before its up.
+func TestEveryMigrationDownRestoresThePreviousSchema(t *testing.T) {
+	t.Parallel()
+	f := setup(t, WithoutMigrate())
+	c := ctx(t)
+	for _, m := range Migrations() {
+		before := f.schema()
+		res := must[MigrateResult](t)(f.Migrate(c, UpTo(m.Version)))
+		if len(res.Applied) != 1 || res.Applied[0] != (Applied{Version: m.Version, Name: m.Name, Direction: "up"}) {
+			t.Fatalf("up to %d: %+v", m.Version, res)
+		}
+		after := f.schema()
+		if equalSchemas(before, after) {
+			t.Errorf("migration %d changed no schema", m.Version)
+		}
+		res = must[MigrateResult](t)(f.Migrate(c, Down(1)))
+		if len(res.Applied) != 1 || res.Applied[0].Direction != "down" || res.Applied[0].Version != m.Version {
+			t.Fatalf("down from %d: %+v", m.Version, res)
+		}
+		if got := f.schema(); !equalSchemas(got, before) {
+			t.Errorf("down of %d leaves\n%v\nwant\n%v", m.Version, got, before)
+		}
+		must[MigrateResult](t)(f.Migrate(c, UpTo(m.Version)))
+	}
+}
+
+// seeds writes, with the SQL of each version's own schema, rows that must survive every later
+// migration; checks reads them back through the current repositories. A new migration adds
+// its own seed, and the test then proves the data of every earlier version goes through it.
+var seeds = map[uint]struct {
+	sql   []string
+	check func(t *testing.T, f *fixture)
+}{
+	1: {
+		sql: []string{
+			"INSERT INTO tenants (slug, name, status, status_epoch, created_at, updated_at) VALUES ('acme', 'Acme', 'disabled', 3, 1000, 2000)",
+			"INSERT INTO users (id, login, display_name, password_hash, platform_admin, failed_logins, locked_until, created_at, updated_at) " +
+				"VALUES ('usr_seed', 'seed@example.com', 'Seed', '$argon2id$v=19$m=64,t=1,p=1$c2FsdHNhbHRzYWx0$a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5', TRUE, 0, 0, 1000, 1000)",
+			"INSERT INTO memberships (user_id, tenant, role, created_at, updated_at) VALUES ('usr_seed', 'acme', 'editor', 1000, 1000)",
+			"INSERT INTO audit (at, last_at, actor, actor_kind, tenant, action, target, outcome, reason, ip, request_id, details, suppressed) " +
+				"VALUES (1000, 1000, 'seed@example.com', 'user', 'acme', 'tenant.disable', 'acme', 'allow', '', '10.0.0.1', 'req-1', '{\"n\":1}', 0)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			c := ctx(t)
+			if tn, err := f.Tenant(c, "acme"); err != nil || tn.Status != TenantDisabled || tn.StatusEpoch != 3 || tn.Name != "Acme" {
+				t.Errorf("seeded tenant: %+v %v", tn, err)
+			}
+			if m, err := f.Membership(c, "usr_seed", "acme"); err != nil || m.Role != RoleEditor || m.Login != "seed@example.com" {
+				t.Errorf("seeded membership: %+v %v", m, err)
+			}
+			p := must[AuditPage](t)(f.ListAudit(c, AuditQuery{Tenant: "acme"}))
+			if len(p.Entries) != 1 || p.Entries[0].Action != "tenant.disable" || string(p.Entries[0].Details) != `{"n":1}` {
+				t.Errorf("seeded audit: %+v", p)
+			}
+		},
+	},
+	2: {
+		sql: []string{
+			"INSERT INTO flows (tenant, flow_id, definition, revision, updated_by, created_at, updated_at) VALUES ('acme', 'order', '{\"id\":\"order\"}', 4, 'seed', 1000, 1000)",
+			"INSERT INTO local_executions (execution_id, tenant, flow_id, flow_version, status, state, generation, cancel_requested, started_at, updated_at) " +
+				"VALUES ('ex_seed', 'acme', 'order', '1', 'running', '{\"execution_id\":\"ex_seed\",\"status\":\"running\"}', 7, FALSE, 1000, 1000)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			c := ctx(t)
+			if d, err := f.Draft(c, "acme", "order"); err != nil || d.Revision != 4 || string(d.Definition) != `{"id":"order"}` {
+				t.Errorf("seeded draft: %+v %v", d, err)
+			}
+			if st, gen, err := f.Executions().LoadGeneration(c, "ex_seed"); err != nil || gen != 7 || st.ExecutionID != "ex_seed" {
+				t.Errorf("seeded execution: %+v %d %v", st, gen, err)
+			}
+		},
+	},
+}
+
+// Data written at any version survives every later migration up.
+func TestDataIsPreservedAcrossUp(t *testing.T) {
+	t.Parallel()
+	for _, m := range Migrations() {
+		if _, ok := seeds[m.Version]; !ok {
+			t.Errorf("migration %d has no seed in this test", m.Version)
+		}
+	}
+	for _, start := range Migrations() {
+		t.Run(start.Name, func(t *testing.T) {
+			f := setup(t, WithoutMigrate())
+			c := ctx(t)
+			for _, m := range Migrations() {
+				if m.Version > start.Version {
+					break
+				}
+				must[MigrateResult](t)(f.Migrate(c, UpTo(m.Version)))
+				for _, q := range seeds[m.Version].sql {
+					if _, err := f.w.Exec(q); err != nil {
+						t.Fatalf("seed of %d: %v", m.Version, err)
+					}
+				}
+			}
+			if res := must[MigrateResult](t)(f.Migrate(c, Up())); res.To.Version != Latest() {
+				t.Fatalf("up: %+v", res)
+			}
+			for _, m := range Migrations() {
+				if m.Version <= start.Version {
+					seeds[m.Version].check(t, f)
+				}
+			}
+		})
+	}
+}
+
+func TestMigrateTargets(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c := ctx(t)
+	latest := Latest()
+	for _, tc := range []struct {
+		target Target
+		class  error
+	}{
+		{Down(latest + 1), store.ErrInvalid},
+		{Down(0), store.ErrInvalid},
+		{UpTo(latest + 40), ErrMigrationNotFound},
+		{UpTo(1), store.ErrInvalid}, // below the current version
+		{DownTo(99), ErrMigrationNotFound},
+	} {
+		if _, err := f.Migrate(c, tc.target); !errors.Is(err, tc.class) {
+			t.Errorf("%s: %v, want %v", tc.target, err, tc.class)
+		}
+	}
+	res := must[MigrateResult](t)(f.Migrate(c, DownTo(1)))
+	if res.From.Version != latest || res.To.Version != 1 || len(res.Applied) != int(latest-1) {
+		t.Fatalf("down to 1: %+v", res)
+	}
+	if _, err := f.Migrate(c, DownTo(2)); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("down to 2 at 1: %v", err)
+	}
+	if err := f.CheckSchema(c); !errors.Is(err, ErrSchema) {
+		t.Errorf("check at 1: %v", err)
+	} else if be := (*BehindError)(nil); !errors.As(err, &be) || be.Version != 1 {
+		t.Errorf("check at 1: %v", err)
+	}
+	if res := must[MigrateResult](t)(f.Migrate(c, UpTo(1))); len(res.Applied) != 0 {
+		t.Errorf("up to the current version: %+v", res)
+	}
+}
+
+// rawDB opens a database file with plain database/sql, as another tool would.
+func rawDB(t *testing.T, path string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func TestOpenRefusesSchemasItCannotUse(t *testing.T) {
+	t.Parallel()
+	t.Run("dirty", func(t *testing.T) {
+		f := setup(t)
+		f.Close()
+		if _, err := rawDB(t, f.Location().Path).Exec("UPDATE schema_migrations SET dirty = TRUE"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(ctx(t), f.url)
+		var de *DirtyError
+		if !errors.As(err, &de) || de.Version != Latest() || !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), fmt.Sprintf("dirty at version %d", Latest())) {
+			t.Fatalf("open a dirty database: %v", err)
+		}
+	})
+	t.Run("too new", func(t *testing.T) {
+		f := setup(t)
+		f.Close()
+		if _, err := rawDB(t, f.Location().Path).Exec("UPDATE schema_migrations SET version = 99"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(ctx(t), f.url)
+		var tn *TooNewError
+		if !errors.As(err, &tn) || tn.Version != 99 || tn.Latest != Latest() {
+			t.Fatalf("open a newer database: %v", err)
+		}
+		// Without migrating it opens, and says the same.
+		db := must[*DB](t)(Open(ctx(t), f.url, WithoutMigrate()))
+		defer db.Close()
+		if err := db.CheckSchema(ctx(t)); !errors.As(err, &tn) {
+			t.Errorf("check: %v", err)
+		}
+		if _, err := db.Migrate(ctx(t), DownTo(0)); !errors.As(err, &tn) {
+			t.Errorf("migrate a newer database: %v", err)
+		}
+	})
+	t.Run("not plaita's", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "other.db")
+		if _, err := rawDB(t, path).Exec("CREATE TABLE customers (id INTEGER PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(ctx(t), "sqlite:///"+path)
+		var ue *UnversionedError
+		if !errors.As(err, &ue) || !slices.Equal(ue.Tables, []string{"customers"}) {
+			t.Fatalf("open a foreign database: %v", err)
+		}
+	})
+}
+
+// A migration that fails half-way leaves the database dirty at its version, says why, and the
+// next start refuses it.
+func TestAFailedMigrationLeavesTheDatabaseDirty(t *testing.T) {
+	t.Parallel()
+	f := setup(t, WithoutMigrate())
+	c := ctx(t)
+	must[MigrateResult](t)(f.Migrate(c, UpTo(1)))
+	if _, err := f.w.Exec("CREATE TABLE jobs (x INTEGER)"); err != nil { // in migration 2's way
+		t.Fatal(err)
+	}
+	res, err := f.Migrate(c, Up())
+	var de *DirtyError
+	if !errors.As(err, &de) || de.Version != 2 || de.Cause == "" || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("a failing migration: %v", err)
+	}
+	if len(res.Applied) != 0 || res.To != (SchemaVersion{Version: 2, Dirty: true}) {
+		t.Errorf("result: %+v", res)
+	}
+	f.Close()
+	if _, err := Open(ctx(t), f.url); !errors.As(err, &de) || de.Cause != "" {
+		t.Errorf("reopen: %v", err)
+	}
+}
+
+func TestOpenMustExist(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := Open(ctx(t), fileURL(dir, "none.db"), MustExist()); !errors.Is(err, ErrNoDatabase) || !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("open a missing file: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("MustExist created the file: %v", err)
+	}
+	if _, err := Open(ctx(t), fileURL(dir, "no/such/dir.db")); !errors.Is(err, store.ErrInvalid) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("open in a missing directory: %v", err)
+	}
+}
+
+func TestOpenInMemory(t *testing.T) {
+	t.Parallel()
+	db := must[*DB](t)(Open(ctx(t), "sqlite://:memory:", WithPasswordParams(cheapPasswords)))
+	defer db.Close()
+	if !db.Location().Memory {
+		t.Fatal("not in memory")
+	}
+	must[Tenant](t)(db.CreateTenant(ctx(t), NewTenant{Slug: "acme"}))
+	if tn, err := db.Tenant(ctx(t), "acme"); err != nil || tn.Slug != "acme" {
+		t.Fatalf("read back: %+v %v", tn, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+}
+
+func TestParseURL(t *testing.T) {
+	t.Parallel()
+	wd, _ := os.Getwd()
+	for _, tc := range []struct {
+		url      string
+		path     string
+		relative bool
+		memory   bool
+		bad      bool
+	}{
+		{url: "sqlite:////var/lib/plaita/console.db", path: "/var/lib/plaita/console.db"},
+		{url: "sqlite:///./plaita_console.db", path: filepath.Join(wd, "plaita_console.db"), relative: true},
+		{url: "sqlite:///data/c.db", path: filepath.Join(wd, "data/c.db"), relative: true},
+		{url: "sqlite://:memory:", memory: true},
+		{url: "sqlite:///:memory:", memory: true},
+		{url: "sqlite://c.db", bad: true},
+		{url: "sqlite:///", bad: true},
+		{url: "sqlite:////tmp/", bad: true},
+		{url: "sqlite:////tmp/..", bad: true},
+		{url: "sqlite:////tmp/c.db?_pragma=x", bad: true},
+		{url: "postgres://db/console", bad: true},
+		{url: "", bad: true},
+	} {
+		loc, err := ParseURL(tc.url)
+		if tc.bad {
+			if !errors.Is(err, ErrBadURL) || !errors.Is(err, store.ErrInvalid) {
+				t.Errorf("%q: %+v %v, want ErrBadURL", tc.url, loc, err)
+			}
+			continue
+		}
+		if err != nil || loc.Path != tc.path || loc.Relative != tc.relative || loc.Memory != tc.memory {
+			t.Errorf("%q: %+v %v", tc.url, loc, err)
+		}
+	}
+}
+
+func TestPing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	if err := f.Ping(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := f.Ping(ctx(t)); !errors.Is(err, ErrDB) || !IsTransient(err) {
+		t.Errorf("ping a closed database: %v", err)
+	}
+}
