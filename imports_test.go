@@ -85,6 +85,18 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 		}
 	}
 	for _, p := range pkgs {
+		// SQL lives in store/sqlite: nothing else opens a database or runs a migration.
+		if p != "plaita/store/sqlite" {
+			for _, q := range imports[p] {
+				if q == "database/sql" || q == "modernc.org/sqlite" || strings.HasPrefix(q, "github.com/golang-migrate/migrate/v4") {
+					out = append(out, "forbidden: "+p+" → "+q+" (SQL only in store/sqlite)")
+				}
+			}
+		}
+		// The shared storage contract is for tests: no program links it.
+		if slices.Contains(imports[p], "plaita/store/storetest") {
+			out = append(out, "forbidden: "+p+" → plaita/store/storetest (a test helper; import it from _test.go files only)")
+		}
 		if p == "plaita" || under(p, "plaita/roles") || under(p, "plaita/config") {
 			continue
 		}
