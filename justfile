@@ -45,6 +45,9 @@ fuzz time="60s":
     go test ./engine/state -run '^$' -fuzz FuzzCheckDocument -fuzztime {{time}}
     go test ./engine/state -run '^$' -fuzz FuzzExactNumber -fuzztime {{time}}
     go test ./store/keys -run '^$' -fuzz FuzzValidID -fuzztime {{time}}
+    go test ./store/sqlite -run '^$' -fuzz FuzzParsePasswordHash -fuzztime {{time}}
+    go test ./store/sqlite -run '^$' -fuzz FuzzDecodeCursor -fuzztime {{time}}
+    go test ./store/sqlite -run '^$' -fuzz FuzzParseURL -fuzztime {{time}}
 
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
