@@ -70,7 +70,7 @@ func Tools() []Tool {
 	return []Tool{
 		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, false},
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
-		{"dlq", "list or replay dead letters", config.RoleWorker, []string{DepRedis}, false},
+		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},
 		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},
 		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, true},
 	}

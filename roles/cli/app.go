@@ -149,6 +149,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 	switch name {
 	case "migrate":
 		return migrateCommand, true
+	case "dlq":
+		return dlqCommand, true
 	}
 	return nil, false
 }
