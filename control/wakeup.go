@@ -20,11 +20,12 @@ import (
 
 // The roles that wake executions, by their command names.
 const (
-	roleWorker  = "worker"
-	roleDelay   = "delay"
-	roleFilter  = "filter"
-	roleConsole = "console"
-	roleDev     = "dev" // plaita dev runs every role in one process
+	roleWorker   = "worker"
+	roleDelay    = "delay"
+	roleFilter   = "filter"
+	roleSchedule = "schedule"
+	roleConsole  = "console"
+	roleDev      = "dev" // plaita dev runs every role in one process
 )
 
 // WakeRole is how many instances of a role the registry knows.

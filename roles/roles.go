@@ -68,6 +68,7 @@ type Tool struct {
 // Tools lists the operator commands, in the order `plaita roles` prints them.
 func Tools() []Tool {
 	return []Tool{
+		{"status", "what needs attention: backlog, dead letters, instances, generations, unwoken waits", config.RoleWorker, []string{DepRedis}, true},
 		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, false},
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
 		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},

@@ -151,6 +151,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return migrateCommand, true
 	case "dlq":
 		return dlqCommand, true
+	case "status":
+		return statusCommand, true
 	}
 	return nil, false
 }
