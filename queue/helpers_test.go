@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"maps"
-	"plaita/internal/testutil"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"plaita/config"
 	"plaita/engine"
 	"plaita/internal/redistest"
+	"plaita/internal/testutil"
 )
 
 // minIdle is PLAITA_CLAIM_MIN_IDLE_MS in these tests.
