@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"plaita/internal/testutil"
 	"reflect"
 	"strings"
 	"testing"
+
+	"plaita/internal/testutil"
 )
 
 func load(t *testing.T, role Role, strict bool, env map[string]string, opts ...Option) (*Config, error) {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"plaita/internal/testutil"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes/sandbox"
 	"plaita/engine/state"
+	"plaita/internal/testutil"
 	"plaita/store"
 )
 
