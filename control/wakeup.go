@@ -110,7 +110,7 @@ func (p *Plane) WakeUp(ctx context.Context, tenant string, st *state.Execution) 
 		default:
 			console += " (" + roleText(roleConsole, c, "") + ")"
 		}
-		w.Text = fmt.Sprintf("an answer through %s or `%s`", console, cmd(engine.ResumeApproval, `{"approved": true}`))
+		w.Text = fmt.Sprintf("an answer through %s or `%s`", console, p.Command(append([]string{"approval", "approve", st.ExecutionID}, tenantArgs(tenant)...)...))
 	}
 	return w
 }

@@ -132,7 +132,7 @@ func TestWakeUpReport(t *testing.T) {
 	// An approval without a timeout: the console or the CLI; no due time to report.
 	ask := suspended("ex_f", state.SuspendApproval, nil)
 	if w = p.WakeUp(ctx, "default", ask); w.By != "console" || w.Due != nil ||
-		!strings.Contains(w.Text, "`plaita execution resume ex_f --type approval --data '{\"approved\": true}'`") {
+		!strings.Contains(w.Text, "`plaita approval approve ex_f`") {
 		t.Fatalf("approval: %+v", w)
 	}
 	// Not suspended: no report.

@@ -104,6 +104,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			flowCommand(stdout, stderr),
 			executionCommand(stdout, stderr),
 			eventCommand(stdout, stderr),
+			approvalCommand(stdout, stderr),
 			benchCommand(stdout, stderr),
 			{
 				Name:      "version",

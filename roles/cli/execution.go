@@ -221,17 +221,8 @@ func executionResume(ctx context.Context, cmd *cli.Command, stdout, stderr io.Wr
 	return withExecution(ctx, cmd, name, stderr, read, func(k *conn, id string) error {
 		force := cmd.Bool("force")
 		done, err := k.plane.Resume(ctx, control.ResumeRequest{Tenant: k.tenant, ID: id, Type: rt, Data: data, Force: force})
-		if r := control.AsRefusal(err); r != nil && (r.Code == "resume_refused" || r.Code == "retry_budget") {
-			if cmd.Bool("json") {
-				if err := writeJSON(stdout, refusalJSON(r, rt, k.tenant)); err != nil {
-					return cliFail(name, "write: %v", err)
-				}
-			}
-			writeRefusal(stderr, r, rt)
-			return &exitError{code: ExitFailure, err: fmt.Errorf("%s: execution %s: %s", name, id, r.Message), printed: true}
-		}
 		if err != nil {
-			return refused(name, err)
+			return printResumeRefusal(name, id, rt, k.tenant, cmd.Bool("json"), stdout, stderr, err)
 		}
 		if cmd.Bool("json") {
 			return writeJSON(stdout, done)
@@ -242,6 +233,22 @@ func executionResume(ctx context.Context, cmd *cli.Command, stdout, stderr io.Wr
 		}
 		return nil
 	})
+}
+
+// printResumeRefusal prints a refused resume (the accepted ones, with their commands; as JSON on
+// stdout with --json) and returns its exit error; any other error as refused does.
+func printResumeRefusal(name, id string, rt engine.ResumeType, tenant string, asJSON bool, stdout, stderr io.Writer, err error) error {
+	r := control.AsRefusal(err)
+	if r == nil || (r.Code != "resume_refused" && r.Code != "retry_budget") {
+		return refused(name, err)
+	}
+	if asJSON {
+		if err := writeJSON(stdout, refusalJSON(r, rt, tenant)); err != nil {
+			return cliFail(name, "write: %v", err)
+		}
+	}
+	writeRefusal(stderr, r, rt)
+	return &exitError{code: ExitFailure, err: fmt.Errorf("%s: execution %s: %s", name, id, r.Message), printed: true}
 }
 
 func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {

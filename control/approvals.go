@@ -1,0 +1,68 @@
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"plaita/engine"
+	"plaita/store"
+)
+
+// Approvals: the pending approvals of a tenant, and their answer. An answer is a resume of type
+// approval carrying who gave it, so it lands in the execution's context ($NODE.by) and timeline
+// whichever front end sent it; it goes through Resume's check, so an answer the worker would
+// refuse (the execution moved on, the flow changed) is refused here the same way.
+
+// maxAnswerText bounds an answer's comment and its approver's name: they are written into the
+// execution's context.
+const (
+	maxCommentBytes = 4096
+	maxByBytes      = 200
+)
+
+// Approvals is one page of the tenant's pending approvals, newest first.
+func (p *Plane) Approvals(ctx context.Context, tenant, cursor string, limit int) (store.ApprovalPage, error) {
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return store.ApprovalPage{}, err
+	}
+	if limit < 0 || limit > store.MaxListLimit {
+		return store.ApprovalPage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1–%d", limit, store.MaxListLimit)
+	}
+	page, err := ts.Approvals(ctx, cursor, limit)
+	if errors.Is(err, store.ErrInvalid) {
+		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
+	}
+	return page, err
+}
+
+// Answer is an approver's answer.
+type Answer struct {
+	Tenant   string
+	ID       string
+	Approved bool
+	Comment  string
+	// By names who answered (a console user, an API key's name, the CLI's user); required.
+	By string
+}
+
+// AnswerApproval checks and enqueues the answer of a pending approval.
+func (p *Plane) AnswerApproval(ctx context.Context, a Answer) (Done, error) {
+	by := strings.TrimSpace(a.By)
+	switch {
+	case by == "":
+		return Done{}, refuse(Invalid, "invalid_answer", nil, "an answer names who gives it")
+	case len(by) > maxByBytes:
+		return Done{}, refuse(Invalid, "invalid_answer", nil, "the approver's name is %d bytes; at most %d", len(by), maxByBytes)
+	case len(a.Comment) > maxCommentBytes:
+		return Done{}, refuse(Invalid, "invalid_answer", nil, "the comment is %d bytes; at most %d", len(a.Comment), maxCommentBytes)
+	}
+	data, err := json.Marshal(map[string]any{"approved": a.Approved, "comment": a.Comment, "by": by})
+	if err != nil {
+		return Done{}, fmt.Errorf("answer of %s: %w", a.ID, err)
+	}
+	return p.Resume(ctx, ResumeRequest{Tenant: a.Tenant, ID: a.ID, Type: engine.ResumeApproval, Data: data})
+}
