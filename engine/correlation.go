@@ -3,6 +3,7 @@ package engine
 import (
 	"slices"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -69,7 +70,7 @@ func correlationTerms(src string) []correlationTerm {
 			continue
 		}
 		path, value, ok := equalityTerm(b)
-		if !ok || callsAny(value, nondeterministic) || len(out) == maxCorrelationTerms {
+		if !ok || !validPath(path) || callsAny(value, nondeterministic) || len(out) == maxCorrelationTerms {
 			continue
 		}
 		p, err := compiler.Compile(&parser.Tree{Node: value, Source: tree.Source}, config)
@@ -102,6 +103,17 @@ func equalityTerm(b *ast.BinaryNode) (path []string, value ast.Node, ok bool) {
 		return p, b.Left, true
 	}
 	return nil, nil, false
+}
+
+// validPath reports whether every field of a path is valid UTF-8: event data (JSON) has no
+// other keys, and the index spells paths in JSON, which would change any other.
+func validPath(path []string) bool {
+	for _, k := range path {
+		if !utf8.ValidString(k) {
+			return false
+		}
+	}
+	return true
 }
 
 // callsAny reports whether n calls one of the builtins named.

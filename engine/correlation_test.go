@@ -50,6 +50,7 @@ func TestCorrelationTermsOfAMatch(t *testing.T) {
 		{"EVENT.day == date('2026-01-01').Year()", nil},
 		{"EVENT.tz == string(timezone('UTC'))", nil},
 		{"EVENT.amount > 10", nil},
+		{`EVENT["\xff"] == INPUT.id`, []string{"ÿ"}}, // expr reads \xff as the rune U+00FF
 		{"true", nil},
 	} {
 		f, err := Parse([]byte(corrFlow(tc.match)), NewRegistry(), DefaultExprLimits)
@@ -70,6 +71,11 @@ func TestCorrelationTermsOfAMatch(t *testing.T) {
 		if warned != (len(tc.want) == 0) || len(f.Warnings) > 1 {
 			t.Errorf("%s: warnings %v", tc.match, f.Warnings)
 		}
+	}
+	// A field that is not UTF-8 is no key of any event (JSON's are), and its path could not be
+	// spelled in the index.
+	if validPath([]string{"a", "\xff"}) || !validPath([]string{"a", "ÿ"}) {
+		t.Error("validPath")
 	}
 	// A wait without a match takes every event of its type: nothing to narrow, nothing said.
 	f, err := Parse([]byte(`{"id":"c","start":"w","nodes":[{"id":"w","type":"wait_event","params":{"event_type":"tick"},"next":"e"},{"id":"e","type":"end"}]}`), NewRegistry(), DefaultExprLimits)
