@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,8 +13,10 @@ import (
 
 // EventPublished is a publish: the event as stored, and whether that id was published before
 // with the same type and data (then nothing changed, and a waiting execution is woken once);
-// and who may take it: how many executions of the tenant wait for its type, and how many filters
-// are alive to deliver it (without one, it wakes nothing until one runs).
+// and who may take it: how many executions of the tenant wait for its type and may take this
+// event (the uncorrelated waits of the type, and the correlated ones indexed under its values:
+// docs/events.md, "Correlation"), and how many filters are alive to deliver it (without one,
+// it wakes nothing until one runs).
 type EventPublished struct {
 	store.Event
 	Duplicate bool `json:"duplicate"`
@@ -52,7 +55,9 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	out := EventPublished{Event: stored, Duplicate: dup, Waiting: -1, FiltersAlive: -1}
 	var notes []string
 	if ts, err := p.tenantStore(tenant); err == nil {
-		if out.Waiting, err = ts.Waiting(ctx, ev.Type, p.now()); err != nil {
+		var data any
+		_ = json.Unmarshal(stored.Data, &data) // stored data is JSON
+		if out.Waiting, err = ts.WaitingFor(ctx, ev.Type, data, p.now()); err != nil {
 			out.Waiting = -1
 			notes = append(notes, fmt.Sprintf("the waits cannot be counted: %v", err))
 		}
@@ -64,7 +69,7 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	}
 	switch {
 	case out.Waiting == 0:
-		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for %q: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
+		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for a %q event like this one: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
 	case out.Waiting > 0 && out.FiltersAlive == 0:
 		notes = append(notes, fmt.Sprintf("%d execution(s) wait for %q, but no filter role is registered: nothing delivers it until one runs (%s)", out.Waiting, ev.Type, p.Command("filter")))
 	case out.Waiting > 0:

@@ -24,7 +24,9 @@ const flowHashVersionLen = 12
 
 // ParseFlow validates a definition with the worker's node types: it parses here exactly when it
 // parses on a worker. An invalid definition is an Invalid refusal "invalid_flow" whose Err is
-// the *engine.ValidationError (every problem with its JSON path).
+// the *engine.ValidationError (every problem with its JSON path). A valid one may carry
+// warnings (Flow.Warnings, each with its JSON path: a wait_event whose match has no correlation
+// term, docs/flows.md): they never refuse it.
 func (p *Plane) ParseFlow(def []byte) (*engine.Flow, error) {
 	reg, err := p.nodeTypes()
 	if err != nil {
@@ -42,6 +44,9 @@ type Published struct {
 	Flow    *engine.Flow
 	Version string
 	Result  store.PublishResult // published | already_published
+	// Warnings are the definition's validation warnings (Flow.Warnings), for the front end to
+	// show beside the result.
+	Warnings []engine.Problem
 }
 
 // PublishFlow validates def and publishes it in tenant under its version (see above; version
@@ -83,7 +88,7 @@ func (p *Plane) PublishFlow(ctx context.Context, tenant string, def []byte, vers
 	case err != nil:
 		return Published{}, fmt.Errorf("publish flow %s version %s: %w", f.ID, version, err)
 	}
-	return Published{Flow: f, Version: version, Result: res}, nil
+	return Published{Flow: f, Version: version, Result: res, Warnings: f.Warnings}, nil
 }
 
 // publishVersion is the version a definition is published as: its "version" field, else flag,

@@ -227,11 +227,8 @@ func alternatives(n ast.Node) [][]assignment {
 		out := append(alternatives(b.Left), alternatives(b.Right)...)
 		return out[:min(len(out), maxExampleEvents)]
 	case "==":
-		if p, ok := eventPath(b.Left); ok && !usesEvent(b.Right) {
-			return [][]assignment{{{path: p, value: b.Right}}}
-		}
-		if p, ok := eventPath(b.Right); ok && !usesEvent(b.Left) {
-			return [][]assignment{{{path: p, value: b.Left}}}
+		if p, v, ok := equalityTerm(b); ok {
+			return [][]assignment{{{path: p, value: v}}}
 		}
 	}
 	return [][]assignment{nil}
@@ -256,10 +253,11 @@ func eventPath(n ast.Node) ([]string, bool) {
 	return nil, false
 }
 
+// usesEvent reports whether n reads EVENT: by name, or through $env (the whole environment).
 func usesEvent(n ast.Node) bool {
 	found := false
 	ast.Find(n, func(n ast.Node) bool {
-		if id, ok := n.(*ast.IdentifierNode); ok && id.Value == "EVENT" {
+		if id, ok := n.(*ast.IdentifierNode); ok && (id.Value == "EVENT" || id.Value == "$env") {
 			found = true
 		}
 		return found

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -281,7 +283,7 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 	st.Status, st.Suspend = state.Running, nil
 	mark.Node = node.ID
 	st.LastResume = mark
-	if err := e.apply(st, node, p.out, now); err != nil {
+	if err := e.apply(st, f, node, p.out, now); err != nil {
 		return e.fail(ctx, st, storeError(node.ID, err))
 	}
 	if err := e.save(ctx, st, node.ID); err != nil {
@@ -346,6 +348,10 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 	if st.Status != state.Suspended || st.Suspend == nil {
 		return resumePlan{}, fmt.Errorf("%w: execution is %s, not suspended", ErrInvalidResume, st.Status)
 	}
+	if since, ok := eventCarrierSuspension(key); ok && rt == ResumeEvent && since != st.Suspend.Since.UnixNano() {
+		return resumePlan{}, fmt.Errorf("%w: the event's wake-up was sent for the suspension that began at %s; the execution waits in the one that began at %s",
+			ErrInvalidResume, time.Unix(0, since).UTC().Format(time.RFC3339Nano), st.Suspend.Since.UTC().Format(time.RFC3339Nano))
+	}
 	node, ok := f.Node(st.Suspend.Node)
 	if !ok {
 		return resumePlan{}, fmt.Errorf("%w: suspended at node %q, which the flow no longer has", ErrInvalidResume, st.Suspend.Node)
@@ -367,6 +373,32 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 		return resumePlan{action: actionApply, node: node, err: err}, nil
 	}
 	return resumePlan{action: actionApply, node: node, out: out}, nil
+}
+
+// EventCarrier is the carrier identity (the task's source_message_id) of the resume that
+// delivers event eventID to the suspension that began at since: "event:<event id>:<since in
+// Unix ns>". The suspension mark makes a second copy of a wake-up harmless wherever it lands
+// (docs/events.md, "One-shot wake-up markers"): while the execution runs on the first, the
+// copy is its redelivery (continue from the checkpoint); once it waits again — in a later
+// suspension, even of the same node and type — the copy is refused, since the event was for
+// the earlier one. Event ids have no ':'.
+func EventCarrier(eventID string, since time.Time) string {
+	return "event:" + eventID + ":" + strconv.FormatInt(since.UnixNano(), 10)
+}
+
+// eventCarrierSuspension reads the suspension mark of an EventCarrier (ok is false for any
+// other key, such as the "event:<id>" of a filter that sent no mark).
+func eventCarrierSuspension(key string) (since int64, ok bool) {
+	rest, ok := strings.CutPrefix(key, "event:")
+	if !ok {
+		return 0, false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 1 {
+		return 0, false
+	}
+	since, err := strconv.ParseInt(rest[i+1:], 10, 64)
+	return since, err == nil
 }
 
 // redelivered reports whether a resume of a running execution is the one last applied to it
@@ -509,7 +541,7 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		return e.nodeFailed(ctx, st, node, err, ms)
 	}
 	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
-	if err := e.apply(st, node, out, end); err != nil {
+	if err := e.apply(st, f, node, out, end); err != nil {
 		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr
 	}
@@ -519,7 +551,7 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 // apply records a node's outcome in the state. Outputs and variables go through a JSON round
 // trip first, so the state holds exactly what every backend would give back, and a value that
 // cannot be stored is caught here, at the node that produced it.
-func (e *execRun) apply(st *state.Execution, node *Node, out Outcome, now time.Time) error {
+func (e *execRun) apply(st *state.Execution, f *Flow, node *Node, out Outcome, now time.Time) error {
 	// A result that alone is over the state bound is refused before it is encoded: a node can
 	// hand back many references to one large value (60 copies of a 16 MB string cost 16 MB in
 	// memory, and would cost 960 MB to encode).
@@ -556,6 +588,11 @@ func (e *execRun) apply(st *state.Execution, node *Node, out Outcome, now time.T
 		s := *out.Suspend
 		s.Node, s.Since = node.ID, now
 		st.Status, st.Suspend = state.Suspended, &s
+		if c, ok := node.runner.(correlator); ok {
+			// The state is now what a resume check will see (the step counted, the wait's
+			// output not recorded): its environment is the one the match is evaluated in.
+			s.Correlation = c.correlation(exprEnv(st, f, node.ID, nil), e.set.Expr)
+		}
 	default:
 		next := cmp.Or(out.Next, node.Next)
 		if next == "" {

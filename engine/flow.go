@@ -28,6 +28,9 @@ type Flow struct {
 	// Hash and HashAlgo identify the definition (see FlowHash).
 	Hash     string `json:"-"`
 	HashAlgo string `json:"-"`
+	// Warnings are what is valid but worth telling the author, each with its JSON path: a
+	// wait_event whose match has no correlation term (correlation.go).
+	Warnings []Problem `json:"-"`
 
 	index map[string]*Node
 	// sources are the expressions of every node, as written (ExampleEvent reads them).

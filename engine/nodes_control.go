@@ -401,6 +401,7 @@ type waitEventType struct{}
 type waitEventNode struct {
 	eventType string
 	match     *Expr
+	terms     []correlationTerm // the match's correlation terms (correlation.go)
 	timeout   float64
 	onTimeout string
 }
@@ -417,6 +418,11 @@ func (waitEventType) Prepare(n *Node, pc *PrepareContext) Runner {
 	}
 	if src := p.String("match", false); src != "" {
 		w.match = pc.Expr(pc.ParamsPath("match"), src)
+		if w.match != nil {
+			if w.terms = correlationTerms(src); len(w.terms) == 0 {
+				pc.Warn(pc.ParamsPath("match"), "%s", correlationWarning(w.eventType))
+			}
+		}
 	}
 	pc.Edge(pc.ParamsPath("on_timeout"), w.onTimeout)
 	if w.onTimeout != "" && w.timeout == 0 {
@@ -441,6 +447,11 @@ func (w *waitEventNode) Run(_ context.Context, c *Call) (Outcome, error) {
 }
 
 func (w *waitEventNode) Accepts() []ResumeType { return []ResumeType{ResumeEvent, ResumeTimeout} }
+
+// correlation is the values of the wait's correlation terms in env (see correlation.go).
+func (w *waitEventNode) correlation(env map[string]any, lim ExprLimits) []state.Correlation {
+	return correlate(w.terms, env, lim)
+}
 
 func (w *waitEventNode) Resume(_ context.Context, c *Call, rt ResumeType, data any) (Outcome, error) {
 	if rt == ResumeTimeout {

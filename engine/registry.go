@@ -122,6 +122,7 @@ func (r *Registry) lookup(name string) (NodeType, bool) {
 type PrepareContext struct {
 	node    *Node
 	ps      *problems
+	warns   *problems // what is valid but worth saying (Flow.Warnings)
 	edges   []edge
 	limits  ExprLimits
 	sources *[]string // the flow's expressions, collected as they compile
@@ -132,6 +133,13 @@ type edge struct{ path, target string }
 // Problem reports a problem at path (relative paths are joined to the node's params path).
 func (pc *PrepareContext) Problem(path, format string, args ...any) {
 	pc.ps.add(path, format, args...)
+}
+
+// Warn reports something valid but worth telling the author, at path (Flow.Warnings).
+func (pc *PrepareContext) Warn(path, format string, args ...any) {
+	if pc.warns != nil {
+		pc.warns.add(path, format, args...)
+	}
 }
 
 // Edge declares a successor held in params (on_timeout, on_reject …): it must exist and it

@@ -155,7 +155,7 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 		if !ok {
 			continue // no params to check; its successors still count for reachability
 		}
-		pc := &PrepareContext{node: n, ps: ps, limits: lim, sources: &f.sources}
+		pc := &PrepareContext{node: n, ps: ps, warns: (*problems)(&f.Warnings), limits: lim, sources: &f.sources}
 		n.runner = nt.Prepare(n, pc)
 		for _, e := range pc.edges {
 			target(e.path, e.target)

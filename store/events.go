@@ -1078,11 +1078,12 @@ type SubscriptionReads struct {
 	Invalid int
 }
 
-// Subscriptions reads the executions waiting for an event type in this tenant that have not
-// timed out at now, with their records, in pages of a few hundred. Index members that timed
-// out more than a minute before now are removed on the way (the delay role resumes them with
-// their timeout), and so are members that are no execution id (counted in Invalid). An index
-// key that is not a sorted set is ErrInvalid: no retry reads it.
+// Subscriptions reads the uncorrelated waits of an event type in this tenant that have not
+// timed out at now (the per-type index) with their records, in pages of a few hundred.
+// Members that are no execution id are removed on the way (counted in Invalid); members that
+// timed out are skipped (the delay role resumes them with their timeout) and dropped by the
+// next registration of the type (PutSubscription). An index key that is not a sorted set is
+// ErrInvalid: no retry reads it. Waits reads the correlated waits beside them.
 func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) (SubscriptionReads, error) {
 	idx, err := ts.subscriptionIndex(eventType)
 	if err != nil {
@@ -1090,16 +1091,25 @@ func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now 
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
+	return ts.readIndex(ctx, idx, now, nil, false)
+}
+
+// readIndex pages through the per-type index idx from rank 0; first is the first page when
+// read is true (the caller read it already).
+func (ts *TenantStore) readIndex(ctx context.Context, idx string, now time.Time, first []string, read bool) (SubscriptionReads, error) {
 	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
-	c.Do(ctx, c.B().Zremrangebyscore().Key(idx).Min("-inf").Max("("+strconv.FormatInt(now.Add(-expiredMargin).UnixMilli(), 10)).Build())
 	var out SubscriptionReads
 	for skip := int64(0); ; {
-		ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()
-		switch {
-		case isWrongType(err):
-			return SubscriptionReads{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
-		case err != nil:
-			return SubscriptionReads{}, transient(ErrRedis, "read "+idx, err)
+		ids := first
+		if !read || skip > 0 {
+			var err error
+			ids, err = c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()
+			switch {
+			case isWrongType(err):
+				return SubscriptionReads{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
+			case err != nil:
+				return SubscriptionReads{}, transient(ErrRedis, "read "+idx, err)
+			}
 		}
 		valid := ids[:0:0]
 		var bad []string
@@ -1129,19 +1139,232 @@ func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now 
 	}
 }
 
-// Waiting counts the executions waiting for an event type in this tenant that have not timed
-// out at now (their index members: a hint, as the filter reads it — the states decide).
-func (ts *TenantStore) Waiting(ctx context.Context, eventType string, now time.Time) (int64, error) {
+// CorrelatedWait is a bucket member that events of a batch look up (docs/events.md,
+// "Correlation"): an execution's suspension indexed under Term.
+type CorrelatedWait struct {
+	ExecutionID string
+	Since       time.Time // the suspension's since (to the nanosecond)
+	Term        state.Correlation
+	// Events are the indexes, in the events given to Waits, of those whose value at the
+	// term's path is the term's value: the only ones of the batch the wait can take.
+	Events []int
+	member string
+}
+
+// Waits is what Waits read: the candidates of a batch of events of one type.
+type Waits struct {
+	// Uncorrelated are the per-type index's waits with their records, as Subscriptions reads
+	// them: every event of the type is checked against each.
+	Uncorrelated SubscriptionReads
+	// Correlated are the members of the buckets the events' values look up.
+	Correlated []CorrelatedWait
+	// Paths is how many paths correlated waits of the type are indexed by.
+	Paths int
+	// Invalid counts the paths and bucket members no writer makes, skipped and removed.
+	Invalid int
+}
+
+// Waits reads what may take events of one type in this tenant (their data, decoded JSON, in
+// publish order) at now: the uncorrelated waits, and for every path in use by correlated
+// waits of the type (SubscriptionPaths) the bucket of each event's value at that path
+// (SubscriptionBucket) — the paths and the first page of the index in one round trip, the
+// buckets in a second, the index's records in a third. An event without a canonical value at a
+// path looks up no bucket there: no wait indexed by that path can take it. What is not a
+// sorted set where an index should be is ErrInvalid; a Redis failure ErrRedis.
+//
+// For one event with one path in use and nothing uncorrelated, that is three commands however
+// many waits there are: the paths, the index, the event's bucket.
+func (ts *TenantStore) Waits(ctx context.Context, eventType string, events []any, now time.Time) (Waits, error) {
+	idx, err := ts.subscriptionIndex(eventType)
+	if err != nil {
+		return Waits{}, err
+	}
+	pathsKey, _ := ts.sp.SubscriptionPaths(eventType)
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
+	res := c.DoMulti(ctx,
+		c.B().Zrange().Key(pathsKey).Min(nowMs).Max("+inf").Byscore().Build(),
+		c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(0, subscriptionPage).Build())
+	members, err := res[0].AsStrSlice()
+	switch {
+	case isWrongType(err):
+		return Waits{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, pathsKey, err)
+	case err != nil:
+		return Waits{}, transient(ErrRedis, "read "+pathsKey, err)
+	}
+	first, err := res[1].AsStrSlice()
+	switch {
+	case isWrongType(err):
+		return Waits{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
+	case err != nil:
+		return Waits{}, transient(ErrRedis, "read "+idx, err)
+	}
+	var out Waits
+	// The buckets the events look up, each with the events that look it up.
+	type lookup struct {
+		term   state.Correlation
+		events []int
+	}
+	var order []string
+	lookups := map[string]*lookup{}
+	var badPaths []string
+	for _, m := range members {
+		path, ok := decodePath(m)
+		if !ok {
+			badPaths = append(badPaths, m)
+			continue
+		}
+		out.Paths++
+		for i, data := range events {
+			v, ok := state.CorrelationValueAt(data, path)
+			if !ok {
+				continue
+			}
+			key, _ := ts.sp.SubscriptionBucket(eventType, m, v)
+			l := lookups[key]
+			if l == nil {
+				l = &lookup{term: state.Correlation{Path: path, Value: v}}
+				lookups[key] = l
+				order = append(order, key)
+			}
+			l.events = append(l.events, i)
+		}
+	}
+	if len(badPaths) > 0 {
+		out.Invalid += len(badPaths)
+		c.Do(ctx, c.B().Zrem().Key(pathsKey).Member(badPaths...).Build()) // best effort: skipped again next time
+	}
+	buckets, err := ts.readBuckets(ctx, order, now)
+	if err != nil {
+		return Waits{}, err
+	}
+	for i, key := range order {
+		l, b := lookups[key], buckets[i]
+		var bad []string
+		for _, m := range b {
+			id, since, ok := parseBucketMember(m)
+			if !ok {
+				bad = append(bad, m)
+				continue
+			}
+			out.Correlated = append(out.Correlated, CorrelatedWait{ExecutionID: id, Since: since, Term: l.term, Events: l.events, member: m})
+		}
+		if len(bad) > 0 {
+			out.Invalid += len(bad)
+			c.Do(ctx, c.B().Zrem().Key(key).Member(bad...).Build()) // best effort
+		}
+	}
+	if out.Uncorrelated, err = ts.readIndex(ctx, idx, now, first, true); err != nil {
+		return Waits{}, err
+	}
+	return out, nil
+}
+
+// readBuckets reads the live members of buckets (the first pages pipelined, then each bucket
+// that filled its page on its own).
+func (ts *TenantStore) readBuckets(ctx context.Context, buckets []string, now time.Time) ([][]string, error) {
+	out := make([][]string, len(buckets))
+	if len(buckets) == 0 {
+		return out, nil
+	}
+	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
+	page := func(key string, skip int64) rueidis.Completed {
+		return c.B().Zrange().Key(key).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()
+	}
+	cmds := make(rueidis.Commands, len(buckets))
+	for i, key := range buckets {
+		cmds[i] = page(key, 0)
+	}
+	read := func(key string, r rueidis.RedisResult) ([]string, error) {
+		m, err := r.AsStrSlice()
+		switch {
+		case isWrongType(err):
+			return nil, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, key, err)
+		case err != nil:
+			return nil, transient(ErrRedis, "read "+key, err)
+		}
+		return m, nil
+	}
+	for i, r := range c.DoMulti(ctx, cmds...) {
+		m, err := read(buckets[i], r)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m
+		for skip := int64(len(m)); len(m) == subscriptionPage; skip += int64(len(m)) {
+			if m, err = read(buckets[i], c.Do(ctx, page(buckets[i], skip))); err != nil {
+				return nil, err
+			}
+			out[i] = append(out[i], m...)
+		}
+	}
+	return out, nil
+}
+
+// RemoveCorrelatedWait removes a correlated wait's bucket member: the suspension it names is
+// over (its execution moved on, was cancelled, was woken by this event). The member names its
+// suspension, so a later one of the same execution in the same bucket stays. One command.
+func (ts *TenantStore) RemoveCorrelatedWait(ctx context.Context, eventType string, w CorrelatedWait) (bool, error) {
+	_, key, err := ts.bucket(eventType, w.Term)
+	if err != nil {
+		return false, err
+	}
+	m := w.member
+	if m == "" {
+		m = bucketMember(w.ExecutionID, w.Since)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	n, err := ts.r.c.Do(ctx, ts.r.c.B().Zrem().Key(key).Member(m).Build()).AsInt64()
+	if err != nil {
+		return false, transient(ErrRedis, "remove the correlated wait of "+w.ExecutionID, err)
+	}
+	return n == 1, nil
+}
+
+// WaitingFor counts the executions of this tenant that may take an event of a type with data
+// (decoded JSON) at now: the uncorrelated waits of the type and the correlated ones in the
+// buckets of its values — the members, hints as the filter reads them (the states decide).
+func (ts *TenantStore) WaitingFor(ctx context.Context, eventType string, data any, now time.Time) (int64, error) {
 	idx, err := ts.subscriptionIndex(eventType)
 	if err != nil {
 		return 0, err
 	}
+	pathsKey, _ := ts.sp.SubscriptionPaths(eventType)
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	n, err := c.Do(ctx, c.B().Zcount().Key(idx).Min(strconv.FormatInt(now.UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
+	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
+	res := c.DoMulti(ctx, c.B().Zrange().Key(pathsKey).Min(nowMs).Max("+inf").Byscore().Build(),
+		c.B().Zcount().Key(idx).Min(nowMs).Max("+inf").Build())
+	members, err := res[0].AsStrSlice()
+	if err != nil {
+		return 0, transient(ErrRedis, "read "+pathsKey, err)
+	}
+	n, err := res[1].AsInt64()
 	if err != nil {
 		return 0, transient(ErrRedis, "count "+idx, err)
+	}
+	var counts rueidis.Commands
+	for _, m := range members {
+		path, ok := decodePath(m)
+		if !ok {
+			continue
+		}
+		if v, ok := state.CorrelationValueAt(data, path); ok {
+			key, _ := ts.sp.SubscriptionBucket(eventType, m, v)
+			counts = append(counts, c.B().Zcount().Key(key).Min(nowMs).Max("+inf").Build())
+		}
+	}
+	if len(counts) == 0 {
+		return n, nil
+	}
+	for _, r := range c.DoMulti(ctx, counts...) {
+		k, err := r.AsInt64()
+		if err != nil {
+			return 0, transient(ErrRedis, "count the correlated waits of "+eventType, err)
+		}
+		n += k
 	}
 	return n, nil
 }
@@ -1203,13 +1426,13 @@ end
 return 0
 `)
 
-// RemoveStaleSubscription removes an execution's subscription to an event type once its
-// state shows it waits for something else (or nothing): the record — only while it still
-// holds raw ("" = the record is already gone), so a record the worker rewrote for a new
-// suspension stays — and the index member. The record and the index live in two Cluster
+// RemoveStaleSubscription removes an execution's uncorrelated subscription to an event type
+// once its state shows it waits for something else (or nothing): the record — only while it
+// still holds raw ("" = leave the record: it is gone, or it is not this index's), so a record
+// the worker rewrote for a new suspension stays — and the index member. The record and the index live in two Cluster
 // slots, so this is not one script: after removing the member it reads the record again and,
-// when a new one appeared meanwhile (a worker registered a new wait of the same type between
-// the two steps), puts the member back. It reports whether anything was removed.
+// when a new one appeared meanwhile (a worker registered a new uncorrelated wait of the same
+// type between the two steps), puts the member back. It reports whether anything was removed.
 //
 // A member that is no execution id has no record: only the member is removed.
 func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID, eventType, raw string) (bool, error) {
@@ -1249,8 +1472,8 @@ func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID,
 		return true, transient(ErrRedis, "read subscription of "+executionID, err)
 	}
 	sub, err := DecodeSubscription(executionID, []byte(again))
-	if err != nil || sub.EventType != eventType {
-		return true, nil
+	if err != nil || sub.EventType != eventType || sub.Correlation != nil {
+		return true, nil // not a wait this index lists (a correlated one is in its bucket)
 	}
 	score := math.Inf(1)
 	if !sub.ExpiresAt.IsZero() {

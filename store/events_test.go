@@ -456,7 +456,8 @@ func TestEventWakeMarker(t *testing.T) {
 }
 
 // The filter's view of a subscription index: live members with their records, expired ones
-// removed, and a stale subscription removed only while its record is the one read.
+// dropped by the next registration, and a stale subscription removed only while its record is
+// the one read.
 func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)
@@ -468,9 +469,9 @@ func TestSubscriptionsAndStaleRemoval(t *testing.T) {
 		f.must(acme.PutSubscription(c, store.Subscription{ExecutionID: id, FlowID: "f", FlowVersion: "1", Node: node, EventType: "paid",
 			Since: now.Add(-time.Minute), ExpiresAt: expires}, time.Hour))
 	}
+	put("ex_expired", "w", now.Add(-3*time.Minute)) // more than a minute before the next one's since
 	put("ex_live", "w", time.Time{})
 	put("ex_timed", "w", now.Add(time.Minute))
-	put("ex_expired", "w", now.Add(-2*time.Minute))
 	put("ex_just_expired", "w", now.Add(-time.Second)) // within the margin: kept, not returned
 	put("ex_gone", "w", time.Time{})
 	gone, _ := acme.Space().Subscription("ex_gone")

@@ -262,6 +262,28 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 	return st, nil
 }
 
+// Peek reads an execution's state as Load does, in one command: without Load's repair of the
+// execution index (the filter reads the state of every wait an event may wake, and the index
+// is not its to heal).
+func (ts *TenantStore) Peek(ctx context.Context, id string) (*state.Execution, error) {
+	key, err := ts.sp.Execution(id)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	b, err := ts.r.c.Do(ctx, ts.r.c.B().Get().Key(key).Build()).AsBytes()
+	switch {
+	case rueidis.IsRedisNil(err):
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case isWrongType(err):
+		return nil, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
+	case err != nil:
+		return nil, transient(ErrStateLoad, "execution "+id, err)
+	}
+	return decodeFor(id, b)
+}
+
 // decodeFor decodes the bytes stored under id's state key.
 func decodeFor(id string, b []byte) (*state.Execution, error) {
 	st, err := Decode(b)

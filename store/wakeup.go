@@ -1,26 +1,36 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"plaita/engine/state"
+	"plaita/store/keys"
 )
 
 // Wake-up records of suspended executions (docs/wakeups.md): what a wait_event or approval
 // node leaves for the filter role and the console. Per tenant:
 //
-//	<prefix>subscription:<id>                  JSON record (Subscription), TTL
-//	<prefix>subscription_index:<event_type>    ZSET id → expires_at (Unix ms, +inf = no timeout)
-//	<prefix>approval:<id>                      JSON record (Approval), TTL
-//	<prefix>approval_index                     ZSET id → since (Unix ms)
+//	<prefix>subscription:<id>                          JSON record (Subscription), TTL
+//	<prefix>subscription_index:<event_type>            ZSET id → expires_at (Unix ms, +inf = no timeout):
+//	                                                   the uncorrelated waits
+//	<prefix>subscription_bucket:<event_type>:<digest>  ZSET "<id>:<since ns>" → expires_at: the
+//	                                                   correlated waits of one term (docs/events.md)
+//	<prefix>subscription_paths:<event_type>            ZSET path (JSON) → latest expires_at under it
+//	<prefix>approval:<id>                              JSON record (Approval), TTL
+//	<prefix>approval_index                             ZSET id → since (Unix ms)
 //
-// A record and its index live in different Cluster slots: they are pipelined, never one
-// script. Writes are idempotent (the same record and member again), so a registration that
-// failed half way is simply repeated; readers treat both as hints next to the execution state.
+// A record and its indexes live in different Cluster slots: the record is written first, then
+// each index by a script of its own key (indexScript), never one script over several.
+// Writes are idempotent (the same record and members again), so a registration that failed
+// half way is simply repeated; readers treat them all as hints next to the execution state.
 
 // Subscription is the record of an execution waiting for an event, as stored. Times are
 // written in UTC with nanoseconds (RFC 3339); ExpiresAt is zero for a wait without timeout.
@@ -34,6 +44,9 @@ type Subscription struct {
 	Match       string    `json:"match,omitempty"`
 	Since       time.Time `json:"since"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	// Correlation is the term the wait is indexed under — the first of its suspension's
+	// state.Suspend.Correlation — or nil for an uncorrelated wait (the per-type index).
+	Correlation *state.Correlation `json:"correlation,omitempty"`
 }
 
 // Approval is the record of an execution waiting for a human answer, as stored. Due is zero
@@ -67,18 +80,40 @@ func (ts *TenantStore) subscriptionIndex(eventType string) (string, error) {
 	return idx, nil
 }
 
+// indexScript adds a wait to one of its indexes (the per-type index, a bucket, the paths of a
+// type), drops the members that timed out more than expiredMargin before the wait began, and
+// makes the key live at least the record's TTL — never shorter than it lives already, so that
+// a wait registered with a short TTL does not take the index away from one with a long TTL
+// (a plain EXPIRE would, and EXPIRE … GT needs Redis 7). One key.
+// KEYS[1] the ZSET. ARGV: 1 score, 2 member, 3 'GT' (keep the higher of two scores) or empty,
+// 4 drop the members scored below this (Unix ms), 5 TTL (ms).
+var indexScript = rueidis.NewLuaScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
+if ARGV[3] == 'GT' then
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2])
+else
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
+return 1
+`)
+
 // PutSubscription writes the subscription record (TenantID is the store's tenant) with TTL
-// ttl, adds the execution to the event type's index with score ExpiresAt (+inf without a
-// timeout) and refreshes the index TTL to ttl. One round trip. A bad execution id is
-// keys.ErrBadID, a bad event type or a ttl under a second ErrInvalid; a Redis failure is
-// ErrRedis.
+// ttl, then indexes the wait: an uncorrelated one (Correlation nil) in the event type's index,
+// member the execution id; a correlated one in the bucket of its term, member "<execution
+// id>:<since in Unix ns>", and its path in the type's paths. Scores are ExpiresAt (+inf
+// without a timeout); every index lives at least ttl (never shortened), and its members that
+// timed out more than a minute before Since are dropped on the way. Two round trips. A bad
+// execution id is keys.ErrBadID, a bad event type or a ttl under a second ErrInvalid; a Redis
+// failure is ErrRedis.
 func (ts *TenantStore) PutSubscription(ctx context.Context, sub Subscription, ttl time.Duration) error {
 	key, err := ts.sp.Subscription(sub.ExecutionID)
 	if err != nil {
 		return err
 	}
-	idx, err := ts.subscriptionIndex(sub.EventType)
-	if err != nil {
+	if _, err := ts.subscriptionIndex(sub.EventType); err != nil {
 		return err
 	}
 	if ttl < time.Second {
@@ -89,19 +124,103 @@ func (ts *TenantStore) PutSubscription(ctx context.Context, sub Subscription, tt
 	if err != nil {
 		return fmt.Errorf("%w: subscription of %s: %w", ErrInvalid, sub.ExecutionID, err)
 	}
-	score := math.Inf(1)
-	if !sub.ExpiresAt.IsZero() {
-		score = float64(sub.ExpiresAt.UnixMilli())
+	adds, err := ts.indexAdds(sub, ttl)
+	if err != nil {
+		return err
 	}
 	c := ts.r.c
-	return ts.doAll(ctx, "write subscription of "+sub.ExecutionID,
-		c.B().Set().Key(key).Value(string(b)).Ex(ttl).Build(),
-		c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, sub.ExecutionID).Build(),
-		c.B().Expire().Key(idx).Seconds(int64(ttl/time.Second)).Build())
+	what := "write subscription of " + sub.ExecutionID
+	if err := ts.doAll(ctx, what, c.B().Set().Key(key).Value(string(b)).Ex(ttl).Build()); err != nil {
+		return err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	for _, r := range indexScript.ExecMulti(ctx, c, adds...) {
+		if err := r.Error(); err != nil {
+			return transient(ErrRedis, what, err)
+		}
+	}
+	return nil
+}
+
+// indexAdds are the indexScript runs that index sub.
+func (ts *TenantStore) indexAdds(sub Subscription, ttl time.Duration) ([]rueidis.LuaExec, error) {
+	score := "+inf"
+	if !sub.ExpiresAt.IsZero() {
+		score = strconv.FormatInt(sub.ExpiresAt.UnixMilli(), 10)
+	}
+	drop := strconv.FormatInt(sub.Since.Add(-expiredMargin).UnixMilli(), 10)
+	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
+	if sub.Correlation == nil {
+		idx, _ := ts.subscriptionIndex(sub.EventType) // checked by the caller
+		return []rueidis.LuaExec{{Keys: []string{idx}, Args: []string{score, sub.ExecutionID, "", drop, ms}}}, nil
+	}
+	path, bucket, err := ts.bucket(sub.EventType, *sub.Correlation)
+	if err != nil {
+		return nil, err
+	}
+	paths, _ := ts.sp.SubscriptionPaths(sub.EventType)
+	return []rueidis.LuaExec{
+		{Keys: []string{paths}, Args: []string{score, path, "GT", drop, ms}},
+		{Keys: []string{bucket}, Args: []string{score, bucketMember(sub.ExecutionID, sub.Since), "", drop, ms}},
+	}, nil
+}
+
+// bucket is the paths member of a term's path and the term's bucket key. A term without a
+// path or value is ErrInvalid (the engine never keeps one).
+func (ts *TenantStore) bucket(eventType string, c state.Correlation) (path, key string, err error) {
+	if len(c.Path) == 0 || c.Value == "" {
+		return "", "", fmt.Errorf("%w: a correlation term without a path or value: %+v", ErrInvalid, c)
+	}
+	path = encodePath(c.Path)
+	key, err = ts.sp.SubscriptionBucket(eventType, path, c.Value)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return path, key, nil
+}
+
+// encodePath is a path as the paths member and the bucket digest spell it: a JSON array.
+func encodePath(path []string) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(path) // strings always encode
+	return strings.TrimSuffix(buf.String(), "\n")
+}
+
+// decodePath reads a paths member (false for one no writer makes).
+func decodePath(m string) ([]string, bool) {
+	var p []string
+	if err := json.Unmarshal([]byte(m), &p); err != nil || len(p) == 0 || encodePath(p) != m {
+		return nil, false
+	}
+	return p, true
+}
+
+// bucketMember is a correlated wait's member: the execution and its suspension, so that
+// removing the member of a suspension that is over never takes one of a later suspension of
+// the same execution in the same bucket (a loop waiting twice for one value).
+func bucketMember(executionID string, since time.Time) string {
+	return executionID + ":" + strconv.FormatInt(since.UnixNano(), 10)
+}
+
+// parseBucketMember reads a bucket member (false for one no writer makes).
+func parseBucketMember(m string) (executionID string, since time.Time, ok bool) {
+	i := strings.LastIndexByte(m, ':')
+	if i < 0 || keys.ValidID(m[:i]) != nil {
+		return "", time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(m[i+1:], 10, 64)
+	if err != nil || ns <= 0 || strconv.FormatInt(ns, 10) != m[i+1:] {
+		return "", time.Time{}, false
+	}
+	return m[:i], time.Unix(0, ns).UTC(), true
 }
 
 // RemoveSubscription deletes the subscription record and the execution's member of the event
-// type's index (what a consumer does once it has enqueued the resume). Idempotent.
+// type's index (what a consumer does once it has enqueued the resume). Idempotent. The
+// member of a correlated wait is removed by RemoveCorrelatedWait.
 func (ts *TenantStore) RemoveSubscription(ctx context.Context, executionID, eventType string) error {
 	key, err := ts.sp.Subscription(executionID)
 	if err != nil {

@@ -98,6 +98,11 @@ type Suspend struct {
 	EventType string `json:"event_type,omitempty"` // event
 	Match     string `json:"match,omitempty"`      // event: expression over EVENT
 	Message   string `json:"message,omitempty"`    // approval: what the approver is asked
+
+	// Correlation: the match's correlation terms that have a value at this suspension, in
+	// the order written (state/correlation.go; event only). The subscription is indexed
+	// under the first; none, or an absent field, is an uncorrelated wait (docs/events.md).
+	Correlation []Correlation `json:"correlation,omitempty"`
 }
 
 // ResumeMark records a resume that was applied. When the worker that applied it dies before

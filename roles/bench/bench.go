@@ -50,6 +50,16 @@ type Result struct {
 	RoundTripsPerSecond float64 `json:"round_trips_per_second,omitempty"`
 	CallsPerRoundTrip   float64 `json:"calls_per_round_trip,omitempty"`
 	WaitsPerEventType   int     `json:"waits_per_event_type,omitempty"`
+	// suspend: the filter alone, with Waits executions waiting on EventTypes types: Redis calls
+	// and CPU (this process) per event, less what its publish costs (PublishCallsPerEvent), for
+	// an event that wakes a wait and for one no wait takes.
+	Waits                            int     `json:"waits,omitempty"`
+	EventTypes                       int     `json:"event_types,omitempty"`
+	PublishCallsPerEvent             float64 `json:"publish_calls_per_event,omitempty"`
+	FilterCallsPerEvent              float64 `json:"filter_calls_per_event,omitempty"`
+	FilterCPUMicrosPerEvent          float64 `json:"filter_cpu_us_per_event,omitempty"`
+	FilterCallsPerUnmatchedEvent     float64 `json:"filter_calls_per_unmatched_event,omitempty"`
+	FilterCPUMicrosPerUnmatchedEvent float64 `json:"filter_cpu_us_per_unmatched_event,omitempty"`
 	// CallsPerNode is RedisCalls by primary (host:port): on a cluster, how the load spreads.
 	CallsPerNode    map[string]int64 `json:"calls_per_node"`
 	Redis           string           `json:"redis"`
@@ -71,10 +81,13 @@ var Scenarios = []string{"e2e", "steps", "enqueue", "suspend"}
 // Options are one run's arguments.
 type Options struct {
 	Scenario    string // one of Scenarios
-	N           int    // executions (enqueue: starts)
+	N           int    // executions (enqueue: starts; suspend: events that wake a wait)
 	Concurrency int    // worker consumers (enqueue: producers)
-	Redis       string // a Redis or Redis Cluster node URL; "": a private redis-server
-	CPUProfile  string // write a CPU profile of the measured run here ("": none)
+	// Waits and Types are suspend's: executions waiting while the events are delivered (0: N)
+	// and the event types they wait on (0: 1, as real workloads wait on one type).
+	Waits, Types int
+	Redis        string // a Redis or Redis Cluster node URL; "": a private redis-server
+	CPUProfile   string // write a CPU profile of the measured run here ("": none)
 	// Force runs against a database that holds keys already (the bench writes executions, a
 	// flow and a queue of its own beside them); without it such a database is refused.
 	Force bool
@@ -109,6 +122,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	n, conc := o.N, o.Concurrency
 	if n < 1 || conc < 1 {
 		return Result{}, usageError("--n and --concurrency must be positive")
+	}
+	if o.Waits < 0 || o.Types < 0 || (o.Waits != 0 || o.Types != 0) && o.Scenario != "suspend" {
+		return Result{}, usageError("--waits and --types are positive numbers of the suspend scenario")
 	}
 	url := o.Redis
 	private := url == ""
@@ -156,7 +172,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	case "steps":
 		res, err = b.run(ctx, "steps", benchFlow(20), n, 20)
 	case "suspend":
-		res, err = b.suspend(ctx, n, conc)
+		res, err = b.suspend(ctx, n, o.Waits, o.Types, conc)
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", o.Scenario, err)
@@ -354,10 +370,14 @@ func WriteText(w io.Writer, r Result) {
 		fmt.Fprintf(tw, "starts/s\t%.0f\n", r.EnqueuedPerSecond)
 		fmt.Fprintf(tw, "redis calls per enqueue\t%.2f\n", r.CallsPerEnqueue)
 	case "suspend":
-		fmt.Fprintf(tw, "round trips/s\t%.0f (event → resumed, completed execution; %d waits per event type)\n", r.RoundTripsPerSecond, r.WaitsPerEventType)
+		fmt.Fprintf(tw, "waits\t%d on %d event type(s), %d per type (distinct correlation values)\n", r.Waits, r.EventTypes, r.WaitsPerEventType)
+		fmt.Fprintf(tw, "round trips/s\t%.0f (event → resumed, completed execution)\n", r.RoundTripsPerSecond)
 		fmt.Fprintf(tw, "latency p50 / p99\t%.1f ms / %.1f ms (publish → completed)\n", r.P50Millis, r.P99Millis)
 		fmt.Fprintf(tw, "redis calls per round trip\t%.2f (publish, filter, resume)\n", r.CallsPerRoundTrip)
 		fmt.Fprintf(tw, "cpu per round trip\tfilter + worker %.1f µs, redis %.1f µs\n", r.WorkerCPUMicros, r.RedisCPUMicros)
+		fmt.Fprintf(tw, "filter redis calls per event\t%.2f waking a wait, %.2f waking none (besides the publish's %.2f)\n",
+			r.FilterCallsPerEvent, r.FilterCallsPerUnmatchedEvent, r.PublishCallsPerEvent)
+		fmt.Fprintf(tw, "filter cpu per event\t%.1f µs waking a wait, %.1f µs waking none\n", r.FilterCPUMicrosPerEvent, r.FilterCPUMicrosPerUnmatchedEvent)
 	default:
 		fmt.Fprintf(tw, "executions/s\t%.0f\n", r.PerSecond)
 		fmt.Fprintf(tw, "steps/s\t%.0f\n", r.StepsPerSecond)

@@ -10,10 +10,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
 	"plaita/control"
+	"plaita/engine"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -85,9 +87,14 @@ func flowPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	if err != nil {
 		return refused(name, fmt.Errorf("%s: %w", path, err))
 	}
+	warnFlow(k.log, path, pub.Flow)
 	if cmd.Bool("json") {
-		return writeJSON(stdout, map[string]any{"flow_id": pub.Flow.ID, "tenant_id": k.tenant, "version": pub.Version,
-			"flow_hash": pub.Flow.Hash, "result": pub.Result})
+		out := map[string]any{"flow_id": pub.Flow.ID, "tenant_id": k.tenant, "version": pub.Version,
+			"flow_hash": pub.Flow.Hash, "result": pub.Result}
+		if len(pub.Warnings) > 0 {
+			out["warnings"] = pub.Warnings
+		}
+		return writeJSON(stdout, out)
 	}
 	what := "published"
 	if pub.Result == store.AlreadyPublished {
@@ -167,4 +174,12 @@ func writeFlow(w io.Writer, f control.FlowShown) {
 		def.Write(f.Definition)
 	}
 	fmt.Fprintf(w, "  definition:\n  %s\n", def.String())
+}
+
+// warnFlow logs a valid flow's validation warnings, one line each with its JSON path
+// (docs/flows.md, "Warnings"): what works, but costs more than it needs to.
+func warnFlow(log zerolog.Logger, file string, f *engine.Flow) {
+	for _, w := range f.Warnings {
+		log.Warn().Str("event", "flow.warning").Str("file", file).Str("flow_id", f.ID).Str("path", w.Path).Msg(w.Message)
+	}
 }

@@ -212,6 +212,7 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 		// A *engine.ValidationError lists every problem, one per line, each with its JSON path.
 		return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", r.flowPath, err)}
 	}
+	warnFlow(ex.Log, r.flowPath, f)
 
 	var (
 		st     *state.Execution

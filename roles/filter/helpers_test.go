@@ -126,6 +126,9 @@ func (b *bundle) register(ts *store.TenantStore, st *state.Execution) {
 	if s.Due != nil {
 		sub.ExpiresAt = *s.Due
 	}
+	if len(s.Correlation) > 0 { // as roles/worker/wakeup.go indexes it
+		sub.Correlation = &s.Correlation[0]
+	}
 	b.must(ts.PutSubscription(b.ctx(), sub, time.Hour))
 }
 

@@ -28,7 +28,7 @@ type Matcher struct {
 	once sync.Map // warnings logged once per key
 
 	events, expired, woken, duplicates, takeovers, noMatch, stale, early, timedOut *metrics.Counter
-	tenantSkipped, uncheckable, errs, invalid, refused                             *metrics.Counter
+	tenantSkipped, uncheckable, errs, invalid, refused, uncorrelated               *metrics.Counter
 }
 
 // NewMatcher builds the matcher and registers its counters on d.Metrics.
@@ -50,6 +50,7 @@ func NewMatcher(d Deps, s Settings) *Matcher {
 		errs:          set.GetOrCreateCounter(`plaita_filter_errors_total`),
 		invalid:       set.GetOrCreateCounter(`plaita_filter_invalid_subscriptions_total`),
 		refused:       set.GetOrCreateCounter(`plaita_filter_wakeups_refused_total`),
+		uncorrelated:  set.GetOrCreateCounter(`plaita_filter_uncorrelated_checked_total`),
 	}
 }
 
@@ -186,33 +187,43 @@ type batchEvent struct {
 	data any
 }
 
-// deliverType delivers the events of one type (in publish order) to the subscriptions of the
-// type, maxParallel subscriptions at once, and adds each outcome to its event's result (a
-// failure before any event is looked at is the first event's: the reconciler holds its cursor
-// there, so the whole batch is seen again).
+// deliverType delivers the events of one type (in publish order) to the waits that may take
+// them, maxParallel waits at once, and adds each outcome to its event's result (a failure
+// before any event is looked at is the first event's: the reconciler holds its cursor there,
+// so the whole batch is seen again).
+//
+// The waits are those store.TenantStore.Waits reads (docs/events.md, "Correlation"): each
+// correlated wait is offered only the events whose value at its term's path is its term's
+// value (the others cannot satisfy its match), each uncorrelated one every event of the
+// batch — those checks are counted (plaita_filter_uncorrelated_checked_total) and each such
+// wait's flow and node is logged once.
 func (m *Matcher) deliverType(ctx context.Context, ts *store.TenantStore, evs []batchEvent, now time.Time, res []Result, errs []error) {
 	typ, first := evs[0].ev.Type, evs[0].i
-	subs, err := ts.Subscriptions(ctx, typ, now)
+	data := make([]any, len(evs))
+	for j, be := range evs {
+		data[j] = be.data
+	}
+	waits, err := ts.Waits(ctx, typ, data, now)
 	switch {
 	case err != nil && store.IsTransient(err):
 		m.errs.Inc()
 		errs[first] = fmt.Errorf("subscriptions to %s: %w", typ, err)
 		return
 	case err != nil:
-		// The index itself is unusable (not a sorted set): no retry reads it, so the events are
+		// An index itself is unusable (not a sorted set): no retry reads it, so the events are
 		// not held for it.
 		m.errs.Inc()
 		if m.first("index\x00" + ts.Tenant() + "\x00" + typ) {
 			m.log.Warn().Err(err).Str("event", "filter.bad_subscription_index").Str("tenant", ts.Tenant()).Str("event_type", typ).
-				Msg("the subscription index is unreadable: events of this type wake nothing until an operator repairs it")
+				Msg("a subscription index is unreadable: events of this type wake nothing until an operator repairs it")
 		}
 		return
 	}
-	if subs.Invalid > 0 {
-		res[first].Invalid += subs.Invalid
-		m.invalid.Add(subs.Invalid)
+	if invalid := waits.Invalid + waits.Uncorrelated.Invalid; invalid > 0 {
+		res[first].Invalid += invalid
+		m.invalid.Add(invalid)
 		m.log.Warn().Str("event", "filter.invalid_subscriptions").Str("tenant", ts.Tenant()).Str("event_type", typ).
-			Int("members", subs.Invalid).Msg("subscription index members that are no execution id: skipped and removed")
+			Int("members", invalid).Msg("subscription index members no worker writes: skipped and removed")
 	}
 	var (
 		mu  sync.Mutex
@@ -231,65 +242,93 @@ func (m *Matcher) deliverType(ctx context.Context, ts *store.TenantStore, evs []
 			}
 		}
 	}
-	for _, sr := range subs.Reads {
+	run := func(w wait) {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			m.deliver(ctx, ts, evs, sr, now, note)
+			m.deliver(ctx, ts, w, now, note)
 		}()
+	}
+	for _, cw := range waits.Correlated {
+		offered := make([]batchEvent, len(cw.Events))
+		for j, k := range cw.Events {
+			offered[j] = evs[k]
+		}
+		run(wait{id: cw.ExecutionID, typ: typ, since: cw.Since, evs: offered, correlated: &cw})
+	}
+	for _, sr := range waits.Uncorrelated.Reads {
+		run(wait{id: sr.ExecutionID, typ: typ, since: sr.Sub.Since, evs: evs, indexed: &sr})
 	}
 	wg.Wait()
 }
 
-// deliver is the events of one type, in publish order, against one subscription: the first
-// event the wait takes wakes it, and the later ones are not offered to it. note records an
-// outcome for the event at an index.
-func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, evs []batchEvent, sr store.SubscriptionRead, now time.Time, note func(int, Result, error)) {
-	id, typ := sr.ExecutionID, evs[0].ev.Type
+// wait is one wait an event of a batch may wake, as the indexes list it: a correlated one
+// (its bucket member) or an uncorrelated one (its member of the type's index and its record).
+type wait struct {
+	id, typ    string
+	since      time.Time // when the suspension listed began (the member's or the record's)
+	evs        []batchEvent
+	correlated *store.CorrelatedWait
+	indexed    *store.SubscriptionRead
+}
+
+// deliver is the events of one type, in publish order, against one wait: the first event the
+// wait takes wakes it, and the later ones are not offered to it. note records an outcome for
+// the event at an index.
+func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, w wait, now time.Time, note func(int, Result, error)) {
+	evs := w.evs
 	logFor := func(ev store.Event) deliveryLog {
-		return deliveryLog{l: &m.log, tenant: ts.Tenant(), execution: id, eventID: ev.ID, eventType: typ}
+		return deliveryLog{l: &m.log, tenant: ts.Tenant(), execution: w.id, eventID: ev.ID, eventType: w.typ}
 	}
-	switch {
-	case sr.Err != nil:
-		if m.first("corrupt\x00" + ts.Tenant() + "\x00" + id) {
-			logFor(evs[0].ev).Warn().Err(sr.Err).Str("event", "filter.bad_subscription").Msg("a subscription record does not decode: left for an operator")
+	if sr := w.indexed; sr != nil {
+		switch {
+		case sr.Err != nil:
+			if m.first("corrupt\x00" + ts.Tenant() + "\x00" + w.id) {
+				logFor(evs[0].ev).Warn().Err(sr.Err).Str("event", "filter.bad_subscription").Msg("a subscription record does not decode: left for an operator")
+			}
+			return
+		case sr.Missing:
+			o, err := m.removeStale(ctx, ts, w, "the index lists it without a record", logFor(evs[0].ev))
+			note(evs[0].i, o, err)
+			return
 		}
-		return
-	case sr.Missing:
-		o, err := m.removeStale(ctx, ts, typ, sr, "the index lists it without a record", logFor(evs[0].ev))
-		note(evs[0].i, o, err)
-		return
 	}
-	// The record is written after the state: the state's suspension is no older, and the
-	// events published before the record's since are not for it.
-	for len(evs) > 0 && evs[0].ev.PublishedAt.Before(sr.Sub.Since) {
+	// The member or record is written after the state: the state's suspension is no older,
+	// and the events published before its since are not for it.
+	for len(evs) > 0 && evs[0].ev.PublishedAt.Before(w.since) {
 		m.early.Inc()
 		evs = evs[1:]
 	}
 	if len(evs) == 0 {
 		return
 	}
-	st, err := ts.Load(ctx, id)
+	st, err := ts.Peek(ctx, w.id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		o, err := m.removeStale(ctx, ts, typ, sr, "the execution does not exist", logFor(evs[0].ev))
+		o, err := m.removeStale(ctx, ts, w, "the execution does not exist", logFor(evs[0].ev))
 		note(evs[0].i, o, err)
 		return
 	case err != nil && store.IsTransient(err):
-		note(evs[0].i, Result{}, fmt.Errorf("load execution %s: %w", id, err))
+		note(evs[0].i, Result{}, fmt.Errorf("load execution %s: %w", w.id, err))
 		return
 	case err != nil:
-		if m.first("state\x00" + ts.Tenant() + "\x00" + id) {
+		if m.first("state\x00" + ts.Tenant() + "\x00" + w.id) {
 			logFor(evs[0].ev).Warn().Err(err).Str("event", "filter.bad_state").Msg("the execution state is unreadable: event not delivered")
 		}
 		return
 	}
 	s := st.Suspend
-	if st.Status != state.Suspended || s == nil || s.Kind != state.SuspendEvent || s.EventType != typ {
-		o, err := m.removeStale(ctx, ts, typ, sr, "the execution is "+describe(st), logFor(evs[0].ev))
+	if st.Status != state.Suspended || s == nil || s.Kind != state.SuspendEvent || s.EventType != w.typ ||
+		(w.correlated != nil && !s.Since.Equal(w.since)) {
+		// A bucket member names its suspension: one that is over is stale even when the
+		// execution waits for this type again (it is listed again under its new suspension).
+		o, err := m.removeStale(ctx, ts, w, "the execution is "+describe(st), logFor(evs[0].ev))
 		note(evs[0].i, o, err)
 		return
+	}
+	if w.indexed != nil {
+		m.uncorrelatedWait(ts.Tenant(), st, logFor(evs[0].ev))
 	}
 	for _, be := range evs {
 		// The state, not the record, says which suspension waits: a record from an earlier
@@ -302,6 +341,9 @@ func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, evs []batc
 			// Timed out: the delay role resumes it with a timeout.
 			m.timedOut.Inc()
 			continue
+		}
+		if w.indexed != nil {
+			m.uncorrelated.Inc()
 		}
 		log := logFor(be.ev)
 		if o, done := m.check(ctx, ts.Tenant(), st, be.data, now, log); done {
@@ -316,18 +358,53 @@ func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, evs []batc
 		if err == nil && res.Refused == 1 {
 			continue // this event can never wake the wait; the next one may
 		}
-		if err == nil && res.Woken == 1 && sr.Sub.Since.Equal(s.Since) {
-			// Used: the consumer removes it (docs/wakeups.md), so the next events of the type do
-			// not read this execution again. Only while the record is the one read: a wait
-			// registered meanwhile stays.
-			if _, rerr := ts.RemoveStaleSubscription(context.WithoutCancel(ctx), id, typ, sr.Raw); rerr != nil {
-				log.Warn().Err(rerr).Str("event", "filter.subscription_not_removed").Msg("the used subscription stays (it is removed as stale later)")
-			}
+		if err == nil && res.Woken == 1 {
+			m.used(ctx, ts, w, s, log)
 		}
 		// Woken now, already (a sent marker), being woken by another filter, or the enqueue
 		// failed (held): no later event of the batch is for this suspension.
 		return
 	}
+}
+
+// used removes the index entry of a wait just woken: the consumer removes what it used
+// (docs/wakeups.md), so the next events of the type do not read this execution again. A
+// bucket member names the suspension it was for; an index member is removed only while the
+// record is the one read (a wait registered meanwhile stays).
+func (m *Matcher) used(ctx context.Context, ts *store.TenantStore, w wait, s *state.Suspend, log deliveryLog) {
+	ctx = context.WithoutCancel(ctx)
+	var err error
+	switch {
+	case w.correlated != nil:
+		_, err = ts.RemoveCorrelatedWait(ctx, w.typ, *w.correlated)
+	case w.indexed.Sub.Since.Equal(s.Since):
+		_, err = ts.RemoveStaleSubscription(ctx, w.id, w.typ, ownRecord(w))
+	}
+	if err != nil {
+		log.Warn().Err(err).Str("event", "filter.subscription_not_removed").Msg("the used subscription stays (it is removed as stale later)")
+	}
+}
+
+// ownRecord is the record an uncorrelated wait's removal may delete: the one read, when it is
+// this index's (an uncorrelated wait of this type); "" leaves the record — the execution
+// rewrote it for another wait, which must keep it.
+func ownRecord(w wait) string {
+	if sr := w.indexed; sr != nil && !sr.Missing && sr.Err == nil && sr.Sub.EventType == w.typ && sr.Sub.Correlation == nil {
+		return sr.Raw
+	}
+	return ""
+}
+
+// uncorrelatedWait logs, once per tenant, flow and node, that a wait is checked against every
+// event of its type (its match has no correlation term, or no term had a value).
+func (m *Matcher) uncorrelatedWait(tenant string, st *state.Execution, log deliveryLog) {
+	s := st.Suspend
+	if !m.first("uncorrelated\x00" + tenant + "\x00" + st.FlowID + "\x00" + s.Node) {
+		return
+	}
+	log.Info().Str("event", "filter.uncorrelated_wait").Str("flow_id", st.FlowID).Str("flow_version", st.FlowVersion).
+		Str("node", s.Node).Str("match", s.Match).
+		Msg("an uncorrelated wait: every event of its type is checked against it (its match has no correlation term with a value; docs/events.md, \"Correlation\")")
 }
 
 // check runs the worker's resume check. done is true when the event must not be delivered.
@@ -394,7 +471,8 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 			Msg("a wake-up claimed by another filter was never marked sent: enqueuing it (the worker refuses a duplicate)")
 	}
 	env := queue.Envelope{Kind: queue.KindResume, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
-		ExecutionID: st.ExecutionID, ResumeType: engine.ResumeEvent, ResumeData: ev.Data, SourceMessageID: "event:" + ev.ID}
+		ExecutionID: st.ExecutionID, ResumeType: engine.ResumeEvent, ResumeData: ev.Data,
+		SourceMessageID: engine.EventCarrier(ev.ID, st.Suspend.Since)}
 	streamID, err := m.d.Enqueue(ctx, env)
 	if errors.Is(err, queue.ErrInvalidEnvelope) {
 		m.refused.Inc()
@@ -428,11 +506,17 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 	return Result{Woken: 1}, nil
 }
 
-// removeStale removes a subscription whose execution no longer waits for this type.
-func (m *Matcher) removeStale(ctx context.Context, ts *store.TenantStore, eventType string, sr store.SubscriptionRead, why string, log deliveryLog) (Result, error) {
-	removed, err := ts.RemoveStaleSubscription(ctx, sr.ExecutionID, eventType, sr.Raw)
+// removeStale removes the index entry of a wait whose execution no longer waits there.
+func (m *Matcher) removeStale(ctx context.Context, ts *store.TenantStore, w wait, why string, log deliveryLog) (Result, error) {
+	var removed bool
+	var err error
+	if w.correlated != nil {
+		removed, err = ts.RemoveCorrelatedWait(ctx, w.typ, *w.correlated)
+	} else {
+		removed, err = ts.RemoveStaleSubscription(ctx, w.id, w.typ, ownRecord(w))
+	}
 	if err != nil {
-		return Result{}, fmt.Errorf("remove the stale subscription of %s: %w", sr.ExecutionID, err)
+		return Result{}, fmt.Errorf("remove the stale subscription of %s: %w", w.id, err)
 	}
 	if !removed {
 		return Result{}, nil

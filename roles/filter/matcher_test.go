@@ -21,21 +21,26 @@ func TestMatcherWakesOnlyTheMatchingExecution(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	f := b.flow("", ordersFlow)
-	b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
+	a1 := b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
 	b.suspend("", f, "ex_b2", map[string]any{"order_id": "B2"})
 	m := NewMatcher(b.d, b.s)
 
+	// The match correlates on order_id: an event of another order finds no wait to check,
+	// and A1's event only A1's.
 	other := b.publish("", "evt_other", "order.approved", `{"order_id":"Z9"}`)
 	res, err := m.Handle(b.ctx(), ref(other))
 	b.must(err)
-	if res.Woken != 0 || res.NoMatch != 2 {
+	if res != (Result{}) {
 		t.Fatalf("an event matching nobody: %+v", res)
 	}
 	ev := b.publish("", "evt_a1", "order.approved", `{"order_id":"A1","by":"sam"}`)
 	res, err = m.Handle(b.ctx(), ref(ev))
 	b.must(err)
-	if res.Woken != 1 || res.NoMatch != 1 {
+	if res.Woken != 1 || res.NoMatch != 0 {
 		t.Fatalf("result %+v", res)
+	}
+	if n := b.counter("plaita_filter_uncorrelated_checked_total"); n != 0 {
+		t.Errorf("%d uncorrelated checks", n)
 	}
 	got := b.entries()
 	if len(got) != 1 {
@@ -43,7 +48,7 @@ func TestMatcherWakesOnlyTheMatchingExecution(t *testing.T) {
 	}
 	e := got[0]
 	if e.Kind != queue.KindResume || e.ResumeType != state.ResumeEvent || e.ExecutionID != "ex_a1" || e.FlowID != "orders" ||
-		e.FlowVersion != "1" || e.Tenant() != "default" || e.SourceMessageID != "event:evt_a1" || string(e.ResumeData) != `{"order_id":"A1","by":"sam"}` {
+		e.FlowVersion != "1" || e.Tenant() != "default" || e.SourceMessageID != engine.EventCarrier("evt_a1", a1.Suspend.Since) || string(e.ResumeData) != `{"order_id":"A1","by":"sam"}` {
 		t.Errorf("envelope %+v (resume data %s)", e, e.ResumeData)
 	}
 	// The resume is accepted by the engine as the worker runs it.
@@ -202,7 +207,7 @@ func TestMatcherFollowsTheStateNotTheRecord(t *testing.T) {
 		t.Fatalf("second tick: %+v %v", res, err)
 	}
 	got := b.entries()
-	if len(got) != 2 || got[0].SourceMessageID != "event:tick1" || got[1].SourceMessageID != "event:tick2" {
+	if len(got) != 2 || !strings.HasPrefix(got[0].SourceMessageID, "event:tick1:") || !strings.HasPrefix(got[1].SourceMessageID, "event:tick2:") {
 		t.Fatalf("entries %+v", got)
 	}
 }
@@ -322,8 +327,8 @@ func TestMatcherChecksFlowsWithIONodes(t *testing.T) {
 	b.must(err)
 	b.suspend("", f, "ex_io", nil)
 	m := NewMatcher(b.d, b.s)
-	no := b.publish("", "e1", "go", `{"ok":false}`)
-	if res, err := m.Handle(b.ctx(), ref(no)); err != nil || res.NoMatch != 1 {
+	no := b.publish("", "e1", "go", `{"ok":false}`) // its value is not the wait's: not even checked
+	if res, err := m.Handle(b.ctx(), ref(no)); err != nil || res != (Result{}) {
 		t.Fatalf("false: %+v %v", res, err)
 	}
 	yes := b.publish("", "e2", "go", `{"ok":true}`)
@@ -377,7 +382,7 @@ func TestMatcherRefusedWakeUpIsFinal(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil || res[0].Refused != 1 || res[1].Woken != 1 {
 		t.Fatalf("batch of the refused and a small event: %+v %v", res, errs)
 	}
-	if got := b.entries(); len(got) != 1 || got[0].SourceMessageID != "event:evt_small" {
+	if got := b.entries(); len(got) != 1 || !strings.HasPrefix(got[0].SourceMessageID, "event:evt_small:") {
 		t.Errorf("entries %+v, want the small event's resume", got)
 	}
 }

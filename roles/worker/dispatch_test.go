@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -450,13 +451,20 @@ func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 		t.Fatal(err)
 	}
 	if sub.EventType != "order.paid" || sub.Match != "EVENT.order == INPUT.n" || sub.Node != "w" ||
-		!sub.ExpiresAt.Equal(*st.Suspend.Due) {
+		!sub.ExpiresAt.Equal(*st.Suspend.Due) || sub.Correlation == nil || sub.Correlation.Value != "1" {
 		t.Fatalf("subscription %+v", sub)
 	}
-	idxKey, _ := sp.SubscriptionIndex("order.paid")
-	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(idxKey).Member(env.ExecutionID).Build()).AsFloat64()
+	// The match correlates on EVENT.order: the wait is in the bucket of order 1, not in the
+	// type's index of uncorrelated waits.
+	bucket, _ := sp.SubscriptionBucket("order.paid", `["order"]`, "1")
+	member := env.ExecutionID + ":" + strconv.FormatInt(st.Suspend.Since.UnixNano(), 10)
+	sc, err := f.c.Do(dctx(t), f.c.B().Zscore().Key(bucket).Member(member).Build()).AsFloat64()
 	if err != nil || int64(sc) != st.Suspend.Due.UnixMilli() {
-		t.Fatalf("index score %v %v", sc, err)
+		t.Fatalf("bucket score %v %v", sc, err)
+	}
+	idxKey, _ := sp.SubscriptionIndex("order.paid")
+	if n, _ := f.c.Do(dctx(t), f.c.B().Exists().Key(idxKey).Build()).AsInt64(); n != 0 {
+		t.Fatal("the correlated wait is in the index of uncorrelated waits")
 	}
 	// The timeout is a delay-queue entry with resume_type timeout.
 	res, err := f.c.Do(dctx(t), f.c.B().Zrange().Key(queue.DelayScheduledKey(settings.DelayQueue(f.cfg))).Min("0").Max("-1").Build()).AsStrSlice()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -353,6 +354,24 @@ func TestWakeupsRegister(t *testing.T) {
 	got := f.scheduled(t)
 	if len(got) != 1 || got[0].ResumeType != state.ResumeTimeout || got[0].TenantID != "acme" || got[0].Node != "w" || !got[0].Due.Equal(due) {
 		t.Fatalf("timeout entry %+v", got)
+	}
+	idx, _ := acme.SubscriptionIndex("order.paid")
+	if n, _ := f.c.Do(ctx, f.c.B().Zcard().Key(idx).Build()).AsInt64(); n != 1 {
+		t.Errorf("an uncorrelated wait: %d members in the type's index", n)
+	}
+	// A correlated wait goes to the bucket of its first term, the others kept in its state.
+	corr := f.suspended("acme", "ex_corr", state.Suspend{Kind: state.SuspendEvent, Node: "w", Since: f.now, EventType: "order.paid",
+		Correlation: []state.Correlation{{Path: []string{"order"}, Value: `"A1"`}, {Path: []string{"kind"}, Value: `"card"`}}})
+	if err := f.w.Register(ctx, corr); err != nil {
+		t.Fatal(err)
+	}
+	bucket, _ := acme.SubscriptionBucket("order.paid", `["order"]`, `"A1"`)
+	member := "ex_corr:" + strconv.FormatInt(f.now.UnixNano(), 10)
+	if _, err := f.c.Do(ctx, f.c.B().Zscore().Key(bucket).Member(member).Build()).AsFloat64(); err != nil {
+		t.Errorf("bucket member %s: %v", member, err)
+	}
+	if n, _ := f.c.Do(ctx, f.c.B().Zcard().Key(idx).Build()).AsInt64(); n != 1 {
+		t.Errorf("the correlated wait is in the type's index too (%d members)", n)
 	}
 
 	// An approval without a timeout: the record lives the event TTL, no delay entry.

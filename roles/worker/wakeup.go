@@ -18,7 +18,8 @@ import (
 // will wake the execution up again, for the roles that consume it:
 //
 //	delay / timeouts  → the delay role: an entry of the delay queue (queue.Delay)
-//	wait_event        → the filter role: a subscription record + a per-event-type index
+//	wait_event        → the filter role: a subscription record + a per-event-type index, or
+//	                    for a correlated wait the bucket of its first correlation term
 //	approval          → the console: an approval record + the tenant's pending-approval index
 //
 // Every write is idempotent: the entry and the records are a pure function of the suspended
@@ -107,6 +108,11 @@ func (w *Wakeups) Register(ctx context.Context, ex *state.Execution) error {
 			Node: s.Node, EventType: s.EventType, Match: s.Match, Since: s.Since}
 		if s.Due != nil {
 			sub.ExpiresAt = *s.Due
+		}
+		if len(s.Correlation) > 0 {
+			// Indexed under its first correlation term: the filter finds it by an event's
+			// value instead of checking it against every event of the type (docs/events.md).
+			sub.Correlation = &s.Correlation[0]
 		}
 		err = ts.PutSubscription(ctx, sub, w.recordTTL(s.Due))
 	case state.SuspendApproval:

@@ -22,6 +22,9 @@
 //	plaita:schedule:{sched}:<id>                 cron schedule (HASH: definition and firing state)
 //	plaita:schedules:{sched}                     ZSET of the tenant's schedule ids
 //	plaita:schedule_due:{sched}                  platform ZSET <tenant>:<id> → next look (Unix ms)
+//	plaita:subscription:<id>, plaita:subscription_index:<type>   a wait's record; uncorrelated waits (docs/wakeups.md)
+//	plaita:subscription_bucket:<type>:<term digest>              correlated waits of one term value (docs/events.md)
+//	plaita:subscription_paths:<type>                              the paths correlated waits of a type are indexed by
 //	plaita:event:<event id>, plaita:event_index:<type>[:prune], plaita:events   events (docs/events.md)
 //	plaita:event_wake:<execution id>:<suspension>:<event id>               one-shot wake-up marker
 //	plaita:event_bus:tenants, plaita:event_bus:cursor, plaita:event_bus:notify  (platform)
@@ -36,6 +39,8 @@
 package keys
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -88,7 +93,8 @@ func Families() []Family {
 		// Per tenant.
 		{Name: "execution"}, {Name: "execution_events"}, {Name: "exec_tombstone"},
 		{Name: "flow"}, {Name: "flow_list"}, {Name: "flow_versions"},
-		{Name: "subscription"}, {Name: "subscription_index"}, {Name: "approval"}, {Name: "approval_index"},
+		{Name: "subscription"}, {Name: "subscription_index"}, {Name: "subscription_bucket"}, {Name: "subscription_paths"},
+		{Name: "approval"}, {Name: "approval_index"},
 		{Name: "event"}, {Name: "event_index"}, {Name: "events"}, {Name: "subscriptions"},
 		{Name: "event_wake"}, {Name: "event_bus", Platform: true},
 		{Name: "schedule"}, {Name: "schedules"},
@@ -287,6 +293,31 @@ func (s Space) SubscriptionIndex(eventType string) (string, error) {
 		return "", err
 	}
 	return s.prefix + "subscription_index:" + eventType, nil
+}
+
+// SubscriptionBucket is the ZSET of the correlated waits of an event type indexed under one
+// term: path (the EVENT path as a JSON array of strings, the member of SubscriptionPaths) and
+// value (its canonical value, engine/state.CorrelationValue). Members are "<execution
+// id>:<suspension since in Unix ns>", scores expires_at (Unix ms, +inf without a timeout). The
+// term is a digest (SHA-256, 32 hex digits) so that any path and value make one key segment
+// without ':' or braces; two terms sharing a digest would only share a bucket, whose members
+// the filter still checks (docs/events.md, "Correlation").
+func (s Space) SubscriptionBucket(eventType, path, value string) (string, error) {
+	if err := ValidName("event type", eventType); err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(path + "\n" + value))
+	return s.prefix + "subscription_bucket:" + eventType + ":" + hex.EncodeToString(sum[:16]), nil
+}
+
+// SubscriptionPaths is the ZSET of the paths (JSON arrays of strings) the correlated waits of
+// an event type are indexed by, each scored with the latest expires_at of a wait indexed under
+// it (Unix ms, +inf): what the filter looks up for an event of that type.
+func (s Space) SubscriptionPaths(eventType string) (string, error) {
+	if err := ValidName("event type", eventType); err != nil {
+		return "", err
+	}
+	return s.prefix + "subscription_paths:" + eventType, nil
 }
 
 // Approval is the record of an execution waiting for a human decision.

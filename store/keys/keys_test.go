@@ -186,3 +186,31 @@ func FuzzValidID(f *testing.F) {
 		}
 	})
 }
+
+// A correlated wait's bucket is one key segment whatever its path and value, under the
+// tenant's prefix; the term (path, value) decides it, and no two terms here share one.
+func TestSubscriptionBucketsAreOneSegmentPerTerm(t *testing.T) {
+	s := MustFor("", "acme")
+	seen := map[string]string{}
+	for _, term := range [][2]string{{`["order_id"]`, `"A1"`}, {`["order_id"]`, `"A2"`}, {`["order_id"]`, "1"},
+		{`["order_id"]`, `"1"`}, {`["a:b"]`, `"{x}"`}, {`["a","b"]`, `"c"`}, {`["a"]`, `"b\nc"`}, {`["a\n\"b\""]`, `c`}} {
+		k, err := s.SubscriptionBucket("payment", term[0], term[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		rest, ok := strings.CutPrefix(k, "plaita:acme:subscription_bucket:payment:")
+		if !ok || len(rest) != 32 || strings.ContainsAny(rest, ":{} ") {
+			t.Errorf("%v: %s", term, k)
+		}
+		if prev, dup := seen[k]; dup {
+			t.Errorf("%v and %s share %s", term, prev, k)
+		}
+		seen[k] = term[0] + " " + term[1]
+	}
+	if _, err := s.SubscriptionBucket("a:b", `["x"]`, "1"); err == nil {
+		t.Error("a bad event type is accepted")
+	}
+	if k, _ := s.SubscriptionPaths("payment"); k != "plaita:acme:subscription_paths:payment" {
+		t.Errorf("paths: %s", k)
+	}
+}

@@ -14,7 +14,7 @@ func allKeys(t testing.TB, s Space, id, event, flow, version, node string) map[s
 	t.Helper()
 	skip := map[string]bool{"Tenant": true, "Root": true, "Prefix": true, "ExecutionID": true}
 	args := map[string][]string{
-		"Mechanism": nil, "NodeRetry": {id, node}, "SubscriptionIndex": {event}, "EventIndex": {event}, "EventIndexPrune": {event}, "Flow": {flow, version},
+		"Mechanism": nil, "NodeRetry": {id, node}, "SubscriptionIndex": {event}, "SubscriptionBucket": {event, `["` + node + `"]`, id}, "SubscriptionPaths": {event}, "EventIndex": {event}, "EventIndexPrune": {event}, "Flow": {flow, version},
 		"FlowVersions": {flow}, "RegistryInstance": {"inst-1"},
 	}
 	out := map[string]string{}

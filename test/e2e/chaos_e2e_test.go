@@ -145,7 +145,7 @@ func (c *chaosCase) wokenBy(st *state.Execution) string {
 	}
 	key := "delay:" + c.id + ":" // the delay role's carrier: delay:<execution>:<node>:<due ms>
 	if c.woken == engine.ResumeEvent {
-		key = "event:" + c.eventID() // the filter's: event:<event id>
+		key = "event:" + c.eventID() // the filter's: event:<event id>:<since ns>
 	}
 	lr := st.LastResume
 	if lr == nil || lr.Type != string(c.woken) || !strings.HasPrefix(lr.Key, key) {
