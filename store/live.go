@@ -9,9 +9,10 @@ import (
 	"plaita/store/keys"
 )
 
-// LiveEvents publishes an execution's live events on its pub/sub channel
-// (<prefix>execution_events:{<id>}) for the console's live view. Best effort: a lost message
-// only thins a live view; the state is the record.
+// LiveEvents publishes live events for the console's views: each execution's on its own channel
+// (<prefix>execution_events:{<id>}), and the tenant's status changes on one channel
+// (<prefix>execution_status) for the live executions list. Best effort: a lost message only
+// thins a live view; the state is the record.
 type LiveEvents struct {
 	c    rueidis.Client
 	root string
@@ -35,28 +36,93 @@ func (l *LiveEvents) Publish(ctx context.Context, tenant, executionID string, ms
 	if err != nil {
 		return err
 	}
+	return l.publish(ctx, channel, executionID, msg)
+}
+
+// PublishStatus sends one status change (JSON) on the tenant's status channel.
+func (l *LiveEvents) PublishStatus(ctx context.Context, tenant, executionID string, msg []byte) error {
+	sp, err := keys.For(l.root, tenant)
+	if err != nil {
+		return err
+	}
+	return l.publish(ctx, sp.ExecutionStatus(), executionID, msg)
+}
+
+func (l *LiveEvents) publish(ctx context.Context, channel, executionID string, msg []byte) error {
 	if err := l.c.Do(ctx, l.c.B().Publish().Channel(channel).Message(rueidis.BinaryString(msg)).Build()).Error(); err != nil {
 		return transient(ErrRedis, "publish live event of "+executionID, err)
 	}
 	return nil
 }
 
-// Listened is the set of executions whose live-event channel has a subscriber now (every node
-// of a cluster is asked: a subscription lives on the node it was made on). Publishing only to
-// those spares a PUBLISH per event when nobody watches — the usual case.
-func (l *LiveEvents) Listened(ctx context.Context) (map[string]struct{}, error) {
-	out := map[string]struct{}{}
-	pattern := l.root + ":*execution_events:*"
+// Watchers is who listens now.
+type Watchers struct {
+	// All is true when some client holds a pattern subscription (PUBSUB NUMPAT > 0 on a node):
+	// Redis does not say which patterns, so every event may have a listener and is published.
+	All        bool
+	Executions map[string]struct{} // executions whose channel has a subscriber
+	Tenants    map[string]struct{} // tenants whose status channel has a subscriber
+}
+
+// Execution reports whether an execution's events have a listener.
+func (w Watchers) Execution(id string) bool {
+	_, ok := w.Executions[id]
+	return w.All || ok
+}
+
+// Tenant reports whether a tenant's status changes have a listener.
+func (w Watchers) Tenant(tenant string) bool {
+	_, ok := w.Tenants[tenant]
+	return w.All || ok
+}
+
+// Listened reads who listens, on every node of a cluster (a subscription lives on the node it
+// was made on), in one round trip per node. Publishing only to those spares a PUBLISH per event
+// when nobody watches — the usual case.
+func (l *LiveEvents) Listened(ctx context.Context) (Watchers, error) {
+	w := Watchers{Executions: map[string]struct{}{}, Tenants: map[string]struct{}{}}
+	root := l.root + ":"
 	for addr, node := range l.c.Nodes() {
-		chans, err := node.Do(ctx, node.B().PubsubChannels().Pattern(pattern).Build()).AsStrSlice()
-		if err != nil {
-			return nil, transient(ErrRedis, "PUBSUB CHANNELS on "+addr, err)
+		res := node.DoMulti(ctx,
+			node.B().PubsubChannels().Pattern(root+"*execution_events:*").Build(),
+			node.B().PubsubChannels().Pattern(root+"*execution_status").Build(),
+			node.B().PubsubNumpat().Build())
+		events, err1 := res[0].AsStrSlice()
+		status, err2 := res[1].AsStrSlice()
+		numpat, err3 := res[2].AsInt64()
+		for _, err := range []error{err1, err2, err3} {
+			if err != nil {
+				return Watchers{}, transient(ErrRedis, "PUBSUB on "+addr, err)
+			}
 		}
-		for _, ch := range chans {
+		w.All = w.All || numpat > 0
+		for _, ch := range events {
 			if i := strings.LastIndexByte(ch, '{'); i >= 0 && strings.HasSuffix(ch, "}") {
-				out[ch[i+1:len(ch)-1]] = struct{}{}
+				w.Executions[ch[i+1:len(ch)-1]] = struct{}{}
+			}
+		}
+		for _, ch := range status {
+			if t, ok := statusTenant(root, ch); ok {
+				w.Tenants[t] = struct{}{}
 			}
 		}
 	}
-	return out, nil
+	return w, nil
+}
+
+// statusTenant is the tenant of a status channel: <root>:execution_status is the default
+// tenant's, <root>:<tenant>:execution_status another's.
+func statusTenant(root, channel string) (string, bool) {
+	rest, ok := strings.CutSuffix(strings.TrimPrefix(channel, root), "execution_status")
+	if !ok || !strings.HasPrefix(channel, root) {
+		return "", false
+	}
+	if rest == "" {
+		return keys.DefaultTenant, true
+	}
+	t, ok := strings.CutSuffix(rest, ":")
+	if !ok || keys.ValidTenant(t) != nil {
+		return "", false
+	}
+	return t, true
 }

@@ -36,21 +36,29 @@ const EventQueueSize = 4096
 
 // Observer turns engine events into metrics (step durations, executions by terminal status)
 // and publishes them for live views unless publishing is off (PLAITA_EXECUTION_EVENTS_PUBLISH
-// exactly 0) — to the executions someone watches (their channel has a subscriber, checked every
-// ListenerRefresh), so an unwatched execution costs no PUBLISH. Publishing is a best-effort
+// exactly 0): an execution's events on its channel when that channel has a subscriber, its status
+// changes on its tenant's status channel when that one has (the live executions list), and
+// everything while any pattern subscription exists (store.Watchers: checked every
+// ListenerRefresh). An execution nobody watches costs no PUBLISH. Publishing is a best-effort
 // service.Sender: a slow Redis never slows the step loop; when its queue is full the event is
 // dropped and counted.
 type Observer struct {
-	*service.Sender[LiveEvent]
+	*service.Sender[liveOffer]
 	live     *store.LiveEvents
 	publish  bool
-	listened atomic.Pointer[map[string]struct{}] // executions watched now (Refresh)
+	watchers atomic.Pointer[store.Watchers] // who listens now (Refresh); nil: unknown
 	refresh  service.Loop
 	log      zerolog.Logger
 	set      *metrics.Set
 
 	steps        *metrics.PrometheusHistogram
 	failed, sent *metrics.Counter
+}
+
+// liveOffer is one event and the channels it goes to.
+type liveOffer struct {
+	ev                LiveEvent
+	execution, status bool
 }
 
 // NewObserver returns the observer; Event is the engine's OnEvent hook. It is a service:
@@ -89,28 +97,40 @@ func (o *Observer) Stop(ctx context.Context) {
 	o.Sender.Stop(ctx)
 }
 
-// Refresh reads which executions have a live-event subscriber. Until the first read succeeds
-// every event is published (nothing is lost to an unknown answer).
+// Refresh reads who listens. Until the first read succeeds, and while reads fail, every event is
+// published (nothing is lost to an unknown answer).
 func (o *Observer) Refresh(ctx context.Context) {
 	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ids, err := o.live.Listened(octx)
+	w, err := o.live.Listened(octx)
 	if err != nil {
 		o.log.Debug().Err(err).Msg("cannot read the live-event subscribers; publishing every event meanwhile")
-		o.listened.Store(nil)
+		o.watchers.Store(nil)
 		return
 	}
-	o.listened.Store(&ids)
+	o.watchers.Store(&w)
 }
 
 // watched reports whether an execution's events have a listener (true when unknown).
 func (o *Observer) watched(id string) bool {
-	m := o.listened.Load()
-	if m == nil {
+	w := o.watchers.Load()
+	return w == nil || w.Execution(id)
+}
+
+// statusWatched reports whether a tenant's status changes have a listener (true when unknown).
+func (o *Observer) statusWatched(tenant string) bool {
+	w := o.watchers.Load()
+	return w == nil || w.Tenant(tenant)
+}
+
+// statusChange reports whether an event changes the execution's status: what the live list
+// shows. Steps, retries and node starts do not.
+func statusChange(e string) bool {
+	switch e {
+	case "started", "resumed", string(state.Suspended), string(state.Completed), string(state.Error), string(state.Cancelled):
 		return true
 	}
-	_, ok := (*m)[id]
-	return ok
+	return false
 }
 
 // Event records metrics and queues the event for publishing; it never blocks.
@@ -123,14 +143,20 @@ func (o *Observer) Event(ev engine.Event) {
 	if ev.Status.Terminal() && e.Event == string(ev.Status) {
 		o.set.GetOrCreateCounter(fmt.Sprintf(`plaita_executions_total{status=%q}`, ev.Status)).Inc()
 	}
-	if !o.publish || !o.watched(ev.ExecutionID) {
+	if !o.publish {
 		return
 	}
-	o.Offer(LiveEvent{ExecutionID: ev.ExecutionID, TenantID: ev.TenantID, FlowID: ev.FlowID, Status: ev.Status,
-		Seq: e.Seq, Time: string(e.Time), Node: e.Node, Event: e.Event, Millis: e.Millis, Detail: e.Detail})
+	offer := liveOffer{execution: o.watched(ev.ExecutionID), status: statusChange(e.Event) && o.statusWatched(ev.TenantID)}
+	if !offer.execution && !offer.status {
+		return
+	}
+	offer.ev = LiveEvent{ExecutionID: ev.ExecutionID, TenantID: ev.TenantID, FlowID: ev.FlowID, Status: ev.Status,
+		Seq: e.Seq, Time: string(e.Time), Node: e.Node, Event: e.Event, Millis: e.Millis, Detail: e.Detail}
+	o.Offer(offer)
 }
 
-func (o *Observer) send(ctx context.Context, ev LiveEvent) {
+func (o *Observer) send(ctx context.Context, offer liveOffer) {
+	ev := offer.ev
 	b, err := json.Marshal(ev)
 	if err != nil {
 		o.failed.Inc()
@@ -138,10 +164,18 @@ func (o *Observer) send(ctx context.Context, ev LiveEvent) {
 	}
 	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := o.live.Publish(octx, ev.TenantID, ev.ExecutionID, b); err != nil {
-		o.failed.Inc()
-		o.log.Debug().Err(err).Str("execution_id", ev.ExecutionID).Msg("live event not published")
-		return
+	for _, to := range []struct {
+		on  bool
+		pub func(context.Context, string, string, []byte) error
+	}{{offer.execution, o.live.Publish}, {offer.status, o.live.PublishStatus}} {
+		if !to.on {
+			continue
+		}
+		if err := to.pub(octx, ev.TenantID, ev.ExecutionID, b); err != nil {
+			o.failed.Inc()
+			o.log.Debug().Err(err).Str("execution_id", ev.ExecutionID).Msg("live event not published")
+			continue
+		}
+		o.sent.Inc()
 	}
-	o.sent.Inc()
 }

@@ -135,3 +135,58 @@ func TestObserverPublishOffOnlyCounts(t *testing.T) {
 		t.Errorf("with publishing off: %s", b.String())
 	}
 }
+
+// A subscriber of the tenant's status channel (the live executions list) hears each
+// execution's status changes — started, completed — and none of its steps; the execution's own
+// channel, unwatched, gets nothing.
+func TestObserverPublishesStatusChangesToTheTenantChannel(t *testing.T) {
+	f := newDispatchFix(t, nil)
+	f.publish(t, "simple", "1", simpleFlow)
+	channel := keys.MustFor(f.root, "").ExecutionStatus()
+	var mu sync.Mutex
+	var got []LiveEvent
+	subCtx, stopSub := context.WithCancel(context.Background())
+	defer stopSub()
+	go f.c.Receive(subCtx, f.c.B().Subscribe().Channel(channel).Build(), func(m rueidis.PubSubMessage) {
+		var ev LiveEvent
+		if json.Unmarshal([]byte(m.Message), &ev) == nil {
+			mu.Lock()
+			got = append(got, ev)
+			mu.Unlock()
+		}
+	})
+	set := metrics.NewSet()
+	obs := NewObserver(store.NewLiveEvents(f.c, f.root), true, set, zerolog.Nop())
+	waitUntil(t, "the status channel's subscription seen", func() bool {
+		obs.Refresh(dctx(t))
+		return obs.statusWatched("default") && !obs.statusWatched("acme")
+	})
+	if err := obs.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer obs.Stop(context.Background())
+	env := f.startEnv("simple")
+	f.enqueue(t, env)
+	f.start(t, func(d *Deps) { d.Observer = obs; d.Metrics = set })
+	f.waitState(t, env.ExecutionID, statusIs(state.Completed))
+	waitUntil(t, "the completed status change", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0 && got[len(got)-1].Event == "completed"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	var events []string
+	for _, ev := range got {
+		if ev.ExecutionID != env.ExecutionID || ev.TenantID != "default" {
+			t.Errorf("event %+v", ev)
+		}
+		events = append(events, ev.Event)
+	}
+	if strings.Join(events, ",") != "started,completed" {
+		t.Errorf("status changes %v, want started,completed", events)
+	}
+	if n := set.GetOrCreateCounter(`plaita_execution_events_published_total`).Get(); n != 2 {
+		t.Errorf("%d events published, want the 2 status changes only", n)
+	}
+}

@@ -91,7 +91,7 @@ type Family struct {
 func Families() []Family {
 	return []Family{
 		// Per tenant.
-		{Name: "execution"}, {Name: "execution_events"}, {Name: "exec_tombstone"},
+		{Name: "execution"}, {Name: "execution_events"}, {Name: "execution_status"}, {Name: "exec_tombstone"},
 		{Name: "flow"}, {Name: "flow_list"}, {Name: "flow_versions"},
 		{Name: "subscription"}, {Name: "subscription_index"}, {Name: "subscription_bucket"}, {Name: "subscription_paths"},
 		{Name: "approval"}, {Name: "approval_index"},
@@ -276,6 +276,10 @@ func (s Space) ExecutionEvents(id string) (string, error) {
 	}
 	return s.prefix + "execution_events:" + tag(id), nil
 }
+
+// ExecutionStatus is the pub/sub channel of the tenant's status changes (an execution started,
+// suspended, resumed or ended): the live executions list (a channel, not a key).
+func (s Space) ExecutionStatus() string { return s.prefix + "execution_status" }
 
 // Subscription is the record of an execution waiting for an event (written by the worker,
 // read by the filter).
