@@ -102,19 +102,19 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 // command that runs a preflight says so once, naming the closest known variable, and goes on.
 func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
 	tr := newTrap(t)
-	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq", "drain-list", "migrate"} {
+	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq list", "status", "drain-list", "migrate"} {
 		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
 		want := 1 // not built yet: the preflight passed
-		if cmd == "worker" || cmd == "delay" || cmd == "schedule" || cmd == "filter" {
-			// The built roles would go on to Redis: stop them at their preflight with a rejected
-			// value.
+		switch cmd {
+		case "worker", "delay", "schedule", "filter", "dlq list", "status":
+			// The built commands would go on to Redis: stop them at their preflight with a
+			// rejected value.
 			env["PLAITA_QUEUE_NAME"] = ""
 			want = 2
-		}
-		if cmd == "migrate" {
+		case "migrate":
 			want = 2 // the preflight passed; bare `plaita migrate` names no subcommand
 		}
-		r := run(t, env, cmd, "--log-format", "json")
+		r := run(t, env, append(strings.Fields(cmd), "--log-format", "json")...)
 		if r.code != want {
 			t.Errorf("%s: exit %d, want %d (an unknown variable is never a rejection)\n%s", cmd, r.code, want, r.stderr)
 			continue
