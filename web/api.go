@@ -31,6 +31,8 @@ type Route struct {
 	// Redis: the route needs the control plane over Redis; it answers 503 while the console
 	// has none (Redis unreachable at start).
 	Redis bool
+	// Safe: a POST that changes nothing (validate): not audited, served while draining.
+	Safe bool
 	// MaxBody bounds the request body (0: DefaultMaxBody).
 	MaxBody int64
 	// Status is the success status (0: 200; 201 for a creation, 204 for nothing).
@@ -179,7 +181,7 @@ func (a *api) access(hc huma.Context, next func(huma.Context)) {
 	}
 	ctx := hc.Context()
 	c := &Call{Route: r, RequestID: requestID(ctx), IP: clientIP(hc), Secure: secureRequest(hc), hc: hc, Principal: anonymous}
-	if a.draining.Load() && !isRead(r.Method) {
+	if a.draining.Load() && !isRead(r.Method) && !r.Safe {
 		a.writeProblem(hc, newProblem(http.StatusServiceUnavailable, "draining", "the console is shutting down and takes no writes; retry on another instance").retryAfter(5*time.Second))
 		return
 	}

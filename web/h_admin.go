@@ -88,7 +88,7 @@ func (a *api) getTenant(ctx context.Context, _ *Call, in *slugIn) (*tenantOut, e
 }
 
 type tenantRenameIn struct {
-	slugIn
+	Slug string `path:"slug" minLength:"1" maxLength:"64"`
 	Body struct {
 		Name string `json:"name" minLength:"1" maxLength:"200"`
 	}
@@ -206,7 +206,7 @@ func (a *api) getUser(ctx context.Context, _ *Call, in *userIDIn) (*userShownOut
 }
 
 type userUpdateIn struct {
-	userIDIn
+	ID   string `path:"id" minLength:"1" maxLength:"64"`
 	Body struct {
 		Password      *string `json:"password,omitempty" minLength:"8" maxLength:"1024" doc:"a new password: every session of the user ends"`
 		PlatformAdmin *bool   `json:"platform_admin,omitempty"`

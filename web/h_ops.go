@@ -293,7 +293,7 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 }
 
 type resumeIn struct {
-	executionIDIn
+	ID   string `path:"id" minLength:"1" maxLength:"200"`
 	Body struct {
 		Type  engine.ResumeType `json:"type" enum:"continue,retry,event,timeout,cancel,approval"`
 		Data  json.RawMessage   `json:"data,omitempty" doc:"the event, the approval answer …"`
@@ -323,7 +323,7 @@ func (a *api) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (
 }
 
 type deleteIn struct {
-	executionIDIn
+	ID    string `path:"id" minLength:"1" maxLength:"200"`
 	Force bool `query:"force" doc:"delete even a running or pending execution"`
 }
 

@@ -74,7 +74,7 @@ func registerRoutes(a *api) {
 	register(a, Route{ID: "flow-get", Method: get, Path: "/api/flows/{id}", Summary: "Read a published flow (a version, or the latest) and its versions",
 		Tags: flows, Access: TenantViewer, Redis: true}, a.getFlow)
 	register(a, Route{ID: "flow-validate", Method: post, Path: "/api/flows/validate", Summary: "Validate a definition: every problem with its JSON path",
-		Tags: flows, Access: TenantViewer, Redis: true, MaxBody: flowBody}, a.validateFlow)
+		Tags: flows, Access: TenantViewer, Redis: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
 	register(a, Route{ID: "flow-publish", Method: post, Path: "/api/flows", Summary: "Publish a definition as an immutable version",
 		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, MaxBody: flowBody}, a.publishFlow)
 
