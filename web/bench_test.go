@@ -42,7 +42,9 @@ func (l *latencies) report(b *testing.B) {
 		return
 	}
 	slices.Sort(l.d)
-	p := func(q float64) float64 { return float64(l.d[min(len(l.d)-1, int(q*float64(len(l.d))))].Microseconds()) / 1000 }
+	p := func(q float64) float64 {
+		return float64(l.d[min(len(l.d)-1, int(q*float64(len(l.d))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(p(0.50), "p50-ms")
 	b.ReportMetric(p(0.99), "p99-ms")
 }

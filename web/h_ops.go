@@ -324,7 +324,7 @@ func (a *api) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (
 
 type deleteIn struct {
 	ID    string `path:"id" minLength:"1" maxLength:"200"`
-	Force bool `query:"force" doc:"delete even a running or pending execution"`
+	Force bool   `query:"force" doc:"delete even a running or pending execution"`
 }
 
 func (a *api) deleteExecution(ctx context.Context, c *Call, in *deleteIn) (*doneOut, error) {
