@@ -126,9 +126,12 @@ func buildVersion() string {
 }
 
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes
-// go to PLAITA_CONSOLE_TASK_QUEUE.
+// go to PLAITA_CONSOLE_TASK_QUEUE; flows are parsed with the node types a worker of this
+// environment sets up (the console's own code backend default, docker, is for running code in
+// local mode, which is not built yet; without a docker daemon it would refuse every flow).
 func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
-	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)), Metrics: set})
+	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker)})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,6 +1,8 @@
 package roles
 
 import (
+	"sync"
+
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
@@ -26,6 +28,9 @@ type PlaneOptions struct {
 	NodeLog zerolog.Logger
 	// Metrics is the set the queue registers its series on (nil: a set of its own).
 	Metrics *metrics.Set
+	// NodeConfig is the configuration the node types are set up from (nil: cfg): the console
+	// passes the worker's view of its environment, so that it parses flows as a worker does.
+	NodeConfig *config.Config
 }
 
 // NewPlane builds the control plane from the configuration — the stores, the producer with
@@ -45,31 +50,50 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 	if err != nil {
 		return nil, err
 	}
+	nodeCfg := o.NodeConfig
+	if nodeCfg == nil {
+		nodeCfg = cfg
+	}
 	stream := o.Stream
 	if stream == "" {
 		stream = config.QueueName.In(cfg)
 	}
 	return control.New(control.Deps{
-		Store:     store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:     store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
-		Events:    store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
-		Schedules: store.NewSchedules(c, keys.DefaultRoot),
-		Registry:  store.NewRegistry(c, keys.DefaultRoot),
-		Delay:     delay,
-		Producer:  queue.NewProducer(c, stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
-		Queue:     q,
-		NodeTypes: func() (*engine.Registry, error) {
-			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, settings.Nodes(cfg), o.NodeLog); err != nil {
-				return nil, err
-			}
-			return reg, nil
-		},
-		Expr:          settings.Engine(cfg).Expr,
+		Store:         store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
+		Flows:         store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
+		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
+		Schedules:     store.NewSchedules(c, keys.DefaultRoot),
+		Registry:      store.NewRegistry(c, keys.DefaultRoot),
+		Delay:         delay,
+		Producer:      queue.NewProducer(c, stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
+		Queue:         q,
+		NodeTypes:     nodeTypesOnce(nodeCfg, o.NodeLog),
+		Expr:          settings.Engine(nodeCfg).Expr,
 		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
 	}), nil
+}
+
+// nodeTypesOnce sets the node types up at the first parse and keeps them: a long-running
+// front end (the console) parses on every start, and setting up the code node probes its
+// sandbox backend. A failure is not kept: the next parse tries again.
+func nodeTypesOnce(cfg *config.Config, log zerolog.Logger) func() (*engine.Registry, error) {
+	var mu sync.Mutex
+	var reg *engine.Registry
+	return func() (*engine.Registry, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if reg != nil {
+			return reg, nil
+		}
+		r := engine.NewRegistry()
+		if err := nodes.Register(r, settings.Nodes(cfg), log); err != nil {
+			return nil, err
+		}
+		reg = r
+		return reg, nil
+	}
 }
 
 // Built reports whether this build has the role.
