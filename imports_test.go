@@ -93,6 +93,10 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 				}
 			}
 		}
+		// The console's API builds no Redis command: it calls store/ and control/.
+		if under(p, "plaita/web") && slices.Contains(imports[p], "github.com/redis/rueidis") {
+			out = append(out, "forbidden: "+p+" → github.com/redis/rueidis (the console's API calls store/ and control/; Redis commands live in store/ and queue/)")
+		}
 		// The shared storage contract is for tests: no program links it.
 		if slices.Contains(imports[p], "plaita/store/storetest") {
 			out = append(out, "forbidden: "+p+" → plaita/store/storetest (a test helper; import it from _test.go files only)")
@@ -140,10 +144,11 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/store":        {"plaita/engine/state"},
 		"plaita/queue":        {"plaita/store", "plaita/config"},
 		"plaita/config":       nil,
+		"plaita/web":          {"github.com/redis/rueidis"},
 	}
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
-	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config"} {
+	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis"} {
 		found := false
 		for _, v := range got {
 			found = found || strings.Contains(v, want)

@@ -223,6 +223,14 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 	return c, nil
 }
 
+// As reads the same environment and flags for another role, non-strict: what that role would
+// take from them. The console checks flows with the node types a worker of its environment
+// would set up (its own code backend default is another role's).
+func (c *Config) As(role Role) *Config {
+	out, _ := Load(role, false, WithLookup(c.lookup), WithNames(c.names), WithFlags(c.flags), WithProcess(c.pid, c.hostname, c.numCPU))
+	return out
+}
+
 // read finds a variable's raw value: flag, then its name, then its fallback name.
 func (c *Config) read(v *Var) (raw string, set bool, src Source, from string) {
 	if f, ok := c.flags[v.Name]; ok {

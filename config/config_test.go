@@ -371,3 +371,16 @@ func TestParseLogLevel(t *testing.T) {
 		t.Errorf("ParseLogLevel(loud): %v", err)
 	}
 }
+
+func TestAsReadsTheSameEnvironmentForAnotherRole(t *testing.T) {
+	env := map[string]string{"PLAITA_SANDBOX_TIMEOUT": "7"}
+	console, err := Load(RoleConsole, true, WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := console.As(RoleWorker)
+	if worker.Role() != RoleWorker || CodeBackend.In(console) != "docker" || CodeBackend.In(worker) != "subprocess" ||
+		SandboxTimeout.In(worker) != 7 {
+		t.Fatalf("console %s, worker %s %s, timeout %v", CodeBackend.In(console), worker.Role(), CodeBackend.In(worker), SandboxTimeout.In(worker))
+	}
+}

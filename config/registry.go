@@ -118,10 +118,10 @@ func registry() []*Var {
 			doc("Turns the event index janitor off."),
 		boolVar("PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE", rEvents, KindStrip1, false).timing(TimingCall).
 			doc("Turns the write-side index prune off."),
-		numVar("PLAITA_METRICS_PORT", rRedis, upTo(numRule{def: 0, zero: keep(), neg: to(0), bad: to(0).W(),
+		numVar("PLAITA_METRICS_PORT", all, upTo(numRule{def: 0, zero: keep(), neg: to(0), bad: to(0).W(),
 			want: "a port number"}, 65535)).flag("metrics-port").defDoc("0 (off)").
 			doc("Port of the role's /metrics, /healthz and /readyz endpoint; 0 = off."),
-		stringVar("PLAITA_METRICS_HOST", rRedis, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
+		stringVar("PLAITA_METRICS_HOST", all, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
 		stringVar("PLAITA_ALERT_WEBHOOK", rEngine, "", dflt()).secretURL().defDoc("unset").validated(webhookProblem).
 			doc("JSON POST target for dead-letter and zombie alerts."),
 		boolVar("PLAITA_ALLOW_EXPERIMENTAL_DB", rEngine, KindExact01, false).timing(TimingCall).noEffect().

@@ -114,8 +114,14 @@ func TestFlowsAndStarts(t *testing.T) {
 	if err != nil || s.ExecutionID == "" || s.FlowVersion != "1" || s.Queue != f.p.QueueName() || s.MessageID == "" {
 		t.Fatalf("start: %+v %v", s, err)
 	}
+	_, err = f.p.Start(ctx, StartRequest{Tenant: "acme", FlowID: "ask", ExecutionID: "not an id"})
+	refusal(t, "a chosen id that is no id", err, Invalid, "invalid_id")
+	chosen, err := f.p.Start(ctx, StartRequest{Tenant: "acme", FlowID: "ask", ExecutionID: "ex_chosen1"})
+	if err != nil || chosen.ExecutionID != "ex_chosen1" {
+		t.Fatalf("start with a chosen id: %+v %v", chosen, err)
+	}
 	ds, err := f.q.Read(ctx, "c", 10, 0)
-	if err != nil || len(ds) != 1 || ds[0].Envelope.ExecutionID != s.ExecutionID || ds[0].Envelope.TenantID != "acme" {
+	if err != nil || len(ds) != 2 || ds[0].Envelope.ExecutionID != s.ExecutionID || ds[0].Envelope.TenantID != "acme" || ds[1].Envelope.ExecutionID != "ex_chosen1" {
 		t.Fatalf("enqueued: %+v %v", ds, err)
 	}
 }
@@ -226,6 +232,22 @@ func TestEventsSchedulesAndDeadLetters(t *testing.T) {
 	_, err = f.p.AddSchedule(ctx, store.Schedule{ID: "s1", Cron: "0 * * * *", FlowID: "f"})
 	refusal(t, "schedule id taken", err, Conflict, "schedule_exists")
 	refusal(t, "unknown schedule", f.p.DeleteSchedule(ctx, "", "s2"), NotFound, "schedule_not_found")
+	// Disabling a tenant disables its enabled schedules, and only its own.
+	for _, s := range []store.Schedule{{ID: "s2", TenantID: "acme", Cron: "0 * * * *", FlowID: "f", Enabled: true},
+		{ID: "s3", TenantID: "acme", Cron: "0 * * * *", FlowID: "f"}} {
+		if _, err := f.p.AddSchedule(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, err := f.p.DisableSchedules(ctx, "acme"); err != nil || len(ids) != 1 || ids[0] != "s2" {
+		t.Fatalf("disable acme's schedules: %v %v", ids, err)
+	}
+	if ids, err := f.p.DisableSchedules(ctx, "acme"); err != nil || len(ids) != 0 {
+		t.Fatalf("disable acme's schedules again: %v %v", ids, err)
+	}
+	if rec, err := f.p.Schedule(ctx, "", "s1"); err != nil || !rec.Enabled {
+		t.Fatalf("the default tenant's schedule: %+v %v", rec, err)
+	}
 	if err := f.p.DeleteSchedule(ctx, "", "s1"); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,10 @@ type StartRequest struct {
 	FlowID     string
 	Version    string
 	Input      json.RawMessage // nil: {}
+	// ExecutionID is the id the start carries: "" mints a new one. A producer that must not
+	// make a second execution when it retries (the console's Idempotency-Key) passes the same
+	// id every time: a worker given a start whose state exists continues that execution.
+	ExecutionID string
 }
 
 // Started is a start enqueued.
@@ -48,6 +52,11 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	if err != nil {
 		return Started{}, err
 	}
+	if req.ExecutionID != "" {
+		if err := keys.ValidID(req.ExecutionID); err != nil {
+			return Started{}, refuse(Invalid, "invalid_id", err, "%q is not an execution id: %v", req.ExecutionID, err)
+		}
+	}
 	out := Started{TenantID: tenant, Queue: p.QueueName()}
 	if req.Definition != nil {
 		pub, err := p.PublishFlow(ctx, tenant, req.Definition, req.Version)
@@ -64,7 +73,10 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	if input == nil {
 		input = json.RawMessage(`{}`)
 	}
-	out.ExecutionID = engine.NewExecutionID()
+	out.ExecutionID = req.ExecutionID
+	if out.ExecutionID == "" {
+		out.ExecutionID = engine.NewExecutionID()
+	}
 	out.MessageID, err = p.enqueue(ctx, tenant, queue.Envelope{Kind: queue.KindStart, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
 		ExecutionID: out.ExecutionID, Input: input})
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {

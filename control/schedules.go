@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"plaita/store"
@@ -156,6 +157,33 @@ func (p *Plane) SetScheduleEnabled(ctx context.Context, tenant, id string, enabl
 		return rec, false, scheduleRefusal(err)
 	}
 	return rec, changed, nil
+}
+
+// DisableSchedules disables every enabled schedule of the tenant (what disabling a tenant does
+// to its schedules, so that its ticks stop even where the schedule role's tenant-status check
+// cannot see the status) and returns the ids it disabled, sorted. A record that does not
+// decode is left as it is: the schedule role skips it anyway.
+func (p *Plane) DisableSchedules(ctx context.Context, tenant string) ([]string, error) {
+	recs, _, err := p.Schedules(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, rec := range recs {
+		if !rec.Enabled {
+			continue
+		}
+		if _, changed, err := p.SetScheduleEnabled(ctx, tenant, rec.ID, false); err != nil {
+			if r := AsRefusal(err); r != nil && r.Class == NotFound {
+				continue // deleted meanwhile
+			}
+			return out, fmt.Errorf("disable schedule %s: %w", rec.ID, err)
+		} else if changed {
+			out = append(out, rec.ID)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // DeleteSchedule deletes a schedule (a start already enqueued still runs): NotFound when there

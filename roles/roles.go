@@ -1,4 +1,4 @@
-// Package roles wires plaita's service roles (worker, filter, schedule, delay; console and dev
+// Package roles wires plaita's service roles (worker, console, filter, schedule, delay; dev
 // once built): typed settings from the configuration (roles/settings), the role's services
 // from roles/<role>/ and internal/, and one lifecycle for all of them (serve.go). The commands
 // that run them, and the operator commands, are in roles/cli; what the roles do is in
@@ -41,8 +41,8 @@ func Table() []Spec {
 	return []Spec{
 		{config.RoleWorker, "consumes the task stream and runs executions step by step",
 			[]string{DepRedis, DepMetrics, DepSandbox}, true},
-		{config.RoleConsole, "HTTP API and web UI; publishes flows, schedules and tenant status",
-			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, false},
+		{config.RoleConsole, "HTTP API (tenants, users, keys, audit, flows, executions); publishes flows and tenant status; no web UI or local mode yet",
+			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, true},
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
@@ -107,6 +107,8 @@ func Body(role config.Role) (func(context.Context, *config.Config, zerolog.Logge
 		return runSchedule, true
 	case config.RoleFilter:
 		return runFilter, true
+	case config.RoleConsole:
+		return runConsole, true
 	}
 	return nil, false
 }

@@ -20,8 +20,8 @@ type roleProcess struct {
 	name     string // the role: in errors and in the `<role>.status_write_failed` event
 	ready    *health.Readiness
 	server   *health.Server
-	registry *presence.Registry
-	services []service.Named // the role's own, in start order
+	registry *presence.Registry // nil: the role has no registry presence (the console without Redis)
+	services []service.Named    // the role's own, in start order
 	// selfReady: the role's services mark it ready themselves (the filter, once subscribed);
 	// otherwise it is ready once every service has started.
 	selfReady bool
@@ -42,7 +42,11 @@ type roleProcess struct {
 func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func()) error {
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelStart()
-	all := append([]service.Named{{Name: "metrics server", Service: r.server}, {Name: "registry", Service: r.registry}}, r.services...)
+	all := []service.Named{{Name: "metrics server", Service: r.server}}
+	if r.registry != nil {
+		all = append(all, service.Named{Name: "registry", Service: r.registry})
+	}
+	all = append(all, r.services...)
 	var services service.Group
 	if err := services.Start(startCtx, all...); err != nil {
 		return fmt.Errorf("%s: %w", r.name, err)
@@ -55,6 +59,9 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	<-ctx.Done()
 	bg := context.Background()
 	status := func(s string) {
+		if r.registry == nil {
+			return
+		}
 		if err := r.registry.SetStatus(bg, s); err != nil {
 			log.Warn().Err(err).Str("event", r.name+".status_write_failed").Msgf("could not mark the instance %s", s)
 		}

@@ -101,6 +101,16 @@ func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
 // Root is the key root.
 func (r *Redis) Root() string { return r.root }
 
+// Ping checks that Redis answers (the console's /health): ErrRedis when it does not.
+func (r *Redis) Ping(ctx context.Context) error {
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	if err := r.c.Do(ctx, r.c.B().Ping().Build()).Error(); err != nil {
+		return transient(ErrRedis, "ping", err)
+	}
+	return nil
+}
+
 // Tenant scopes the storage to one tenant ("" or "default" is the default tenant). An invalid
 // slug is an error matching keys.ErrBadTenant.
 func (r *Redis) Tenant(tenant string) (*TenantStore, error) {

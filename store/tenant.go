@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +17,8 @@ import (
 // Tenant status and running quota (platform keys, store/keys). The console writes them; the
 // worker reads the status before dispatching and takes a running slot before running a start.
 //
-//	<root>:tenant_status                HASH tenant → active|disabled (console)
+//	<root>:tenant_status                HASH tenant → active|disabled (console: PublishTenantStatus,
+//	                                    SyncTenantStatuses)
 //	<root>:tenant_status:epoch          the console's PLAITA_DEPLOYMENT_EPOCH at its last write
 //	<root>:tenant_quota                 HASH tenant → per-tenant running limit (override)
 //	<root>:tenant_running:<tenant>      ZSET execution id → slot expiry (Unix ms)
@@ -125,6 +128,110 @@ func (r *Redis) ReadTenantStatus(ctx context.Context, tenant string, withEpoch b
 		}
 	}
 	return out, nil
+}
+
+// PublishTenantStatus writes one tenant's status (active or disabled) into <root>:tenant_status
+// and the console's deployment epoch into <root>:tenant_status:epoch, in one round trip (two
+// keys in two slots: pipelined, not atomic; a worker that reads between the two sees the
+// status with the epoch before, which its next read corrects). It is the console's write when
+// a tenant is created, enabled or disabled; the console's database is the authority and this
+// is its copy. Any other status, or an empty epoch, is ErrInvalid; a Redis failure is ErrRedis.
+func (r *Redis) PublishTenantStatus(ctx context.Context, tenant, status, epoch string) error {
+	return r.writeTenantStatuses(ctx, map[string]string{tenant: status}, epoch)
+}
+
+// TenantStatusSync is what SyncTenantStatuses wrote.
+type TenantStatusSync struct {
+	// Published are the tenants whose status the authority gave, by slug.
+	Published []string `json:"published"`
+	// Tombstoned are the tenants Redis had an entry for that the authority does not know (a
+	// tenant deleted, or an entry a Redis-only restore brought back): written disabled.
+	Tombstoned []string `json:"tombstoned"`
+}
+
+// SyncTenantStatuses publishes the authority's statuses (tenant → active|disabled: every
+// tenant the console's database has) and the epoch. A non-default tenant that has an entry in
+// Redis but none in the authority becomes a disabled tombstone: a restore that brings a
+// deleted tenant's "active" back must not re-admit it. The default tenant is never
+// tombstoned (it always exists), and a tenant missing from both stays missing: the worker
+// admits a tenant without an entry (fail-open, TenantStatusRead.Admits), which cannot be
+// told apart from a deployment that never published. An empty epoch or a status other than
+// active and disabled is ErrInvalid; a Redis failure is ErrRedis (nothing may have been
+// written, or some of it: a later sync writes it all again).
+func (r *Redis) SyncTenantStatuses(ctx context.Context, authority map[string]string, epoch string) (TenantStatusSync, error) {
+	sp, err := r.tenantSpace("")
+	if err != nil {
+		return TenantStatusSync{}, err
+	}
+	octx, cancel := opCtx(ctx)
+	published, err := r.c.Do(octx, r.c.B().Hkeys().Key(sp.TenantStatus()).Build()).AsStrSlice()
+	cancel()
+	if err != nil {
+		return TenantStatusSync{}, transient(ErrRedis, "read "+sp.TenantStatus(), err)
+	}
+	writes := make(map[string]string, len(authority)+len(published))
+	var out TenantStatusSync
+	for tenant, status := range authority {
+		field, err := r.tenantSpace(tenant)
+		if err != nil {
+			return TenantStatusSync{}, err
+		}
+		writes[field.Tenant()] = status
+		out.Published = append(out.Published, field.Tenant())
+	}
+	for _, tenant := range published {
+		if _, known := writes[tenant]; known || tenant == keys.DefaultTenant {
+			continue
+		}
+		writes[tenant] = TenantDisabled
+		out.Tombstoned = append(out.Tombstoned, tenant)
+	}
+	slices.Sort(out.Published)
+	slices.Sort(out.Tombstoned)
+	if err := r.writeTenantStatuses(ctx, writes, epoch); err != nil {
+		return TenantStatusSync{}, err
+	}
+	return out, nil
+}
+
+// writeTenantStatuses is one HSET of every status and the SET of the epoch, pipelined.
+func (r *Redis) writeTenantStatuses(ctx context.Context, statuses map[string]string, epoch string) error {
+	if strings.TrimSpace(epoch) == "" {
+		return fmt.Errorf("%w: an empty deployment epoch", ErrInvalid)
+	}
+	sp, err := r.tenantSpace("")
+	if err != nil {
+		return err
+	}
+	tenants := slices.Sorted(maps.Keys(statuses))
+	c := r.c
+	hset := c.B().Hset().Key(sp.TenantStatus()).FieldValue()
+	for _, tenant := range tenants {
+		field, err := r.tenantSpace(tenant)
+		if err != nil {
+			return err
+		}
+		if st := statuses[tenant]; st != TenantActive && st != TenantDisabled {
+			return fmt.Errorf("%w: tenant %q status %q: use %s or %s", ErrInvalid, field.Tenant(), st, TenantActive, TenantDisabled)
+		}
+		hset = hset.FieldValue(field.Tenant(), statuses[tenant])
+	}
+	cmds := rueidis.Commands{c.B().Set().Key(sp.TenantStatusEpoch()).Value(epoch).Build()}
+	if len(tenants) > 0 {
+		cmds = append(rueidis.Commands{hset.Build()}, cmds...)
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	for i, res := range c.DoMulti(ctx, cmds...) {
+		if err := res.Error(); err != nil {
+			what := "write " + sp.TenantStatusEpoch()
+			if i == 0 && len(cmds) == 2 {
+				what = "write " + sp.TenantStatus()
+			}
+			return transient(ErrRedis, what, err)
+		}
+	}
+	return nil
 }
 
 // TenantQuotaOverride reads the tenant's field in <root>:tenant_quota; found is false when it

@@ -306,3 +306,53 @@ func TestTenantAndWakeupCallsOnCluster(t *testing.T) {
 		f.must(ts.RemoveApproval(c, "ex_1"))
 	}
 }
+
+func TestPublishAndSyncTenantStatuses(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	sp := f.platform("")
+	all := func() map[string]string {
+		t.Helper()
+		m, err := f.c.Do(c, f.c.B().Hgetall().Key(sp.TenantStatus()).Build()).AsStrMap()
+		f.must(err)
+		return m
+	}
+	epoch := func() string {
+		t.Helper()
+		v, err := f.c.Do(c, f.c.B().Get().Key(sp.TenantStatusEpoch()).Build()).ToString()
+		f.must(err)
+		return v
+	}
+	f.must(f.r.PublishTenantStatus(c, "acme", store.TenantDisabled, "7"))
+	if got := all(); len(got) != 1 || got["acme"] != "disabled" || epoch() != "7" {
+		t.Fatalf("after publish: %v epoch %q", got, epoch())
+	}
+	// The worker's rule reads what was written.
+	if ok, _, err := f.r.TenantAdmits(c, "acme"); err != nil || ok {
+		t.Fatalf("a disabled tenant is admitted: %v %v", ok, err)
+	}
+	for _, bad := range []struct{ tenant, status, epoch string }{
+		{"acme", "paused", "7"}, {"acme", "active", " "}, {"Bad!", "active", "7"},
+	} {
+		if err := f.r.PublishTenantStatus(c, bad.tenant, bad.status, bad.epoch); err == nil {
+			t.Errorf("PublishTenantStatus(%q, %q, %q) accepted", bad.tenant, bad.status, bad.epoch)
+		}
+	}
+	// A restore brought back a deleted tenant's "active": the sync tombstones it, publishes
+	// what the authority has, and leaves the default tenant alone.
+	f.must(f.do(f.c.B().Hset().Key(sp.TenantStatus()).FieldValue().FieldValue("gone", "active").FieldValue("default", "active").Build()).Error())
+	res, err := f.r.SyncTenantStatuses(c, map[string]string{"acme": "active", "beta": "disabled"}, "8")
+	f.must(err)
+	if !slices.Equal(res.Published, []string{"acme", "beta"}) || !slices.Equal(res.Tombstoned, []string{"gone"}) {
+		t.Fatalf("sync: %+v", res)
+	}
+	want := map[string]string{"acme": "active", "beta": "disabled", "gone": "disabled", "default": "active"}
+	if got := all(); fmt.Sprint(got) != fmt.Sprint(want) || epoch() != "8" {
+		t.Fatalf("after sync: %v epoch %q; want %v epoch 8", got, epoch(), want)
+	}
+	// An empty authority writes the epoch alone.
+	if res, err := f.r.SyncTenantStatuses(c, nil, "9"); err != nil || len(res.Published) != 0 || epoch() != "9" {
+		t.Fatalf("empty sync: %+v %v epoch %q", res, err, epoch())
+	}
+}

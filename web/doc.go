@@ -1,3 +1,41 @@
-// Package web will hold the console's HTTP API, server-sent events and the embedded UI assets.
-// It is not built yet: `plaita console` runs its preflight and exits with "not built yet".
+// Package web is the console's HTTP API (`plaita console`, docs/console.md): echo for the
+// server and its middleware, huma for typed handlers, request validation and the OpenAPI 3.1
+// document generated from them (GET /api/openapi.json). It is an adapter over package control
+// — the operations the CLI runs, refused with the same words — and over store/sqlite (tenants,
+// users, members, sessions, API keys, the audit trail); it holds no business rule of its own,
+// builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
+// Settings).
+//
+// # Adding an endpoint
+//
+// Every endpoint is one register call in routes.go:
+//
+//	register(a, Route{ID: "execution-cancel", Method: http.MethodPost, Path: "/api/executions/{id}/cancel",
+//		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true},
+//		a.cancelExecution)
+//
+// with a handler func(ctx context.Context, c *Call, in *In) (*Out, error) over typed input and
+// output structs (huma tags: path, query, header, Body; validation tags). The Route says who may
+// call it (Access: Public … Platform), whether it needs Redis (Redis: 503 while the console has
+// none), its audit action (every write is audited: allowed when the handler succeeds, denied
+// with the refusal's code when it fails) and its body bound (MaxBody, default 1 MiB). The
+// register helper documents the route's error responses, runs authentication and the access
+// check before the body is read, and renders every error as one Problem.
+//
+// # The request path
+//
+// echo: request id (X-Request-Id, echoed or minted) → recover → huma: the access middleware
+// (draining: writes refused; credentials; tenant; role; CSRF for cookie writes; denials
+// audited) → huma's strict decoding and validation (unknown fields, wrong types, bounds → 400
+// naming each location) → the handler → the audit row of a write → the response. Every 4xx
+// and 5xx body is a Problem (problem.go): RFC 9457 problem details with a code, the request
+// id and, for a control refusal, what is accepted instead, how to unblock it and its fields.
+//
+// # Auth
+//
+// auth.go: a session cookie from POST /api/login (HttpOnly, SameSite=Lax, Secure under TLS or
+// X-Forwarded-Proto: https) with a CSRF token derived from the session, required in
+// X-CSRF-Token on cookie-authenticated writes; tenant API keys (Authorization: Bearer plk_…);
+// the platform admin key (X-Admin-API-Key, compared in constant time). X-Tenant-ID picks the
+// tenant of a session or the admin key; an API key is bound to its tenant.
 package web

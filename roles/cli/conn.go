@@ -3,7 +3,6 @@ package cli
 import (
 	"io"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
@@ -11,11 +10,8 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
-	"plaita/engine/nodes"
 	"plaita/engine/state"
-	"plaita/queue"
 	"plaita/roles"
-	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -75,49 +71,10 @@ func (k *conn) close() {
 	}
 }
 
-// newPlane builds the control plane from the configuration: the stores, the producer with this
-// process's generations and the input bound, the node types of a worker.
+// newPlane builds the control plane the way the console does (roles.NewPlane), enqueuing on
+// PLAITA_QUEUE_NAME, with hints that name this program.
 func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*control.Plane, error) {
-	delay, err := queue.NewDelay(c, settings.DelayQueue(cfg))
-	if err != nil {
-		return nil, err
-	}
-	q, err := queue.New(c, settings.Queue(cfg), metrics.NewSet(), log)
-	if err != nil {
-		return nil, err
-	}
-	return control.New(control.Deps{
-		Store:     store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:     store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
-		Events:    store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
-		Schedules: store.NewSchedules(c, keys.DefaultRoot),
-		Registry:  store.NewRegistry(c, keys.DefaultRoot),
-		Delay:     delay,
-		Producer: queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg),
-			config.ExecutionStateMaxBytes.In(cfg), nil),
-		Queue: q,
-		NodeTypes: func() (*engine.Registry, error) {
-			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {
-				return nil, err
-			}
-			return reg, nil
-		},
-		Expr:          settings.Engine(cfg).Expr,
-		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
-		Built:         func(role string) bool { return built(config.Role(role)) },
-		Program:       program(),
-	}), nil
-}
-
-// built reports whether this build has the role.
-func built(role config.Role) bool {
-	for _, s := range roles.Table() {
-		if s.Role == role {
-			return s.Built
-		}
-	}
-	return false
+	return roles.NewPlane(cfg, c, log, roles.PlaneOptions{Program: program(), NodeLog: nodeSetupLog(log)})
 }
 
 // stateBound is the bound of a document that becomes part of an execution state (a start's

@@ -41,12 +41,12 @@ func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
 
 func TestRoleNotBuiltYetSaysSo(t *testing.T) {
 	tr := newTrap(t)
-	r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url()}, "console", "--log-level", "0")
+	r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url()}, "dev", "--log-level", "0")
 	if r.code != 2 || !strings.Contains(r.stderr, "--log-level") {
 		t.Fatalf("--log-level 0 must be rejected by name: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	r = run(t, map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURRENCY": "0"}, "console")
-	if r.code != 1 || !strings.Contains(r.stderr, "console: not built yet") {
+	r = run(t, map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURRENCY": "0"}, "dev")
+	if r.code != 1 || !strings.Contains(r.stderr, "dev: not built yet") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	if n := tr.connections(); n != 0 {
@@ -83,7 +83,7 @@ func TestFlagValuesAreParsedLikeEnv(t *testing.T) {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	// --quiet drops the info lines.
-	r = run(t, nil, "console", "--quiet")
+	r = run(t, nil, "dev", "--quiet")
 	if strings.Contains(r.stderr, `"level":"info"`) {
 		t.Errorf("--quiet still logs info:\n%s", r.stderr)
 	}
@@ -110,6 +110,9 @@ func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
 			// The built commands would go on to Redis: stop them at their preflight with a
 			// rejected value.
 			env["PLAITA_QUEUE_NAME"] = ""
+			want = 2
+		case "console":
+			env["PLAITA_CONSOLE_TASK_QUEUE"] = "" // the console's own stream name
 			want = 2
 		case "migrate":
 			want = 2 // the preflight passed; bare `plaita migrate` names no subcommand
@@ -380,11 +383,11 @@ func TestRolesTable(t *testing.T) {
 			continue
 		}
 		switch f[0] {
-		case "worker", "delay", "schedule", "filter", "migrate", "dlq":
+		case "worker", "console", "delay", "schedule", "filter", "migrate", "dlq", "status":
 			if strings.Contains(line, "not built") {
 				t.Errorf("the %s is built: %q", f[0], line)
 			}
-		case "console", "dev", "reap", "reindex", "drain-list":
+		case "dev", "reap", "reindex", "drain-list":
 			if !strings.HasSuffix(line, "(not built yet)") {
 				t.Errorf("--help does not mark %s: %q", f[0], line)
 			}
@@ -402,11 +405,12 @@ func TestLoggingFlagsOnEveryCommand(t *testing.T) {
 		logs bool // writes the preflight's lines to stderr
 	}
 	cmds := []command{
-		// Roles reading PLAITA_QUEUE_NAME stop at their preflight (it is empty: exit 2); the
-		// others pass it and are not built yet (exit 1); bare `migrate` names no subcommand (exit
-		// 2), `migrate version` reports that the console has no database yet (exit 0).
+		// Roles reading PLAITA_QUEUE_NAME stop at their preflight (it is empty: exit 2), the
+		// console at its PLAITA_CONSOLE_TASK_QUEUE (empty too); the others pass it and are not
+		// built yet (exit 1); bare `migrate` names no subcommand (exit 2), `migrate version`
+		// reports that the console has no database yet (exit 0).
 		{[]string{"worker"}, 2, true},
-		{[]string{"console"}, 1, true}, {[]string{"filter"}, 2, true}, {[]string{"schedule"}, 2, true},
+		{[]string{"console"}, 2, true}, {[]string{"filter"}, 2, true}, {[]string{"schedule"}, 2, true},
 		{[]string{"delay"}, 2, true}, {[]string{"dev"}, 2, true},
 		{[]string{"reap"}, 2, true}, {[]string{"reindex"}, 2, true}, {[]string{"dlq", "list"}, 2, true},
 		{[]string{"drain-list"}, 2, true}, {[]string{"migrate"}, 2, true}, {[]string{"migrate", "version"}, 0, true},
@@ -415,6 +419,9 @@ func TestLoggingFlagsOnEveryCommand(t *testing.T) {
 	for _, c := range cmds {
 		name := c.args[0]
 		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_QUEUE_NAME": "", "PLAITA_WORKER_CONCURENCY": "4"}
+		if name == "console" {
+			env["PLAITA_CONSOLE_TASK_QUEUE"] = ""
+		}
 		flagged := func(extra ...string) result { return run(t, env, append(append([]string{}, c.args...), extra...)...) }
 
 		r := flagged("--log-level", "debug", "--log-format", "json")

@@ -1,0 +1,160 @@
+package roles
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/control"
+	"plaita/internal/health"
+	"plaita/internal/presence"
+	"plaita/internal/service"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+	"plaita/store/sqlite"
+	"plaita/web"
+)
+
+// BootstrapAdminLogin is the login of the platform admin PLAITA_CONSOLE_ADMIN_PASSWORD creates.
+const BootstrapAdminLogin = "admin"
+
+// consoleDrainFor bounds the console's drain, consoleStopFor the graceful shutdown of its HTTP
+// server (the requests in flight finish within it).
+const (
+	consoleDrainFor = 2 * time.Second
+	consoleStopFor  = 20 * time.Second
+)
+
+// runConsole wires the console and runs it until ctx ends (SIGTERM/SIGINT), docs/console.md.
+//
+// Before the services: the database at PLAITA_CONSOLE_DB_URL is opened and migrated up; the
+// platform admin is created from PLAITA_CONSOLE_ADMIN_PASSWORD when there is no user; Redis
+// (PLAITA_CONSOLE_REDIS_URL) is connected and every tenant's status is published from the
+// database, the authority (store.Redis.SyncTenantStatuses: tenants Redis knows and the
+// database does not become disabled tombstones). Redis unreachable: the console starts
+// anyway, says so loudly and on /health, and its Redis-backed routes answer 503 (local mode,
+// executions on SQLite, is not built yet).
+//
+// Start order (service.Group): metrics server → registry (status running; not without Redis)
+// → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
+// Shutdown: not ready and the status draining → the API refuses writes (503 draining) →
+// status stopping → the HTTP server shuts down (requests in flight finish, within 20 s) →
+// registry deregistered → metrics server; then Redis and the database are closed.
+func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(startCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
+	if err != nil {
+		return fmt.Errorf("console: database: %w", err)
+	}
+	defer db.Close()
+	log.Info().Str("event", "console.database").Str("path", db.Location().Path).Msg("console database open and migrated")
+	if pw := config.ConsoleAdminPassword.In(cfg); pw != "" {
+		u, created, err := db.EnsureBootstrapAdmin(startCtx, BootstrapAdminLogin, pw)
+		if err != nil {
+			return fmt.Errorf("console: PLAITA_CONSOLE_ADMIN_PASSWORD: %w", err)
+		}
+		if created {
+			log.Info().Str("event", "console.bootstrap_admin").Str("login", u.Login).Msg("platform admin created from PLAITA_CONSOLE_ADMIN_PASSWORD")
+		}
+	}
+	set := metrics.NewSet()
+	deps := web.Deps{DB: db, Log: log}
+	var registry *presence.Registry
+	c, err := RedisClient(config.ConsoleRedisURL.In(cfg))
+	if err != nil {
+		deps.RedisErr = err
+		log.Error().Str("event", "console.no_redis").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").
+			Msg("REDIS IS UNREACHABLE: the console starts without it — flows, executions and tenant statuses answer 503 " +
+				"and local mode is not built yet; restart the console once Redis answers")
+	} else {
+		defer c.Close()
+		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		publishTenantStatuses(startCtx, db, deps.Redis, config.DeploymentEpoch.In(cfg), log)
+		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
+	}
+	ready := health.NewReadiness()
+	deps.Ready = ready
+	srv := web.New(deps, web.Settings{
+		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
+		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
+		Version: buildVersion(),
+	})
+	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
+		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
+			Msg("no admin API key: tenant and user management answers 503 except to a platform admin's session")
+	}
+	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
+	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
+		registry: registry, services: []service.Named{{Name: "http server", Service: srv.Service(addr)}},
+		drain: func(context.Context) {
+			log.Info().Str("event", "console.draining").Msg("draining: no new writes; requests in flight finish")
+			srv.Drain()
+		},
+		drainFor: consoleDrainFor, stopFor: consoleStopFor}
+	err = r.serve(ctx, log, func() {
+		mode := "redis"
+		if deps.Plane == nil {
+			mode = "no-redis"
+		}
+		log.Info().Str("event", "console.started").Str("addr", srv.Addr()).Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).
+			Msg("console running")
+	})
+	if err == nil {
+		log.Info().Str("event", "console.stopped").Msg("console stopped")
+	}
+	return err
+}
+
+// buildVersion is the module version of the binary ("devel" from a work tree).
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	return "devel"
+}
+
+// consoleRedis is the control plane and the store over the console's Redis: starts and resumes
+// go to PLAITA_CONSOLE_TASK_QUEUE; flows are parsed with the node types a worker of this
+// environment sets up (the console's own code backend default, docker, is for running code in
+// local mode, which is not built yet; without a docker daemon it would refuse every flow).
+func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
+	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker)})
+	if err != nil {
+		return nil, nil, err
+	}
+	return plane, store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot), nil
+}
+
+// publishTenantStatuses copies every tenant's status from the database (the authority) to
+// Redis at start. A failure is a warning: the console still serves, the workers keep the
+// statuses they had (restart the console to publish again).
+func publishTenantStatuses(ctx context.Context, db *sqlite.DB, r *store.Redis, epoch string, log zerolog.Logger) {
+	tenants, err := db.AllTenants(ctx)
+	if err == nil {
+		authority := make(map[string]string, len(tenants))
+		for _, t := range tenants {
+			authority[t.Slug] = string(t.Status)
+		}
+		var res store.TenantStatusSync
+		if res, err = r.SyncTenantStatuses(ctx, authority, epoch); err == nil {
+			log.Info().Str("event", "console.tenant_status_published").Int("published", len(res.Published)).
+				Strs("tombstoned", res.Tombstoned).Str("epoch", epoch).Msg("tenant statuses published from the database")
+			return
+		}
+	}
+	log.Warn().Str("event", "console.tenant_status_publish_failed").Err(err).
+		Msg("tenant statuses not published at start: the workers keep what Redis has; restart the console to publish them")
+}

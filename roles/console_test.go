@@ -1,0 +1,206 @@
+package roles
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/internal/redistest"
+	"plaita/store/keys"
+	"plaita/store/sqlite"
+)
+
+// lockedBuffer is a log the test reads while the console writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startConsole runs runConsole on env until the returned stop is called; it waits for
+// /readyz. The console's database is in the test's directory.
+func startConsole(t *testing.T, env map[string]string) (base string, logs *lockedBuffer, stop func() error) {
+	t.Helper()
+	port := redistest.FreePort(t)
+	env["PLAITA_CONSOLE_PORT"] = strconv.Itoa(port)
+	if env["PLAITA_CONSOLE_DB_URL"] == "" {
+		env["PLAITA_CONSOLE_DB_URL"] = "sqlite:///" + filepath.Join(t.TempDir(), "console.db")
+	}
+	cfg, err := config.Load(config.RoleConsole, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs = &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runConsole(ctx, cfg, zerolog.New(logs)) }()
+	base = "http://127.0.0.1:" + strconv.Itoa(port)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := http.Get(base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("the console exited: %v\n%s", err, logs)
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("the console is not ready\n%s", logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	var once sync.Once
+	var stopErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case stopErr = <-done:
+			case <-time.After(30 * time.Second):
+				stopErr = errors.New("the console did not stop")
+			}
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return base, logs, stop
+}
+
+func getJSON(t *testing.T, url string, header map[string]string, v any) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	for k, val := range header {
+		req.Header.Set(k, val)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("%s: %v: %s", url, err, b)
+		}
+	}
+	return res.StatusCode
+}
+
+// TestConsoleRole: plaita console on a private Redis — migrated database, the bootstrap admin,
+// tenant statuses published from the database (a tenant Redis knows and the database does not
+// becomes a disabled tombstone), registered as role console, and a drain that stops cleanly.
+func TestConsoleRole(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	sp := keys.MustFor("", "")
+	if err := c.Do(ctx, c.B().Hset().Key(sp.TenantStatus()).FieldValue().FieldValue("ghost", "active").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "console.db")
+	base, logs, stop := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": srv.URL(), "PLAITA_CONSOLE_DB_URL": "sqlite:///" + db,
+		"PLAITA_CONSOLE_ADMIN_PASSWORD": "bootstrap-password", "PLAITA_DEPLOYMENT_EPOCH": "42", "PLAITA_CONSOLE_ADMIN_API_KEY": "k"})
+
+	statuses, err := c.Do(ctx, c.B().Hgetall().Key(sp.TenantStatus()).Build()).AsStrMap()
+	if err != nil || statuses["default"] != "active" || statuses["ghost"] != "disabled" {
+		t.Fatalf("published statuses: %v %v", statuses, err)
+	}
+	if epoch, _ := c.Do(ctx, c.B().Get().Key(sp.TenantStatusEpoch()).Build()).ToString(); epoch != "42" {
+		t.Fatalf("epoch %q", epoch)
+	}
+	members, err := c.Do(ctx, c.B().Smembers().Key(sp.RegistryInstances()).Build()).AsStrSlice()
+	if err != nil || len(members) != 1 || !strings.HasPrefix(members[0], "console-") {
+		t.Fatalf("registry: %v %v", members, err)
+	}
+	var h struct {
+		Status, Mode string
+	}
+	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.Status != "ok" || h.Mode != "redis" {
+		t.Fatalf("health %d %+v", code, h)
+	}
+	// The bootstrap admin logs in.
+	res, err := http.Post(base+"/api/login", "application/json", strings.NewReader(`{"login":"admin","password":"bootstrap-password"}`))
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("bootstrap login: %v %v", res, err)
+	}
+	res.Body.Close()
+	if !strings.Contains(logs.String(), `"event":"console.bootstrap_admin"`) || !strings.Contains(logs.String(), `"event":"console.started"`) {
+		t.Errorf("start-up events missing:\n%s", logs)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, logs)
+	}
+	for _, ev := range []string{"console.draining", "console.stopped"} {
+		if !strings.Contains(logs.String(), `"event":"`+ev+`"`) {
+			t.Errorf("no %s event:\n%s", ev, logs)
+		}
+	}
+	if n, _ := c.Do(ctx, c.B().Scard().Key(sp.RegistryInstances()).Build()).AsInt64(); n != 0 {
+		t.Errorf("still registered after the drain: %d", n)
+	}
+	// The database was migrated and keeps the admin.
+	d, err := sqlite.Open(ctx, "sqlite:///"+db, sqlite.MustExist())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if u, err := d.UserByLogin(ctx, BootstrapAdminLogin); err != nil || !u.PlatformAdmin {
+		t.Fatalf("bootstrap admin: %+v %v", u, err)
+	}
+}
+
+// TestConsoleWithoutRedis: Redis unreachable, the console starts anyway, says so loudly and on
+// /health, and answers 503 where it needs Redis.
+func TestConsoleWithoutRedis(t *testing.T) {
+	dead := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
+	base, logs, stop := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": dead, "PLAITA_CONSOLE_ADMIN_API_KEY": "k"})
+	if !strings.Contains(logs.String(), `"event":"console.no_redis"`) || !strings.Contains(logs.String(), `"level":"error"`) {
+		t.Errorf("no loud line:\n%s", logs)
+	}
+	var h struct {
+		Status, Mode, Warning string
+	}
+	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.Mode != "no-redis" || h.Status != "degraded" || !strings.Contains(h.Warning, "local mode") {
+		t.Fatalf("health %d %+v", code, h)
+	}
+	var p struct{ Code string }
+	if code := getJSON(t, base+"/api/flows", map[string]string{"X-Admin-API-Key": "k"}, &p); code != 503 || p.Code != "redis_unavailable" {
+		t.Fatalf("flows: %d %+v", code, p)
+	}
+	if code := getJSON(t, base+"/api/tenants", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
+		t.Fatalf("tenants from the database: %d", code)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v\n%s", err, logs)
+	}
+}

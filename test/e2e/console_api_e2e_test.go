@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/internal/redistest"
+	"plaita/store"
+	"plaita/store/keys"
+)
+
+// The console's HTTP API from the binary: `plaita console` on the stack's Redis, driven over
+// HTTP with the admin key, beside the CLI and a worker.
+
+const consoleAdminKey = "e2e-admin-key"
+
+// console is a running `plaita console` and how to call it.
+type console struct {
+	p    *proc
+	base string
+}
+
+// startConsole starts `plaita console` on a free port with its database in the test's
+// directory, and waits until it is ready.
+func (s *stack) startConsole(extra map[string]string) *console {
+	s.t.Helper()
+	port := redistest.FreePort(s.t)
+	env := map[string]string{"PLAITA_CONSOLE_REDIS_URL": s.srv.URL(), "PLAITA_CONSOLE_PORT": strconv.Itoa(port),
+		"PLAITA_CONSOLE_HOST": "127.0.0.1", "PLAITA_CONSOLE_ADMIN_API_KEY": consoleAdminKey,
+		"PLAITA_CONSOLE_DB_URL": "sqlite:///" + filepath.Join(s.t.TempDir(), "console.db")}
+	for k, v := range extra {
+		env[k] = v
+	}
+	c := &console{p: s.start("console", env), base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	waitFor(s.t, "the console to be ready", 30*time.Second, func() bool {
+		code, _ := c.call(s.t, http.MethodGet, "/readyz", nil)
+		return code == http.StatusOK
+	}, c.p)
+	return c
+}
+
+// call sends one request with the admin key in the default tenant; the body is sent as JSON.
+func (c *console) call(t *testing.T, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, c.base+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Admin-API-Key", consoleAdminKey)
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return 0, nil
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	return res.StatusCode, out
+}
+
+// acceptedTypes are the resume types of a refusal's accepted hints, in order.
+func acceptedTypes(v any) []string {
+	var out []string
+	list, _ := v.([]any)
+	for _, h := range list {
+		if m, ok := h.(map[string]any); ok && m["type"] != nil && m["type"] != "" {
+			out = append(out, fmt.Sprint(m["type"]))
+		}
+	}
+	return out
+}
+
+// TestConsoleAPIAndCLIRefuseTheSameResumes: the same refused resumes through `plaita execution
+// resume` and POST /api/executions/{id}/resume — the same code, the same reason, the same
+// resumes accepted instead, the same counter key and unblock hint; neither enqueues anything.
+func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
+	fx := newResumeFixture(t)
+	con := fx.startConsole(nil)
+	def := `{"id":"gate","version":"1","start":"ask","nodes":[
+		{"id":"ask","type":"approval","params":{"message":"ok?"},"next":"done"},
+		{"id":"done","type":"end"}]}`
+	if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(def)}); code != http.StatusCreated {
+		t.Fatalf("publish over the API: %d %v", code, body)
+	}
+	hash, err := engine.FlowHash([]byte(def))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	fx.seed("ex_ask", "gate", "1", hash, func(st *state.Execution) {
+		st.Status, st.CurrentNode = state.Suspended, "ask"
+		st.Suspend = &state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: now}
+	})
+	fx.seed("ex_run", "gate", "1", hash, func(st *state.Execution) { st.Status, st.CurrentNode = state.Running, "ask" })
+	fx.seed("ex_done", "gate", "1", hash, func(st *state.Execution) { st.Status, st.EndTime = state.Completed, &now })
+	for _, id := range []string{"ex_g1", "ex_nofail"} {
+		fx.seed(id, "gate", "1", hash, func(st *state.Execution) {
+			st.Status, st.CurrentNode = state.Error, "ask"
+			st.Error = &state.ErrorInfo{Type: engine.ErrTypeNode, Node: "ask", Message: "boom"}
+		})
+	}
+	fx.setCounter(keys.FamG1Wakeups, "ex_g1", int(store.G1MaxWakeups))
+	fx.setCounter(keys.FamNoFail, "ex_nofail", int(store.DeterministicFailureMax))
+	before := fx.queued()
+
+	for _, tc := range []struct {
+		name, id, typ, data, code string
+	}{
+		{"continue of an approval", "ex_ask", "continue", "", "resume_refused"},
+		{"an event for an approval", "ex_ask", "event", `{"type":"x"}`, "resume_refused"},
+		{"approval of a running execution", "ex_run", "approval", `{"approved":true}`, "resume_refused"},
+		{"retry past g1wakeups", "ex_g1", "retry", "", "retry_budget"},
+		{"retry past nofail", "ex_nofail", "retry", "", "retry_budget"},
+		{"resume of a completed execution", "ex_done", "retry", "", "terminal"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"execution", "resume", tc.id, "--type", tc.typ, "--json", "--quiet"}
+			body := map[string]any{"type": tc.typ}
+			if tc.data != "" {
+				args = append(args, "--data", tc.data)
+				body["data"] = json.RawMessage(tc.data)
+			}
+			cli := run(t, fx.env, args...)
+			status, api := con.call(t, http.MethodPost, "/api/executions/"+tc.id+"/resume", body)
+			if cli.code != 1 || status != http.StatusConflict {
+				t.Fatalf("CLI exit %d (want 1), API %d (want 409)\n%s%s\n%v", cli.code, status, cli.stdout, cli.stderr, api)
+			}
+			if api["code"] != tc.code {
+				t.Fatalf("API code %v, want %s: %v", api["code"], tc.code, api)
+			}
+			var c map[string]any
+			if err := json.Unmarshal([]byte(cli.stdout), &c); err != nil {
+				// A refusal without a resume report (a terminal execution): the CLI prints the
+				// refusal's message, which is the API's detail.
+				if !strings.Contains(cli.stderr, fmt.Sprint(api["detail"])) {
+					t.Fatalf("CLI says %q; API says %q", cli.stderr, api["detail"])
+				}
+				return
+			}
+			if c["code"] != api["code"] || c["reason"] != api["detail"] {
+				t.Fatalf("CLI %v %q; API %v %q", c["code"], c["reason"], api["code"], api["detail"])
+			}
+			if ct, at := acceptedTypes(c["accepted"]), acceptedTypes(api["accepted"]); !slices.Equal(ct, at) {
+				t.Fatalf("accepted: CLI %v, API %v", ct, at)
+			}
+			if tc.code == "retry_budget" {
+				fields, _ := api["fields"].(map[string]any)
+				if c["counter_key"] == nil || c["counter_key"] != fields["counter_key"] || c["hint"] != api["unblock"] || c["counter"] != fields["counter"] {
+					t.Fatalf("budget: CLI %v / %v / %v; API %v / %v / %v", c["counter"], c["counter_key"], c["hint"], fields["counter"], fields["counter_key"], api["unblock"])
+				}
+			}
+		})
+	}
+	if after := fx.queued(); after != before {
+		t.Fatalf("refused resumes enqueued %d task(s)", after-before)
+	}
+}
+
+// TestConsoleAPIRunsAFlowWithAWorker: publish over the API, start over the API, a worker runs
+// it to its approval, the approval is answered over the API, and it completes.
+func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
+	s := newStack(t, withEnv(cliEnv()))
+	con := s.startConsole(nil)
+	s.start("worker", nil)
+	def := `{"id":"expense","version":"1","start":"ask","nodes":[
+		{"id":"ask","type":"approval","params":{"message":"pay {{ INPUT.amount }}?"},"next":"done"},
+		{"id":"done","type":"end"}]}`
+	if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(def)}); code != http.StatusCreated {
+		t.Fatalf("publish: %d %v", code, body)
+	}
+	code, started := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "expense", "input": map[string]any{"amount": 12}})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, started)
+	}
+	id := fmt.Sprint(started["execution_id"])
+	var view map[string]any
+	waitFor(t, "the execution to wait for its approval", 60*time.Second, func() bool {
+		var c int
+		c, view = con.call(t, http.MethodGet, "/api/executions/"+id, nil)
+		ex, _ := view["execution"].(map[string]any)
+		return c == http.StatusOK && ex != nil && ex["status"] == "suspended"
+	}, s.procs...)
+	waiting, _ := view["waiting"].(map[string]any)
+	if waiting == nil || waiting["by"] != "console" || !strings.Contains(fmt.Sprint(waiting["text"]), "console") {
+		t.Fatalf("wake-up report: %v", view)
+	}
+	if roles, _ := waiting["roles"].(map[string]any); roles == nil || roles["console"].(map[string]any)["alive"].(float64) < 1 {
+		t.Fatalf("the console is not counted alive: %v", waiting)
+	}
+	code, done := con.call(t, http.MethodPost, "/api/executions/"+id+"/resume", map[string]any{"type": "approval",
+		"data": map[string]any{"approved": true, "comment": "fine"}})
+	if code != http.StatusOK || done["enqueued"] != true {
+		t.Fatalf("approve: %d %v", code, done)
+	}
+	waitFor(t, "the execution to complete", 60*time.Second, func() bool {
+		_, view = con.call(t, http.MethodGet, "/api/executions/"+id, nil)
+		ex, _ := view["execution"].(map[string]any)
+		return ex != nil && ex["status"] == "completed"
+	}, s.procs...)
+	_, list := con.call(t, http.MethodGet, "/api/executions?status=completed", nil)
+	if items, _ := list["items"].([]any); len(items) != 1 {
+		t.Fatalf("completed list: %v", list)
+	}
+	// The audit trail has the publish, the start and the resume, with the admin key's fingerprint.
+	_, audit := con.call(t, http.MethodGet, "/api/audit?limit=20", nil)
+	var actions []string
+	for _, e := range audit["entries"].([]any) {
+		actions = append(actions, fmt.Sprint(e.(map[string]any)["action"]))
+	}
+	for _, want := range []string{"flow.publish", "execution.start", "execution.resume"} {
+		if !slices.Contains(actions, want) {
+			t.Errorf("audit lacks %s: %v", want, actions)
+		}
+	}
+}

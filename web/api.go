@@ -1,0 +1,263 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"plaita/store/sqlite"
+)
+
+// Route is one endpoint: where it is, who may call it, what it needs and what it audits. Every
+// endpoint is one register call in routes.go.
+type Route struct {
+	ID      string // the OpenAPI operationId: "execution-resume"
+	Method  string
+	Path    string // "/api/executions/{id}/resume"
+	Summary string
+	Tags    []string
+	Access  Access
+	// Action is the audit action of a write ("execution.resume"): every call that passes the
+	// access check is recorded, allowed or denied. A read has none, unless it is audited too
+	// (the audit trail's own read).
+	Action string
+	// Redis: the route needs the control plane over Redis; it answers 503 while the console
+	// has none (Redis unreachable at start).
+	Redis bool
+	// Safe: a POST that changes nothing (validate): not audited, served while draining.
+	Safe bool
+	// MaxBody bounds the request body (0: DefaultMaxBody).
+	MaxBody int64
+	// Status is the success status (0: 200; 201 for a creation, 204 for nothing).
+	Status int
+}
+
+// DefaultMaxBody bounds a request body unless its route says otherwise.
+const DefaultMaxBody = 1 << 20
+
+// Call is one authorized request as a handler sees it.
+type Call struct {
+	Route     *Route
+	Principal Principal
+	// Tenant is the tenant the request acts in ("default" for the default tenant; "" for a
+	// route that is not tenant-scoped) and Role the caller's role there.
+	Tenant    string
+	Role      sqlite.Role
+	RequestID string
+	IP        string
+	Secure    bool // TLS, or X-Forwarded-Proto: https
+	// hc is the huma context: handlers that set cookies reach the response through it.
+	hc huma.Context
+	// What the audit row of the call records besides the route's action; a handler fills it.
+	Audit AuditNote
+}
+
+// AuditNote is what a handler adds to its call's audit row.
+type AuditNote struct {
+	Target  string
+	Details map[string]any
+	// Tenant, when set, is the tenant the action was on, when it is not the caller's (a member
+	// added to another tenant, a tenant disabled).
+	Tenant string
+	// Skip leaves the call unaudited (a login: its handler writes its own row).
+	Skip bool
+}
+
+// Note adds a detail to the call's audit row.
+func (c *Call) Note(k string, v any) {
+	if c.Audit.Details == nil {
+		c.Audit.Details = map[string]any{}
+	}
+	c.Audit.Details[k] = v
+}
+
+// callKey is the context key of the *Call the access middleware builds.
+type callKey struct{}
+
+func callFrom(ctx context.Context) *Call {
+	c, _ := ctx.Value(callKey{}).(*Call)
+	return c
+}
+
+// register adds a route: its OpenAPI operation (with the Problem responses its access and
+// needs can produce) and its handler, wrapped so that errors become Problems and writes are
+// audited. The access check runs earlier, in the API's middleware (access), before the body is
+// read: an unauthenticated caller learns nothing from the validation of its body.
+func register[I, O any](a *api, r Route, h func(context.Context, *Call, *I) (*O, error)) {
+	rt := r
+	a.routes = append(a.routes, &rt)
+	op := huma.Operation{
+		OperationID: r.ID, Method: r.Method, Path: r.Path, Summary: r.Summary, Tags: r.Tags,
+		MaxBodyBytes: cmpOr(r.MaxBody, DefaultMaxBody), DefaultStatus: r.Status,
+		Metadata:    map[string]any{"route": &rt},
+		Description: describe(&rt),
+		Responses:   a.problemResponses(&rt),
+	}
+	if r.Access != Public {
+		op.Security = []map[string][]string{{"session": {}}, {"apiKey": {}}, {"adminKey": {}}}
+	}
+	huma.Register(a.huma, op, func(ctx context.Context, in *I) (*O, error) {
+		c := callFrom(ctx)
+		out, err := h(ctx, c, in)
+		if c != nil && rt.Action != "" && !c.Audit.Skip {
+			a.auditCall(ctx, c, err)
+		}
+		if err != nil {
+			p := problemFor(err)
+			if p.Status >= http.StatusInternalServerError {
+				a.d.Log.Error().Str("event", "console.request_failed").Str("request_id", requestID(ctx)).Str("route", rt.ID).
+					Err(err).Msg("request failed")
+			}
+			return nil, p
+		}
+		return out, nil
+	})
+}
+
+func cmpOr(v, def int64) int64 {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// describe says who may call a route, for its OpenAPI description.
+func describe(r *Route) string {
+	var b strings.Builder
+	b.WriteString("Access: " + r.Access.String())
+	if r.Access >= TenantViewer && r.Access <= TenantAdmin {
+		b.WriteString(" (in the tenant of " + HeaderTenant + ", or the API key's)")
+	}
+	b.WriteString(".")
+	if r.Action != "" {
+		b.WriteString(" Audited as " + r.Action + ".")
+	}
+	if r.Redis {
+		b.WriteString(" Needs Redis (503 while the console has none).")
+	}
+	return b.String()
+}
+
+// problemResponses documents the Problem statuses a route can answer with.
+func (a *api) problemResponses(r *Route) map[string]*huma.Response {
+	schema := a.huma.OpenAPI().Components.Schemas.Schema(reflect.TypeFor[Problem](), true, "Problem")
+	statuses := []int{http.StatusBadRequest, http.StatusInternalServerError}
+	if r.Access != Public {
+		statuses = append(statuses, http.StatusUnauthorized, http.StatusForbidden)
+	}
+	if r.Access == Platform {
+		statuses = append(statuses, http.StatusServiceUnavailable)
+	}
+	if r.Redis || r.Method != http.MethodGet {
+		statuses = append(statuses, http.StatusServiceUnavailable, http.StatusNotFound, http.StatusConflict)
+	}
+	if r.MaxBody > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
+		statuses = append(statuses, http.StatusRequestEntityTooLarge)
+	}
+	out := map[string]*huma.Response{}
+	for _, s := range statuses {
+		out[strconv.Itoa(s)] = &huma.Response{Description: http.StatusText(s),
+			Content: map[string]*huma.MediaType{"application/problem+json": {Schema: schema}}}
+	}
+	return out
+}
+
+// access is the API's middleware: it runs before huma reads the body. It refuses writes while
+// draining, authenticates, authorizes the route (tenant, role, CSRF), audits a denial, and
+// hands the handler its Call.
+func (a *api) access(hc huma.Context, next func(huma.Context)) {
+	r, _ := hc.Operation().Metadata["route"].(*Route)
+	hc = statusMapped{hc}
+	if r == nil { // huma's own operations (none are registered without a route today)
+		next(hc)
+		return
+	}
+	ctx := hc.Context()
+	c := &Call{Route: r, RequestID: requestID(ctx), IP: clientIP(hc), Secure: secureRequest(hc), hc: hc, Principal: anonymous}
+	if a.draining.Load() && !isRead(r.Method) && !r.Safe {
+		a.writeProblem(hc, newProblem(http.StatusServiceUnavailable, "draining", "the console is shutting down and takes no writes; retry on another instance").retryAfter(5*time.Second))
+		return
+	}
+	if r.Access == Public { // a stale cookie must not keep anyone from logging in again
+		next(huma.WithValue(hc, callKey{}, c))
+		return
+	}
+	p, d := a.authenticate(ctx, hc)
+	c.Principal = p
+	if d == nil {
+		c.Tenant, c.Role, d = a.authorize(ctx, hc, r, p)
+	}
+	if d == nil {
+		d = checkCSRF(hc, p)
+	}
+	if d == nil && r.Redis && a.d.Plane == nil {
+		d = &denial{p: problemFor(errNoRedis), reason: "redis_unavailable"}
+	}
+	if d != nil {
+		if d.reason != "error" && d.reason != "redis_unavailable" {
+			a.auditDenial(ctx, c, d.reason)
+		}
+		a.writeProblem(hc, d.p)
+		return
+	}
+	next(huma.WithValue(hc, callKey{}, c))
+}
+
+// statusMapped makes huma's validation failures (422) the API's 400: one status for a request
+// that is wrong, whether its JSON is malformed or does not fit the schema.
+type statusMapped struct{ humaContext }
+
+type humaContext = huma.Context
+
+func (s statusMapped) SetStatus(code int) {
+	if code == http.StatusUnprocessableEntity {
+		code = http.StatusBadRequest
+	}
+	s.humaContext.SetStatus(code)
+}
+
+func (s statusMapped) Unwrap() huma.Context { return s.humaContext }
+
+// transform is the API's response transformer: huma's own error bodies become Problems, and
+// every Problem carries the request id and path.
+func (a *api) transform(hc huma.Context, _ string, v any) (any, error) {
+	var p *Problem
+	switch e := v.(type) {
+	case *huma.ErrorModel:
+		p = fromHuma(e)
+	case *Problem:
+		p = e
+	default:
+		return v, nil
+	}
+	if p.RequestID == "" {
+		p.RequestID = requestID(hc.Context())
+	}
+	if p.Instance == "" {
+		u := hc.URL()
+		p.Instance = u.Path
+	}
+	return p, nil
+}
+
+// writeProblem answers with p from a middleware (before huma's handler runs).
+func (a *api) writeProblem(hc huma.Context, p *Problem) {
+	v, _ := a.transform(hc, "", p)
+	for k, vals := range p.GetHeaders() {
+		for _, val := range vals {
+			hc.AppendHeader(k, val)
+		}
+	}
+	hc.SetHeader("Content-Type", "application/problem+json")
+	hc.SetStatus(p.Status)
+	if err := json.NewEncoder(hc.BodyWriter()).Encode(v); err != nil && !errors.Is(hc.Context().Err(), context.Canceled) {
+		a.d.Log.Debug().Str("event", "console.write_failed").Err(err).Msg("could not write a problem")
+	}
+}

@@ -1,0 +1,123 @@
+package web
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"plaita/store/sqlite"
+)
+
+type loginIn struct {
+	Body struct {
+		Login    string `json:"login" minLength:"1" maxLength:"254"`
+		Password string `json:"password" minLength:"1" maxLength:"1024"`
+	}
+}
+
+// SessionInfo is who a caller is.
+type SessionInfo struct {
+	Kind     sqlite.ActorKind `json:"kind" doc:"user, api_key or admin_key"`
+	Actor    string           `json:"actor"`
+	Platform bool             `json:"platform_admin"`
+	User     *sqlite.User     `json:"user,omitempty"`
+	// Memberships are a user's tenants and roles.
+	Memberships []sqlite.Membership `json:"memberships,omitempty"`
+	// Tenant and Role are an API key's.
+	Tenant string      `json:"tenant,omitempty"`
+	Role   sqlite.Role `json:"role,omitempty"`
+	// CSRFToken goes in X-CSRF-Token with every write made with the session cookie.
+	CSRFToken string    `json:"csrf_token,omitempty"`
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+type sessionOut struct {
+	SetCookie http.Cookie `header:"Set-Cookie"`
+	Body      SessionInfo
+}
+
+// login checks a password (argon2id; the account locks after too many failures: 429 with
+// Retry-After) and starts a session: the cookie, and in the body the CSRF token its writes
+// need. It writes its own audit rows: auth.login, or auth.login_failed with the reason.
+func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, error) {
+	c.Audit.Skip = true
+	login := in.Body.Login
+	if l, err := sqlite.NormalizeLogin(login); err == nil {
+		login = l
+	}
+	failed := func(reason string, err error) error {
+		who := *c
+		who.Principal = Principal{Kind: sqlite.ActorAnonymous, Actor: login}
+		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: sqlite.OutcomeDeny, Reason: reason, Target: login})
+		return err
+	}
+	u, err := a.d.DB.VerifyPassword(ctx, in.Body.Login, in.Body.Password)
+	var locked *sqlite.LockedError
+	switch {
+	case errors.As(err, &locked):
+		return nil, failed("locked", err)
+	case errors.Is(err, sqlite.ErrUnauthenticated):
+		return nil, failed("bad_credentials", newProblem(http.StatusUnauthorized, "bad_credentials", "wrong login or password"))
+	case err != nil:
+		return nil, err
+	}
+	ttl := a.s.SessionTTL
+	if ttl <= 0 {
+		ttl = sqlite.DefaultSessionMaxAge
+	}
+	token, s, err := a.d.DB.CreateSession(ctx, u.ID, ttl, sqlite.SessionMeta{IP: c.IP, UserAgent: c.hc.Header("User-Agent")})
+	if err != nil {
+		return nil, err
+	}
+	ms, err := a.d.DB.UserMemberships(ctx, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	c.Principal = Principal{Kind: sqlite.ActorUser, Actor: u.Login, User: &u, Platform: u.PlatformAdmin}
+	a.audit(ctx, AuditRecord{Call: c, Action: "auth.login", Outcome: sqlite.OutcomeAllow, Target: u.Login,
+		Details: map[string]any{"session": s.ID}})
+	return &sessionOut{
+		SetCookie: http.Cookie{Name: SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+			Secure: c.Secure, Expires: s.ExpiresAt, MaxAge: int(ttl / time.Second)},
+		Body: SessionInfo{Kind: sqlite.ActorUser, Actor: u.Login, Platform: u.PlatformAdmin, User: &u, Memberships: ms,
+			CSRFToken: csrfToken(token), ExpiresAt: s.ExpiresAt},
+	}, nil
+}
+
+type logoutOut struct {
+	SetCookie http.Cookie `header:"Set-Cookie"`
+}
+
+// logout ends the session of the cookie (a key has no session: nothing to end) and clears
+// the cookie.
+func (a *api) logout(ctx context.Context, c *Call, _ *struct{}) (*logoutOut, error) {
+	if c.Principal.token != "" {
+		if err := a.d.DB.DeleteSession(ctx, c.Principal.token); err != nil {
+			return nil, err
+		}
+	}
+	return &logoutOut{SetCookie: http.Cookie{Name: SessionCookie, Value: "", Path: "/", HttpOnly: true,
+		SameSite: http.SameSiteLaxMode, Secure: c.Secure, MaxAge: -1}}, nil
+}
+
+type sessionInfoOut struct{ Body SessionInfo }
+
+func (a *api) session(ctx context.Context, c *Call, _ *struct{}) (*sessionInfoOut, error) {
+	p := c.Principal
+	info := SessionInfo{Kind: p.Kind, Actor: p.Actor, Platform: p.Platform, User: p.User}
+	if p.User != nil {
+		ms, err := a.d.DB.UserMemberships(ctx, p.User.ID)
+		if err != nil {
+			return nil, err
+		}
+		info.Memberships = ms
+	}
+	if p.Key != nil {
+		info.Tenant, info.Role = p.Key.Tenant, p.Key.Role
+	}
+	if p.token != "" {
+		info.CSRFToken = csrfToken(p.token)
+	}
+	return &sessionInfoOut{Body: info}, nil
+}

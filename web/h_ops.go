@@ -1,0 +1,334 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"plaita/control"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/store"
+	"plaita/store/sqlite"
+)
+
+// Flows and executions: adapters over package control, the operations `plaita start`,
+// `plaita flow` and `plaita execution` run. Each handler parses its input, calls one
+// operation and returns its typed result; a refusal is rendered by problemFor (400 Invalid,
+// 404 NotFound, 409 Conflict, with what is accepted instead and how to unblock it).
+
+// ---- flows ----
+
+type flowListIn struct {
+	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+// FlowList is a page of the tenant's published flows.
+type FlowList struct {
+	TenantID string              `json:"tenant_id"`
+	Items    []store.FlowSummary `json:"items"`
+}
+
+type flowListOut struct{ Body FlowList }
+
+func (a *api) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowListOut, error) {
+	items, err := a.d.Plane.Flows(ctx, c.Tenant, in.Limit)
+	if items == nil {
+		items = []store.FlowSummary{}
+	}
+	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items}}, err
+}
+
+type flowGetIn struct {
+	ID      string `path:"id" minLength:"1" maxLength:"200"`
+	Version string `query:"version" maxLength:"200" doc:"a published version (default: the latest)"`
+}
+
+type flowGetOut struct{ Body control.FlowShown }
+
+func (a *api) getFlow(ctx context.Context, c *Call, in *flowGetIn) (*flowGetOut, error) {
+	f, err := a.d.Plane.Flow(ctx, c.Tenant, in.ID, in.Version)
+	return &flowGetOut{Body: f}, err
+}
+
+type flowDefIn struct {
+	Body struct {
+		Definition json.RawMessage `json:"definition" doc:"the flow definition (docs/flows.md)"`
+		Version    string          `json:"version,omitempty" maxLength:"200" doc:"publish only: the version, when the definition names none (default: 12 hex digits of its hash)"`
+	}
+}
+
+// FlowProblem is one problem of a definition, at its JSON path.
+type FlowProblem struct {
+	Path    string `json:"path" doc:"JSON path in the definition: nodes[2].params.url"`
+	Message string `json:"message"`
+}
+
+// FlowValidation is what validate says of a definition.
+type FlowValidation struct {
+	Valid    bool          `json:"valid"`
+	FlowID   string        `json:"flow_id,omitempty"`
+	Nodes    int           `json:"nodes,omitempty"`
+	Hash     string        `json:"flow_hash,omitempty"`
+	Problems []FlowProblem `json:"problems"`
+}
+
+type flowValidationOut struct{ Body FlowValidation }
+
+// validateFlow parses a definition with a worker's node types: a 200 either way, with every
+// problem and its path (an invalid flow is the answer, not an error of the request).
+func (a *api) validateFlow(_ context.Context, _ *Call, in *flowDefIn) (*flowValidationOut, error) {
+	if len(in.Body.Definition) == 0 {
+		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
+	}
+	out := FlowValidation{Problems: []FlowProblem{}}
+	f, err := a.d.Plane.ParseFlow(in.Body.Definition)
+	var ve *engine.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		out.FlowID = ve.FlowID
+		for _, p := range ve.Problems {
+			out.Problems = append(out.Problems, FlowProblem{Path: p.Path, Message: p.Message})
+		}
+		return &flowValidationOut{Body: out}, nil
+	case err != nil:
+		return nil, err
+	}
+	out.Valid, out.FlowID, out.Nodes = true, f.ID, len(f.Nodes)
+	if out.Hash, err = engine.FlowHash(in.Body.Definition); err != nil {
+		return nil, err
+	}
+	return &flowValidationOut{Body: out}, nil
+}
+
+// FlowPublished is what publish did.
+type FlowPublished struct {
+	TenantID string              `json:"tenant_id"`
+	FlowID   string              `json:"flow_id"`
+	Version  string              `json:"version"`
+	Hash     string              `json:"flow_hash"`
+	Result   store.PublishResult `json:"result" doc:"published, or already_published (the same definition under that version)"`
+}
+
+type flowPublishedOut struct {
+	Status int
+	Body   FlowPublished
+}
+
+// publishFlow publishes a definition as an immutable version (control.PublishFlow: a changed
+// definition under a published version is a 409 with the unblock hint) and records it in the
+// console database (flow_versions: who published what, when).
+func (a *api) publishFlow(ctx context.Context, c *Call, in *flowDefIn) (*flowPublishedOut, error) {
+	if len(in.Body.Definition) == 0 {
+		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
+	}
+	pub, err := a.d.Plane.PublishFlow(ctx, c.Tenant, in.Body.Definition, in.Body.Version)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := engine.FlowHash(in.Body.Definition)
+	if err != nil {
+		return nil, err
+	}
+	c.Audit.Target = pub.Flow.ID + "@" + pub.Version
+	c.Note("result", pub.Result)
+	c.Note("flow_hash", hash)
+	if _, _, err := a.d.DB.RecordVersion(ctx, sqlite.FlowVersion{Tenant: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
+		Definition: in.Body.Definition, Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: c.Principal.Actor}); err != nil {
+		// Redis has the version (the workers run it); the console's record of it lags.
+		a.d.Log.Warn().Str("event", "console.version_record_failed").Str("flow", pub.Flow.ID).Str("version", pub.Version).
+			Str("request_id", c.RequestID).Err(err).Msg("flow published, but its record in the console database was not written")
+	}
+	status := http.StatusCreated
+	if pub.Result == store.AlreadyPublished {
+		status = http.StatusOK
+	}
+	return &flowPublishedOut{Status: status, Body: FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
+		Hash: hash, Result: pub.Result}}, nil
+}
+
+// ---- executions ----
+
+type startIn struct {
+	IdempotencyKey string `header:"Idempotency-Key" maxLength:"255" doc:"a client's retry with the same key makes no second execution"`
+	Body           struct {
+		FlowID  string          `json:"flow_id" minLength:"1" maxLength:"200"`
+		Version string          `json:"version,omitempty" maxLength:"200" doc:"default: the latest published"`
+		Input   json.RawMessage `json:"input,omitempty" doc:"the execution's INPUT (default {})"`
+	}
+}
+
+// ExecutionStarted is a start enqueued (or, for a retried Idempotency-Key, the one enqueued
+// before).
+type ExecutionStarted struct {
+	control.Started
+	// Replayed: the Idempotency-Key named an execution that exists already; nothing was enqueued.
+	Replayed bool `json:"replayed"`
+}
+
+type startOut struct {
+	Status int
+	Body   ExecutionStarted
+}
+
+// idempotentID is the execution id of an Idempotency-Key in a tenant: a pure function of the
+// two, so a retry, however late and on whichever console, names the same execution, and a
+// worker given its start twice continues the one it created.
+func idempotentID(tenant, key string) string {
+	sum := sha256.Sum256([]byte("plaita-idempotency\x00" + tenant + "\x00" + key))
+	return "ex_" + hex.EncodeToString(sum[:12])
+}
+
+func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startOut, error) {
+	req := control.StartRequest{Tenant: c.Tenant, FlowID: in.Body.FlowID, Version: in.Body.Version, Input: in.Body.Input}
+	if k := in.IdempotencyKey; k != "" {
+		req.ExecutionID = idempotentID(c.Tenant, k)
+		c.Note("idempotency_key", sqlite.Fingerprint(k))
+		shown, err := a.d.Plane.Show(ctx, c.Tenant, req.ExecutionID)
+		switch r := control.AsRefusal(err); {
+		case err == nil:
+			return a.replayed(c, req, shown)
+		case r != nil && r.Class == control.NotFound:
+		default:
+			return nil, err
+		}
+	}
+	s, err := a.d.Plane.Start(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	c.Audit.Target = s.ExecutionID
+	c.Note("flow", s.FlowID+"@"+s.FlowVersion)
+	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: s}}, nil
+}
+
+// replayed answers a retried Idempotency-Key with the execution it names; a key reused for
+// another flow is a 409.
+func (a *api) replayed(c *Call, req control.StartRequest, shown control.Shown) (*startOut, error) {
+	out := ExecutionStarted{Started: control.Started{ExecutionID: req.ExecutionID, TenantID: c.Tenant, Queue: a.d.Plane.QueueName()}, Replayed: true}
+	if st := shown.Execution; st != nil {
+		if st.FlowID != req.FlowID || (req.Version != "" && st.FlowVersion != req.Version) {
+			return nil, newProblem(http.StatusConflict, "idempotency_key_reused",
+				"the Idempotency-Key was used for execution %s of flow %s version %s; use a new key for another start", st.ExecutionID, st.FlowID, st.FlowVersion)
+		}
+		out.FlowID, out.FlowVersion = st.FlowID, st.FlowVersion
+	} else {
+		out.FlowID, out.FlowVersion = req.FlowID, req.Version
+	}
+	c.Audit.Target = req.ExecutionID
+	c.Note("replayed", true)
+	return &startOut{Status: http.StatusOK, Body: out}, nil
+}
+
+type executionListIn struct {
+	Status string `query:"status" enum:"pending,running,suspended,completed,error,cancelled"`
+	FlowID string `query:"flow_id" maxLength:"200"`
+	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+}
+
+// ExecutionList is a page of executions, newest first.
+type ExecutionList struct {
+	TenantID   string          `json:"tenant_id"`
+	Items      []store.Summary `json:"items"`
+	NextCursor string          `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last)"`
+	Skipped    int             `json:"skipped"`
+	Degraded   bool            `json:"degraded" doc:"index members were skipped (invalid, missing or corrupt)"`
+}
+
+type executionListOut struct{ Body ExecutionList }
+
+func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
+	page, err := a.d.Plane.List(ctx, c.Tenant, control.ListRequest{Cursor: in.Cursor, Limit: in.Limit,
+		Status: state.Status(in.Status), FlowID: in.FlowID})
+	if err != nil {
+		return nil, err
+	}
+	items := page.Items
+	if items == nil {
+		items = []store.Summary{}
+	}
+	return &executionListOut{Body: ExecutionList{TenantID: c.Tenant, Items: items, NextCursor: page.NextCursor,
+		Skipped: page.Skipped, Degraded: page.Degraded}}, nil
+}
+
+type executionIDIn struct {
+	ID string `path:"id" minLength:"1" maxLength:"200"`
+}
+
+// ExecutionView is one execution as the console shows it: its state, what wakes it
+// (waiting: the wake-up report — which role must act and whether one is alive, the due time
+// and its delay-queue entry) and what can be done next; or, when it has no state yet, its
+// queued start; or, when its state cannot be read, what is stored.
+type ExecutionView struct {
+	View      string               `json:"view" enum:"state,queued,corrupt"`
+	Execution *state.Execution     `json:"execution,omitempty"`
+	Waiting   *control.WakeUp      `json:"waiting,omitempty"`
+	Hints     []control.Hint       `json:"hints,omitempty" doc:"what can be done next: each resume checked as the worker will"`
+	HintsNote string               `json:"hints_note,omitempty" doc:"why there are no hints"`
+	Queued    *control.QueuedView  `json:"queued,omitempty"`
+	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
+}
+
+type executionViewOut struct{ Body ExecutionView }
+
+func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*executionViewOut, error) {
+	shown, err := a.d.Plane.Show(ctx, c.Tenant, in.ID)
+	switch {
+	case err != nil:
+		return nil, err
+	case shown.Corrupt != nil:
+		return &executionViewOut{Body: ExecutionView{View: "corrupt", Corrupt: shown.Corrupt}}, nil
+	case shown.Queued != nil:
+		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
+	}
+	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp}
+	if v.Hints, err = a.d.Plane.Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
+		v.HintsNote = err.Error()
+	}
+	return &executionViewOut{Body: v}, nil
+}
+
+type resumeIn struct {
+	ID   string `path:"id" minLength:"1" maxLength:"200"`
+	Body struct {
+		Type  engine.ResumeType `json:"type" enum:"continue,retry,event,timeout,cancel,approval"`
+		Data  json.RawMessage   `json:"data,omitempty" doc:"the event, the approval answer …"`
+		Force bool              `json:"force,omitempty" doc:"enqueue without the check (the worker still decides)"`
+	}
+}
+
+type doneOut struct{ Body control.Done }
+
+// resumeExecution checks the resume the way the worker will and enqueues it: a resume the
+// worker would refuse is a 409 with the reason, what is accepted instead and, for an exhausted
+// retry budget, the counter key and the unblock hint (control.CheckResume).
+func (a *api) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*doneOut, error) {
+	c.Audit.Target = in.ID
+	c.Note("type", in.Body.Type)
+	if in.Body.Force {
+		c.Note("force", true)
+	}
+	done, err := a.d.Plane.Resume(ctx, control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force})
+	return &doneOut{Body: done}, err
+}
+
+func (a *api) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (*doneOut, error) {
+	c.Audit.Target = in.ID
+	done, err := a.d.Plane.Cancel(ctx, c.Tenant, in.ID)
+	return &doneOut{Body: done}, err
+}
+
+type deleteIn struct {
+	ID    string `path:"id" minLength:"1" maxLength:"200"`
+	Force bool   `query:"force" doc:"delete even a running or pending execution"`
+}
+
+func (a *api) deleteExecution(ctx context.Context, c *Call, in *deleteIn) (*doneOut, error) {
+	c.Audit.Target = in.ID
+	done, err := a.d.Plane.Delete(ctx, c.Tenant, in.ID, in.Force)
+	return &doneOut{Body: done}, err
+}

@@ -1,0 +1,97 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// The console's health endpoints, on its own port: /healthz (the process runs), /readyz (it
+// takes traffic: not while starting or draining) and /health (a JSON summary for operators).
+
+type textOut struct {
+	Status      int
+	ContentType string `header:"Content-Type"`
+	Body        []byte
+}
+
+func text(status int, s string) *textOut {
+	return &textOut{Status: status, ContentType: "text/plain; charset=utf-8", Body: []byte(s + "\n")}
+}
+
+func (a *api) healthz(context.Context, *Call, *struct{}) (*textOut, error) {
+	return text(http.StatusOK, "ok"), nil
+}
+
+func (a *api) readyz(context.Context, *Call, *struct{}) (*textOut, error) {
+	if ok, why := a.ready(); !ok {
+		return text(http.StatusServiceUnavailable, "not ready: "+why), nil
+	}
+	return text(http.StatusOK, "ready"), nil
+}
+
+// ready is the process's readiness with the drain.
+func (a *api) ready() (bool, string) {
+	if a.draining.Load() {
+		return false, "draining"
+	}
+	if a.d.Ready != nil {
+		return a.d.Ready.Ready()
+	}
+	return true, ""
+}
+
+// HealthReport is GET /health.
+type HealthReport struct {
+	Status   string          `json:"status" enum:"ok,degraded" doc:"degraded: a dependency does not answer, or the console has no Redis"`
+	Version  string          `json:"version"`
+	Ready    bool            `json:"ready"`
+	Reason   string          `json:"reason,omitempty" doc:"why not ready"`
+	Mode     string          `json:"mode" enum:"redis,no-redis" doc:"no-redis: Redis was unreachable at start; local mode is not built yet"`
+	Warning  string          `json:"warning,omitempty"`
+	Database DependencyState `json:"database"`
+	Redis    DependencyState `json:"redis"`
+}
+
+// DependencyState is whether a dependency answers.
+type DependencyState struct {
+	OK        bool   `json:"ok"`
+	Error     string `json:"error,omitempty"`
+	LatencyMS int64  `json:"latency_ms"`
+}
+
+type healthOut struct{ Body HealthReport }
+
+// healthProbe bounds each dependency's probe.
+const healthProbe = 2 * time.Second
+
+func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, error) {
+	probe := func(f func(context.Context) error) DependencyState {
+		pctx, cancel := context.WithTimeout(ctx, healthProbe)
+		defer cancel()
+		start := time.Now()
+		err := f(pctx)
+		s := DependencyState{OK: err == nil, LatencyMS: time.Since(start).Milliseconds()}
+		if err != nil {
+			s.Error = err.Error()
+		}
+		return s
+	}
+	r := HealthReport{Status: "ok", Version: a.s.Version, Mode: "redis", Database: probe(a.d.DB.Ping)}
+	r.Ready, r.Reason = a.ready()
+	if a.d.Redis == nil {
+		r.Mode = "no-redis"
+		r.Redis = DependencyState{Error: "unreachable at start"}
+		if a.d.RedisErr != nil {
+			r.Redis.Error = "unreachable at start: " + a.d.RedisErr.Error()
+		}
+		r.Warning = "Redis was unreachable when the console started: flows, executions and tenant statuses answer 503; " +
+			"local mode (executions on SQLite) is not built yet; restart the console once Redis answers"
+	} else {
+		r.Redis = probe(a.d.Redis.Ping)
+	}
+	if !r.Database.OK || !r.Redis.OK {
+		r.Status = "degraded"
+	}
+	return &healthOut{Body: r}, nil
+}

@@ -1,0 +1,98 @@
+package web
+
+import (
+	"net/http"
+
+	"plaita/engine"
+)
+
+// registerRoutes is the API: one register call per endpoint, with who may call it, what it
+// needs and what it audits (api.go: Route). The OpenAPI document is generated from these.
+func registerRoutes(a *api) {
+	const (
+		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
+	)
+	health := []string{"health"}
+	register(a, Route{ID: "healthz", Method: get, Path: "/healthz", Summary: "The process runs", Tags: health}, a.healthz)
+	register(a, Route{ID: "readyz", Method: get, Path: "/readyz", Summary: "The console takes traffic (not while starting or draining)", Tags: health}, a.readyz)
+	register(a, Route{ID: "health", Method: get, Path: "/health", Summary: "A summary: database, Redis, mode, draining", Tags: health}, a.health)
+
+	auth := []string{"auth"}
+	register(a, Route{ID: "login", Method: post, Path: "/api/login", Summary: "Log in: a session cookie and its CSRF token",
+		Tags: auth, Access: Public, Action: "auth.login"}, a.login)
+	register(a, Route{ID: "logout", Method: post, Path: "/api/logout", Summary: "End the session",
+		Tags: auth, Access: Authenticated, Action: "auth.logout", Status: http.StatusNoContent}, a.logout)
+	register(a, Route{ID: "session", Method: get, Path: "/api/session", Summary: "Who the caller is: user, memberships, CSRF token",
+		Tags: auth, Access: Authenticated}, a.session)
+
+	tenants := []string{"tenants"}
+	register(a, Route{ID: "tenant-list", Method: get, Path: "/api/tenants", Summary: "List tenants", Tags: tenants, Access: Platform}, a.listTenants)
+	register(a, Route{ID: "tenant-create", Method: post, Path: "/api/tenants", Summary: "Create a tenant (active; its status is published)",
+		Tags: tenants, Access: Platform, Action: "tenant.create", Status: http.StatusCreated}, a.createTenant)
+	register(a, Route{ID: "tenant-get", Method: get, Path: "/api/tenants/{slug}", Summary: "Read a tenant", Tags: tenants, Access: Platform}, a.getTenant)
+	register(a, Route{ID: "tenant-rename", Method: patch, Path: "/api/tenants/{slug}", Summary: "Rename a tenant",
+		Tags: tenants, Access: Platform, Action: "tenant.rename"}, a.renameTenant)
+	register(a, Route{ID: "tenant-disable", Method: post, Path: "/api/tenants/{slug}/disable",
+		Summary: "Disable a tenant: its sessions and keys get 403 at once, its status is published, its schedules are disabled",
+		Tags:    tenants, Access: Platform, Action: "tenant.disable"}, a.setTenantStatus(false))
+	register(a, Route{ID: "tenant-enable", Method: post, Path: "/api/tenants/{slug}/enable", Summary: "Enable a tenant (its schedules stay as they are)",
+		Tags: tenants, Access: Platform, Action: "tenant.enable"}, a.setTenantStatus(true))
+	register(a, Route{ID: "tenant-delete", Method: del, Path: "/api/tenants/{slug}", Summary: "Delete a disabled tenant",
+		Tags: tenants, Access: Platform, Action: "tenant.delete", Status: http.StatusNoContent}, a.deleteTenant)
+
+	users := []string{"users"}
+	register(a, Route{ID: "user-list", Method: get, Path: "/api/users", Summary: "List users", Tags: users, Access: Platform}, a.listUsers)
+	register(a, Route{ID: "user-create", Method: post, Path: "/api/users", Summary: "Create a user",
+		Tags: users, Access: Platform, Action: "user.create", Status: http.StatusCreated}, a.createUser)
+	register(a, Route{ID: "user-get", Method: get, Path: "/api/users/{id}", Summary: "Read a user and their memberships", Tags: users, Access: Platform}, a.getUser)
+	register(a, Route{ID: "user-update", Method: patch, Path: "/api/users/{id}", Summary: "Set a user's password (ends their sessions), platform admin flag, or unlock them",
+		Tags: users, Access: Platform, Action: "user.update"}, a.updateUser)
+	register(a, Route{ID: "user-delete", Method: del, Path: "/api/users/{id}", Summary: "Delete a user with their memberships and sessions",
+		Tags: users, Access: Platform, Action: "user.delete", Status: http.StatusNoContent}, a.deleteUser)
+
+	members := []string{"members"}
+	register(a, Route{ID: "member-list", Method: get, Path: "/api/members", Summary: "List the tenant's members", Tags: members, Access: TenantAdmin}, a.listMembers)
+	register(a, Route{ID: "member-set", Method: put, Path: "/api/members", Summary: "Add a user to the tenant, or change their role",
+		Tags: members, Access: TenantAdmin, Action: "tenant.set_member"}, a.setMember)
+	register(a, Route{ID: "member-remove", Method: del, Path: "/api/members/{user_id}", Summary: "Remove a member from the tenant",
+		Tags: members, Access: TenantAdmin, Action: "tenant.remove_member", Status: http.StatusNoContent}, a.removeMember)
+
+	apikeys := []string{"api keys"}
+	register(a, Route{ID: "api-key-list", Method: get, Path: "/api/api-keys", Summary: "List the tenant's API keys (never their secrets)", Tags: apikeys, Access: TenantAdmin}, a.listAPIKeys)
+	register(a, Route{ID: "api-key-create", Method: post, Path: "/api/api-keys", Summary: "Create an API key: the key is in this answer only",
+		Tags: apikeys, Access: TenantAdmin, Action: "api_key.create", Status: http.StatusCreated}, a.createAPIKey)
+	register(a, Route{ID: "api-key-revoke", Method: del, Path: "/api/api-keys/{id}", Summary: "Revoke an API key",
+		Tags: apikeys, Access: TenantAdmin, Action: "api_key.revoke"}, a.revokeAPIKey)
+
+	register(a, Route{ID: "audit-list", Method: get, Path: "/api/audit", Summary: "Read the tenant's audit trail, newest first (the read is audited)",
+		Tags: []string{"audit"}, Access: TenantAdmin, Action: "audit.read"}, a.listAudit)
+
+	flows := []string{"flows"}
+	flowBody := int64(engine.MaxFlowBytes) + 64<<10
+	register(a, Route{ID: "flow-list", Method: get, Path: "/api/flows", Summary: "List published flows, most recently published first",
+		Tags: flows, Access: TenantViewer, Redis: true}, a.listFlows)
+	register(a, Route{ID: "flow-get", Method: get, Path: "/api/flows/{id}", Summary: "Read a published flow (a version, or the latest) and its versions",
+		Tags: flows, Access: TenantViewer, Redis: true}, a.getFlow)
+	register(a, Route{ID: "flow-validate", Method: post, Path: "/api/flows/validate", Summary: "Validate a definition: every problem with its JSON path",
+		Tags: flows, Access: TenantViewer, Redis: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
+	register(a, Route{ID: "flow-publish", Method: post, Path: "/api/flows", Summary: "Publish a definition as an immutable version",
+		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, MaxBody: flowBody}, a.publishFlow)
+
+	executions := []string{"executions"}
+	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
+		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Status: http.StatusCreated}, a.startExecution)
+	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, cursor)",
+		Tags: executions, Access: TenantViewer, Redis: true}, a.listExecutions)
+	register(a, Route{ID: "execution-get", Method: get, Path: "/api/executions/{id}", Summary: "Read an execution: its state, what wakes it, what can be done next",
+		Tags: executions, Access: TenantViewer, Redis: true}, a.getExecution)
+	register(a, Route{ID: "execution-resume", Method: post, Path: "/api/executions/{id}/resume", Summary: "Resume an execution, checked the way the worker will",
+		Tags: executions, Access: TenantEditor, Action: "execution.resume", Redis: true}, a.resumeExecution)
+	register(a, Route{ID: "execution-cancel", Method: post, Path: "/api/executions/{id}/cancel", Summary: "Cancel an execution",
+		Tags: executions, Access: TenantEditor, Action: "execution.cancel", Redis: true}, a.cancelExecution)
+	deleteAccess := TenantEditor
+	if a.s.Env == "prod" {
+		deleteAccess = TenantAdmin // PLAITA_CONSOLE_ENV=prod: deleting is an admin's
+	}
+	register(a, Route{ID: "execution-delete", Method: del, Path: "/api/executions/{id}", Summary: "Delete an execution's state and keys (a tombstone stays)",
+		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true}, a.deleteExecution)
+}
