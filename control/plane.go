@@ -43,6 +43,9 @@ type Deps struct {
 	Expr      engine.ExprLimits
 	// StateMaxBytes is PLAITA_EXECUTION_STATE_MAX_BYTES, the bound of an input or resume data.
 	StateMaxBytes int
+	// TimelineMax is PLAITA_EXECUTION_TIMELINE_MAX, the bound of a timeline an operation
+	// appends to (0: the engine's default).
+	TimelineMax int
 	// Built reports whether this build has a role ("console", "delay" …): the wake-up report
 	// says when the role that wakes an execution is not built yet.
 	Built func(role string) bool

@@ -58,6 +58,10 @@ const (
 	// ErrTypeDueOutOfRange: a delay's or a timeout's due time outside the range plaita can
 	// schedule (before 1970, or more than MaxWaitSeconds ahead). Permanent.
 	ErrTypeDueOutOfRange = "DueOutOfRange"
+	// ErrTypeOrphaned: an operator's reap found the execution running with no worker holding
+	// it and no task that would resume it, idle past the reap's bound (plaita reap). Not
+	// permanent: a retry resumes it from its checkpoint.
+	ErrTypeOrphaned = "Orphaned"
 )
 
 // deterministic are the error types a retry cannot get past: it runs the failed node again

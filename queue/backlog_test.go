@@ -52,3 +52,32 @@ func TestBacklog(t *testing.T) {
 		t.Fatalf("a queue with no group yet: %+v %v", got, err)
 	}
 }
+
+// Tasks names the executions with a task in the stream, and says when the stream was longer
+// than the scan's limit.
+func TestTasks(t *testing.T) {
+	b := setup(t, nil)
+	ctx := testCtx(t)
+	var ids []string
+	for range 5 {
+		e := startEnv("f")
+		ids = append(ids, e.ExecutionID)
+		b.enqueue(t, e)
+	}
+	b.xadd(t, "*", "payload", "not json")
+	set, err := b.q.Tasks(ctx, 100)
+	if err != nil || !set.Complete || set.Read != 6 {
+		t.Fatalf("tasks: %+v %v", set, err)
+	}
+	for _, id := range ids {
+		if !set.Has("default", id) || set.Has("acme", id) {
+			t.Fatalf("%s: in the set %v, as acme's %v", id, set.Has("default", id), set.Has("acme", id))
+		}
+	}
+	if set, err = b.q.Tasks(ctx, 6); err != nil || !set.Complete {
+		t.Fatalf("a limit of exactly the length: %+v %v", set, err)
+	}
+	if set, err = b.q.Tasks(ctx, 3); err != nil || set.Complete || set.Read != 3 || set.Has("default", ids[4]) {
+		t.Fatalf("a limit under the length: %+v %v", set, err)
+	}
+}

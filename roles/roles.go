@@ -69,7 +69,7 @@ type Tool struct {
 func Tools() []Tool {
 	return []Tool{
 		{"status", "what needs attention: backlog, dead letters, instances, generations, unwoken waits", config.RoleWorker, []string{DepRedis}, true},
-		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, false},
+		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, true},
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
 		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},
 		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},

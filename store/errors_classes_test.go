@@ -40,6 +40,7 @@ var sentinels = map[string]struct {
 	"ErrScheduleChanged":    {ErrScheduleChanged, true},
 	"ErrBadRecord":          {ErrBadRecord, false},
 	"ErrCorruptChanged":     {ErrCorruptChanged, false},
+	"ErrStateChanged":       {ErrStateChanged, false},
 	"ErrNotFresh":           {ErrNotFresh, true},
 }
 

@@ -154,6 +154,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return dlqCommand, true
 	case "status":
 		return statusCommand, true
+	case "reap":
+		return reapCommand, true
 	}
 	return nil, false
 }
