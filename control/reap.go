@@ -189,7 +189,9 @@ func (p *Plane) reapOne(ctx context.Context, ts *store.TenantStore, id string, d
 
 // KnownTenants lists the tenants this deployment's Redis knows of (store.Redis.KnownTenants):
 // what --all-tenants covers.
-func (p *Plane) KnownTenants(ctx context.Context) ([]string, error) { return p.d.Store.KnownTenants(ctx) }
+func (p *Plane) KnownTenants(ctx context.Context) ([]string, error) {
+	return p.d.Store.KnownTenants(ctx)
+}
 
 // timelineMax is the timeline bound an operation appends with.
 func (p *Plane) timelineMax() int {
