@@ -70,7 +70,7 @@ func Tools() []Tool {
 	return []Tool{
 		{"status", "what needs attention: backlog, dead letters, instances, generations, unwoken waits", config.RoleWorker, []string{DepRedis}, true},
 		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, true},
-		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, false},
+		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, true},
 		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},
 		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},
 		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, true},

@@ -111,9 +111,11 @@ func TestRedisCluster(t *testing.T) {
 		}
 		c.Do(bg, c.B().Del().Key(ts.Space().Index()).Build())
 		for done := false; !done; {
-			if done, err = ts.Backfill(bg, 50); err != nil {
+			step, err := ts.Backfill(bg, 50)
+			if err != nil {
 				t.Fatalf("backfill: %v", err)
 			}
+			done = step.Done
 		}
 		if n, _ := c.Do(bg, c.B().Zcard().Key(ts.Space().Index()).Build()).AsInt64(); n != 12 {
 			t.Errorf("%s: backfill indexed %d, want 12", ts.Tenant(), n)

@@ -247,8 +247,8 @@ const backfillBatch = 500
 // examined in this call (SCAN COUNT total; ≤0 means one batch); the position is kept in the
 // index's backfill cursor key (24h TTL) so the next call goes on. Mechanism keys and states
 // that do not decode are left out. When the scan completes, the index's ready marker is set,
-// the cursor deleted and done is true.
-func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err error) {
+// the cursor deleted and Done is true.
+func (ts *TenantStore) Backfill(ctx context.Context, budget int) (BackfillStep, error) {
 	if budget <= 0 {
 		budget = backfillBatch
 	}
@@ -262,6 +262,7 @@ func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err
 
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
+	var step BackfillStep
 	pos := backfillCursor{Nodes: addrs}
 	raw, err := c.Do(ctx, c.B().Get().Key(ts.sp.IndexCursor()).Build()).AsBytes()
 	switch {
@@ -271,7 +272,7 @@ func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err
 			pos = saved
 		}
 	case !rueidis.IsRedisNil(err):
-		return false, transient(ErrRedis, "backfill: read cursor", err)
+		return step, transient(ErrRedis, "backfill: read cursor", err)
 	}
 
 	for budget > 0 && pos.Node < len(addrs) {
@@ -280,11 +281,14 @@ func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err
 		node := nodes[addrs[pos.Node]]
 		e, err := node.Do(ctx, node.B().Scan().Cursor(pos.Cursor).Match(ts.sp.ExecutionPattern()).Count(int64(count)).Build()).AsScanEntry()
 		if err != nil {
-			return false, transient(ErrRedis, "backfill: scan "+addrs[pos.Node], err)
+			return step, transient(ErrRedis, "backfill: scan "+addrs[pos.Node], err)
 		}
-		if err := ts.indexKeys(ctx, e.Elements); err != nil {
-			return false, err
+		added, err := ts.indexKeys(ctx, e.Elements)
+		if err != nil {
+			return step, err
 		}
+		step.Scanned += len(e.Elements)
+		step.Added += added
 		pos.Cursor = e.Cursor
 		if pos.Cursor == 0 {
 			pos.Node++
@@ -294,20 +298,28 @@ func (ts *TenantStore) Backfill(ctx context.Context, budget int) (done bool, err
 		res := c.DoMulti(ctx, c.B().Set().Key(ts.sp.IndexReady()).Value("1").Build(), c.B().Del().Key(ts.sp.IndexCursor()).Build())
 		for _, r := range res {
 			if err := r.Error(); err != nil {
-				return false, transient(ErrRedis, "backfill: mark ready", err)
+				return step, transient(ErrRedis, "backfill: mark ready", err)
 			}
 		}
-		return true, nil
+		step.Done = true
+		return step, nil
 	}
 	b, _ := json.Marshal(pos)
 	if err := c.Do(ctx, c.B().Set().Key(ts.sp.IndexCursor()).Value(string(b)).ExSeconds(int64(BackfillCursorTTL/time.Second)).Build()).Error(); err != nil {
-		return false, transient(ErrRedis, "backfill: save cursor", err)
+		return step, transient(ErrRedis, "backfill: save cursor", err)
 	}
-	return false, nil
+	return step, nil
 }
 
-// indexKeys adds the state keys among scanned keys to the index.
-func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) error {
+// BackfillStep is what one Backfill call did.
+type BackfillStep struct {
+	Done    bool // the scan completed: the index is ready
+	Scanned int  // keys the scan returned (states and mechanism keys)
+	Added   int  // states whose index member was written (ZADD NX: already there counts too)
+}
+
+// indexKeys adds the state keys among scanned keys to the index and returns how many.
+func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) (int, error) {
 	c := ts.r.c
 	var ids []string
 	var cmds rueidis.Commands
@@ -320,7 +332,7 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) error {
 		cmds = append(cmds, c.B().Get().Key(k).Build())
 	}
 	if len(cmds) == 0 {
-		return nil
+		return 0, nil
 	}
 	zadd := c.B().Zadd().Key(ts.sp.Index()).Nx().ScoreMember()
 	added := 0
@@ -330,7 +342,7 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) error {
 		case rueidis.IsRedisNil(err) || isWrongType(err):
 			continue // expired since the scan, or not a string
 		case err != nil:
-			return transient(ErrRedis, "backfill: read "+ids[i], err)
+			return 0, transient(ErrRedis, "backfill: read "+ids[i], err)
 		}
 		st, err := decodeFor(ids[i], b)
 		if err != nil {
@@ -340,10 +352,10 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) error {
 		added++
 	}
 	if added == 0 {
-		return nil
+		return 0, nil
 	}
 	if err := c.Do(ctx, zadd.Build()).Error(); err != nil {
-		return transient(ErrRedis, "backfill: index", err)
+		return 0, transient(ErrRedis, "backfill: index", err)
 	}
-	return nil
+	return added, nil
 }

@@ -243,7 +243,8 @@ func TestBackfill(t *testing.T) {
 	}
 	calls := 0
 	for {
-		done, err := f.ts.Backfill(c, 200)
+		step, err := f.ts.Backfill(c, 200)
+		done := step.Done
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -156,6 +156,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return statusCommand, true
 	case "reap":
 		return reapCommand, true
+	case "reindex":
+		return reindexCommand, true
 	}
 	return nil, false
 }

@@ -90,3 +90,39 @@ func TestE2EReap(t *testing.T) {
 		t.Fatalf("alerts: %v (want one zombie_reaped, none from the dry run)", alerts)
 	}
 }
+
+// `plaita reindex` after the index was lost and left with garbage: every execution is listed
+// again and the listing is no longer degraded.
+func TestE2EReindex(t *testing.T) {
+	s := newStack(t, withEnv(cliEnv()))
+	s.start("worker", nil)
+	s.publish("hi", `{"id":"hi","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"hi"}}]}`)
+	ids := []string{s.enqueue("hi"), s.enqueue("hi"), s.enqueue("hi")}
+	for _, id := range ids {
+		s.waitStatus(id, "", state.Completed, 60*time.Second)
+	}
+	idx := s.ts.Space().Index()
+	if err := s.c.Do(s.ctx, s.c.B().Del().Key(idx).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.c.Do(s.ctx, s.c.B().Zadd().Key(idx).ScoreMember().ScoreMember(1, "ex_gone").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Tenants []struct {
+			Added   int `json:"added"`
+			Removed int `json:"removed"`
+		} `json:"tenants"`
+	}
+	if err := json.Unmarshal([]byte(s.cli("reindex", "--json")), &rep); err != nil || len(rep.Tenants) != 1 ||
+		rep.Tenants[0].Added != 3 || rep.Tenants[0].Removed != 1 {
+		t.Fatalf("reindex: %+v %v", rep, err)
+	}
+	var list struct {
+		Items    []struct{ ExecutionID string } `json:"items"`
+		Degraded bool                           `json:"degraded"`
+	}
+	if err := json.Unmarshal([]byte(s.cli("execution", "list", "--json")), &list); err != nil || len(list.Items) != 3 || list.Degraded {
+		t.Fatalf("execution list after the reindex: %+v %v", list, err)
+	}
+}
