@@ -56,10 +56,11 @@ func TestE2EFilterWakesOnTheMatchingEventOnlyOnce(t *testing.T) {
 	s.waitStatus(b2, "", state.Suspended, 60*time.Second)
 
 	// An event of another order: each filter handles it, and finds no wait of its value (the
-	// waits are indexed by their order id) — nothing is checked, nothing refused.
+	// waits are indexed by their order id) — nothing is checked, nothing refused. (The events
+	// counter counts the reconciler's passes over the event too, a pass a second here.)
 	s.publishEvent("order.approved", `{"order_id":"Z9"}`)
 	waitFor(t, "both filters handle the other order's event", 60*time.Second, func() bool {
-		return filters[0].metric("plaita_filter_events_total") == 1 && filters[1].metric("plaita_filter_events_total") == 1
+		return filters[0].metric("plaita_filter_events_total") >= 1 && filters[1].metric("plaita_filter_events_total") >= 1
 	}, s.procs...)
 	if n := sumMetric(filters, "plaita_filter_no_match_total"); n != 0 {
 		t.Fatalf("the other order's event was checked against %d waits", n)
@@ -78,10 +79,11 @@ func TestE2EFilterWakesOnTheMatchingEventOnlyOnce(t *testing.T) {
 	if out, _ := st.Output.(map[string]any); out["order_id"] != "A1" || out["by"] != "sam" {
 		t.Fatalf("output %v", st.Output)
 	}
-	// Each filter handled the three notifications (two of one event); one resume was enqueued
-	// in all, and applied once.
+	// Each filter handled the three notifications (two of one event) — the counter counts
+	// the reconciler's handling too; one resume was enqueued in all, and applied once.
 	waitFor(t, "every notification handled", 60*time.Second, func() bool {
-		return filters[0].metric("plaita_filter_events_total") == 3 && filters[1].metric("plaita_filter_events_total") == 3
+		return filters[0].metric("plaita_filter_notifications_total") >= 3 && filters[1].metric("plaita_filter_notifications_total") >= 3 &&
+			filters[0].metric("plaita_filter_events_total") >= 3 && filters[1].metric("plaita_filter_events_total") >= 3
 	}, s.procs...)
 	if n := sumMetric(filters, "plaita_filter_wakeups_total"); n != 1 {
 		t.Errorf("%d resumes enqueued, want 1\n%s", n, s.logs())
