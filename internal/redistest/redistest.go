@@ -189,7 +189,8 @@ func ping(addr string) bool {
 	}
 	defer conn.Close()
 	conn.SetDeadline(time.Now().Add(time.Second))
-	if _, err := conn.Write([]byte("PING\r\n")); err != nil {
+	// A RESP array, not an inline command: every server speaks it (embedded ones too).
+	if _, err := conn.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
 		return false
 	}
 	line, err := bufio.NewReader(conn).ReadString('\n')
