@@ -241,3 +241,24 @@ func mapsEqual(a, b map[string][]int) bool {
 	}
 	return true
 }
+
+// On a Redis Cluster an event is published — its record, indexes, feed, tenant list and
+// notification — and read back, in every tenant.
+func TestPublishEventOnACluster(t *testing.T) {
+	t.Parallel()
+	c, _ := redistest.StartCluster(t, 3)
+	waitClusterOK(t, c)
+	ev := store.NewEvents(c, store.EventSettings{TTL: time.Hour}, "plaita")
+	bg := ctx(t)
+	for _, tenant := range []string{"default", "acme"} {
+		for i := range 10 {
+			stored, dup, err := ev.Publish(bg, store.Event{TenantID: tenant, Type: "payment.t" + strconv.Itoa(i), Data: json.RawMessage(`{"n":` + strconv.Itoa(i) + `}`)})
+			if err != nil || dup {
+				t.Fatalf("%s: publish %d: %v (duplicate %v)", tenant, i, err, dup)
+			}
+			if got, err := ev.Get(bg, tenant, stored.ID); err != nil || got.ID != stored.ID {
+				t.Fatalf("%s: get %s: %+v %v", tenant, stored.ID, got, err)
+			}
+		}
+	}
+}

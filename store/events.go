@@ -375,7 +375,7 @@ func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
 		throttle, _ := sp.EventIndexPrune(ev.Type)
 		cmds = append(cmds, c.B().Set().Key(throttle).Value("1").Nx().Px(pruneEvery).Build())
 	}
-	res := c.DoMulti(ctx, cmds...)
+	res := doMultiPublishing(ctx, c, cmds, 5)
 	for _, r := range res[:6] {
 		if err := r.Error(); err != nil {
 			return transient(ErrRedis, "index event "+ev.ID, err)
@@ -390,6 +390,20 @@ func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
 	}
 	_, _ = e.pruneIndex(ctx, sp, ev.Type)
 	return nil
+}
+
+// doMultiPublishing sends cmds, of which cmds[pub] is a PUBLISH, in one round trip — except on
+// a Cluster, where a PUBLISH has no slot and rueidis refuses it beside keyed commands: there it
+// goes alone, after the others (a notification must not arrive before what it announces).
+// The results are in the order of cmds.
+func doMultiPublishing(ctx context.Context, c rueidis.Client, cmds rueidis.Commands, pub int) []rueidis.RedisResult {
+	if c.Mode() != rueidis.ClientModeCluster {
+		return c.DoMulti(ctx, cmds...)
+	}
+	rest := append(append(rueidis.Commands{}, cmds[:pub]...), cmds[pub+1:]...)
+	res := c.DoMulti(ctx, rest...)
+	out := append(append([]rueidis.RedisResult{}, res[:pub]...), c.Do(ctx, cmds[pub]))
+	return append(out, res[pub:]...)
 }
 
 // pruneIndex checks the pruneBatch oldest members of a type's index and removes those whose
