@@ -3,17 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
-	"plaita/store/keys"
 )
 
 // A state that does not decode (written by a build without today's bounds, edited by hand, cut
@@ -131,32 +127,12 @@ return 1
 // an execution that can no longer be read). ErrCorruptChanged when the key holds anything else
 // by now.
 func (ts *TenantStore) ReplaceCorrupt(ctx context.Context, raw []byte, st *state.Execution) error {
-	e, err := ts.encode(st)
-	if err != nil {
-		return err
-	}
-	fencegen, err := ts.sp.Mechanism(keys.FamFenceGen, st.ExecutionID)
-	if err != nil {
-		return err
-	}
-	lease, err := ts.sp.Mechanism(keys.FamLease, st.ExecutionID)
-	if err != nil {
-		return err
-	}
-	sum := sha1.Sum(raw)
-	ctx, cancel := opCtx(ctx)
-	defer cancel()
-	c := ts.r.c
-	n, err := replaceCorruptScript.Exec(ctx, c, []string{e.key, fencegen, lease},
-		[]string{hex.EncodeToString(sum[:]), string(e.payload), strconv.FormatInt(int64(e.ttl/time.Second), 10)}).AsInt64()
+	n, err := ts.replaceRead(ctx, replaceCorruptScript, raw, st)
 	switch {
 	case err != nil:
-		return transient(ErrStateSave, "replace the corrupt state of "+st.ExecutionID, err)
+		return err
 	case n == 0:
 		return fmt.Errorf("%w: %s", ErrCorruptChanged, st.ExecutionID)
-	}
-	if err := c.Do(ctx, ts.zaddCmd(st.ExecutionID, e.score)).Error(); err != nil {
-		return transient(ErrStateSave, "execution "+st.ExecutionID+": state replaced, index not updated", err)
 	}
 	return nil
 }

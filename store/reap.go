@@ -48,14 +48,9 @@ func (ts *TenantStore) Snapshot(ctx context.Context, id string) (Snapshot, error
 	defer cancel()
 	c := ts.r.c
 	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Exists().Key(lease).Build())
-	b, err := res[0].AsBytes()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return Snapshot{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case isWrongType(err):
-		return Snapshot{}, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
-	case err != nil:
-		return Snapshot{}, transient(ErrStateLoad, "execution "+id, err)
+	b, err := stateBytes(id, res[0])
+	if err != nil {
+		return Snapshot{}, err
 	}
 	n, err := res[1].AsInt64()
 	if err != nil {
@@ -89,34 +84,48 @@ return 1
 // holds them and no lease exists: ErrStateChanged, or ErrLeaseHeld (a live worker runs it),
 // otherwise; nothing written then.
 func (ts *TenantStore) ReplaceUnleased(ctx context.Context, raw []byte, st *state.Execution) error {
-	e, err := ts.encode(st)
-	if err != nil {
-		return err
-	}
-	fencegen, err := ts.sp.Mechanism(keys.FamFenceGen, st.ExecutionID)
-	if err != nil {
-		return err
-	}
-	lease, err := ts.sp.Mechanism(keys.FamLease, st.ExecutionID)
-	if err != nil {
-		return err
-	}
-	sum := sha1.Sum(raw)
-	ctx, cancel := opCtx(ctx)
-	defer cancel()
-	c := ts.r.c
-	n, err := replaceUnleasedScript.Exec(ctx, c, []string{e.key, fencegen, lease},
-		[]string{hex.EncodeToString(sum[:]), string(e.payload), strconv.FormatInt(int64(e.ttl/time.Second), 10)}).AsInt64()
+	n, err := ts.replaceRead(ctx, replaceUnleasedScript, raw, st)
 	switch {
 	case err != nil:
-		return transient(ErrStateSave, "replace the state of "+st.ExecutionID, err)
+		return err
 	case n == 0:
 		return fmt.Errorf("%w: %s", ErrStateChanged, st.ExecutionID)
 	case n == 2:
 		return fmt.Errorf("%w: %s", ErrLeaseHeld, st.ExecutionID)
 	}
-	if err := c.Do(ctx, ts.zaddCmd(st.ExecutionID, e.score)).Error(); err != nil {
-		return transient(ErrStateSave, "execution "+st.ExecutionID+": state replaced, index not updated", err)
-	}
 	return nil
+}
+
+// replaceRead runs a replacement script — KEYS state, fencegen, lease; ARGV sha1 of the bytes
+// read, the new state, its TTL in seconds — and indexes the new state when the script wrote it
+// (returned 1). The script's answer is returned for the caller to name.
+func (ts *TenantStore) replaceRead(ctx context.Context, script *rueidis.Lua, raw []byte, st *state.Execution) (int64, error) {
+	e, err := ts.encode(st)
+	if err != nil {
+		return 0, err
+	}
+	fencegen, err := ts.sp.Mechanism(keys.FamFenceGen, st.ExecutionID)
+	if err != nil {
+		return 0, err
+	}
+	lease, err := ts.sp.Mechanism(keys.FamLease, st.ExecutionID)
+	if err != nil {
+		return 0, err
+	}
+	sum := sha1.Sum(raw)
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	n, err := script.Exec(ctx, c, []string{e.key, fencegen, lease},
+		[]string{hex.EncodeToString(sum[:]), string(e.payload), strconv.FormatInt(int64(e.ttl/time.Second), 10)}).AsInt64()
+	if err != nil {
+		return 0, transient(ErrStateSave, "replace the state of "+st.ExecutionID, err)
+	}
+	if n != 1 {
+		return n, nil
+	}
+	if err := c.Do(ctx, ts.zaddCmd(st.ExecutionID, e.score)).Error(); err != nil {
+		return n, transient(ErrStateSave, "execution "+st.ExecutionID+": state replaced, index not updated", err)
+	}
+	return n, nil
 }

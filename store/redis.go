@@ -251,14 +251,9 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 	defer cancel()
 	c := ts.r.c
 	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Zscore().Key(ts.sp.Index()).Member(id).Build())
-	b, err := res[0].AsBytes()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case isWrongType(err):
-		return nil, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
-	case err != nil:
-		return nil, transient(ErrStateLoad, "execution "+id, err)
+	b, err := stateBytes(id, res[0])
+	if err != nil {
+		return nil, err
 	}
 	st, err := decodeFor(id, b)
 	if err != nil {
@@ -282,7 +277,17 @@ func (ts *TenantStore) Peek(ctx context.Context, id string) (*state.Execution, e
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	b, err := ts.r.c.Do(ctx, ts.r.c.B().Get().Key(key).Build()).AsBytes()
+	b, err := stateBytes(id, ts.r.c.Do(ctx, ts.r.c.B().Get().Key(key).Build()))
+	if err != nil {
+		return nil, err
+	}
+	return decodeFor(id, b)
+}
+
+// stateBytes is the reply of a GET of id's state key: the bytes, ErrNotFound when there is
+// none, a *CorruptStateError when the key holds no string, ErrStateLoad when Redis failed.
+func stateBytes(id string, res rueidis.RedisResult) ([]byte, error) {
+	b, err := res.AsBytes()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
@@ -291,7 +296,7 @@ func (ts *TenantStore) Peek(ctx context.Context, id string) (*state.Execution, e
 	case err != nil:
 		return nil, transient(ErrStateLoad, "execution "+id, err)
 	}
-	return decodeFor(id, b)
+	return b, nil
 }
 
 // decodeFor decodes the bytes stored under id's state key.

@@ -55,13 +55,9 @@ func reapCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 
 func runReap(ctx context.Context, cmd *cli.Command, k *conn, idle time.Duration, stdout io.Writer) error {
 	const name = "reap"
-	tenants := []string{k.tenant}
-	if cmd.Bool("all-tenants") {
-		ts, err := k.plane.KnownTenants(ctx)
-		if err != nil {
-			return cliFail(name, "list the tenants: %v", err)
-		}
-		tenants = ts
+	tenants, err := tenantsOf(ctx, cmd, k, name)
+	if err != nil {
+		return err
 	}
 	webhook := config.AlertWebhook.In(k.cfg)
 	if cmd.IsSet("alert-webhook") {
@@ -101,6 +97,18 @@ func runReap(ctx context.Context, cmd *cli.Command, k *conn, idle time.Duration,
 	}
 	writeReap(stdout, rep)
 	return nil
+}
+
+// tenantsOf is the --tenant, or with --all-tenants every tenant Redis knows.
+func tenantsOf(ctx context.Context, cmd *cli.Command, k *conn, name string) ([]string, error) {
+	if !cmd.Bool("all-tenants") {
+		return []string{k.tenant}, nil
+	}
+	ts, err := k.plane.KnownTenants(ctx)
+	if err != nil {
+		return nil, cliFail(name, "list the tenants: %v", err)
+	}
+	return ts, nil
 }
 
 func writeReap(w io.Writer, rep control.ReapReport) {

@@ -31,13 +31,9 @@ func reindexCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				return cliUsage(name, "takes no arguments")
 			}
 			return withConn(ctx, cmd, name, stderr, func(k *conn) error {
-				tenants := []string{k.tenant}
-				if cmd.Bool("all-tenants") {
-					ts, err := k.plane.KnownTenants(ctx)
-					if err != nil {
-						return cliFail(name, "list the tenants: %v", err)
-					}
-					tenants = ts
+				tenants, err := tenantsOf(ctx, cmd, k, name)
+				if err != nil {
+					return err
 				}
 				last := time.Now()
 				rep, err := k.plane.Reindex(ctx, tenants, func(p control.ReindexProgress) {
