@@ -51,6 +51,9 @@ type Deps struct {
 	// Program is how the command lines printed in hints and texts invoke plaita ("": "plaita";
 	// "go run ." from a clone, or the binary's path when it is not on PATH).
 	Program string
+	// Live is what the workers publish for live views (Follow, FollowStatus); nil: those
+	// operations poll the state only.
+	Live *store.LiveEvents
 }
 
 // Plane runs the operations. It is safe for concurrent use.

@@ -72,6 +72,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
+		Live:          store.NewLiveEvents(c, keys.DefaultRoot),
 	}), nil
 }
 
