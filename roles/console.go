@@ -89,7 +89,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	srv := web.New(deps, web.Settings{
 		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
 		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version: buildVersion(),
+		Version: buildVersion(), Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg)},
 	})
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").

@@ -86,7 +86,8 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
 			Events: store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root), Schedules: store.NewSchedules(f.c, f.root),
 			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q,
-			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
+			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
+			Live: store.NewLiveEvents(f.c, f.root)})
 		d.Plane, d.Redis = f.plane, f.redis
 	}
 	f.srv = New(d, o.settings)

@@ -40,6 +40,8 @@ type Settings struct {
 	SessionTTL time.Duration
 	// Version is the binary's, in the OpenAPI document and /health.
 	Version string
+	// Live bounds and paces the Server-Sent Events streams (h_live.go).
+	Live LiveSettings
 }
 
 // Deps are what the API works on.
@@ -66,6 +68,7 @@ type api struct {
 	s        Settings
 	routes   []*Route
 	draining atomic.Bool
+	streams  *streams // the live streams: their bound, and their end at drain (h_live.go)
 }
 
 // Server is the console's HTTP server: the API on echo, served by an http.Server as a service.
@@ -135,8 +138,11 @@ func (s *Server) Routes() []Route {
 }
 
 // Drain makes the API refuse writes (503 draining) from now on; reads and requests in flight
-// go on. /readyz says not ready.
-func (s *Server) Drain() { s.api.draining.Store(true) }
+// go on, but live streams end (their clients reconnect elsewhere). /readyz says not ready.
+func (s *Server) Drain() {
+	s.api.draining.Store(true)
+	s.api.endStreams()
+}
 
 // ---- the HTTP server as a service ----
 
@@ -196,6 +202,7 @@ func (s *Server) stop(ctx context.Context) {
 	s.stopped = true
 	srv := s.srv
 	s.mu.Unlock()
+	s.api.endStreams() // a stream would hold the graceful shutdown until its deadline
 	if srv != nil {
 		if err := srv.Shutdown(ctx); err != nil {
 			_ = srv.Close()
