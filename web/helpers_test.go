@@ -89,6 +89,11 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(f.c, f.root)})
 		d.Plane, d.Redis = f.plane, f.redis
+		d.Jobs = control.NewBulk(f.plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
+		if err := d.Jobs.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Jobs.Stop(context.Background()) })
 	}
 	f.srv = New(d, o.settings)
 	svc := f.srv.Service("127.0.0.1:0")

@@ -97,4 +97,5 @@ func registerRoutes(a *api) {
 		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true}, a.deleteExecution)
 
 	registerLiveRoutes(a)
+	registerJobRoutes(a)
 }

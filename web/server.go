@@ -52,6 +52,9 @@ type Deps struct {
 	Plane    *control.Plane
 	Redis    *store.Redis
 	RedisErr error
+	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
+	// of the console's, roles/console.go).
+	Jobs *control.Bulk
 	// Ready is the process's readiness (/readyz); nil: ready unless draining.
 	Ready health.Prober
 	Log   zerolog.Logger
