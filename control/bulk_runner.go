@@ -278,8 +278,14 @@ func (b *Bulk) batch(ctx context.Context, ref sqlite.JobRef) (int, error) {
 	if err != nil {
 		return applied, fmt.Errorf("job %s: record: %w", j.ID, err)
 	}
-	if j.Status.Finished() {
+	switch {
+	case j.Status.Finished():
 		b.hold(ref, false)
+	case ctx.Err() != nil: // stopping: a batch that outlived Stop's wait releases its job itself
+		b.hold(ref, false)
+		if err := b.jobs.ReleaseJob(rctx, j.Tenant, j.ID, b.s.Runner); err != nil {
+			return applied, fmt.Errorf("job %s: release: %w", j.ID, err)
+		}
 	}
 	return applied, nil
 }

@@ -48,9 +48,10 @@ const (
 // → the bulk jobs' runner (with Redis) → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT,
 // then ready.
 // Shutdown: not ready and the status draining → the API refuses writes (503 draining) and
-// ends its live streams → status stopping → the HTTP server shuts down (requests in flight
-// finish, within 20 s) → the runner finishes its batch and releases its jobs → registry
-// deregistered → metrics server; then Redis and the database are closed.
+// ends its live streams, the bulk jobs' runner finishes the batch in hand and releases its
+// jobs (the next console resumes them) → status stopping → the HTTP server shuts down
+// (requests in flight finish, within 20 s) → registry deregistered → metrics server; then
+// Redis and the database are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -103,9 +104,12 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
 		registry: registry, services: consoleServices(deps, srv.Service(addr)),
-		drain: func(context.Context) {
-			log.Info().Str("event", "console.draining").Msg("draining: no new writes; requests in flight finish")
+		drain: func(ctx context.Context) {
+			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
+			if deps.Jobs != nil {
+				deps.Jobs.Stop(ctx) // hand the running jobs over now: the batch in hand is finished and recorded
+			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
 	err = r.serve(ctx, log, func() {
@@ -123,8 +127,8 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 }
 
 // consoleServices are the console's own services in start order: the bulk jobs' runner (with
-// Redis) before the HTTP server, so that the server stops first and the runner then finishes
-// the batch in hand and releases its jobs for the next console (control.Bulk).
+// Redis) before the HTTP server (the drain stops the runner already; stopping it again after
+// the server is a no-op that covers a start that failed half-way).
 func consoleServices(deps web.Deps, http service.Service) []service.Named {
 	var out []service.Named
 	if deps.Jobs != nil {
