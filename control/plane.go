@@ -1,7 +1,9 @@
 // Package control is the control plane's operations, shared by every front end — the operator
 // commands (roles/cli) and the console's HTTP API (web): publish a flow, start one, show an
 // execution with what can be done next and what wakes it, list, resume with the worker's own
-// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters.
+// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters;
+// follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
+// that apply those same operations item by item (bulk.go, bulk_runner.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,
