@@ -235,8 +235,15 @@ func (f *follow) live(ctx context.Context, m store.LiveMessage) (bool, error) {
 	case ev.Seq <= f.sent:
 		return false, nil
 	case ev.Seq > f.sent+1:
+		// A new gap: re-read the state now. While one is open, the entries behind it wait for
+		// the next poll (a worker publishes an entry before it saves the state: re-reading at
+		// every event would read a large state again and again for nothing).
+		fresh := len(f.pending) == 0
 		if len(f.pending) < maxPending {
 			f.pending[ev.Seq] = ev
+		}
+		if !fresh {
+			return false, nil
 		}
 		return f.resync(ctx)
 	}
