@@ -46,6 +46,15 @@ func (fl *follower) next() LiveItem {
 				return it
 			}
 		case err := <-fl.done:
+			select { // the items emitted before it returned come first
+			case it := <-fl.items:
+				fl.done <- err
+				if it.Kind != LiveHeartbeat {
+					return it
+				}
+				continue
+			default:
+			}
 			fl.t.Fatalf("the follow returned %v", err)
 		case <-time.After(10 * time.Second):
 			fl.t.Fatal("no item")
