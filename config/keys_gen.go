@@ -106,6 +106,7 @@ const (
 	ConsoleDebug                  Key[bool]     = "PLAITA_CONSOLE_DEBUG"
 	ConsoleEngineSyncDeadline     Key[float64]  = "PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE"
 	ConsoleEngineSyncMaxVersions  Key[int]      = "PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS"
+	ConsoleMaxStreams             Key[int]      = "PLAITA_CONSOLE_MAX_STREAMS"
 	CredentialsFile               Key[string]   = "PLAITA_CREDENTIALS_FILE"
 	CredentialsKey                Key[string]   = "PLAITA_CREDENTIALS_KEY"
 	CredentialsKeyFile            Key[string]   = "PLAITA_CREDENTIALS_KEY_FILE"

@@ -166,6 +166,7 @@ var matrix = map[string]row{
 	"PLAITA_CONSOLE_DEBUG":                    strictBoolRow("false W"),
 	"PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE":     floatWarnRow("5"),
 	"PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS": intWarnRow("50000"),
+	"PLAITA_CONSOLE_MAX_STREAMS":              intWarnRow("256"),
 	"PLAITA_CREDENTIALS_FILE":                 {unset: `""`, empty: `""`, zero: `"0" W`, neg: `"-5" W`, bad: `"abc" W`},
 	"PLAITA_CREDENTIALS_KEY":                  emptyTextRow,
 	"PLAITA_CREDENTIALS_KEY_FILE":             {unset: `""`, empty: `""`, zero: `"0" W`, neg: `"-5" W`, bad: `"abc" W`},

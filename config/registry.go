@@ -282,6 +282,8 @@ func registry() []*Var {
 			doc("Wall-clock budget of the publish backfill at start (seconds); degrades, never blocks."),
 		intVar("PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS", rConsole, 50000, dflt().W(), dflt().W(), dflt().W()).
 			doc("Flow versions the publish backfill considers."),
+		numVar("PLAITA_CONSOLE_MAX_STREAMS", rConsole, upTo(numRule{def: 256, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
+			doc("Live streams (Server-Sent Events) one console serves at once, each on a Redis connection of its own (the client pools 1024); beyond it 503."),
 		stringVar("PLAITA_CREDENTIALS_FILE", rEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
 			checked(warnRelative).doc("Credential store file."),
 		stringVar("PLAITA_CREDENTIALS_KEY", rEngine, "", keep()).timing(TimingCall).secret().defDoc("unset").

@@ -1,7 +1,9 @@
 // Package control is the control plane's operations, shared by every front end — the operator
 // commands (roles/cli) and the console's HTTP API (web): publish a flow, start one, show an
 // execution with what can be done next and what wakes it, list, resume with the worker's own
-// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters.
+// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters;
+// follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
+// that apply those same operations item by item (bulk.go, bulk_runner.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,
@@ -54,6 +56,9 @@ type Deps struct {
 	// Program is how the command lines printed in hints and texts invoke plaita ("": "plaita";
 	// "go run ." from a clone, or the binary's path when it is not on PATH).
 	Program string
+	// Live is what the workers publish for live views (Follow, FollowStatus); nil: those
+	// operations poll the state only.
+	Live *store.LiveEvents
 }
 
 // Plane runs the operations. It is safe for concurrent use.

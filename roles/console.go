@@ -45,10 +45,13 @@ const (
 // executions on SQLite, is not built yet).
 //
 // Start order (service.Group): metrics server → registry (status running; not without Redis)
-// → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
-// Shutdown: not ready and the status draining → the API refuses writes (503 draining) →
-// status stopping → the HTTP server shuts down (requests in flight finish, within 20 s) →
-// registry deregistered → metrics server; then Redis and the database are closed.
+// → the bulk jobs' runner (with Redis) → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT,
+// then ready.
+// Shutdown: not ready and the status draining → the API refuses writes (503 draining) and
+// ends its live streams, the bulk jobs' runner finishes the batch in hand and releases its
+// jobs (the next console resumes them) → status stopping → the HTTP server shuts down
+// (requests in flight finish, within 20 s) → registry deregistered → metrics server; then
+// Redis and the database are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -82,6 +85,9 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			return fmt.Errorf("console: %w", err)
 		}
 		publishTenantStatuses(startCtx, db, deps.Redis, config.DeploymentEpoch.In(cfg), log)
+		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
+			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
+		}})
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 	}
 	ready := health.NewReadiness()
@@ -89,7 +95,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	srv := web.New(deps, web.Settings{
 		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
 		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version: buildVersion(),
+		Version: buildVersion(), Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg)},
 	})
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
@@ -97,10 +103,13 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	}
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
-		registry: registry, services: []service.Named{{Name: "http server", Service: srv.Service(addr)}},
-		drain: func(context.Context) {
-			log.Info().Str("event", "console.draining").Msg("draining: no new writes; requests in flight finish")
+		registry: registry, services: consoleServices(deps, srv.Service(addr)),
+		drain: func(ctx context.Context) {
+			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
+			if deps.Jobs != nil {
+				deps.Jobs.Stop(ctx) // hand the running jobs over now: the batch in hand is finished and recorded
+			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
 	err = r.serve(ctx, log, func() {
@@ -115,6 +124,17 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 		log.Info().Str("event", "console.stopped").Msg("console stopped")
 	}
 	return err
+}
+
+// consoleServices are the console's own services in start order: the bulk jobs' runner (with
+// Redis) before the HTTP server (the drain stops the runner already; stopping it again after
+// the server is a no-op that covers a start that failed half-way).
+func consoleServices(deps web.Deps, http service.Service) []service.Named {
+	var out []service.Named
+	if deps.Jobs != nil {
+		out = append(out, service.Named{Name: "bulk jobs", Service: deps.Jobs})
+	}
+	return append(out, service.Named{Name: "http server", Service: http})
 }
 
 // buildVersion is the module version of the binary ("devel" from a work tree).

@@ -73,6 +73,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		TimelineMax:   config.ExecutionTimelineMax.In(cfg),
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
+		Live:          store.NewLiveEvents(c, keys.DefaultRoot),
 	}), nil
 }
 

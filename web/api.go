@@ -91,6 +91,12 @@ func callFrom(ctx context.Context) *Call {
 // audited. The access check runs earlier, in the API's middleware (access), before the body is
 // read: an unauthenticated caller learns nothing from the validation of its body.
 func register[I, O any](a *api, r Route, h func(context.Context, *Call, *I) (*O, error)) {
+	registerOp(a, r, nil, h)
+}
+
+// registerOp is register with a last change to the operation before it is registered (a
+// stream documents its text/event-stream response).
+func registerOp[I, O any](a *api, r Route, change func(*huma.Operation), h func(context.Context, *Call, *I) (*O, error)) {
 	rt := r
 	a.routes = append(a.routes, &rt)
 	op := huma.Operation{
@@ -102,6 +108,9 @@ func register[I, O any](a *api, r Route, h func(context.Context, *Call, *I) (*O,
 	}
 	if r.Access != Public {
 		op.Security = []map[string][]string{{"session": {}}, {"apiKey": {}}, {"adminKey": {}}}
+	}
+	if change != nil {
+		change(&op)
 	}
 	huma.Register(a.huma, op, func(ctx context.Context, in *I) (*O, error) {
 		c := callFrom(ctx)

@@ -8,7 +8,8 @@
 //
 // # Adding an endpoint
 //
-// Every endpoint is one register call in routes.go:
+// Every endpoint is one register call in routes.go (a group of its own calls its register
+// function from there: registerLiveRoutes in h_live.go, registerJobRoutes in h_jobs.go):
 //
 //	register(a, Route{ID: "execution-cancel", Method: http.MethodPost, Path: "/api/executions/{id}/cancel",
 //		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true},
@@ -30,6 +31,13 @@
 // naming each location) → the handler → the audit row of a write → the response. Every 4xx
 // and 5xx body is a Problem (problem.go): RFC 9457 problem details with a code, the request
 // id and, for a control refusal, what is accepted instead, how to unblock it and its fields.
+//
+// # Streams
+//
+// h_live.go serves Server-Sent Events (control.Follow, control.FollowStatus): a stream takes a
+// slot of the console's bound (LiveSettings.MaxStreams, 503 beyond), clears the server's read
+// deadline and sets one per write, and ends with an end event when the console drains (Drain).
+// registerOp documents its text/event-stream response, one schema per event.
 //
 // # Auth
 //

@@ -21,10 +21,13 @@ func FuzzRequestBodies(f *testing.F) {
 	routes := []string{
 		"POST /api/executions", "POST /api/flows", "POST /api/flows/validate", "POST /api/executions/ex_1/resume",
 		"PUT /api/members", "POST /api/api-keys", "POST /api/login", "POST /api/tenants", "POST /api/users", "PATCH /api/users/usr_1",
+		"POST /api/jobs",
 	}
 	for _, seed := range []string{
 		`{"flow_id":"ask","input":{"a":1}}`, `{"definition":` + approvalFlow + `}`, `{"type":"approval","data":{"approved":true}}`,
 		`{"login":"x","role":"viewer"}`, `{"name":"k","role":"admin"}`, `{"login":"a","password":"b"}`, `{"slug":"t1"}`,
+		`{"action":"cancel","filter":{"status":"running","flow_id":"ask"},"dry_run":true}`, `{"action":"replay","filter":{"reason":"poison","kind":"start"},"max_items":3}`,
+		`{"action":"delete","filter":{"started_after":"2020-01-01T00:00:00Z","started_before":"2030-01-01T00:00:00Z","force":true},"dry_run":true}`,
 		`{"flow_id":`, `[]`, `null`, `{"flow_id":"a","flow_id":"b"}`, `{"n":1e999}`, "\xff\xfe", `{"definition":{"id":"x","nodes":[{}]}}`,
 	} {
 		for i := range routes {

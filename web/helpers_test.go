@@ -86,8 +86,14 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
 			Events: store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root), Schedules: store.NewSchedules(f.c, f.root),
 			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q,
-			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
+			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
+			Live: store.NewLiveEvents(f.c, f.root)})
 		d.Plane, d.Redis = f.plane, f.redis
+		d.Jobs = control.NewBulk(f.plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
+		if err := d.Jobs.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { d.Jobs.Stop(context.Background()) })
 	}
 	f.srv = New(d, o.settings)
 	svc := f.srv.Service("127.0.0.1:0")

@@ -95,4 +95,7 @@ func registerRoutes(a *api) {
 	}
 	register(a, Route{ID: "execution-delete", Method: del, Path: "/api/executions/{id}", Summary: "Delete an execution's state and keys (a tombstone stays)",
 		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true}, a.deleteExecution)
+
+	registerLiveRoutes(a)
+	registerJobRoutes(a)
 }

@@ -40,6 +40,8 @@ type Settings struct {
 	SessionTTL time.Duration
 	// Version is the binary's, in the OpenAPI document and /health.
 	Version string
+	// Live bounds and paces the Server-Sent Events streams (h_live.go).
+	Live LiveSettings
 }
 
 // Deps are what the API works on.
@@ -50,6 +52,9 @@ type Deps struct {
 	Plane    *control.Plane
 	Redis    *store.Redis
 	RedisErr error
+	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
+	// of the console's, roles/console.go).
+	Jobs *control.Bulk
 	// Ready is the process's readiness (/readyz); nil: ready unless draining.
 	Ready health.Prober
 	Log   zerolog.Logger
@@ -66,6 +71,7 @@ type api struct {
 	s        Settings
 	routes   []*Route
 	draining atomic.Bool
+	streams  *streams // the live streams: their bound, and their end at drain (h_live.go)
 }
 
 // Server is the console's HTTP server: the API on echo, served by an http.Server as a service.
@@ -135,8 +141,11 @@ func (s *Server) Routes() []Route {
 }
 
 // Drain makes the API refuse writes (503 draining) from now on; reads and requests in flight
-// go on. /readyz says not ready.
-func (s *Server) Drain() { s.api.draining.Store(true) }
+// go on, but live streams end (their clients reconnect elsewhere). /readyz says not ready.
+func (s *Server) Drain() {
+	s.api.draining.Store(true)
+	s.api.endStreams()
+}
 
 // ---- the HTTP server as a service ----
 
@@ -196,6 +205,7 @@ func (s *Server) stop(ctx context.Context) {
 	s.stopped = true
 	srv := s.srv
 	s.mu.Unlock()
+	s.api.endStreams() // a stream would hold the graceful shutdown until its deadline
 	if srv != nil {
 		if err := srv.Shutdown(ctx); err != nil {
 			_ = srv.Close()

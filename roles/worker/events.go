@@ -17,19 +17,9 @@ import (
 )
 
 // LiveEvent is what the worker publishes on an execution's channel
-// (<prefix>execution_events:{<id>}) for the console's live view.
-type LiveEvent struct {
-	ExecutionID string       `json:"execution_id"`
-	TenantID    string       `json:"tenant_id"`
-	FlowID      string       `json:"flow_id"`
-	Status      state.Status `json:"status"`
-	Seq         int          `json:"seq,omitempty"` // timeline sequence; 0 for node_started
-	Time        string       `json:"time"`
-	Node        string       `json:"node,omitempty"`
-	Event       string       `json:"event"` // node_started, step, retry, suspended, resumed, completed, error, cancelled …
-	Millis      int64        `json:"ms,omitempty"`
-	Detail      string       `json:"detail,omitempty"`
-}
+// (<prefix>execution_events:{<id>}) for the console's live view; its definition lives beside
+// the channels (store/live_event.go).
+type LiveEvent = store.LiveEvent
 
 // EventQueueSize bounds the events waiting to be published.
 const EventQueueSize = 4096

@@ -27,7 +27,9 @@
 //   - API keys: CreateAPIKey (the key, once), AuthenticateAPIKey, RevokeAPIKey, ListAPIKeys;
 //     Fingerprint names any secret in logs and audit rows;
 //   - audit: AppendAudit (denials coalesced per key and window), ListAudit;
-//   - jobs: CreateJob, UpdateJob, Job, ListJobs;
+//   - jobs: CreateJob, UpdateJob, Job, ListJobs; bulk jobs (bulk.go) with their items:
+//     CreateBulkJob, ClaimJobItems and RecordJobItems under a runner's lease, ReleaseJob,
+//     CancelJob, RunnableJobs, JobItems;
 //   - flows: SaveDraft, Draft, ListDrafts, DeleteDraft, RecordVersion, FlowVersion,
 //     ListVersions, AllVersions;
 //   - local executions: Executions() — Save, Load (store.Storage), LoadGeneration, SaveIf,

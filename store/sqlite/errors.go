@@ -70,6 +70,7 @@ var (
 	ErrVersionExists     = classed("flow version already published with a different definition", ErrExists)
 	ErrJobNotFound       = classed("no such job", store.ErrNotFound)
 	ErrJobFinished       = classed("the job is finished", ErrPrecondition)
+	ErrJobLeased         = classed("the job is run by another console", ErrPrecondition)
 	ErrExecutionChanged  = classed("the execution changed since it was read", ErrPrecondition)
 	ErrBadCursor         = classed("malformed list cursor", store.ErrInvalid)
 	ErrBadPasswordHash   = classed("malformed password hash", store.ErrInvalid)

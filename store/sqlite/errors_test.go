@@ -41,6 +41,7 @@ var sentinels = map[string]struct {
 	"ErrVersionExists":     {ErrVersionExists, false},
 	"ErrJobNotFound":       {ErrJobNotFound, false},
 	"ErrJobFinished":       {ErrJobFinished, false},
+	"ErrJobLeased":         {ErrJobLeased, false},
 	"ErrExecutionChanged":  {ErrExecutionChanged, false},
 	"ErrBadCursor":         {ErrBadCursor, false},
 	"ErrBadPasswordHash":   {ErrBadPasswordHash, false},

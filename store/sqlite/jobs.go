@@ -63,9 +63,12 @@ type Job struct {
 	Failures        []JobFailure `json:"failures,omitempty"`
 	FailuresDropped int          `json:"failures_dropped"`
 	Error           string       `json:"error,omitempty"` // why a failed job failed
-	CreatedBy       string       `json:"created_by,omitempty"`
-	CreatedAt       time.Time    `json:"created_at"`
-	UpdatedAt       time.Time    `json:"updated_at"`
+	// Truncated: the selection of a bulk job stopped at its bound (control/bulk.go); more
+	// items may match than the job has.
+	Truncated bool      `json:"truncated"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Bounds of a job.
@@ -88,14 +91,14 @@ type NewJob struct {
 	CreatedBy string
 }
 
-const jobCols = "id, tenant, kind, filter, dry_run, status, total, succeeded, failed, failures, failures_dropped, error, created_by, created_at, updated_at"
+const jobCols = "id, tenant, kind, filter, dry_run, status, total, succeeded, failed, failures, failures_dropped, error, truncated, created_by, created_at, updated_at"
 
 func scanJob(s scanner) (Job, error) {
 	var j Job
 	var filter, status, failures string
 	var created, updated int64
 	if err := s.Scan(&j.ID, &j.Tenant, &j.Kind, &filter, &j.DryRun, &status, &j.Total, &j.Succeeded, &j.Failed,
-		&failures, &j.FailuresDropped, &j.Error, &j.CreatedBy, &created, &updated); err != nil {
+		&failures, &j.FailuresDropped, &j.Error, &j.Truncated, &j.CreatedBy, &created, &updated); err != nil {
 		return Job{}, err
 	}
 	j.Filter, j.Status, j.CreatedAt, j.UpdatedAt = json.RawMessage(filter), JobStatus(status), fromMS(created), fromMS(updated)
@@ -107,6 +110,16 @@ func scanJob(s scanner) (Job, error) {
 
 // CreateJob records a new job, pending.
 func (db *DB) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
+	var j Job
+	err := db.write(ctx, "create a job", func(tx *sql.Tx) (err error) {
+		j, err = insertJob(ctx, tx, ms(db.now()), nj, false)
+		return err
+	})
+	return j, err
+}
+
+// insertJob checks nj and inserts it, pending.
+func insertJob(ctx context.Context, tx *sql.Tx, now int64, nj NewJob, truncated bool) (Job, error) {
 	tenant, err := NormalizeTenant(nj.Tenant)
 	if err != nil {
 		return Job{}, err
@@ -125,11 +138,10 @@ func (db *DB) CreateJob(ctx context.Context, nj NewJob) (Job, error) {
 		}
 		filter = buf.String()
 	}
-	now := ms(db.now())
-	j, err := scanJob(db.w.QueryRowContext(ctx,
-		"INSERT INTO jobs (id, tenant, kind, filter, dry_run, status, total, succeeded, failed, failures, failures_dropped, error, created_by, created_at, updated_at) "+
-			"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, '[]', 0, '', ?, ?, ?) RETURNING "+jobCols,
-		newID("job"), tenant, nj.Kind, filter, nj.DryRun, string(JobPending), nj.Total, cut(nj.CreatedBy, 254), now, now))
+	j, err := scanJob(tx.QueryRowContext(ctx,
+		"INSERT INTO jobs (id, tenant, kind, filter, dry_run, status, total, succeeded, failed, failures, failures_dropped, error, truncated, created_by, created_at, updated_at) "+
+			"VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, '[]', 0, '', ?, ?, ?, ?) RETURNING "+jobCols,
+		newID("job"), tenant, nj.Kind, filter, nj.DryRun, string(JobPending), nj.Total, truncated, cut(nj.CreatedBy, 254), now, now))
 	if err != nil {
 		return Job{}, failed("create a job", err)
 	}
@@ -243,7 +255,7 @@ func (db *DB) ListJobs(ctx context.Context, tenant string, o ListOptions) (Page[
 	if err != nil {
 		return Page[Job]{}, err
 	}
-	cols := "id, tenant, kind, filter, dry_run, status, total, succeeded, failed, '[]', failures_dropped, error, created_by, created_at, updated_at"
+	cols := "id, tenant, kind, filter, dry_run, status, total, succeeded, failed, '[]', failures_dropped, error, truncated, created_by, created_at, updated_at"
 	q, args := "SELECT "+cols+" FROM jobs WHERE tenant = ?", []any{tenant}
 	if after != nil {
 		at, err := strconv.ParseInt(after[0], 10, 64)

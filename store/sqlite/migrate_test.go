@@ -43,7 +43,7 @@ func TestOpenMigratesAnEmptyDatabaseAndReopensIt(t *testing.T) {
 	if v := f.version(); v != (SchemaVersion{Version: Latest()}) || Latest() < 2 {
 		t.Fatalf("version %+v, latest %d", v, Latest())
 	}
-	for _, table := range []string{"tenants", "users", "memberships", "sessions", "api_keys", "audit", "flows", "flow_versions", "jobs", "local_executions"} {
+	for _, table := range []string{"tenants", "users", "memberships", "sessions", "api_keys", "audit", "flows", "flow_versions", "jobs", "local_executions", "job_items"} {
 		if _, ok := f.schema()["table "+table]; !ok {
 			t.Errorf("no table %s", table)
 		}
@@ -188,6 +188,22 @@ var seeds = map[uint]struct {
 			}
 			if st, gen, err := f.Executions().LoadGeneration(c, "ex_seed"); err != nil || gen != 7 || st.ExecutionID != "ex_seed" {
 				t.Errorf("seeded execution: %+v %d %v", st, gen, err)
+			}
+		},
+	},
+	3: {
+		sql: []string{
+			"INSERT INTO jobs (id, tenant, kind, filter, dry_run, status, total, succeeded, failed, failures, failures_dropped, error, created_by, created_at, updated_at, truncated, runner, lease_until) " +
+				"VALUES ('job_seed', 'acme', 'executions.cancel', '{}', FALSE, 'running', 2, 1, 0, '[]', 0, '', 'seed', 1000, 1000, TRUE, 'console-1', 5000)",
+			"INSERT INTO job_items (job_id, seq, item, state, result) VALUES ('job_seed', 1, 'ex_a', 'done', 'cancel_requested'), ('job_seed', 2, 'ex_b', 'pending', '')",
+		},
+		check: func(t *testing.T, f *fixture) {
+			c := ctx(t)
+			if j, err := f.Job(c, "acme", "job_seed"); err != nil || !j.Truncated || j.Total != 2 || j.Succeeded != 1 {
+				t.Errorf("seeded job: %+v %v", j, err)
+			}
+			if p, err := f.JobItems(c, "acme", "job_seed", "", ListOptions{}); err != nil || len(p.Items) != 2 || p.Items[0].Result != "cancel_requested" || p.Items[1].State != ItemPending {
+				t.Errorf("seeded items: %+v %v", p, err)
 			}
 		},
 	},

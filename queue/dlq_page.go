@@ -1,0 +1,35 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+)
+
+// DLQPage is up to count dead letters older than before ("" = from the newest), newest first,
+// and the before of the next page ("" when the stream has no older entry): a walk through the
+// whole dead-letter stream a page at a time (a bulk replay by filter), where ListDLQ reads only
+// its newest entries.
+func (q *Queue) DLQPage(ctx context.Context, before string, count int) ([]DLQEntry, string, error) {
+	c := q.c
+	end := "+"
+	if before != "" {
+		if _, ok := parseID(before); !ok {
+			return nil, "", fmt.Errorf("%w: %q is not a stream id", ErrDLQEntryNotFound, before)
+		}
+		end = "(" + before // exclusive (Redis 6.2)
+	}
+	count = max(count, 1)
+	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
+	if err != nil {
+		return nil, "", fmt.Errorf("page %s: %w", q.dlq, err)
+	}
+	out := make([]DLQEntry, 0, len(es))
+	for _, e := range es {
+		out = append(out, dlqEntry(e))
+	}
+	next := ""
+	if len(out) == count {
+		next = out[len(out)-1].ID
+	}
+	return out, next, nil
+}

@@ -1,0 +1,342 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
+
+	"plaita/control"
+	"plaita/engine/state"
+	"plaita/store"
+)
+
+// Live updates (docs/console.md, "Live updates"): Server-Sent Events of one execution
+// (control.Follow: the snapshot, then its timeline entries in seq order, each with its seq as
+// the event id, so a reconnect with Last-Event-ID resumes without a gap or a duplicate; the
+// stream ends after the terminal status), of the tenant's executions list (control.
+// FollowStatus: a best-effort feed of status changes; the list endpoint is the record), and
+// the paged timeline, the polling fallback. Streams are bounded per console (each holds a
+// Redis connection of its own) and end when the console drains.
+
+// LiveSettings bound and pace the live streams.
+type LiveSettings struct {
+	// MaxStreams is how many streams one console serves at once (PLAITA_CONSOLE_MAX_STREAMS;
+	// 0: DefaultMaxStreams); beyond it a stream is refused with 503 too_many_streams.
+	MaxStreams int
+	// Heartbeat is the interval of the heartbeat comments of an idle stream (0: 15 s), Poll how
+	// long an execution stream waits for a live event before it re-reads the state (0: 3 s).
+	Heartbeat time.Duration
+	Poll      time.Duration
+}
+
+// DefaultMaxStreams is the default bound of a console's live streams.
+const DefaultMaxStreams = 256
+
+// streamWriteTimeout bounds one write to a client: a client that reads nothing for that long
+// loses its stream (and its slot).
+const streamWriteTimeout = 10 * time.Second
+
+// streamRetry is the reconnection delay the streams advise (the SSE retry field).
+const streamRetry = 3 * time.Second
+
+// streams is the console's live streams: a slot each, and a context that ends at drain.
+type streams struct {
+	slots chan struct{}
+	ctx   context.Context
+	end   context.CancelFunc
+	once  sync.Once
+}
+
+func newStreams(s LiveSettings) *streams {
+	n := s.MaxStreams
+	if n <= 0 {
+		n = DefaultMaxStreams
+	}
+	ctx, end := context.WithCancel(context.Background())
+	return &streams{slots: make(chan struct{}, n), ctx: ctx, end: end}
+}
+
+// endStreams ends every live stream (drain, stop); new ones are refused from then on.
+func (a *api) endStreams() {
+	if a.streams != nil {
+		a.streams.once.Do(a.streams.end)
+	}
+}
+
+// open takes a stream's slot and returns its context, which ends with the request or at drain,
+// and the release of the slot; a Problem when the console is draining or full.
+func (a *api) open(ctx context.Context) (context.Context, func(), *Problem) {
+	if a.streams.ctx.Err() != nil {
+		return nil, nil, newProblem(http.StatusServiceUnavailable, "draining", "the console is shutting down; reconnect to another instance").retryAfter(5 * time.Second)
+	}
+	select {
+	case a.streams.slots <- struct{}{}:
+	default:
+		return nil, nil, newProblem(http.StatusServiceUnavailable, "too_many_streams",
+			"this console serves %d live streams already (PLAITA_CONSOLE_MAX_STREAMS); retry later, or poll GET /api/executions/{id}/timeline", cap(a.streams.slots)).
+			retryAfter(streamRetry)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stopAfter := context.AfterFunc(a.streams.ctx, cancel)
+	return sctx, func() {
+		stopAfter()
+		cancel()
+		<-a.streams.slots
+	}, nil
+}
+
+// streamsEnded reports whether the live streams were ended (the console drains).
+func (a *api) streamsEnded() bool { return a.streams.ctx.Err() != nil }
+
+// sse writes one Server-Sent Events response. Nothing is written before the first event, so a
+// refusal before it is still a Problem with its status.
+type sse struct {
+	a       *api
+	hc      huma.Context
+	rc      *http.ResponseController
+	started bool
+}
+
+func newSSE(a *api, hc huma.Context) *sse {
+	s := &sse{a: a, hc: hc}
+	if rw, ok := hc.BodyWriter().(http.ResponseWriter); ok { // echo's Response: deadlines and flushes reach the connection
+		s.rc = http.NewResponseController(rw)
+	}
+	return s
+}
+
+func (s *sse) start() error {
+	if s.started {
+		return nil
+	}
+	s.started = true
+	if s.rc == nil {
+		return fmt.Errorf("stream: the response cannot be flushed")
+	}
+	// The server's read timeout would end a long stream (net/http cancels the request once
+	// the connection's read deadline passes): a stream has none, and a deadline per write.
+	_ = s.rc.SetReadDeadline(time.Time{})
+	s.hc.SetHeader("Content-Type", "text/event-stream")
+	s.hc.SetHeader("Cache-Control", "no-cache")
+	s.hc.SetHeader("X-Accel-Buffering", "no") // a proxy must not hold events back
+	s.hc.SetStatus(http.StatusOK)
+	return s.write(fmt.Appendf(nil, "retry: %d\n\n", streamRetry.Milliseconds()))
+}
+
+// event writes one event; id 0 writes none (the client's last event id stays).
+func (s *sse) event(id int, name string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return fmt.Errorf("event %s: %w", name, err)
+	}
+	var out []byte
+	if id > 0 {
+		out = strconv.AppendInt(append(out, "id: "...), int64(id), 10)
+		out = append(out, '\n')
+	}
+	out = append(append(append(out, "event: "...), name...), '\n')
+	out = append(append(append(out, "data: "...), b...), "\n\n"...)
+	return s.write(out)
+}
+
+func (s *sse) write(b []byte) error {
+	if err := s.start(); err != nil {
+		return err
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout))
+	if _, err := s.hc.BodyWriter().Write(b); err != nil {
+		return fmt.Errorf("write event: %w", err)
+	}
+	if err := s.rc.Flush(); err != nil {
+		return fmt.Errorf("flush event: %w", err)
+	}
+	return nil
+}
+
+// finish ends a stream whose follow returned err (ctx is the request's): a refusal before
+// the first event is its Problem; the drain is an end event that says so; a client that went
+// away hears nothing.
+func (s *sse) finish(ctx context.Context, err error) {
+	switch {
+	case err == nil:
+	case !s.started && !errors.Is(err, context.Canceled):
+		p := problemFor(err)
+		if p.Status >= http.StatusInternalServerError {
+			s.a.d.Log.Error().Str("event", "console.stream_failed").Str("request_id", requestID(ctx)).Err(err).Msg("live stream failed")
+		}
+		s.a.writeProblem(s.hc, p)
+	case s.a.streamsEnded() && ctx.Err() == nil:
+		_ = s.event(0, "end", control.FollowEnd{Reason: "draining"})
+	}
+}
+
+// ---- GET /api/executions/{id}/events ----
+
+type executionEventsIn struct {
+	ID          string `path:"id" minLength:"1" maxLength:"200"`
+	LastEventID string `header:"Last-Event-ID" maxLength:"20" doc:"the id of the last event received (a timeline seq): the stream resumes after it"`
+	After       int    `query:"after" minimum:"0" doc:"resume after this timeline seq on a first connection (Last-Event-ID wins)"`
+}
+
+func (a *api) executionEvents(ctx context.Context, c *Call, in *executionEventsIn) (*huma.StreamResponse, error) {
+	after := in.After
+	if in.LastEventID != "" {
+		n, err := strconv.Atoi(in.LastEventID)
+		if err != nil || n < 0 {
+			return nil, newProblem(http.StatusBadRequest, "invalid_last_event_id", "Last-Event-ID %q: use the id of an event of this stream (a timeline seq)", in.LastEventID)
+		}
+		after = n
+	}
+	req := control.FollowRequest{Tenant: c.Tenant, ID: in.ID, After: after, Poll: a.s.Live.Poll, Heartbeat: a.s.Live.Heartbeat}
+	return &huma.StreamResponse{Body: func(hc huma.Context) {
+		sctx, release, p := a.open(ctx)
+		if p != nil {
+			a.writeProblem(hc, p)
+			return
+		}
+		defer release()
+		out := newSSE(a, hc)
+		err := a.d.Plane.Follow(sctx, req, func(it control.LiveItem) error { return writeFollowItem(out, it) })
+		out.finish(ctx, err)
+	}}, nil
+}
+
+func writeFollowItem(out *sse, it control.LiveItem) error {
+	switch it.Kind {
+	case control.LiveSnapshot:
+		return out.event(0, "snapshot", it.Snapshot)
+	case control.LiveEntry:
+		return out.event(it.Event.Seq, "timeline", it.Event)
+	case control.LiveNode:
+		return out.event(0, "node", it.Event)
+	case control.LiveTruncated:
+		return out.event(it.Truncated.To, "truncated", it.Truncated)
+	case control.LiveEnd:
+		return out.event(0, "end", it.End)
+	case control.LiveHeartbeat:
+		return out.write([]byte(": heartbeat\n\n"))
+	}
+	return nil
+}
+
+// ---- GET /api/executions/stream ----
+
+type executionStreamIn struct {
+	Status string `query:"status" enum:"pending,running,suspended,completed,error,cancelled" doc:"only changes to this status"`
+	FlowID string `query:"flow_id" maxLength:"200" doc:"only changes of this flow's executions"`
+}
+
+// StreamNote is the data of a list stream's ready and resync events.
+type StreamNote struct {
+	TenantID string `json:"tenant_id"`
+	Note     string `json:"note"`
+}
+
+func (a *api) executionStream(ctx context.Context, c *Call, in *executionStreamIn) (*huma.StreamResponse, error) {
+	filter := control.StatusFilter{FlowID: in.FlowID, Status: state.Status(in.Status)}
+	tenant := c.Tenant
+	return &huma.StreamResponse{Body: func(hc huma.Context) {
+		sctx, release, p := a.open(ctx)
+		if p != nil {
+			a.writeProblem(hc, p)
+			return
+		}
+		defer release()
+		out := newSSE(a, hc)
+		err := a.d.Plane.FollowStatus(sctx, tenant, filter, a.s.Live.Poll, a.s.Live.Heartbeat, func(it control.LiveItem) error {
+			switch it.Kind {
+			case control.LiveReady:
+				return out.event(0, "ready", StreamNote{TenantID: tenant, Note: "subscribed: read the list now; changes from here on follow"})
+			case control.LiveResync:
+				return out.event(0, "resync", StreamNote{TenantID: tenant, Note: "changes may have been missed: read the list again"})
+			case control.LiveStatus:
+				return out.event(0, "status", it.Event)
+			case control.LiveHeartbeat:
+				return out.write([]byte(": heartbeat\n\n"))
+			}
+			return nil
+		})
+		if err == nil && a.streamsEnded() && ctx.Err() == nil {
+			_ = out.event(0, "end", control.FollowEnd{Reason: "draining"})
+			return
+		}
+		out.finish(ctx, err)
+	}}, nil
+}
+
+// ---- GET /api/executions/{id}/timeline ----
+
+type timelineIn struct {
+	ID    string `path:"id" minLength:"1" maxLength:"200"`
+	After int    `query:"after" minimum:"0" doc:"the entries after this seq (0: from the oldest kept)"`
+	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+}
+
+type timelineOut struct{ Body control.TimelinePage }
+
+func (a *api) timeline(ctx context.Context, c *Call, in *timelineIn) (*timelineOut, error) {
+	page, err := a.d.Plane.Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
+	return &timelineOut{Body: page}, err
+}
+
+// ---- routes ----
+
+// registerLiveRoutes adds the live routes (routes.go calls it).
+func registerLiveRoutes(a *api) {
+	a.streams = newStreams(a.s.Live)
+	executions := []string{"executions"}
+	registerOp(a, Route{ID: "execution-events", Method: http.MethodGet, Path: "/api/executions/{id}/events",
+		Summary: "Follow an execution: Server-Sent Events of its snapshot, timeline entries (id: the seq) and end",
+		Tags:    executions, Access: TenantViewer, Redis: true},
+		streamResponse(a, "The snapshot first (no id), then each timeline entry once in seq order (id: its seq; reconnect with Last-Event-ID), "+
+			"node starts (no id), truncated for entries the timeline no longer keeps (id: the last seq it covers), heartbeat comments, "+
+			"and end (terminal, deleted, corrupt, draining) last.",
+			map[string]any{"snapshot": control.ExecutionSnapshot{}, "timeline": store.LiveEvent{}, "node": store.LiveEvent{},
+				"truncated": control.TimelineGap{}, "end": control.FollowEnd{}}),
+		a.executionEvents)
+	registerOp(a, Route{ID: "execution-stream", Method: http.MethodGet, Path: "/api/executions/stream",
+		Summary: "A best-effort feed of the tenant's execution status changes (Server-Sent Events); the list is the record",
+		Tags:    executions, Access: TenantViewer, Redis: true},
+		streamResponse(a, "ready once subscribed (read the list then), status for each change a worker publishes (started, suspended, resumed, "+
+			"completed, error, cancelled), resync when changes may have been missed (read the list again), heartbeat comments, end (draining).",
+			map[string]any{"ready": StreamNote{}, "status": store.LiveEvent{}, "resync": StreamNote{}, "end": control.FollowEnd{}}),
+		a.executionStream)
+	register(a, Route{ID: "execution-timeline", Method: http.MethodGet, Path: "/api/executions/{id}/timeline",
+		Summary: "A page of an execution's timeline, oldest first (the polling fallback of the events stream)",
+		Tags:    executions, Access: TenantViewer, Redis: true}, a.timeline)
+}
+
+// streamResponse documents a text/event-stream response: one schema per event name, as huma's
+// sse package does (an array of oneOf event objects), and the 503 of a full or draining console.
+func streamResponse(a *api, about string, events map[string]any) func(*huma.Operation) {
+	return func(op *huma.Operation) {
+		registry := a.huma.OpenAPI().Components.Schemas
+		names := make([]string, 0, len(events))
+		for name := range events {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		var one []*huma.Schema
+		for _, name := range names {
+			one = append(one, &huma.Schema{Title: "Event " + name, Type: huma.TypeObject, Required: []string{"event", "data"},
+				Properties: map[string]*huma.Schema{
+					"id":    {Type: huma.TypeInteger, Description: "The event id: a timeline seq (absent when the event has none)."},
+					"event": {Type: huma.TypeString, Extensions: map[string]any{"const": name}},
+					"data":  registry.Schema(reflect.TypeOf(events[name]), true, name),
+				}})
+		}
+		op.Description += " " + about
+		op.Responses["200"] = &huma.Response{Description: "A stream of Server-Sent Events", Content: map[string]*huma.MediaType{
+			"text/event-stream": {Schema: &huma.Schema{Title: "Server-Sent Events", Type: huma.TypeArray,
+				Items: &huma.Schema{Extensions: map[string]any{"oneOf": one}}}}}}
+	}
+}
