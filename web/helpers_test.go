@@ -32,14 +32,15 @@ const testAdminKey = "test-admin-key-0123456789"
 
 // fixture is one console.
 type fixture struct {
-	srv   *Server
-	url   string
-	db    *sqlite.DB
-	c     rueidis.Client
-	root  string
-	redis *store.Redis
-	plane *control.Plane
-	q     *queue.Queue
+	srv    *Server
+	url    string
+	db     *sqlite.DB
+	c      rueidis.Client
+	root   string
+	redis  *store.Redis
+	plane  *control.Plane
+	q      *queue.Queue
+	events *store.Events
 }
 
 type fixtureOptions struct {
@@ -83,8 +84,9 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 			t.Fatal(err)
 		}
 		f.redis = store.NewRedis(f.c, store.DefaultSettings(), f.root)
+		f.events = store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root)
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
-			Events: store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root), Schedules: store.NewSchedules(f.c, f.root),
+			Events: f.events, Schedules: store.NewSchedules(f.c, f.root),
 			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
 		d.Plane, d.Redis = f.plane, f.redis

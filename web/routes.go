@@ -95,4 +95,10 @@ func registerRoutes(a *api) {
 	}
 	register(a, Route{ID: "execution-delete", Method: del, Path: "/api/executions/{id}", Summary: "Delete an execution's state and keys (a tombstone stays)",
 		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true}, a.deleteExecution)
+
+	events := []string{"events"}
+	register(a, Route{ID: "event-publish", Method: post, Path: "/api/events", Summary: "Publish an event: it wakes the executions waiting for it (through the filter role)",
+		Tags: events, Access: TenantEditor, Action: "event.publish", Redis: true, Status: http.StatusCreated, MaxBody: eventBody}, a.publishEvent)
+	register(a, Route{ID: "event-list", Method: get, Path: "/api/events", Summary: "List the tenant's events, newest first (type, cursor)",
+		Tags: events, Access: TenantViewer, Redis: true}, a.listEvents)
 }
