@@ -101,4 +101,12 @@ func registerRoutes(a *api) {
 		Tags: events, Access: TenantEditor, Action: "event.publish", Redis: true, Status: http.StatusCreated, MaxBody: eventBody}, a.publishEvent)
 	register(a, Route{ID: "event-list", Method: get, Path: "/api/events", Summary: "List the tenant's events, newest first (type, cursor)",
 		Tags: events, Access: TenantViewer, Redis: true}, a.listEvents)
+
+	dlq := []string{"dead letters"}
+	register(a, Route{ID: "dead-letter-list", Method: get, Path: "/api/dead-letters", Summary: "List the tenant's dead letters, newest first (all_tenants: a platform admin's)",
+		Tags: dlq, Access: TenantViewer, Redis: true}, a.listDeadLetters)
+	register(a, Route{ID: "dead-letter-get", Method: get, Path: "/api/dead-letters/{id}", Summary: "Read one dead letter with its payload",
+		Tags: dlq, Access: TenantViewer, Redis: true}, a.getDeadLetter)
+	register(a, Route{ID: "dead-letter-replay", Method: post, Path: "/api/dead-letters/{id}/replay", Summary: "Enqueue a dead letter again, once (a second replay enqueues nothing)",
+		Tags: dlq, Access: TenantAdmin, Action: "dlq.replay", Redis: true}, a.replayDeadLetter)
 }
