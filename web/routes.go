@@ -109,4 +109,20 @@ func registerRoutes(a *api) {
 		Tags: dlq, Access: TenantViewer, Redis: true}, a.getDeadLetter)
 	register(a, Route{ID: "dead-letter-replay", Method: post, Path: "/api/dead-letters/{id}/replay", Summary: "Enqueue a dead letter again, once (a second replay enqueues nothing)",
 		Tags: dlq, Access: TenantAdmin, Action: "dlq.replay", Redis: true}, a.replayDeadLetter)
+
+	schedules := []string{"schedules"}
+	register(a, Route{ID: "schedule-list", Method: get, Path: "/api/schedules", Summary: "List the tenant's cron schedules, oldest first",
+		Tags: schedules, Access: TenantViewer, Redis: true}, a.listSchedules)
+	register(a, Route{ID: "schedule-create", Method: post, Path: "/api/schedules", Summary: "Create a cron schedule that starts a flow",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.create", Redis: true, Status: http.StatusCreated}, a.createSchedule)
+	register(a, Route{ID: "schedule-get", Method: get, Path: "/api/schedules/{id}", Summary: "Read a schedule with its firing state",
+		Tags: schedules, Access: TenantViewer, Redis: true}, a.getSchedule)
+	register(a, Route{ID: "schedule-update", Method: patch, Path: "/api/schedules/{id}", Summary: "Change a schedule (a new calendar fires only its ticks after the change)",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.update", Redis: true}, a.updateSchedule)
+	register(a, Route{ID: "schedule-delete", Method: del, Path: "/api/schedules/{id}", Summary: "Delete a schedule (a start already enqueued still runs)",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.delete", Redis: true, Status: http.StatusNoContent}, a.deleteSchedule)
+	register(a, Route{ID: "schedule-enable", Method: post, Path: "/api/schedules/{id}/enable", Summary: "Enable a schedule: ticks from now on fire",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.enable", Redis: true}, a.setScheduleEnabled(true))
+	register(a, Route{ID: "schedule-disable", Method: post, Path: "/api/schedules/{id}/disable", Summary: "Disable a schedule: its ticks are skipped until it is enabled again",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.disable", Redis: true}, a.setScheduleEnabled(false))
 }
