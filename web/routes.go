@@ -125,4 +125,10 @@ func registerRoutes(a *api) {
 		Tags: schedules, Access: TenantEditor, Action: "schedule.enable", Redis: true}, a.setScheduleEnabled(true))
 	register(a, Route{ID: "schedule-disable", Method: post, Path: "/api/schedules/{id}/disable", Summary: "Disable a schedule: its ticks are skipped until it is enabled again",
 		Tags: schedules, Access: TenantEditor, Action: "schedule.disable", Redis: true}, a.setScheduleEnabled(false))
+
+	approvals := []string{"approvals"}
+	register(a, Route{ID: "approval-list", Method: get, Path: "/api/approvals", Summary: "List the tenant's pending approvals, newest first",
+		Tags: approvals, Access: TenantViewer, Redis: true}, a.listApprovals)
+	register(a, Route{ID: "approval-answer", Method: post, Path: "/api/approvals/{id}", Summary: "Approve or reject the approval an execution waits for (the caller is recorded as who answered)",
+		Tags: approvals, Access: TenantEditor, Action: "approval.answer", Redis: true}, a.answerApproval)
 }
