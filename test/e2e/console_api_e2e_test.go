@@ -174,7 +174,8 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 }
 
 // TestConsoleAPIRunsAFlowWithAWorker: publish over the API, start over the API, a worker runs
-// it to its approval, the approval is answered over the API, and it completes.
+// it to its approval, the approval is listed and answered over the API, and it completes with
+// who answered in its result.
 func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
@@ -204,8 +205,11 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	if roles, _ := waiting["roles"].(map[string]any); roles == nil || roles["console"].(map[string]any)["alive"].(float64) < 1 {
 		t.Fatalf("the console is not counted alive: %v", waiting)
 	}
-	code, done := con.call(t, http.MethodPost, "/api/executions/"+id+"/resume", map[string]any{"type": "approval",
-		"data": map[string]any{"approved": true, "comment": "fine"}})
+	_, pending := con.call(t, http.MethodGet, "/api/approvals", nil)
+	if items, _ := pending["items"].([]any); len(items) != 1 || items[0].(map[string]any)["execution_id"] != id {
+		t.Fatalf("pending approvals: %v", pending)
+	}
+	code, done := con.call(t, http.MethodPost, "/api/approvals/"+id, map[string]any{"approved": true, "comment": "fine"})
 	if code != http.StatusOK || done["enqueued"] != true {
 		t.Fatalf("approve: %d %v", code, done)
 	}
@@ -214,6 +218,12 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 		ex, _ := view["execution"].(map[string]any)
 		return ex != nil && ex["status"] == "completed"
 	}, s.procs...)
+	// Who answered is in the execution: the approval node's result.
+	ex := view["execution"].(map[string]any)
+	nodes, _ := ex["context"].(map[string]any)["$NODE"].(map[string]any)
+	if ask, _ := nodes["ask"].(map[string]any); ask["by"] != "admin-key" || ask["approved"] != true || ask["comment"] != "fine" {
+		t.Fatalf("the approval's result: %v", ex["context"])
+	}
 	_, list := con.call(t, http.MethodGet, "/api/executions?status=completed", nil)
 	if items, _ := list["items"].([]any); len(items) != 1 {
 		t.Fatalf("completed list: %v", list)
@@ -224,7 +234,7 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	for _, e := range audit["entries"].([]any) {
 		actions = append(actions, fmt.Sprint(e.(map[string]any)["action"]))
 	}
-	for _, want := range []string{"flow.publish", "execution.start", "execution.resume"} {
+	for _, want := range []string{"flow.publish", "execution.start", "approval.answer"} {
 		if !slices.Contains(actions, want) {
 			t.Errorf("audit lacks %s: %v", want, actions)
 		}
