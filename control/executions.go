@@ -46,7 +46,8 @@ type Started struct {
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
-// a worker runs it.
+// a worker runs it. A tenant at its running limit is refused (Limited) before anything is
+// written (control/quota.go).
 func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
@@ -59,6 +60,10 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	}
 	out := Started{TenantID: tenant, Queue: p.QueueName()}
 	if req.Definition != nil {
+		// A start refused by the quota publishes nothing either.
+		if err := p.admitStart(ctx, tenant); err != nil {
+			return Started{}, err
+		}
 		pub, err := p.PublishFlow(ctx, tenant, req.Definition, req.Version)
 		if err != nil {
 			return Started{}, err
@@ -66,6 +71,8 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 		already := pub.Result == store.AlreadyPublished
 		out.Flow, out.FlowVersion, out.Published, out.Already = pub.Flow, pub.Version, pub.Result == store.Published, &already
 	} else if out.Flow, out.FlowVersion, err = p.PublishedFlow(ctx, tenant, req.FlowID, req.Version); err != nil {
+		return Started{}, err
+	} else if err := p.admitStart(ctx, tenant); err != nil {
 		return Started{}, err
 	}
 	out.FlowID = out.Flow.ID

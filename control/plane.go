@@ -43,6 +43,8 @@ type Deps struct {
 	Expr      engine.ExprLimits
 	// StateMaxBytes is PLAITA_EXECUTION_STATE_MAX_BYTES, the bound of an input or resume data.
 	StateMaxBytes int
+	// Quota is the tenant running quota a start is checked against (control/quota.go).
+	Quota QuotaSettings
 	// Built reports whether this build has a role ("console", "delay" …): the wake-up report
 	// says when the role that wakes an execution is not built yet.
 	Built func(role string) bool

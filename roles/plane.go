@@ -70,6 +70,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		NodeTypes:     nodeTypesOnce(nodeCfg, o.NodeLog),
 		Expr:          settings.Engine(nodeCfg).Expr,
 		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
+		Quota:         control.QuotaSettings{MaxRunning: settings.WorkerQuota(cfg).MaxRunning},
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
 	}), nil

@@ -37,6 +37,9 @@ type Route struct {
 	MaxBody int64
 	// Status is the success status (0: 200; 201 for a creation, 204 for nothing).
 	Status int
+	// Limited: a limit may refuse the call for now (429 with Retry-After: a tenant at its
+	// running quota, a locked account).
+	Limited bool
 }
 
 // DefaultMaxBody bounds a request body unless its route says otherwise.
@@ -157,6 +160,9 @@ func (a *api) problemResponses(r *Route) map[string]*huma.Response {
 	}
 	if r.Redis || r.Method != http.MethodGet {
 		statuses = append(statuses, http.StatusServiceUnavailable, http.StatusNotFound, http.StatusConflict)
+	}
+	if r.Limited {
+		statuses = append(statuses, http.StatusTooManyRequests)
 	}
 	if r.MaxBody > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 		statuses = append(statuses, http.StatusRequestEntityTooLarge)

@@ -91,6 +91,8 @@ func statusOf(c control.Class) int {
 		return http.StatusNotFound
 	case control.Conflict:
 		return http.StatusConflict
+	case control.Limited:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -99,6 +101,9 @@ func statusOf(c control.Class) int {
 func fromRefusal(r *control.Refusal) *Problem {
 	p := newProblem(statusOf(r.Class), r.Code, "%s", r.Message)
 	p.Lines, p.Accepted, p.Unblock, p.Fields = r.Detail, r.Accepted, r.Unblock, r.Fields
+	if r.RetryAfter > 0 {
+		p.retryAfter(r.RetryAfter)
+	}
 	if st := r.Execution; st != nil {
 		p.Execution = &ProblemExecution{ID: st.ExecutionID, Status: st.Status, Where: control.DescribeStatus(st)}
 	}

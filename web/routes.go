@@ -19,7 +19,7 @@ func registerRoutes(a *api) {
 
 	auth := []string{"auth"}
 	register(a, Route{ID: "login", Method: post, Path: "/api/login", Summary: "Log in: a session cookie and its CSRF token",
-		Tags: auth, Access: Public, Action: "auth.login"}, a.login)
+		Tags: auth, Access: Public, Action: "auth.login", Limited: true}, a.login)
 	register(a, Route{ID: "logout", Method: post, Path: "/api/logout", Summary: "End the session",
 		Tags: auth, Access: Authenticated, Action: "auth.logout", Status: http.StatusNoContent}, a.logout)
 	register(a, Route{ID: "session", Method: get, Path: "/api/session", Summary: "Who the caller is: user, memberships, CSRF token",
@@ -80,7 +80,7 @@ func registerRoutes(a *api) {
 
 	executions := []string{"executions"}
 	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
-		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Status: http.StatusCreated}, a.startExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Status: http.StatusCreated, Limited: true}, a.startExecution)
 	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, cursor)",
 		Tags: executions, Access: TenantViewer, Redis: true}, a.listExecutions)
 	register(a, Route{ID: "execution-get", Method: get, Path: "/api/executions/{id}", Summary: "Read an execution: its state, what wakes it, what can be done next",
