@@ -41,8 +41,10 @@ type Started struct {
 	Queue       string `json:"queue"`
 	MessageID   string `json:"message_id"`
 	// WorkersAlive is how many workers the registry knows alive: with none, nothing runs it yet.
-	WorkersAlive int          `json:"workers_alive"`
-	Flow         *engine.Flow `json:"-"`
+	WorkersAlive int `json:"workers_alive"`
+	// Dispatch is the capacity-dispatch decision, when capacity dispatch is on.
+	Dispatch *DispatchDecision `json:"dispatch,omitempty"`
+	Flow     *engine.Flow      `json:"-"`
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
@@ -84,14 +86,18 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	if out.ExecutionID == "" {
 		out.ExecutionID = engine.NewExecutionID()
 	}
-	out.MessageID, err = p.enqueue(ctx, tenant, queue.Envelope{Kind: queue.KindStart, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
-		ExecutionID: out.ExecutionID, Input: input})
+	env := queue.Envelope{Kind: queue.KindStart, TenantID: tenant, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
+		ExecutionID: out.ExecutionID, Input: input}
+	dispatch := p.planStart(ctx, tenant, &env)
+	out.MessageID, err = p.enqueue(ctx, tenant, env)
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
 		return Started{}, refuse(Invalid, "invalid_input", err, "input: %v", err)
 	}
 	if err != nil {
 		return Started{}, err
 	}
+	p.recordDispatch(ctx, dispatch, out.MessageID)
+	out.Dispatch = dispatch
 	if workers, err := p.Alive(ctx, roleWorker); err == nil {
 		out.WorkersAlive = workers.Alive
 	} else {

@@ -45,6 +45,8 @@ type Deps struct {
 	StateMaxBytes int
 	// Quota is the tenant running quota a start is checked against (control/quota.go).
 	Quota QuotaSettings
+	// Dispatch is capacity dispatch of starts (control/dispatch.go); the zero value is off.
+	Dispatch DispatchSettings
 	// Built reports whether this build has a role ("console", "delay" …): the wake-up report
 	// says when the role that wakes an execution is not built yet.
 	Built func(role string) bool

@@ -78,5 +78,5 @@ func (p *Plane) admitStart(ctx context.Context, tenant string) error {
 	return &Refusal{Class: Limited, Code: "tenant_quota", RetryAfter: quotaRetryAfter,
 		Message: fmt.Sprintf("tenant %s runs %d execution(s), its limit (%s): a start waits for one of them to end or suspend", tenant, q.Running, q.Source),
 		Unblock: fmt.Sprintf("retry later, or raise the tenant's limit: redis-cli HSET %s %s N", shellQuote(key), shellQuote(tenant)),
-		Fields: map[string]any{"limit": q.Limit.Limit, "running": q.Running, "source": q.Source, "override": q.Limit.Override}}
+		Fields:  map[string]any{"limit": q.Limit.Limit, "running": q.Running, "source": q.Source, "override": q.Limit.Override}}
 }

@@ -131,7 +131,7 @@ func buildVersion() string {
 // local mode, which is not built yet; without a docker daemon it would refuse every flow).
 func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
 	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: cfg.As(config.RoleWorker)})
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true})
 	if err != nil {
 		return nil, nil, err
 	}

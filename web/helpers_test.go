@@ -41,11 +41,14 @@ type fixture struct {
 	plane  *control.Plane
 	q      *queue.Queue
 	events *store.Events
+	ledger *store.DispatchLedger
 }
 
 type fixtureOptions struct {
 	settings Settings
 	noRedis  bool
+	// dispatch turns capacity dispatch on, shadow or applied (its ledger: f.ledger).
+	dispatch, shadow bool
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -85,9 +88,16 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 		}
 		f.redis = store.NewRedis(f.c, store.DefaultSettings(), f.root)
 		f.events = store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root)
+		var dispatch control.DispatchSettings
+		if o.dispatch {
+			if f.ledger, err = store.NewDispatchLedger(f.c, f.root+":dispatch:ledger", 0); err != nil {
+				t.Fatal(err)
+			}
+			dispatch = control.DispatchSettings{Ledger: f.ledger, Stale: time.Minute, Shadow: o.shadow, Actor: "console-test"}
+		}
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
 			Events: f.events, Schedules: store.NewSchedules(f.c, f.root),
-			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q,
+			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
 		d.Plane, d.Redis = f.plane, f.redis
 	}
@@ -110,6 +120,11 @@ func withSettings(fn func(*Settings)) func(*fixtureOptions) {
 }
 
 func withoutRedis() func(*fixtureOptions) { return func(o *fixtureOptions) { o.noRedis = true } }
+
+// withDispatch turns capacity dispatch on: shadow records the decisions only.
+func withDispatch(shadow bool) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.dispatch, o.shadow = true, shadow }
+}
 
 // client is one caller: a cookie jar, the headers it sends on every request (a key, a tenant)
 // and the CSRF token of its session.
