@@ -45,10 +45,12 @@ const (
 // executions on SQLite, is not built yet).
 //
 // Start order (service.Group): metrics server → registry (status running; not without Redis)
-// → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
-// Shutdown: not ready and the status draining → the API refuses writes (503 draining) →
-// status stopping → the HTTP server shuts down (requests in flight finish, within 20 s) →
-// registry deregistered → metrics server; then Redis and the database are closed.
+// → the periodic tenant-status reconcile (every PLAITA_TENANT_STATUS_RECONCILE_SECONDS; 0 =
+// off, with a warning) → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then
+// ready. Shutdown: not ready and the status draining → the API refuses writes (503 draining)
+// → status stopping → the HTTP server shuts down (requests in flight finish, within 20 s) →
+// the reconcile stops → registry deregistered → metrics server; then Redis and the database
+// are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -81,16 +83,11 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		publishTenantStatuses(startCtx, db, deps.Redis, config.DeploymentEpoch.In(cfg), log)
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 	}
 	ready := health.NewReadiness()
 	deps.Ready = ready
-	srv := web.New(deps, web.Settings{
-		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
-		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version: buildVersion(),
-	})
+	srv := web.New(deps, consoleSettings(cfg))
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
 			Msg("no admin API key: tenant and user management answers 503 except to a platform admin's session")
@@ -103,6 +100,14 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			srv.Drain()
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
+	if deps.Redis != nil {
+		// A failure is logged (and on /health): the console still serves, the workers keep the
+		// statuses they had until the next reconcile.
+		_, _ = srv.ReconcileTenantStatuses(startCtx, web.TriggerStart)
+		if svc := tenantStatusService(cfg, srv, log); svc != nil {
+			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
+		}
+	}
 	err = r.serve(ctx, log, func() {
 		mode := "redis"
 		if deps.Plane == nil {
@@ -115,6 +120,47 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 		log.Info().Str("event", "console.stopped").Msg("console stopped")
 	}
 	return err
+}
+
+// consoleSettings are the API's settings from the configuration.
+func consoleSettings(cfg *config.Config) web.Settings {
+	return web.Settings{
+		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
+		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
+		Version:              buildVersion(),
+		TenantStatusInterval: time.Duration(max(config.TenantStatusReconcileSeconds.In(cfg), 0)) * time.Second,
+		Config:               effectiveConfig(cfg.Report()),
+	}
+}
+
+// tenantStatusService republishes the tenants' statuses from the database every
+// PLAITA_TENANT_STATUS_RECONCILE_SECONDS, so that a Redis-only restore that brought a deleted
+// tenant's "active" back is corrected without a restart. 0 turns it off (nil), with a warning.
+func tenantStatusService(cfg *config.Config, srv *web.Server, log zerolog.Logger) service.Service {
+	every := time.Duration(config.TenantStatusReconcileSeconds.In(cfg)) * time.Second
+	if every <= 0 {
+		log.Warn().Str("event", "console.tenant_status_reconcile_off").Str("variable", "PLAITA_TENANT_STATUS_RECONCILE_SECONDS").
+			Msg("the periodic tenant-status reconcile is off: after a Redis-only restore, correct the statuses with POST /api/cluster/tenant-status/reconcile")
+		return nil
+	}
+	return &service.Loop{Interval: every, Once: func(ctx context.Context) {
+		_, _ = srv.ReconcileTenantStatuses(ctx, web.TriggerPeriodic) // logged, and on /health
+	}}
+}
+
+// effectiveConfig is the configuration report as GET /api/cluster/config shows it (the report
+// masks secrets already).
+func effectiveConfig(r config.Report) *web.EffectiveConfig {
+	out := &web.EffectiveConfig{Role: string(r.Role), OK: r.OK, Variables: make([]web.ConfigVariable, 0, len(r.Variables)), Warnings: []string{},
+		Generations: web.ConfigGenerations{Family: r.Generations.Family, Config: r.Generations.Config, Budget: r.Generations.Budget}}
+	for _, v := range r.Variables {
+		out.Variables = append(out.Variables, web.ConfigVariable{Name: v.Name, Section: v.Section, Value: v.Value, Default: v.Default,
+			Source: string(v.Source), Secret: v.Secret, Effect: v.Effect, Warnings: append([]string{}, v.Warnings...)})
+	}
+	for _, w := range r.Warnings {
+		out.Warnings = append(out.Warnings, w.Message)
+	}
+	return out
 }
 
 // buildVersion is the module version of the binary ("devel" from a work tree).
@@ -136,25 +182,4 @@ func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log ze
 		return nil, nil, err
 	}
 	return plane, store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot), nil
-}
-
-// publishTenantStatuses copies every tenant's status from the database (the authority) to
-// Redis at start. A failure is a warning: the console still serves, the workers keep the
-// statuses they had (restart the console to publish again).
-func publishTenantStatuses(ctx context.Context, db *sqlite.DB, r *store.Redis, epoch string, log zerolog.Logger) {
-	tenants, err := db.AllTenants(ctx)
-	if err == nil {
-		authority := make(map[string]string, len(tenants))
-		for _, t := range tenants {
-			authority[t.Slug] = string(t.Status)
-		}
-		var res store.TenantStatusSync
-		if res, err = r.SyncTenantStatuses(ctx, authority, epoch); err == nil {
-			log.Info().Str("event", "console.tenant_status_published").Int("published", len(res.Published)).
-				Strs("tombstoned", res.Tombstoned).Str("epoch", epoch).Msg("tenant statuses published from the database")
-			return
-		}
-	}
-	log.Warn().Str("event", "console.tenant_status_publish_failed").Err(err).
-		Msg("tenant statuses not published at start: the workers keep what Redis has; restart the console to publish them")
 }

@@ -131,4 +131,18 @@ func registerRoutes(a *api) {
 		Tags: approvals, Access: TenantViewer, Redis: true}, a.listApprovals)
 	register(a, Route{ID: "approval-answer", Method: post, Path: "/api/approvals/{id}", Summary: "Approve or reject the approval an execution waits for (the caller is recorded as who answered)",
 		Tags: approvals, Access: TenantEditor, Action: "approval.answer", Redis: true}, a.answerApproval)
+
+	cluster := []string{"cluster"}
+	register(a, Route{ID: "cluster-status", Method: get, Path: "/api/cluster/status", Summary: "The cluster at a glance: backlog, delay queue, roles, instances, generation mismatches, what needs attention",
+		Tags: cluster, Access: Platform, Redis: true}, a.clusterStatus)
+	register(a, Route{ID: "cluster-instances", Method: get, Path: "/api/cluster/instances", Summary: "The registry's live instances, by role, with their generations",
+		Tags: cluster, Access: Platform, Redis: true}, a.clusterInstances)
+	register(a, Route{ID: "cluster-config", Method: get, Path: "/api/cluster/config", Summary: "The console's effective configuration (secrets masked) and its generation hashes",
+		Tags: cluster, Access: Platform}, a.clusterConfig)
+	register(a, Route{ID: "tenant-status-reconcile", Method: post, Path: "/api/cluster/tenant-status/reconcile", Summary: "Publish every tenant's status from the database to Redis now",
+		Tags: cluster, Access: Platform, Action: "tenant_status.reconcile", Redis: true}, a.reconcileTenantStatusesNow)
+	register(a, Route{ID: "services", Method: get, Path: "/api/services", Summary: "The live instances by role, with their metrics and health address",
+		Tags: cluster, Access: Platform, Redis: true}, a.services)
+	register(a, Route{ID: "metrics", Method: get, Path: "/api/metrics", Summary: "The cluster as Prometheus text: backlogs, dead letters, delay queue, live instances, scrape health",
+		Tags: cluster, Access: Platform, Redis: true}, a.clusterMetrics)
 }

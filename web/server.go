@@ -40,6 +40,11 @@ type Settings struct {
 	SessionTTL time.Duration
 	// Version is the binary's, in the OpenAPI document and /health.
 	Version string
+	// TenantStatusInterval is PLAITA_TENANT_STATUS_RECONCILE_SECONDS, how often the console
+	// republishes the tenants' statuses (0: never but at start), for /health.
+	TenantStatusInterval time.Duration
+	// Config is the console's effective configuration (secrets masked), GET /api/cluster/config.
+	Config *EffectiveConfig
 }
 
 // Deps are what the API works on.
@@ -66,6 +71,15 @@ type api struct {
 	s        Settings
 	routes   []*Route
 	draining atomic.Bool
+
+	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
+	// guards the last report.
+	tsRun, tsMu sync.Mutex
+	tsLast      *TenantStatusReport
+	// scrapes counts, by part, the reads GET /api/metrics could not make (h_cluster.go);
+	// scrapeWarnAt is when a degraded scrape was last logged (Unix seconds).
+	scrapes      scrapeFailures
+	scrapeWarnAt atomic.Int64
 }
 
 // Server is the console's HTTP server: the API on echo, served by an http.Server as a service.
@@ -100,7 +114,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures()}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
