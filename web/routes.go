@@ -6,12 +6,20 @@ import (
 	"plaita/engine"
 )
 
+const (
+	get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
+)
+
 // registerRoutes is the API: one register call per endpoint, with who may call it, what it
 // needs and what it audits (api.go: Route). The OpenAPI document is generated from these.
 func registerRoutes(a *api) {
-	const (
-		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
-	)
+	registerAccountRoutes(a)
+	registerFlowRoutes(a)
+	registerOperationRoutes(a)
+}
+
+// registerAccountRoutes: health, sessions, tenants, users, members, API keys, the audit trail.
+func registerAccountRoutes(a *api) {
 	health := []string{"health"}
 	register(a, Route{ID: "healthz", Method: get, Path: "/healthz", Summary: "The process runs", Tags: health}, a.healthz)
 	register(a, Route{ID: "readyz", Method: get, Path: "/readyz", Summary: "The console takes traffic (not while starting or draining)", Tags: health}, a.readyz)
@@ -66,7 +74,10 @@ func registerRoutes(a *api) {
 
 	register(a, Route{ID: "audit-list", Method: get, Path: "/api/audit", Summary: "Read the tenant's audit trail, newest first (the read is audited)",
 		Tags: []string{"audit"}, Access: TenantAdmin, Action: "audit.read"}, a.listAudit)
+}
 
+// registerFlowRoutes: flows, executions, events, dead letters.
+func registerFlowRoutes(a *api) {
 	flows := []string{"flows"}
 	flowBody := int64(engine.MaxFlowBytes) + 64<<10
 	register(a, Route{ID: "flow-list", Method: get, Path: "/api/flows", Summary: "List published flows, most recently published first",
@@ -109,7 +120,10 @@ func registerRoutes(a *api) {
 		Tags: dlq, Access: TenantViewer, Redis: true}, a.getDeadLetter)
 	register(a, Route{ID: "dead-letter-replay", Method: post, Path: "/api/dead-letters/{id}/replay", Summary: "Enqueue a dead letter again, once (a second replay enqueues nothing)",
 		Tags: dlq, Access: TenantAdmin, Action: "dlq.replay", Redis: true}, a.replayDeadLetter)
+}
 
+// registerOperationRoutes: schedules, approvals, the cluster.
+func registerOperationRoutes(a *api) {
 	schedules := []string{"schedules"}
 	register(a, Route{ID: "schedule-list", Method: get, Path: "/api/schedules", Summary: "List the tenant's cron schedules, oldest first",
 		Tags: schedules, Access: TenantViewer, Redis: true}, a.listSchedules)
