@@ -4,7 +4,9 @@
 // — the operations the CLI runs, refused with the same words — and over store/sqlite (tenants,
 // users, members, sessions, API keys, the audit trail); it holds no business rule of its own,
 // builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
-// Settings).
+// Settings). Besides the handlers it has the one job that joins the database and Redis: the
+// tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
+// periodically and POST /api/cluster/tenant-status/reconcile runs on request.
 //
 // # Adding an endpoint
 //
