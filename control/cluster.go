@@ -58,9 +58,6 @@ type ClusterReading struct {
 	Failed    map[string]error
 }
 
-// Degraded reports whether a part could not be read.
-func (r ClusterReading) Degraded() bool { return len(r.Failed) > 0 }
-
 // Read reads the cluster for a scrape (see ClusterReading).
 func (p *Plane) Read(ctx context.Context) ClusterReading {
 	now := p.now()

@@ -38,12 +38,23 @@ type DispatchSettings struct {
 // DefaultCapacityStale is PLAITA_CAPACITY_STALE_SECONDS's default.
 const DefaultCapacityStale = 90 * time.Second
 
-// DispatchDecision is what a start's dispatch decided, as the ledger has it.
+// DispatchDecision is what a start's dispatch decided, as its answer says it: the ledger entry
+// has the candidates themselves (a deployment's every worker: too much for each start's
+// answer).
 type DispatchDecision struct {
-	store.DispatchRecord
-	LedgerID string `json:"ledger_id,omitempty"`
+	Mode   string `json:"mode" enum:"shadow,applied" doc:"shadow: recorded only, the start carries no target"`
+	Target string `json:"target,omitempty" doc:"the worker chosen (none: any worker takes it)"`
+	Reason string `json:"reason"`
+	// Considered and Eligible count the workers looked at and those that qualified.
+	Considered int    `json:"considered"`
+	Eligible   int    `json:"eligible"`
+	LedgerID   string `json:"ledger_id,omitempty" doc:"the decision's entry in the dispatch ledger"`
 	// Error says what kept the decision from being made or recorded (the start went on).
 	Error string `json:"error,omitempty"`
+
+	record store.DispatchRecord
+	// live are the registry's live records the decision read (nil when it could not).
+	live []store.InstanceRecord
 }
 
 // PlanDispatch picks the worker a start of queue should go to, from the registry's live
@@ -110,20 +121,29 @@ func (p *Plane) planStart(ctx context.Context, tenant string, env *queue.Envelop
 		return nil
 	}
 	now := p.now()
-	dec := &DispatchDecision{DispatchRecord: store.DispatchRecord{At: now.UTC(), Actor: d.Actor, TenantID: tenant, ExecutionID: env.ExecutionID,
-		FlowID: env.FlowID, FlowVersion: env.FlowVersion, Queue: p.QueueName(), Mode: store.DispatchApplied, Candidates: []store.DispatchCandidate{}}}
+	dec := &DispatchDecision{Mode: store.DispatchApplied}
 	if d.Shadow {
 		dec.Mode = store.DispatchShadow
 	}
 	live, err := p.d.Registry.Instances(ctx, now, presence.TTLFactor*presence.DefaultHeartbeatInterval)
+	var cands []store.DispatchCandidate
 	if err != nil {
 		dec.Reason, dec.Error = "the registry cannot be read: any worker takes it", err.Error()
-		return dec
+	} else {
+		dec.live = live.Live
+		dec.Target, dec.Reason, cands = PlanDispatch(now, live.Live, p.QueueName(), d.Stale)
 	}
-	dec.Target, dec.Reason, dec.Candidates = PlanDispatch(now, live.Live, p.QueueName(), d.Stale)
+	dec.Considered = len(cands)
+	for _, c := range cands {
+		if c.Eligible {
+			dec.Eligible++
+		}
+	}
 	if dec.Mode == store.DispatchApplied {
 		env.TargetInstanceID = dec.Target
 	}
+	dec.record = store.DispatchRecord{At: now.UTC(), Actor: d.Actor, TenantID: tenant, ExecutionID: env.ExecutionID, FlowID: env.FlowID,
+		FlowVersion: env.FlowVersion, Queue: p.QueueName(), Mode: dec.Mode, Target: dec.Target, Reason: dec.Reason, Candidates: cands}
 	return dec
 }
 
@@ -132,8 +152,8 @@ func (p *Plane) recordDispatch(ctx context.Context, dec *DispatchDecision, messa
 	if dec == nil {
 		return
 	}
-	dec.MessageID = messageID
-	id, err := p.d.Dispatch.Ledger.Record(ctx, dec.DispatchRecord)
+	dec.record.MessageID = messageID
+	id, err := p.d.Dispatch.Ledger.Record(ctx, dec.record)
 	if err != nil {
 		if dec.Error != "" {
 			dec.Error += "; "

@@ -114,7 +114,8 @@ func TestStartDispatchesByCapacity(t *testing.T) {
 		}
 		r := recs[0]
 		if r.Target != "w-idle" || r.Mode != mode || r.Actor != "console-1" || r.ExecutionID != s.ExecutionID || r.MessageID != s.MessageID ||
-			r.TenantID != "acme" || len(r.Candidates) != 2 || s.Dispatch.LedgerID != r.ID {
+			r.TenantID != "acme" || len(r.Candidates) != 2 || s.Dispatch.LedgerID != r.ID || s.Dispatch.Considered != 2 || s.Dispatch.Eligible != 2 ||
+			s.WorkersAlive != 2 {
 			raw, _ := json.Marshal(r)
 			t.Fatalf("shadow %v: ledger entry %s; start %+v", shadow, raw, s.Dispatch)
 		}

@@ -98,7 +98,10 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	}
 	p.recordDispatch(ctx, dispatch, out.MessageID)
 	out.Dispatch = dispatch
-	if workers, err := p.Alive(ctx, roleWorker); err == nil {
+	if dispatch != nil && dispatch.live != nil {
+		// The registry the decision read: a start reads it once.
+		out.WorkersAlive = liveInstances{recs: dispatch.live}.count(roleWorker, true).Alive
+	} else if workers, err := p.Alive(ctx, roleWorker); err == nil {
 		out.WorkersAlive = workers.Alive
 	} else {
 		out.WorkersAlive = -1 // unknown: the registry cannot be read

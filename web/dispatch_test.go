@@ -36,7 +36,7 @@ func TestStartDispatchesByCapacity(t *testing.T) {
 		var started ExecutionStarted
 		ed.want(t, http.StatusCreated, http.MethodPost, "/api/executions", map[string]any{"flow_id": "ask"}).decode(t, &started)
 		d := started.Dispatch
-		if d == nil || d.Target != "w-free" || d.LedgerID == "" || d.Error != "" || len(d.Candidates) != 3 {
+		if d == nil || d.Target != "w-free" || d.LedgerID == "" || d.Error != "" || d.Considered != 3 || d.Eligible != 1 || started.WorkersAlive != 3 {
 			t.Fatalf("shadow %v: dispatch %+v", shadow, d)
 		}
 		envs := f.streamEntries(t)
@@ -48,7 +48,7 @@ func TestStartDispatchesByCapacity(t *testing.T) {
 			t.Fatalf("shadow %v: the start's target %+v, want %q", shadow, envs, want)
 		}
 		recs, err := f.ledger.Recent(ctx, 5)
-		if err != nil || len(recs) != 1 || recs[0].ID != d.LedgerID || recs[0].Mode != mode || recs[0].Target != "w-free" ||
+		if err != nil || len(recs) != 1 || recs[0].ID != d.LedgerID || recs[0].Mode != mode || recs[0].Target != "w-free" || len(recs[0].Candidates) != 3 ||
 			recs[0].ExecutionID != started.ExecutionID || recs[0].Actor != "console-test" {
 			t.Fatalf("shadow %v: ledger %+v %v", shadow, recs, err)
 		}
