@@ -151,6 +151,8 @@ func TestApprovals(t *testing.T) {
 		}
 	}
 	editor.want(t, http.StatusBadRequest, http.MethodPost, "/api/approvals/bad:id", map[string]any{"approved": true})
+	editor.want(t, http.StatusRequestEntityTooLarge, http.MethodPost, "/api/approvals/ex_a1", map[string]any{"approved": true,
+		"comment": strings.Repeat("x", DefaultMaxBody)})
 	viewer.want(t, http.StatusBadRequest, http.MethodGet, "/api/approvals?cursor=forged", nil)
 	viewer.want(t, http.StatusBadRequest, http.MethodGet, "/api/approvals?limit=0", nil)
 	if n := len(f.answers(t)); n != 3 {

@@ -170,4 +170,19 @@ func TestDeadLetters(t *testing.T) {
 		}
 	}
 	admin.want(t, http.StatusBadRequest, http.MethodPost, "/api/dead-letters/1-2-3/replay", nil)
+
+	// A dead letter this build cannot replay (it kept no payload): 409, nothing enqueued.
+	bare, err := f.c.Do(context.Background(), f.c.B().Xadd().Key(f.root+":flow:queue:dlq").Id("*").FieldValue().
+		FieldValue("reason", "poison").FieldValue("tenant_id", "acme").Build()).ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(f.streamEntries(t))
+	if p := admin.want(t, http.StatusConflict, http.MethodPost, "/api/dead-letters/"+bare+"/replay", nil).problem(t); p.Code != "replay_refused" ||
+		!strings.Contains(p.Detail, "no payload") {
+		t.Fatalf("a dead letter without payload: %+v", p)
+	}
+	if n := len(f.streamEntries(t)); n != before {
+		t.Fatalf("a refused replay enqueued %d task(s)", n-before)
+	}
 }

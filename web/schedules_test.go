@@ -112,6 +112,10 @@ func TestSchedulesCRUD(t *testing.T) {
 	} {
 		editor.want(t, http.StatusBadRequest, http.MethodPost, "/api/schedules", body)
 	}
+	huge := map[string]any{"cron": "@daily", "flow_id": "ask", "input": strings.Repeat("x", DefaultMaxBody)}
+	if p := editor.want(t, http.StatusRequestEntityTooLarge, http.MethodPost, "/api/schedules", huge).problem(t); p.Code != "body_too_large" {
+		t.Fatalf("oversize: %+v", p)
+	}
 
 	// Disable, enable.
 	editor.want(t, http.StatusOK, http.MethodPost, "/api/schedules/nightly/disable", nil).decode(t, &up)
