@@ -57,7 +57,7 @@ func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLet
 		return DeadLetterPage{}, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}
 	if err != nil {
-		return DeadLetterPage{}, err
+		return DeadLetterPage{}, redisFailure("dead letters", err)
 	}
 	out := DeadLetterPage{TenantID: tenant, AllTenants: req.All, Items: []queue.DLQEntry{}}
 	more := len(es) == read // the stream may hold older entries
@@ -88,20 +88,24 @@ func (p *Plane) DeadLetter(ctx context.Context, tenant string, all bool, id stri
 	if errors.Is(err, queue.ErrDLQEntryNotFound) || err == nil && !all && !sameTenant(e.TenantID, tenant) {
 		return queue.DLQEntry{}, refuse(NotFound, "dead_letter_not_found", queue.ErrDLQEntryNotFound, "no dead letter %s in tenant %s", id, tenant)
 	}
-	return e, err
+	return e, redisFailure("dead letter "+id, err)
 }
 
 // ReplayDeadLetter enqueues a dead letter again, once: a second replay answers
 // "already_replayed" and enqueues nothing.
 func (p *Plane) ReplayDeadLetter(ctx context.Context, tenant string, all bool, id string) (queue.ReplayResult, error) {
-	if _, err := p.DeadLetter(ctx, tenant, all, id); err != nil {
+	e, err := p.DeadLetter(ctx, tenant, all, id)
+	if err != nil {
 		return queue.ReplayResult{}, err
 	}
 	res, err := p.d.Queue.Replay(ctx, id)
-	if errors.Is(err, queue.ErrReplayRefused) {
+	switch {
+	case errors.Is(err, queue.ErrReplayRefused):
 		return res, refuse(Conflict, "replay_refused", err, "%v", err)
+	case errors.Is(err, queue.ErrDLQEntryNotFound): // trimmed since it was read
+		return res, refuse(NotFound, "dead_letter_not_found", err, "no dead letter %s in tenant %s", id, e.TenantID)
 	}
-	return res, err
+	return res, redisFailure("replay "+id, err)
 }
 
 func sameTenant(entry, tenant string) bool {

@@ -40,6 +40,11 @@ type Route struct {
 	// Limited: a limit may refuse the call for now (429 with Retry-After: a tenant at its
 	// running quota, a locked account).
 	Limited bool
+	// Bounded: the handler's work is bounded by Settings.RedisTimeout, so that a Redis that
+	// went away is a 503 in seconds instead of a request that hangs (rueidis retries a read
+	// until its context ends). Not for a route whose answer streams on after the handler
+	// returns.
+	Bounded bool
 }
 
 // DefaultMaxBody bounds a request body unless its route says otherwise.
@@ -108,6 +113,11 @@ func register[I, O any](a *api, r Route, h func(context.Context, *Call, *I) (*O,
 	}
 	huma.Register(a.huma, op, func(ctx context.Context, in *I) (*O, error) {
 		c := callFrom(ctx)
+		if rt.Bounded {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, a.s.redisTimeout())
+			defer cancel()
+		}
 		out, err := h(ctx, c, in)
 		if c != nil && rt.Action != "" && !c.Audit.Skip {
 			a.auditCall(ctx, c, err)

@@ -49,6 +49,8 @@ type fixtureOptions struct {
 	noRedis  bool
 	// dispatch turns capacity dispatch on, shadow or applied (its ledger: f.ledger).
 	dispatch, shadow bool
+	// server is a private Redis (a test that kills it), instead of the shared one.
+	server *redistest.Server
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -72,6 +74,9 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	d := Deps{DB: db, Log: zerolog.Nop()}
 	if !o.noRedis {
 		f.c = redistest.Client(t)
+		if o.server != nil {
+			f.c = o.server.Client(t)
+		}
 		f.root = redistest.Root(t, f.c)
 		stream := f.root + ":flow:queue"
 		f.q, err = queue.New(f.c, queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
@@ -120,6 +125,11 @@ func withSettings(fn func(*Settings)) func(*fixtureOptions) {
 }
 
 func withoutRedis() func(*fixtureOptions) { return func(o *fixtureOptions) { o.noRedis = true } }
+
+// withServer runs the console on a private Redis.
+func withServer(srv *redistest.Server) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.server = srv }
+}
 
 // withDispatch turns capacity dispatch on: shadow records the decisions only.
 func withDispatch(shadow bool) func(*fixtureOptions) {

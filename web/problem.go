@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -189,6 +190,8 @@ func problemFor(err error) *Problem {
 		return newProblem(http.StatusServiceUnavailable, "database_unavailable", "the console database failed; try again").retryAfter(time.Second)
 	case isRedisFailure(err):
 		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer; try again").retryAfter(time.Second)
+	case errors.Is(err, context.DeadlineExceeded): // a Bounded route's Redis work ran out of time
+		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer in time; try again").retryAfter(time.Second)
 	}
 	return newProblem(http.StatusInternalServerError, "internal", "internal error; the console's log has it under this request id")
 }

@@ -45,6 +45,19 @@ type Settings struct {
 	TenantStatusInterval time.Duration
 	// Config is the console's effective configuration (secrets masked), GET /api/cluster/config.
 	Config *EffectiveConfig
+	// RedisTimeout bounds the work of a Bounded route (0: DefaultRedisTimeout).
+	RedisTimeout time.Duration
+}
+
+// DefaultRedisTimeout bounds a Bounded route's work: well above a healthy call's milliseconds,
+// below a client's or a scraper's patience.
+const DefaultRedisTimeout = 10 * time.Second
+
+func (s Settings) redisTimeout() time.Duration {
+	if s.RedisTimeout > 0 {
+		return s.RedisTimeout
+	}
+	return DefaultRedisTimeout
 }
 
 // Deps are what the API works on.
