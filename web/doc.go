@@ -13,13 +13,14 @@
 // Every endpoint is one register call in routes.go:
 //
 //	register(a, Route{ID: "execution-cancel", Method: http.MethodPost, Path: "/api/executions/{id}/cancel",
-//		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true},
+//		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true, Bounded: true},
 //		a.cancelExecution)
 //
 // with a handler func(ctx context.Context, c *Call, in *In) (*Out, error) over typed input and
 // output structs (huma tags: path, query, header, Body; validation tags). The Route says who may
 // call it (Access: Public … Platform), whether it needs Redis (Redis: 503 while the console has
-// none), its audit action (every write is audited: allowed when the handler succeeds, denied
+// none; Bounded: its work has Settings.RedisTimeout, so a Redis that went away is a 503, not a
+// hang — every route but a streaming one), its audit action (every write is audited: allowed when the handler succeeds, denied
 // with the refusal's code when it fails) and its body bound (MaxBody, default 1 MiB). The
 // register helper documents the route's error responses, runs authentication and the access
 // check before the body is read, and renders every error as one Problem.
