@@ -32,7 +32,7 @@ type fixture struct {
 	store *store.Redis
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t *testing.T, opts ...func(*Deps)) *fixture {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
@@ -50,10 +50,14 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	st := store.NewRedis(c, store.DefaultSettings(), root)
-	p := New(Deps{Root: root, Store: st, Flows: store.NewFlows(c, root).Reserve(stream, stream+":dlq"),
+	d := Deps{Root: root, Store: st, Flows: store.NewFlows(c, root).Reserve(stream, stream+":dlq"),
 		Events: store.NewEvents(c, store.EventSettings{TTL: time.Hour}, root), Schedules: store.NewSchedules(c, root),
 		Registry: store.NewRegistry(c, root), Delay: delay, Queue: q,
-		Producer: queue.NewProducer(c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20})
+		Producer: queue.NewProducer(c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20}
+	for _, o := range opts {
+		o(&d)
+	}
+	p := New(d)
 	return &fixture{t: t, c: c, root: root, p: p, q: q, store: st}
 }
 

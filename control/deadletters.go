@@ -11,32 +11,69 @@ import (
 // once (queue.Queue.Replay). The stream is shared by every tenant; an operation for one tenant
 // sees only its entries, and an entry of another tenant reads as not found.
 
-// DeadLetters lists up to limit of the newest dead letters of tenant (every tenant's when all).
-// Entries of other tenants do not count towards limit: up to 10 × limit entries are read.
+// DeadLetters lists up to limit of the newest dead letters of tenant (every tenant's when all):
+// the first page of DeadLetterPage.
 func (p *Plane) DeadLetters(ctx context.Context, tenant string, all bool, limit int) ([]queue.DLQEntry, error) {
+	page, err := p.DeadLetterPage(ctx, DeadLetterList{Tenant: tenant, All: all, Limit: limit})
+	return page.Items, err
+}
+
+// DeadLetterList asks for a page of dead letters, newest first: of Tenant (every tenant's when
+// All), older than Cursor ("" = from the newest; else the NextCursor of the page before), at
+// most Limit (1 to 1000).
+type DeadLetterList struct {
+	Tenant string
+	All    bool
+	Cursor string
+	Limit  int
+}
+
+// DeadLetterPage is a page of dead letters; NextCursor is "" on the last one.
+type DeadLetterPage struct {
+	TenantID   string           `json:"tenant_id"`
+	AllTenants bool             `json:"all_tenants"`
+	Items      []queue.DLQEntry `json:"items"`
+	NextCursor string           `json:"next_cursor,omitempty"`
+}
+
+// DeadLetterPage lists a page of dead letters. Entries of other tenants do not count towards
+// the limit: up to 10 × limit entries are read, and a page that found fewer than its limit
+// among them still has a next page when more entries remain.
+func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLetterPage, error) {
+	limit := req.Limit
 	if limit < 1 || limit > 1000 {
-		return nil, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to 1000", limit)
+		return DeadLetterPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to 1000", limit)
 	}
-	tenant, err := p.Tenant(tenant)
+	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
-		return nil, err
+		return DeadLetterPage{}, err
 	}
 	read := limit
-	if !all {
+	if !req.All {
 		read = 10 * limit
 	}
-	es, err := p.d.Queue.ListDLQ(ctx, read)
-	if err != nil {
-		return nil, err
+	es, err := p.d.Queue.ListDLQBefore(ctx, req.Cursor, read)
+	if errors.Is(err, queue.ErrBadDLQCursor) {
+		return DeadLetterPage{}, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}
-	out := []queue.DLQEntry{}
-	for _, e := range es {
-		if len(out) == limit {
+	if err != nil {
+		return DeadLetterPage{}, redisFailure("dead letters", err)
+	}
+	out := DeadLetterPage{TenantID: tenant, AllTenants: req.All, Items: []queue.DLQEntry{}}
+	more := len(es) == read // the stream may hold older entries
+	for i, e := range es {
+		if !req.All && !sameTenant(e.TenantID, tenant) {
+			continue
+		}
+		out.Items = append(out.Items, e)
+		if len(out.Items) == limit {
+			more = more || i < len(es)-1
+			es = es[:i+1]
 			break
 		}
-		if all || sameTenant(e.TenantID, tenant) {
-			out = append(out, e)
-		}
+	}
+	if more && len(es) > 0 {
+		out.NextCursor = es[len(es)-1].ID
 	}
 	return out, nil
 }
@@ -51,20 +88,24 @@ func (p *Plane) DeadLetter(ctx context.Context, tenant string, all bool, id stri
 	if errors.Is(err, queue.ErrDLQEntryNotFound) || err == nil && !all && !sameTenant(e.TenantID, tenant) {
 		return queue.DLQEntry{}, refuse(NotFound, "dead_letter_not_found", queue.ErrDLQEntryNotFound, "no dead letter %s in tenant %s", id, tenant)
 	}
-	return e, err
+	return e, redisFailure("dead letter "+id, err)
 }
 
 // ReplayDeadLetter enqueues a dead letter again, once: a second replay answers
 // "already_replayed" and enqueues nothing.
 func (p *Plane) ReplayDeadLetter(ctx context.Context, tenant string, all bool, id string) (queue.ReplayResult, error) {
-	if _, err := p.DeadLetter(ctx, tenant, all, id); err != nil {
+	e, err := p.DeadLetter(ctx, tenant, all, id)
+	if err != nil {
 		return queue.ReplayResult{}, err
 	}
 	res, err := p.d.Queue.Replay(ctx, id)
-	if errors.Is(err, queue.ErrReplayRefused) {
+	switch {
+	case errors.Is(err, queue.ErrReplayRefused):
 		return res, refuse(Conflict, "replay_refused", err, "%v", err)
+	case errors.Is(err, queue.ErrDLQEntryNotFound): // trimmed since it was read
+		return res, refuse(NotFound, "dead_letter_not_found", err, "no dead letter %s in tenant %s", id, e.TenantID)
 	}
-	return res, err
+	return res, redisFailure("replay "+id, err)
 }
 
 func sameTenant(entry, tenant string) bool {

@@ -79,22 +79,34 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	return out, nil
 }
 
-// ListEvents is the tenant's newest events, of one type ("" = all), at most limit (1 to
-// store.MaxEventList).
-func (p *Plane) ListEvents(ctx context.Context, tenant, typ string, limit int) (store.EventPage, error) {
-	if typ != "" {
-		if err := keys.ValidName("event type", typ); err != nil {
+// EventList asks for a page of a tenant's events, newest first: of one type ("" = all), after
+// Cursor ("" = from the newest; else the NextCursor of the page before), Limit (1 to
+// store.MaxEventList) index members.
+type EventList struct {
+	Tenant string
+	Type   string
+	Cursor string
+	Limit  int
+}
+
+// ListEvents is one page of the tenant's newest events.
+func (p *Plane) ListEvents(ctx context.Context, req EventList) (store.EventPage, error) {
+	if req.Type != "" {
+		if err := keys.ValidName("event type", req.Type); err != nil {
 			return store.EventPage{}, refuse(Invalid, "invalid_event_type", err, "%v", err)
 		}
 	}
-	if limit < 1 || limit > store.MaxEventList {
-		return store.EventPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxEventList)
+	if req.Limit < 1 || req.Limit > store.MaxEventList {
+		return store.EventPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", req.Limit, store.MaxEventList)
 	}
-	tenant, err := p.Tenant(tenant)
+	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
 		return store.EventPage{}, err
 	}
-	page, err := p.d.Events.List(ctx, tenant, typ, limit)
+	page, err := p.d.Events.Page(ctx, store.EventQuery{Tenant: tenant, Type: req.Type, Cursor: req.Cursor, Limit: req.Limit})
+	if errors.Is(err, store.ErrInvalid) {
+		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
+	}
 	if err != nil {
 		return page, fmt.Errorf("list events: %w", err)
 	}

@@ -41,12 +41,15 @@ type Started struct {
 	Queue       string `json:"queue"`
 	MessageID   string `json:"message_id"`
 	// WorkersAlive is how many workers the registry knows alive: with none, nothing runs it yet.
-	WorkersAlive int          `json:"workers_alive"`
-	Flow         *engine.Flow `json:"-"`
+	WorkersAlive int `json:"workers_alive"`
+	// Dispatch is the capacity-dispatch decision, when capacity dispatch is on.
+	Dispatch *DispatchDecision `json:"dispatch,omitempty"`
+	Flow     *engine.Flow      `json:"-"`
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
-// a worker runs it.
+// a worker runs it. A tenant at its running limit is refused (Limited) before anything is
+// written (control/quota.go).
 func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
@@ -59,6 +62,10 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	}
 	out := Started{TenantID: tenant, Queue: p.QueueName()}
 	if req.Definition != nil {
+		// A start refused by the quota publishes nothing either.
+		if err := p.admitStart(ctx, tenant); err != nil {
+			return Started{}, err
+		}
 		pub, err := p.PublishFlow(ctx, tenant, req.Definition, req.Version)
 		if err != nil {
 			return Started{}, err
@@ -66,6 +73,8 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 		already := pub.Result == store.AlreadyPublished
 		out.Flow, out.FlowVersion, out.Published, out.Already = pub.Flow, pub.Version, pub.Result == store.Published, &already
 	} else if out.Flow, out.FlowVersion, err = p.PublishedFlow(ctx, tenant, req.FlowID, req.Version); err != nil {
+		return Started{}, err
+	} else if err := p.admitStart(ctx, tenant); err != nil {
 		return Started{}, err
 	}
 	out.FlowID = out.Flow.ID
@@ -77,15 +86,22 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	if out.ExecutionID == "" {
 		out.ExecutionID = engine.NewExecutionID()
 	}
-	out.MessageID, err = p.enqueue(ctx, tenant, queue.Envelope{Kind: queue.KindStart, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
-		ExecutionID: out.ExecutionID, Input: input})
+	env := queue.Envelope{Kind: queue.KindStart, TenantID: tenant, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
+		ExecutionID: out.ExecutionID, Input: input}
+	dispatch := p.planStart(ctx, tenant, &env)
+	out.MessageID, err = p.enqueue(ctx, tenant, env)
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
 		return Started{}, refuse(Invalid, "invalid_input", err, "input: %v", err)
 	}
 	if err != nil {
 		return Started{}, err
 	}
-	if workers, err := p.Alive(ctx, roleWorker); err == nil {
+	p.recordDispatch(ctx, dispatch, out.MessageID)
+	out.Dispatch = dispatch
+	if dispatch != nil && dispatch.live != nil {
+		// The registry the decision read: a start reads it once.
+		out.WorkersAlive = liveInstances{recs: dispatch.live}.count(roleWorker, true).Alive
+	} else if workers, err := p.Alive(ctx, roleWorker); err == nil {
 		out.WorkersAlive = workers.Alive
 	} else {
 		out.WorkersAlive = -1 // unknown: the registry cannot be read

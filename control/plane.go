@@ -14,6 +14,7 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -48,6 +49,10 @@ type Deps struct {
 	// TimelineMax is PLAITA_EXECUTION_TIMELINE_MAX, the bound of a timeline an operation
 	// appends to (0: the engine's default).
 	TimelineMax int
+	// Quota is the tenant running quota a start is checked against (control/quota.go).
+	Quota QuotaSettings
+	// Dispatch is capacity dispatch of starts (control/dispatch.go); the zero value is off.
+	Dispatch DispatchSettings
 	// Built reports whether this build has a role ("console", "delay" …): the wake-up report
 	// says when the role that wakes an execution is not built yet.
 	Built func(role string) bool
@@ -125,4 +130,14 @@ func (p *Plane) enqueue(ctx context.Context, tenant string, env queue.Envelope) 
 		return "", fmt.Errorf("enqueue: %w", err)
 	}
 	return id, nil
+}
+
+// redisFailure classes an error of the queue or the delay queue (plain Redis replies, no
+// class of their own) as the store's transient Redis failure, so that every front end tells
+// "Redis did not answer" from a refusal; a refusal or an error already classed is left as it is.
+func redisFailure(what string, err error) error {
+	if err == nil || AsRefusal(err) != nil || errors.Is(err, store.ErrRedis) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("%w: %s: %w", store.ErrRedis, what, err)
 }

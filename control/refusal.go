@@ -3,6 +3,7 @@ package control
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"plaita/engine/state"
 )
@@ -19,6 +20,9 @@ const (
 	// Conflict: it cannot be done in the state things are in (a terminal execution, a resume the
 	// worker would refuse, a published version that differs): exit 1, HTTP 409.
 	Conflict
+	// Limited: a limit refuses it for now (a tenant at its running quota); the same request
+	// may pass later (RetryAfter): exit 1, HTTP 429.
+	Limited
 )
 
 // Refusal is an operation the control plane turned down: what was refused and why, what is
@@ -41,6 +45,8 @@ type Refusal struct {
 	Execution *state.Execution `json:"-"`
 	// Err is the cause, for errors.Is (engine.ErrInvalidResume, store.ErrVersionConflict …).
 	Err error `json:"-"`
+	// RetryAfter suggests when to try a Limited request again.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (r *Refusal) Error() string { return r.Message }

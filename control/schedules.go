@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -34,12 +35,16 @@ type ScheduleAdded struct {
 // scheduleRefusal classifies a store error of a schedule edit.
 func scheduleRefusal(err error) error {
 	switch {
+	case AsRefusal(err) != nil:
+		return err
 	case errors.Is(err, store.ErrBadSchedule):
 		return refuse(Invalid, "invalid_schedule", err, "%v", err)
 	case errors.Is(err, store.ErrScheduleExists):
 		return refuse(Conflict, "schedule_exists", err, "%v", err)
 	case errors.Is(err, store.ErrScheduleNotFound):
 		return refuse(NotFound, "schedule_not_found", err, "%v", err)
+	case errors.Is(err, store.ErrScheduleChanged):
+		return refuse(Conflict, "schedule_changed", err, "%v: try again", err)
 	}
 	return err
 }
@@ -50,35 +55,16 @@ func (p *Plane) AddSchedule(ctx context.Context, s store.Schedule) (ScheduleAdde
 	if s.ID == "" {
 		s.ID = NewScheduleID()
 	}
-	s.Cron = strings.TrimSpace(s.Cron)
 	if s.Input == nil {
 		s.Input = json.RawMessage(`{}`)
-	}
-	if s.FlowVersion == "" {
-		s.FlowVersion = store.LatestVersion
-	}
-	if err := keys.ValidName("schedule id", s.ID); err != nil {
-		return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "%v", err)
-	}
-	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
-		return ScheduleAdded{}, refuse(Invalid, "invalid_cron", err, "--cron/--tz: %v", err)
-	}
-	if err := keys.ValidName("flow id", s.FlowID); err != nil {
-		return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "--flow: %v", err)
-	}
-	if s.FlowVersion != store.LatestVersion {
-		if err := keys.ValidName("flow version", s.FlowVersion); err != nil {
-			return ScheduleAdded{}, refuse(Invalid, "invalid_schedule", err, "--version: %v (or %s)", err, store.LatestVersion)
-		}
 	}
 	tenant, err := p.Tenant(s.TenantID)
 	if err != nil {
 		return ScheduleAdded{}, err
 	}
 	s.TenantID = tenant
-	if limit := p.d.StateMaxBytes; limit > 0 && len(s.Input) > limit {
-		return ScheduleAdded{}, refuse(Invalid, "invalid_input", nil,
-			"--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
+	if err := p.checkSchedule(&s); err != nil {
+		return ScheduleAdded{}, err
 	}
 	var out ScheduleAdded
 	if w, err := p.flowWarning(ctx, s); err != nil {
@@ -88,6 +74,94 @@ func (p *Plane) AddSchedule(ctx context.Context, s store.Schedule) (ScheduleAdde
 	}
 	if out.ScheduleRecord, err = p.d.Schedules.Create(ctx, s, p.now()); err != nil {
 		return ScheduleAdded{}, scheduleRefusal(err)
+	}
+	return out, nil
+}
+
+// checkSchedule normalizes a definition (the spec trimmed, no version = latest) and checks it
+// the way a create and an update do, before anything is written.
+func (p *Plane) checkSchedule(s *store.Schedule) error {
+	s.Cron = strings.TrimSpace(s.Cron)
+	if s.FlowVersion == "" {
+		s.FlowVersion = store.LatestVersion
+	}
+	if err := keys.ValidName("schedule id", s.ID); err != nil {
+		return refuse(Invalid, "invalid_schedule", err, "%v", err)
+	}
+	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
+		return refuse(Invalid, "invalid_cron", err, "--cron/--tz: %v", err)
+	}
+	if err := keys.ValidName("flow id", s.FlowID); err != nil {
+		return refuse(Invalid, "invalid_schedule", err, "--flow: %v", err)
+	}
+	if s.FlowVersion != store.LatestVersion {
+		if err := keys.ValidName("flow version", s.FlowVersion); err != nil {
+			return refuse(Invalid, "invalid_schedule", err, "--version: %v (or %s)", err, store.LatestVersion)
+		}
+	}
+	if limit := p.d.StateMaxBytes; limit > 0 && len(s.Input) > limit {
+		return refuse(Invalid, "invalid_input", nil,
+			"--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
+	}
+	if len(s.Input) > 0 && !json.Valid(s.Input) {
+		return refuse(Invalid, "invalid_input", nil, "--input is not JSON")
+	}
+	return nil
+}
+
+// SchedulePatch is an edit of a schedule: every field that is set replaces the stored one.
+type SchedulePatch struct {
+	Cron        *string
+	TimeZone    *string
+	FlowID      *string
+	FlowVersion *string // "" or "latest": the latest published version at each tick
+	Input       json.RawMessage
+	Enabled     *bool
+}
+
+// ScheduleUpdated is a schedule after an edit: Changed is false when the edit changed nothing.
+type ScheduleUpdated struct {
+	store.ScheduleRecord
+	Changed  bool     `json:"changed"`
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// UpdateSchedule edits a schedule, checked as AddSchedule checks a new one. A new calendar
+// (cron or time zone) moves its baseline to now, so ticks of the old calendar are never fired
+// under the new one (store.Schedules.Update); a flow (version) not published yet is a warning.
+func (p *Plane) UpdateSchedule(ctx context.Context, tenant, id string, patch SchedulePatch) (ScheduleUpdated, error) {
+	if err := scheduleID(id); err != nil {
+		return ScheduleUpdated{}, err
+	}
+	tenant, err := p.Tenant(tenant)
+	if err != nil {
+		return ScheduleUpdated{}, err
+	}
+	rec, changed, err := p.d.Schedules.Update(ctx, tenant, id, p.now(), func(s *store.Schedule) error {
+		for _, f := range []struct {
+			v  *string
+			to *string
+		}{{patch.Cron, &s.Cron}, {patch.TimeZone, &s.TimeZone}, {patch.FlowID, &s.FlowID}, {patch.FlowVersion, &s.FlowVersion}} {
+			if f.v != nil {
+				*f.to = *f.v
+			}
+		}
+		if patch.Input != nil {
+			s.Input = patch.Input
+		}
+		if patch.Enabled != nil {
+			s.Enabled = *patch.Enabled
+		}
+		return p.checkSchedule(s)
+	})
+	if err != nil {
+		return ScheduleUpdated{}, scheduleRefusal(err)
+	}
+	out := ScheduleUpdated{ScheduleRecord: rec, Changed: changed}
+	if w, err := p.flowWarning(ctx, rec.Schedule); err != nil {
+		return ScheduleUpdated{}, err
+	} else if w != "" {
+		out.Warnings = append(out.Warnings, w)
 	}
 	return out, nil
 }
@@ -117,6 +191,85 @@ func (p *Plane) Schedules(ctx context.Context, tenant string) ([]store.ScheduleR
 		return nil, nil, err
 	}
 	return p.d.Schedules.List(ctx, tenant)
+}
+
+// ScheduleList asks for a page of the tenant's schedules, oldest first: after Cursor ("" =
+// from the first; else the NextCursor of the page before), at most Limit (1 to
+// MaxScheduleList).
+type ScheduleList struct {
+	Tenant string
+	Cursor string
+	Limit  int
+}
+
+// MaxScheduleList bounds a page of schedules.
+const MaxScheduleList = 1000
+
+// SchedulePage is a page of schedules. Bad are the records that do not decode (on the first
+// page only: they have no position of their own).
+type SchedulePage struct {
+	TenantID   string                 `json:"tenant_id"`
+	Items      []store.ScheduleRecord `json:"items"`
+	Bad        []BadScheduleView      `json:"bad"`
+	NextCursor string                 `json:"next_cursor,omitempty"`
+}
+
+// BadScheduleView is a schedule whose record does not decode: delete it, or write it again.
+type BadScheduleView struct {
+	ID    string `json:"id"`
+	Error string `json:"error"`
+}
+
+// scheduleCursor is where a page of schedules ends: the creation time (ms) and id of its last
+// schedule, the order the tenant's index keeps them in. Opaque to callers (base64 JSON).
+type scheduleCursor struct {
+	CreatedMS int64  `json:"c"`
+	ID        string `json:"i"`
+}
+
+// SchedulePage lists a page of the tenant's schedules, oldest first. A schedule deleted since
+// the page before does not shift the next one.
+func (p *Plane) SchedulePage(ctx context.Context, req ScheduleList) (SchedulePage, error) {
+	if req.Limit < 1 || req.Limit > MaxScheduleList {
+		return SchedulePage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1 to %d", req.Limit, MaxScheduleList)
+	}
+	var after *scheduleCursor
+	if req.Cursor != "" {
+		var c scheduleCursor
+		b, err := base64.RawURLEncoding.DecodeString(req.Cursor)
+		if err == nil {
+			err = json.Unmarshal(b, &c)
+		}
+		if err != nil || c.ID == "" {
+			return SchedulePage{}, refuse(Invalid, "invalid_cursor", err, "cursor %q is not a position in a list of schedules", req.Cursor)
+		}
+		after = &c
+	}
+	recs, bad, err := p.Schedules(ctx, req.Tenant)
+	if err != nil {
+		return SchedulePage{}, err
+	}
+	tenant, _ := p.Tenant(req.Tenant) // checked by Schedules
+	out := SchedulePage{TenantID: tenant, Items: []store.ScheduleRecord{}, Bad: []BadScheduleView{}}
+	if after == nil {
+		for _, b := range bad {
+			out.Bad = append(out.Bad, BadScheduleView{ID: b.ID, Error: b.Err.Error()})
+		}
+	}
+	for _, rec := range recs {
+		ms := rec.CreatedAt.UnixMilli()
+		if after != nil && (ms < after.CreatedMS || ms == after.CreatedMS && rec.ID <= after.ID) {
+			continue
+		}
+		if len(out.Items) == req.Limit {
+			last := out.Items[len(out.Items)-1]
+			b, _ := json.Marshal(scheduleCursor{CreatedMS: last.CreatedAt.UnixMilli(), ID: last.ID})
+			out.NextCursor = base64.RawURLEncoding.EncodeToString(b)
+			break
+		}
+		out.Items = append(out.Items, rec)
+	}
+	return out, nil
 }
 
 // scheduleID checks a schedule id argument.

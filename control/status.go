@@ -70,6 +70,8 @@ type InstanceStatus struct {
 	BudgetGeneration string        `json:"budget_generation,omitempty"`
 	HeartbeatAge     time.Duration `json:"heartbeat_age_ns"`
 	Uptime           time.Duration `json:"uptime_ns"`
+	// MetricsAddr is where it serves /metrics, /healthz and /readyz ("" when it serves none).
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 }
 
 // GenerationMismatch is one generation that takes more than one value among the live instances
@@ -117,11 +119,11 @@ func (p *Plane) Status(ctx context.Context, tenant string) (ClusterStatus, error
 	now := p.now()
 	s := ClusterStatus{At: now.UTC(), Roles: []RoleStatus{}, Instances: []InstanceStatus{}, Mismatches: []GenerationMismatch{}, Attention: []Finding{}}
 	if s.Queue, err = p.d.Queue.Backlog(ctx); err != nil {
-		return ClusterStatus{}, fmt.Errorf("task queue: %w", err)
+		return ClusterStatus{}, redisFailure("task queue", err)
 	}
 	ds, err := p.d.Delay.Stats(ctx, now)
 	if err != nil {
-		return ClusterStatus{}, err
+		return ClusterStatus{}, redisFailure("delay queue", err)
 	}
 	s.Delay = DelayStatus{Key: p.d.Delay.ScheduledKey(), Scheduled: ds.Scheduled, Due: ds.Due, Dead: ds.Dead}
 	if !ds.OldestDue.IsZero() {
@@ -154,7 +156,7 @@ func (s *ClusterStatus) instances(live []store.InstanceRecord, now time.Time, bu
 		s.Instances = append(s.Instances, InstanceStatus{InstanceID: rec.InstanceID, Role: rec.Role, Status: rec.Status,
 			Host: rec.Host, PID: rec.PID, Queue: rec.Queue, ActiveTasks: rec.ActiveTasks, Capacity: rec.Capacity,
 			ConfigFamily: rec.ConfigFamily, ConfigGeneration: rec.ConfigGeneration, BudgetGeneration: rec.BudgetGeneration,
-			HeartbeatAge: max(now.Sub(rec.HeartbeatAt), 0), Uptime: max(now.Sub(rec.StartedAt), 0)})
+			HeartbeatAge: max(now.Sub(rec.HeartbeatAt), 0), Uptime: max(now.Sub(rec.StartedAt), 0), MetricsAddr: rec.MetricsAddr})
 		r, ok := roles[rec.Role]
 		if !ok {
 			r = &RoleStatus{Role: rec.Role, Built: built(rec.Role)}

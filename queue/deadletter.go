@@ -240,11 +240,25 @@ func dlqEntry(e rueidis.XRangeEntry) DLQEntry {
 
 // ListDLQ returns up to count dead letters, newest first.
 func (q *Queue) ListDLQ(ctx context.Context, count int) ([]DLQEntry, error) {
+	return q.ListDLQBefore(ctx, "", count)
+}
+
+// ListDLQBefore returns up to count dead letters older than the entry id before ("" = from
+// the newest), newest first: the pages of a listing, each going on after the last entry of
+// the one before. An id that is not a stream id is ErrBadDLQCursor.
+func (q *Queue) ListDLQBefore(ctx context.Context, before string, count int) ([]DLQEntry, error) {
 	c := q.c
 	if count < 1 {
 		count = 1
 	}
-	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End("+").Start("-").Count(int64(count)).Build()).AsXRange()
+	end := "+"
+	if before != "" {
+		if _, ok := parseID(before); !ok {
+			return nil, fmt.Errorf("%w: %q is not a stream id", ErrBadDLQCursor, before)
+		}
+		end = "(" + before
+	}
+	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", q.dlq, err)
 	}
@@ -274,6 +288,8 @@ func (q *Queue) DeadLetterByID(ctx context.Context, dlqID string) (DLQEntry, err
 var (
 	// ErrDLQEntryNotFound: no dead letter with that id (never written, or trimmed).
 	ErrDLQEntryNotFound = errors.New("dead letter not found")
+	// ErrBadDLQCursor: a listing's position that is not a dead letter's stream id.
+	ErrBadDLQCursor = errors.New("invalid dead-letter cursor")
 	// ErrReplayRefused: the dead letter cannot be replayed by this build (malformed payload,
 	// or a schema_version newer than this build: replay it from an upgraded one).
 	ErrReplayRefused = errors.New("dead letter cannot be replayed")

@@ -45,13 +45,14 @@ const (
 // executions on SQLite, is not built yet).
 //
 // Start order (service.Group): metrics server → registry (status running; not without Redis)
-// → the bulk jobs' runner (with Redis) → the HTTP server on PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT,
-// then ready.
+// → the bulk jobs' runner (with Redis) → the periodic tenant-status reconcile (every
+// PLAITA_TENANT_STATUS_RECONCILE_SECONDS; 0 = off, with a warning) → the HTTP server on
+// PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
 // Shutdown: not ready and the status draining → the API refuses writes (503 draining) and
 // ends its live streams, the bulk jobs' runner finishes the batch in hand and releases its
 // jobs (the next console resumes them) → status stopping → the HTTP server shuts down
-// (requests in flight finish, within 20 s) → registry deregistered → metrics server; then
-// Redis and the database are closed.
+// (requests in flight finish, within 20 s) → the reconcile stops → registry deregistered →
+// metrics server; then Redis and the database are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -84,7 +85,6 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		publishTenantStatuses(startCtx, db, deps.Redis, config.DeploymentEpoch.In(cfg), log)
 		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 		}})
@@ -92,11 +92,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	}
 	ready := health.NewReadiness()
 	deps.Ready = ready
-	srv := web.New(deps, web.Settings{
-		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
-		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version: buildVersion(), Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg)},
-	})
+	srv := web.New(deps, consoleSettings(cfg))
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
 			Msg("no admin API key: tenant and user management answers 503 except to a platform admin's session")
@@ -112,6 +108,14 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
+	if deps.Redis != nil {
+		// A failure is logged (and on /health): the console still serves, the workers keep the
+		// statuses they had until the next reconcile.
+		_, _ = srv.ReconcileTenantStatuses(startCtx, web.TriggerStart)
+		if svc := tenantStatusService(cfg, srv, log); svc != nil {
+			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
+		}
+	}
 	err = r.serve(ctx, log, func() {
 		mode := "redis"
 		if deps.Plane == nil {
@@ -137,6 +141,48 @@ func consoleServices(deps web.Deps, http service.Service) []service.Named {
 	return append(out, service.Named{Name: "http server", Service: http})
 }
 
+// consoleSettings are the API's settings from the configuration.
+func consoleSettings(cfg *config.Config) web.Settings {
+	return web.Settings{
+		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
+		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
+		Version:              buildVersion(),
+		Live:                 web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg)},
+		TenantStatusInterval: time.Duration(max(config.TenantStatusReconcileSeconds.In(cfg), 0)) * time.Second,
+		Config:               effectiveConfig(cfg.Report()),
+	}
+}
+
+// tenantStatusService republishes the tenants' statuses from the database every
+// PLAITA_TENANT_STATUS_RECONCILE_SECONDS, so that a Redis-only restore that brought a deleted
+// tenant's "active" back is corrected without a restart. 0 turns it off (nil), with a warning.
+func tenantStatusService(cfg *config.Config, srv *web.Server, log zerolog.Logger) service.Service {
+	every := time.Duration(config.TenantStatusReconcileSeconds.In(cfg)) * time.Second
+	if every <= 0 {
+		log.Warn().Str("event", "console.tenant_status_reconcile_off").Str("variable", "PLAITA_TENANT_STATUS_RECONCILE_SECONDS").
+			Msg("the periodic tenant-status reconcile is off: after a Redis-only restore, correct the statuses with POST /api/cluster/tenant-status/reconcile")
+		return nil
+	}
+	return &service.Loop{Interval: every, Once: func(ctx context.Context) {
+		_, _ = srv.ReconcileTenantStatuses(ctx, web.TriggerPeriodic) // logged, and on /health
+	}}
+}
+
+// effectiveConfig is the configuration report as GET /api/cluster/config shows it (the report
+// masks secrets already).
+func effectiveConfig(r config.Report) *web.EffectiveConfig {
+	out := &web.EffectiveConfig{Role: string(r.Role), OK: r.OK, Variables: make([]web.ConfigVariable, 0, len(r.Variables)), Warnings: []string{},
+		Generations: web.ConfigGenerations{Family: r.Generations.Family, Config: r.Generations.Config, Budget: r.Generations.Budget}}
+	for _, v := range r.Variables {
+		out.Variables = append(out.Variables, web.ConfigVariable{Name: v.Name, Section: v.Section, Value: v.Value, Default: v.Default,
+			Source: string(v.Source), Secret: v.Secret, Effect: v.Effect, Warnings: append([]string{}, v.Warnings...)})
+	}
+	for _, w := range r.Warnings {
+		out.Warnings = append(out.Warnings, w.Message)
+	}
+	return out
+}
+
 // buildVersion is the module version of the binary ("devel" from a work tree).
 func buildVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
@@ -151,30 +197,9 @@ func buildVersion() string {
 // local mode, which is not built yet; without a docker daemon it would refuse every flow).
 func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
 	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: cfg.As(config.RoleWorker)})
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true})
 	if err != nil {
 		return nil, nil, err
 	}
 	return plane, store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot), nil
-}
-
-// publishTenantStatuses copies every tenant's status from the database (the authority) to
-// Redis at start. A failure is a warning: the console still serves, the workers keep the
-// statuses they had (restart the console to publish again).
-func publishTenantStatuses(ctx context.Context, db *sqlite.DB, r *store.Redis, epoch string, log zerolog.Logger) {
-	tenants, err := db.AllTenants(ctx)
-	if err == nil {
-		authority := make(map[string]string, len(tenants))
-		for _, t := range tenants {
-			authority[t.Slug] = string(t.Status)
-		}
-		var res store.TenantStatusSync
-		if res, err = r.SyncTenantStatuses(ctx, authority, epoch); err == nil {
-			log.Info().Str("event", "console.tenant_status_published").Int("published", len(res.Published)).
-				Strs("tombstoned", res.Tombstoned).Str("epoch", epoch).Msg("tenant statuses published from the database")
-			return
-		}
-	}
-	log.Warn().Str("event", "console.tenant_status_publish_failed").Err(err).
-		Msg("tenant statuses not published at start: the workers keep what Redis has; restart the console to publish them")
 }

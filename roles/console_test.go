@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -202,5 +203,93 @@ func TestConsoleWithoutRedis(t *testing.T) {
 	}
 	if err := stop(); err != nil {
 		t.Fatalf("stop: %v\n%s", err, logs)
+	}
+}
+
+// TestConsoleReconcilesTenantStatuses: every PLAITA_TENANT_STATUS_RECONCILE_SECONDS the console
+// republishes the tenants' statuses from the database (a tenant a restore brought back into
+// Redis becomes a disabled tombstone without a restart), and /health shows the last run; its
+// configuration is on /api/cluster/config, secrets masked, with the generations.
+func TestConsoleReconcilesTenantStatuses(t *testing.T) {
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	sp := keys.MustFor("", "")
+	base, logs, _ := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": srv.URL(), "PLAITA_CONSOLE_ADMIN_API_KEY": "secret-admin-key",
+		"PLAITA_TENANT_STATUS_RECONCILE_SECONDS": "1", "PLAITA_DEPLOYMENT_EPOCH": "7"})
+	if err := c.Do(ctx, c.B().Hset().Key(sp.TenantStatus()).FieldValue().FieldValue("restored", "active").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		TenantStatus struct {
+			IntervalSeconds int `json:"interval_seconds"`
+			Last            struct {
+				Trigger    string
+				OK         bool
+				Tombstoned []string
+			}
+		} `json:"tenant_status_reconcile"`
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := c.Do(ctx, c.B().Hget().Key(sp.TenantStatus()).Field("restored").Build()).ToString()
+		if err == nil && st == "disabled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored tenant is still %q (%v)\n%s", st, err, logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.TenantStatus.IntervalSeconds != 1 || h.TenantStatus.Last.Trigger != "periodic" ||
+		!h.TenantStatus.Last.OK {
+		t.Fatalf("health %d %+v", code, h)
+	}
+	var cfg struct {
+		Role        string
+		Generations map[string]string
+		Variables   []struct {
+			Name   string
+			Value  any
+			Secret bool
+		}
+	}
+	if code := getJSON(t, base+"/api/cluster/config", map[string]string{"X-Admin-API-Key": "secret-admin-key"}, &cfg); code != 200 || cfg.Role != "console" ||
+		!strings.HasPrefix(cfg.Generations["config_generation"], "cfg1-") {
+		t.Fatalf("config %d %+v", code, cfg)
+	}
+	found := false
+	for _, v := range cfg.Variables {
+		if v.Name == "PLAITA_CONSOLE_ADMIN_API_KEY" {
+			found = true
+			if !v.Secret || strings.Contains(fmt.Sprint(v.Value), "secret-admin-key") {
+				t.Fatalf("the admin key is shown: %+v", v)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no PLAITA_CONSOLE_ADMIN_API_KEY in %+v", cfg.Variables)
+	}
+}
+
+// TestConsoleTenantStatusReconcileOff: PLAITA_TENANT_STATUS_RECONCILE_SECONDS=0 runs the
+// reconcile at start only, with a warning in the log and on /health.
+func TestConsoleTenantStatusReconcileOff(t *testing.T) {
+	srv := redistest.StartServer(t)
+	base, logs, _ := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": srv.URL(), "PLAITA_CONSOLE_ADMIN_API_KEY": "k",
+		"PLAITA_TENANT_STATUS_RECONCILE_SECONDS": "0"})
+	if !strings.Contains(logs.String(), `"event":"console.tenant_status_reconcile_off"`) || !strings.Contains(logs.String(), `"level":"warn"`) {
+		t.Errorf("no warning:\n%s", logs)
+	}
+	var h struct {
+		TenantStatus struct {
+			IntervalSeconds int `json:"interval_seconds"`
+			Warning         string
+			Last            struct{ Trigger string }
+		} `json:"tenant_status_reconcile"`
+	}
+	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.TenantStatus.IntervalSeconds != 0 || h.TenantStatus.Last.Trigger != "start" ||
+		!strings.Contains(h.TenantStatus.Warning, "off") {
+		t.Fatalf("health %d %+v", code, h)
 	}
 }

@@ -1,7 +1,9 @@
 package roles
 
 import (
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
@@ -31,6 +33,9 @@ type PlaneOptions struct {
 	// NodeConfig is the configuration the node types are set up from (nil: cfg): the console
 	// passes the worker's view of its environment, so that it parses flows as a worker does.
 	NodeConfig *config.Config
+	// Dispatch turns capacity dispatch of starts on (the console): each start's decision goes
+	// to the dispatch ledger, and the target is set unless PLAITA_CONSOLE_DISPATCH_SHADOW.
+	Dispatch bool
 }
 
 // NewPlane builds the control plane from the configuration — the stores, the producer with
@@ -58,6 +63,12 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 	if stream == "" {
 		stream = config.QueueName.In(cfg)
 	}
+	var dispatch control.DispatchSettings
+	if o.Dispatch {
+		if dispatch, err = dispatchSettings(cfg, c); err != nil {
+			return nil, err
+		}
+	}
 	return control.New(control.Deps{
 		Store:         store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:         store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
@@ -71,10 +82,23 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Expr:          settings.Engine(nodeCfg).Expr,
 		StateMaxBytes: config.ExecutionStateMaxBytes.In(cfg),
 		TimelineMax:   config.ExecutionTimelineMax.In(cfg),
+		Quota:         control.QuotaSettings{MaxRunning: settings.WorkerQuota(cfg).MaxRunning},
+		Dispatch:      dispatch,
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
 		Live:          store.NewLiveEvents(c, keys.DefaultRoot),
 	}), nil
+}
+
+// dispatchSettings are capacity dispatch's knobs: the ledger at PLAITA_DISPATCH_LEDGER_KEY,
+// PLAITA_CAPACITY_STALE_SECONDS, PLAITA_CONSOLE_DISPATCH_SHADOW and PLAITA_DISPATCHER_ID.
+func dispatchSettings(cfg *config.Config, c rueidis.Client) (control.DispatchSettings, error) {
+	ledger, err := store.NewDispatchLedger(c, config.DispatchLedgerKey.In(cfg), store.DefaultDispatchLedgerLen)
+	if err != nil {
+		return control.DispatchSettings{}, fmt.Errorf("PLAITA_DISPATCH_LEDGER_KEY: %w", err)
+	}
+	return control.DispatchSettings{Ledger: ledger, Stale: time.Duration(config.CapacityStaleSeconds.In(cfg) * float64(time.Second)),
+		Shadow: config.ConsoleDispatchShadow.In(cfg), Actor: config.DispatcherID.In(cfg)}, nil
 }
 
 // nodeTypesOnce sets the node types up at the first parse and keeps them: a long-running

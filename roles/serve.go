@@ -3,7 +3,9 @@ package roles
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -91,6 +93,20 @@ func roleInstance(cfg *config.Config, role config.Role, queue string, started ti
 	return presence.InstanceInfo{
 		InstanceID: config.InstanceID.In(cfg), Role: string(role), Host: host, PID: os.Getpid(), Queue: queue,
 		Generations: presence.Generations{Family: g.Family, Config: g.Config, Budget: g.Budget},
-		StartedAt:   started.UTC(),
+		StartedAt:   started.UTC(), MetricsAddr: metricsAddr(cfg, host),
 	}
+}
+
+// metricsAddr is where the role's metrics server listens, as another host reaches it: the
+// host name stands in for a wildcard address; "" when PLAITA_METRICS_PORT is off.
+func metricsAddr(cfg *config.Config, hostname string) string {
+	port := config.MetricsPort.In(cfg)
+	if port <= 0 {
+		return ""
+	}
+	h := config.MetricsHost.In(cfg)
+	if ip := net.ParseIP(h); h == "" || ip != nil && ip.IsUnspecified() {
+		h = hostname
+	}
+	return net.JoinHostPort(h, strconv.Itoa(port))
 }

@@ -99,6 +99,7 @@ func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	}
 	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
 	info := worker.InstanceInfo(cfg)
+	info.MetricsAddr = metricsAddr(cfg, info.Host)
 	w := &workerParts{queue: q, ready: health.NewReadiness(),
 		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set),
 		alerter:  alert.New(config.AlertWebhook.In(cfg), info.InstanceID, set, log),

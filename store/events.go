@@ -559,28 +559,76 @@ func decodeEventAt(key, id, tenant string, b []byte) (Event, error) {
 
 // EventPage is a List answer: the events, newest first, and how many listed members had no
 // (valid) record — expired ones are removed from the index as they are found. Invalid counts
-// the members no event can have (removed as they are found too).
+// the members no event can have (removed as they are found too). NextCursor is the cursor of
+// the next page ("" on the last one).
 type EventPage struct {
-	Events  []Event `json:"events"`
-	Expired int     `json:"expired"`
-	Corrupt int     `json:"corrupt"`
-	Invalid int     `json:"invalid,omitempty"`
+	Events     []Event `json:"events"`
+	Expired    int     `json:"expired"`
+	Corrupt    int     `json:"corrupt"`
+	Invalid    int     `json:"invalid,omitempty"`
+	NextCursor string  `json:"next_cursor,omitempty"`
 }
 
 // MaxEventList bounds one List.
 const MaxEventList = 1000
 
+// indexPage reads up to limit members of a ZSET index after cur, newest first (pageScript),
+// and the cursor of the next page ("" when the index ended before limit).
+func indexPage(ctx context.Context, c rueidis.Client, key string, cur cursor, limit int) (members []string, next string, err error) {
+	rows, err := pageScript.Exec(ctx, c, []string{key},
+		[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(limit)}).ToArray()
+	if err != nil {
+		return nil, "", transient(ErrRedis, "read "+key, err)
+	}
+	members = make([]string, 0, len(rows)/2)
+	for i := 0; i+1 < len(rows); i += 2 {
+		m, _ := rows[i].ToString()
+		score, err := rows[i+1].AsFloat64()
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: read %s: score of %q: %w", ErrRedis, key, m, err)
+		}
+		members = append(members, m)
+		cur = cursor{Score: score, Member: m}
+	}
+	if len(members) == limit {
+		next = cur.encode()
+	}
+	return members, next, nil
+}
+
+// EventQuery asks for one page of a tenant's events, newest first.
+type EventQuery struct {
+	Tenant string
+	Type   string // "" = every type
+	// Cursor is "" for the newest events, else the NextCursor of the page before: the page
+	// goes on after the last index member it read, even when that member was removed since.
+	Cursor string
+	Limit  int // 1 … MaxEventList index members read
+}
+
 // List reads a tenant's newest events, of one type (eventType) or of all types (""), at most
-// limit (1 … MaxEventList). Members whose record expired are removed on the way (the read-side
-// lazy prune), and so are members no event can have (counted in Invalid); records that do not
-// decode are counted and skipped.
+// limit (1 … MaxEventList): the first page of Page.
 func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) (EventPage, error) {
-	sp, err := e.space(tenant)
+	return e.Page(ctx, EventQuery{Tenant: tenant, Type: eventType, Limit: limit})
+}
+
+// Page reads one page of a tenant's events: q.Limit index members after q.Cursor, newest
+// first. Members whose record expired are removed on the way (the read-side lazy prune), and
+// so are members no event can have (counted in Invalid); records that do not decode are
+// counted and skipped, so a page may hold fewer events than its limit and still have a next
+// one. A malformed cursor, type or limit is ErrInvalid; a Redis failure ErrRedis.
+func (e *Events) Page(ctx context.Context, q EventQuery) (EventPage, error) {
+	sp, err := e.space(q.Tenant)
 	if err != nil {
 		return EventPage{}, err
 	}
+	eventType, limit := q.Type, q.Limit
 	if limit < 1 || limit > MaxEventList {
 		return EventPage{}, fmt.Errorf("%w: list limit %d (1–%d)", ErrInvalid, limit, MaxEventList)
+	}
+	cur, err := decodeCursor(q.Cursor)
+	if err != nil {
+		return EventPage{}, err
 	}
 	key := sp.EventFeed()
 	if eventType != "" {
@@ -591,12 +639,12 @@ func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) 
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c := e.c
-	members, err := c.Do(ctx, c.B().Zrange().Key(key).Min("+inf").Max("-inf").Byscore().Rev().Limit(0, int64(limit)).Build()).AsStrSlice()
+	members, next, err := indexPage(ctx, c, key, cur, limit)
 	if err != nil {
-		return EventPage{}, transient(ErrRedis, "read "+key, err)
+		return EventPage{}, err
 	}
+	page := EventPage{NextCursor: next}
 	refs := make([]EventRef, 0, len(members))
-	var page EventPage
 	for _, m := range members {
 		r, ok := EventRef{TenantID: sp.Tenant(), Type: eventType, ID: m}, true
 		if eventType == "" {

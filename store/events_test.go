@@ -232,6 +232,56 @@ func TestEventListNewestFirstAndPrunesExpired(t *testing.T) {
 	}
 }
 
+// Page goes on after the last member the page before read, by type or over the feed, also when
+// that member was removed since (expired) and when several events share a millisecond; a
+// cursor that is not one is ErrInvalid.
+func TestEventPagesByCursor(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, clock := f.events(store.EventSettings{DisablePruneOnWrite: true})
+	for i := range 7 {
+		_, _, err := bus.Publish(c, store.Event{ID: fmt.Sprintf("e%d", i), Type: "a", Data: json.RawMessage(strconv.Itoa(i))})
+		f.must(err)
+		if i%2 == 1 { // e0/e1, e2/e3, e4/e5 share a millisecond
+			clock.Add(int64(time.Millisecond))
+		}
+	}
+	for _, typ := range []string{"a", ""} {
+		var ids []string
+		cursor, pages := "", 0
+		for {
+			page, err := bus.Page(c, store.EventQuery{Type: typ, Cursor: cursor, Limit: 3})
+			f.must(err)
+			pages++
+			for _, ev := range page.Events {
+				ids = append(ids, ev.ID)
+			}
+			if page.NextCursor == "" {
+				break
+			}
+			if pages == 1 && typ == "a" {
+				// The member the cursor names goes (as if it expired): the next page starts after it.
+				k, _ := f.platform("").Event(page.Events[len(page.Events)-1].ID)
+				f.del(k)
+				idx, _ := f.platform("").EventIndex("a")
+				f.must(f.do(f.c.B().Zrem().Key(idx).Member(page.Events[len(page.Events)-1].ID).Build()).Error())
+			}
+			cursor = page.NextCursor
+		}
+		want := "e6 e5 e4 e3 e2 e1 e0" // e4 was read on page 1, before it went
+		if typ == "" {
+			want = "e6 e5 e3 e2 e1 e0" // e4's record is gone by now
+		}
+		if got := strings.Join(ids, " "); got != want || pages != 3 {
+			t.Errorf("type %q: %q in %d pages, want %q in 3", typ, got, pages, want)
+		}
+	}
+	if _, err := bus.Page(c, store.EventQuery{Cursor: "forged", Limit: 3}); !errors.Is(err, store.ErrInvalid) {
+		t.Errorf("a forged cursor: %v", err)
+	}
+}
+
 // The write-side prune checks the 8 oldest members of the type's index at most once a minute
 // per (tenant, type), and only when it is not disabled.
 func TestEventWriteSidePrune(t *testing.T) {

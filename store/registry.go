@@ -62,6 +62,9 @@ type InstanceRecord struct {
 	// TTLMillis is the key's TTL as the writer set it (a few heartbeat intervals): a heartbeat
 	// older than this is stale.
 	TTLMillis int64 `json:"ttl_ms"`
+	// MetricsAddr is where the instance serves /metrics, /healthz and /readyz (host:port; ""
+	// when it serves none).
+	MetricsAddr string `json:"metrics_addr,omitempty"`
 }
 
 // Fresh reports whether the record's heartbeat is within its TTL at now (fallback when the

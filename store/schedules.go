@@ -716,18 +716,41 @@ const updateAttempts = 5
 // moves the baseline to now: ticks that passed while it was disabled are never fired. A claim
 // in flight when it is disabled still completes (its tick was claimed while enabled).
 func (s *Schedules) SetEnabled(ctx context.Context, tenant, id string, enabled bool, now time.Time) (rec ScheduleRecord, changed bool, err error) {
+	return s.Update(ctx, tenant, id, now, func(sc *Schedule) error {
+		sc.Enabled = enabled
+		return nil
+	})
+}
+
+// Update changes a schedule's definition with edit, a read-modify-write that is a
+// compare-and-set on rev (edit may run more than once; it must only change its argument).
+// changed is false when edit left the definition as it was: nothing is written. The id and
+// tenant cannot change. Enabling it, or changing its calendar (cron or time zone), moves the
+// baseline to now: ticks that passed while it was disabled, or that the old calendar had, are
+// never fired. A claim in flight still completes. An edit's error is returned as it is; a
+// definition Validate refuses is ErrBadSchedule and nothing is written.
+func (s *Schedules) Update(ctx context.Context, tenant, id string, now time.Time, edit func(*Schedule) error) (rec ScheduleRecord, changed bool, err error) {
 	now = now.UTC().Truncate(time.Millisecond)
 	for range updateAttempts {
 		rec, err := s.Get(ctx, tenant, id)
 		if err != nil {
 			return ScheduleRecord{}, false, err
 		}
-		if rec.Enabled == enabled {
-			return rec, false, nil
+		before := rec.Schedule
+		if err := edit(&rec.Schedule); err != nil {
+			return ScheduleRecord{}, false, err
 		}
-		rec.Enabled, rec.UpdatedAt = enabled, now
+		rec.ID, rec.TenantID, rec.CreatedAt = before.ID, before.TenantID, before.CreatedAt
+		if rec.TimeZone == "" {
+			rec.TimeZone = "UTC"
+		}
+		if same, err := sameDefinition(before, rec.Schedule); err != nil || same {
+			return rec, false, err
+		}
+		rec.UpdatedAt = now
 		last := ""
-		if enabled && now.After(rec.LastTick) {
+		calendar := rec.Cron != before.Cron || rec.TimeZone != before.TimeZone
+		if rec.Enabled && (!before.Enabled || calendar) && now.After(rec.LastTick) {
 			rec.LastTick = now
 			last = msArg(now)
 		}
@@ -742,6 +765,21 @@ func (s *Schedules) SetEnabled(ctx context.Context, tenant, id string, enabled b
 		}
 	}
 	return ScheduleRecord{}, false, fmt.Errorf("%w: schedule %s in tenant %s: %d attempts", ErrScheduleChanged, id, tenant, updateAttempts)
+}
+
+// sameDefinition reports whether two definitions are the same but for their update time (as
+// stored: the input compared as compact JSON).
+func sameDefinition(a, b Schedule) (bool, error) {
+	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
+	x, err := json.Marshal(a)
+	if err != nil {
+		return false, schedErr(ErrBadSchedule, "schedule %s: %v", a.ID, err)
+	}
+	y, err := json.Marshal(b)
+	if err != nil {
+		return false, schedErr(ErrBadSchedule, "schedule %s: %v", b.ID, err)
+	}
+	return string(x) == string(y), nil
 }
 
 // update writes rec's definition if its rev is still the stored one; last is the new

@@ -266,6 +266,53 @@ func TestScheduleEnableDisable(t *testing.T) {
 	}
 }
 
+// Update: the same definition writes nothing; a new calendar moves the baseline to the edit
+// (the old calendar's ticks never fire under the new one) and the due index follows; a
+// refused definition writes nothing; id and tenant stay.
+func TestScheduleUpdate(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	st := f.schedules()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	if _, err := st.Create(c, newSchedule("u", "acme", "0 0 * * * *"), t0); err != nil {
+		t.Fatal(err)
+	}
+	at := t0.Add(90 * time.Minute)
+	if _, changed, err := st.Update(c, "acme", "u", at, func(s *store.Schedule) error { return nil }); err != nil || changed {
+		t.Fatalf("no edit: %v %v", changed, err)
+	}
+	rec, changed, err := st.Update(c, "acme", "u", at, func(s *store.Schedule) error {
+		s.Cron, s.Input, s.ID, s.TenantID = "0 */5 * * * *", json.RawMessage(`{"k": 2}`), "other", "globex"
+		return nil
+	})
+	if err != nil || !changed || rec.ID != "u" || rec.TenantID != "acme" || rec.Rev != 2 || !rec.LastTick.Equal(at) ||
+		!rec.Next.Equal(at.Add(5*time.Minute)) || !rec.UpdatedAt.Equal(at) {
+		t.Fatalf("edit: %+v %v %v", rec, changed, err)
+	}
+	got, err := st.Get(c, "acme", "u")
+	if err != nil || got.Cron != "0 */5 * * * *" || string(got.Input) != `{"k":2}` || !got.LastTick.Equal(at) {
+		t.Fatalf("stored: %+v %v", got, err)
+	}
+	if due, _, _ := st.DueScore(c, "acme", "u"); !due.Equal(rec.Next) {
+		t.Fatalf("due %v, want %v", due, rec.Next)
+	}
+	// A new flow keeps the calendar and its baseline.
+	rec, _, err = st.Update(c, "acme", "u", at.Add(time.Hour), func(s *store.Schedule) error { s.FlowID = "other"; return nil })
+	if err != nil || !rec.LastTick.Equal(at) || rec.FlowID != "other" {
+		t.Fatalf("new flow: %+v %v", rec, err)
+	}
+	if _, _, err := st.Update(c, "acme", "u", at, func(s *store.Schedule) error { s.Cron = "nope"; return nil }); !errors.Is(err, store.ErrBadSchedule) {
+		t.Fatalf("bad cron: %v", err)
+	}
+	if got, _ := st.Get(c, "acme", "u"); got.Rev != 3 || got.Cron != "0 */5 * * * *" {
+		t.Fatalf("a refused edit wrote: %+v", got)
+	}
+	if _, _, err := st.Update(c, "acme", "nope", at, func(*store.Schedule) error { return nil }); !errors.Is(err, store.ErrScheduleNotFound) {
+		t.Fatalf("missing: %v", err)
+	}
+}
+
 func TestScheduleDueAcrossTenantsAndTakeOver(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)

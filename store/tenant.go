@@ -250,6 +250,49 @@ func (r *Redis) TenantQuotaOverride(ctx context.Context, tenant string) (raw str
 	return raw, found, nil
 }
 
+// QuotaLimit is a tenant's effective running limit and where it came from: the one rule the
+// worker's admission and the console's start check apply (ResolveQuotaLimit).
+type QuotaLimit struct {
+	Limit int `json:"limit"` // 0 = unlimited
+	// Override: the limit is the tenant's field in <root>:tenant_quota (Raw, as stored);
+	// otherwise it is the deployment's default (PLAITA_TENANT_MAX_RUNNING).
+	Override bool   `json:"override"`
+	Raw      string `json:"raw,omitempty"`
+	// Ignored says why an override makes the tenant unlimited ("0 or negative", "not an
+	// integer"): it never falls back to the default; callers warn about it.
+	Ignored string `json:"ignored,omitempty"`
+}
+
+// ResolveQuotaLimit is the running-limit rule: the tenant's override when it has one (a
+// positive integer, spaces trimmed; 0, negative or not an integer = unlimited for that tenant,
+// never the default), otherwise def (≤ 0 = unlimited).
+func ResolveQuotaLimit(raw string, found bool, def int) QuotaLimit {
+	if !found {
+		return QuotaLimit{Limit: max(def, 0)}
+	}
+	l := QuotaLimit{Override: true, Raw: raw}
+	n, err := strconv.Atoi(strings.TrimSpace(raw))
+	switch {
+	case err != nil:
+		l.Ignored = "not an integer"
+	case n <= 0:
+		l.Ignored = "0 or negative"
+	default:
+		l.Limit = n
+	}
+	return l
+}
+
+// TenantQuotaLimit reads the tenant's override and applies the rule (ResolveQuotaLimit) with
+// def, the deployment's default limit.
+func (r *Redis) TenantQuotaLimit(ctx context.Context, tenant string, def int) (QuotaLimit, error) {
+	raw, found, err := r.TenantQuotaOverride(ctx, tenant)
+	if err != nil {
+		return QuotaLimit{}, err
+	}
+	return ResolveQuotaLimit(raw, found, def), nil
+}
+
 // RunningAdmit asks for a running slot of one execution.
 type RunningAdmit struct {
 	Tenant      string // "" = default

@@ -356,3 +356,25 @@ func TestPublishAndSyncTenantStatuses(t *testing.T) {
 		t.Fatalf("empty sync: %+v %v epoch %q", res, err, epoch())
 	}
 }
+
+// The running-limit rule the worker and the console share: an override wins when present,
+// and one that is 0, negative or not an integer makes the tenant unlimited, never the default.
+func TestResolveQuotaLimit(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw     string
+		found   bool
+		def     int
+		want    int
+		ignored string
+	}{
+		{"", false, 0, 0, ""}, {"", false, 5, 5, ""}, {"", false, -3, 0, ""},
+		{"3", true, 5, 3, ""}, {" 3 ", true, 0, 3, ""},
+		{"0", true, 5, 0, "0 or negative"}, {"-1", true, 5, 0, "0 or negative"}, {"lots", true, 5, 0, "not an integer"}, {"2.5", true, 5, 0, "not an integer"},
+	} {
+		l := store.ResolveQuotaLimit(tc.raw, tc.found, tc.def)
+		if l.Limit != tc.want || l.Ignored != tc.ignored || l.Override != tc.found || (tc.found && l.Raw != tc.raw) {
+			t.Errorf("ResolveQuotaLimit(%q, %v, %d) = %+v, want limit %d ignored %q", tc.raw, tc.found, tc.def, l, tc.want, tc.ignored)
+		}
+	}
+}

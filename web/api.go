@@ -37,6 +37,14 @@ type Route struct {
 	MaxBody int64
 	// Status is the success status (0: 200; 201 for a creation, 204 for nothing).
 	Status int
+	// Limited: a limit may refuse the call for now (429 with Retry-After: a tenant at its
+	// running quota, a locked account).
+	Limited bool
+	// Bounded: the handler's work is bounded by Settings.RedisTimeout, so that a Redis that
+	// went away is a 503 in seconds instead of a request that hangs (rueidis retries a read
+	// until its context ends). Not for a route whose answer streams on after the handler
+	// returns.
+	Bounded bool
 }
 
 // DefaultMaxBody bounds a request body unless its route says otherwise.
@@ -114,6 +122,11 @@ func registerOp[I, O any](a *api, r Route, change func(*huma.Operation), h func(
 	}
 	huma.Register(a.huma, op, func(ctx context.Context, in *I) (*O, error) {
 		c := callFrom(ctx)
+		if rt.Bounded {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, a.s.redisTimeout())
+			defer cancel()
+		}
 		out, err := h(ctx, c, in)
 		if c != nil && rt.Action != "" && !c.Audit.Skip {
 			a.auditCall(ctx, c, err)
@@ -166,6 +179,9 @@ func (a *api) problemResponses(r *Route) map[string]*huma.Response {
 	}
 	if r.Redis || r.Method != http.MethodGet {
 		statuses = append(statuses, http.StatusServiceUnavailable, http.StatusNotFound, http.StatusConflict)
+	}
+	if r.Limited {
+		statuses = append(statuses, http.StatusTooManyRequests)
 	}
 	if r.MaxBody > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 		statuses = append(statuses, http.StatusRequestEntityTooLarge)

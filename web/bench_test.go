@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"plaita/engine/state"
+	"plaita/store"
 	"plaita/store/sqlite"
 )
 
@@ -50,9 +51,15 @@ func (l *latencies) report(b *testing.B) {
 }
 
 // BenchmarkStartExecution: POST /api/executions from 16 concurrent clients (an editor's API key,
-// keep-alive connections), each start enqueued on Redis.
+// keep-alive connections), each start checked against the tenant's quota, dispatched by
+// capacity in shadow mode (the console's default: the decision recorded in the ledger) among
+// four registered workers, and enqueued on Redis.
 func BenchmarkStartExecution(b *testing.B) {
-	f := newFixture(b)
+	f := newFixture(b, withDispatch(true))
+	for i := range 4 {
+		f.registerInstance(b, store.InstanceRecord{InstanceID: fmt.Sprint("w", i), Role: "worker", Status: "running",
+			Queue: f.root + ":flow:queue", Capacity: 8, ActiveTasks: i})
+	}
 	key := f.apiKey(b, "default", sqlite.RoleEditor)
 	ed := f.key(key)
 	ed.want(b, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(approvalFlow)})

@@ -4,7 +4,9 @@
 // — the operations the CLI runs, refused with the same words — and over store/sqlite (tenants,
 // users, members, sessions, API keys, the audit trail); it holds no business rule of its own,
 // builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
-// Settings).
+// Settings). Besides the handlers it has the one job that joins the database and Redis: the
+// tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
+// periodically and POST /api/cluster/tenant-status/reconcile runs on request.
 //
 // # Adding an endpoint
 //
@@ -12,13 +14,14 @@
 // function from there: registerLiveRoutes in h_live.go, registerJobRoutes in h_jobs.go):
 //
 //	register(a, Route{ID: "execution-cancel", Method: http.MethodPost, Path: "/api/executions/{id}/cancel",
-//		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true},
+//		Summary: "Cancel an execution", Access: TenantEditor, Action: "execution.cancel", Redis: true, Bounded: true},
 //		a.cancelExecution)
 //
 // with a handler func(ctx context.Context, c *Call, in *In) (*Out, error) over typed input and
 // output structs (huma tags: path, query, header, Body; validation tags). The Route says who may
 // call it (Access: Public … Platform), whether it needs Redis (Redis: 503 while the console has
-// none), its audit action (every write is audited: allowed when the handler succeeds, denied
+// none; Bounded: its work has Settings.RedisTimeout, so a Redis that went away is a 503, not a
+// hang — every route but a streaming one), its audit action (every write is audited: allowed when the handler succeeds, denied
 // with the refusal's code when it fails) and its body bound (MaxBody, default 1 MiB). The
 // register helper documents the route's error responses, runs authentication and the access
 // check before the body is read, and renders every error as one Problem.

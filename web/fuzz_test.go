@@ -2,12 +2,14 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"plaita/store"
 	"plaita/store/sqlite"
 )
 
@@ -17,11 +19,18 @@ import (
 func FuzzRequestBodies(f *testing.F) {
 	fx := newFixture(f)
 	fx.tenant(f, "acme")
+	// A schedule for the schedule writes to act on (the fuzzer's bodies may change it: every
+	// change is checked, and none may answer 500).
+	if _, err := fx.plane.AddSchedule(context.Background(), store.Schedule{ID: "s1", TenantID: "acme", Cron: "@daily", FlowID: "ask"}); err != nil {
+		f.Fatal(err)
+	}
 	key := fx.apiKey(f, "acme", sqlite.RoleAdmin)
 	routes := []string{
 		"POST /api/executions", "POST /api/flows", "POST /api/flows/validate", "POST /api/executions/ex_1/resume",
 		"PUT /api/members", "POST /api/api-keys", "POST /api/login", "POST /api/tenants", "POST /api/users", "PATCH /api/users/usr_1",
 		"POST /api/jobs",
+		"POST /api/events", "POST /api/schedules", "PATCH /api/schedules/s1", "POST /api/schedules/s1/enable", "POST /api/approvals/ex_1",
+		"POST /api/dead-letters/1-1/replay", "POST /api/cluster/tenant-status/reconcile",
 	}
 	for _, seed := range []string{
 		`{"flow_id":"ask","input":{"a":1}}`, `{"definition":` + approvalFlow + `}`, `{"type":"approval","data":{"approved":true}}`,
@@ -29,6 +38,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"action":"cancel","filter":{"status":"running","flow_id":"ask"},"dry_run":true}`, `{"action":"replay","filter":{"reason":"poison","kind":"start"},"max_items":3}`,
 		`{"action":"delete","filter":{"started_after":"2020-01-01T00:00:00Z","started_before":"2030-01-01T00:00:00Z","force":true},"dry_run":true}`,
 		`{"flow_id":`, `[]`, `null`, `{"flow_id":"a","flow_id":"b"}`, `{"n":1e999}`, "\xff\xfe", `{"definition":{"id":"x","nodes":[{}]}}`,
+		`{"type":"order.paid","data":{"order":1}}`, `{"type":"a","id":"evt 1","data":null}`, `{"cron":"*/5 * * * *","flow_id":"ask","input":[1]}`,
+		`{"cron":"@every 1s","time_zone":"Mars/Olympus"}`, `{"approved":true,"comment":"ok"}`, `{"approved":"yes"}`, `{"enabled":false}`,
 	} {
 		for i := range routes {
 			f.Add(uint8(i), []byte(seed))
@@ -39,7 +50,7 @@ func FuzzRequestBodies(f *testing.F) {
 		method, path, _ := strings.Cut(routes[int(which)%len(routes)], " ")
 		req := httptest.NewRequest(method, path, bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
-		if path == "/api/tenants" || path == "/api/users" || strings.HasPrefix(path, "/api/users/") {
+		if path == "/api/tenants" || path == "/api/users" || strings.HasPrefix(path, "/api/users/") || strings.HasPrefix(path, "/api/cluster/") {
 			req.Header.Set(HeaderAdminKey, testAdminKey)
 		} else {
 			req.Header.Set("Authorization", "Bearer "+key)

@@ -43,7 +43,7 @@ func (a *api) ready() (bool, string) {
 
 // HealthReport is GET /health.
 type HealthReport struct {
-	Status   string          `json:"status" enum:"ok,degraded" doc:"degraded: a dependency does not answer, or the console has no Redis"`
+	Status   string          `json:"status" enum:"ok,degraded" doc:"degraded: a dependency does not answer, the console has no Redis, or the last tenant-status reconcile failed"`
 	Version  string          `json:"version"`
 	Ready    bool            `json:"ready"`
 	Reason   string          `json:"reason,omitempty" doc:"why not ready"`
@@ -51,6 +51,15 @@ type HealthReport struct {
 	Warning  string          `json:"warning,omitempty"`
 	Database DependencyState `json:"database"`
 	Redis    DependencyState `json:"redis"`
+	// TenantStatus is the tenant-status reconcile: how often it runs and its last result.
+	TenantStatus *TenantStatusHealth `json:"tenant_status_reconcile,omitempty"`
+}
+
+// TenantStatusHealth is the tenant-status reconcile on /health.
+type TenantStatusHealth struct {
+	IntervalSeconds int64               `json:"interval_seconds" doc:"PLAITA_TENANT_STATUS_RECONCILE_SECONDS; 0: only at start and on POST /api/cluster/tenant-status/reconcile"`
+	Last            *TenantStatusReport `json:"last,omitempty"`
+	Warning         string              `json:"warning,omitempty"`
 }
 
 // DependencyState is whether a dependency answers.
@@ -61,6 +70,19 @@ type DependencyState struct {
 }
 
 type healthOut struct{ Body HealthReport }
+
+// tenantStatusHealth says how the tenant statuses in Redis are kept.
+func (a *api) tenantStatusHealth() *TenantStatusHealth {
+	h := &TenantStatusHealth{IntervalSeconds: int64(a.s.TenantStatusInterval / time.Second), Last: a.lastTenantStatus()}
+	switch {
+	case h.IntervalSeconds == 0:
+		h.Warning = "the periodic tenant-status reconcile is off (PLAITA_TENANT_STATUS_RECONCILE_SECONDS=0): after a Redis-only restore, " +
+			"POST /api/cluster/tenant-status/reconcile corrects the statuses"
+	case h.Last != nil && !h.Last.OK:
+		h.Warning = "the last tenant-status reconcile failed: the workers keep what Redis has until the next one"
+	}
+	return h
+}
 
 // healthProbe bounds each dependency's probe.
 const healthProbe = 2 * time.Second
@@ -89,8 +111,9 @@ func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, err
 			"local mode (executions on SQLite) is not built yet; restart the console once Redis answers"
 	} else {
 		r.Redis = probe(a.d.Redis.Ping)
+		r.TenantStatus = a.tenantStatusHealth()
 	}
-	if !r.Database.OK || !r.Redis.OK {
+	if !r.Database.OK || !r.Redis.OK || r.TenantStatus != nil && r.TenantStatus.Last != nil && !r.TenantStatus.Last.OK {
 		r.Status = "degraded"
 	}
 	return &healthOut{Body: r}, nil

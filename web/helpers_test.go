@@ -32,19 +32,25 @@ const testAdminKey = "test-admin-key-0123456789"
 
 // fixture is one console.
 type fixture struct {
-	srv   *Server
-	url   string
-	db    *sqlite.DB
-	c     rueidis.Client
-	root  string
-	redis *store.Redis
-	plane *control.Plane
-	q     *queue.Queue
+	srv    *Server
+	url    string
+	db     *sqlite.DB
+	c      rueidis.Client
+	root   string
+	redis  *store.Redis
+	plane  *control.Plane
+	q      *queue.Queue
+	events *store.Events
+	ledger *store.DispatchLedger
 }
 
 type fixtureOptions struct {
 	settings Settings
 	noRedis  bool
+	// dispatch turns capacity dispatch on, shadow or applied (its ledger: f.ledger).
+	dispatch, shadow bool
+	// server is a private Redis (a test that kills it), instead of the shared one.
+	server *redistest.Server
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -68,6 +74,9 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	d := Deps{DB: db, Log: zerolog.Nop()}
 	if !o.noRedis {
 		f.c = redistest.Client(t)
+		if o.server != nil {
+			f.c = o.server.Client(t)
+		}
 		f.root = redistest.Root(t, f.c)
 		stream := f.root + ":flow:queue"
 		f.q, err = queue.New(f.c, queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
@@ -83,9 +92,17 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 			t.Fatal(err)
 		}
 		f.redis = store.NewRedis(f.c, store.DefaultSettings(), f.root)
+		f.events = store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root)
+		var dispatch control.DispatchSettings
+		if o.dispatch {
+			if f.ledger, err = store.NewDispatchLedger(f.c, f.root+":dispatch:ledger", 0); err != nil {
+				t.Fatal(err)
+			}
+			dispatch = control.DispatchSettings{Ledger: f.ledger, Stale: time.Minute, Shadow: o.shadow, Actor: "console-test"}
+		}
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
-			Events: store.NewEvents(f.c, store.EventSettings{TTL: time.Hour}, f.root), Schedules: store.NewSchedules(f.c, f.root),
-			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q,
+			Events: f.events, Schedules: store.NewSchedules(f.c, f.root),
+			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(f.c, f.root)})
 		d.Plane, d.Redis = f.plane, f.redis
@@ -114,6 +131,16 @@ func withSettings(fn func(*Settings)) func(*fixtureOptions) {
 }
 
 func withoutRedis() func(*fixtureOptions) { return func(o *fixtureOptions) { o.noRedis = true } }
+
+// withServer runs the console on a private Redis.
+func withServer(srv *redistest.Server) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.server = srv }
+}
+
+// withDispatch turns capacity dispatch on: shadow records the decisions only.
+func withDispatch(shadow bool) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.dispatch, o.shadow = true, shadow }
+}
 
 // client is one caller: a cookie jar, the headers it sends on every request (a key, a tenant)
 // and the CSRF token of its session.

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -91,6 +92,8 @@ func statusOf(c control.Class) int {
 		return http.StatusNotFound
 	case control.Conflict:
 		return http.StatusConflict
+	case control.Limited:
+		return http.StatusTooManyRequests
 	}
 	return http.StatusInternalServerError
 }
@@ -99,6 +102,9 @@ func statusOf(c control.Class) int {
 func fromRefusal(r *control.Refusal) *Problem {
 	p := newProblem(statusOf(r.Class), r.Code, "%s", r.Message)
 	p.Lines, p.Accepted, p.Unblock, p.Fields = r.Detail, r.Accepted, r.Unblock, r.Fields
+	if r.RetryAfter > 0 {
+		p.retryAfter(r.RetryAfter)
+	}
 	if st := r.Execution; st != nil {
 		p.Execution = &ProblemExecution{ID: st.ExecutionID, Status: st.Status, Where: control.DescribeStatus(st)}
 	}
@@ -184,6 +190,8 @@ func problemFor(err error) *Problem {
 		return newProblem(http.StatusServiceUnavailable, "database_unavailable", "the console database failed; try again").retryAfter(time.Second)
 	case isRedisFailure(err):
 		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer; try again").retryAfter(time.Second)
+	case errors.Is(err, context.DeadlineExceeded): // a Bounded route's Redis work ran out of time
+		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer in time; try again").retryAfter(time.Second)
 	}
 	return newProblem(http.StatusInternalServerError, "internal", "internal error; the console's log has it under this request id")
 }

@@ -6,12 +6,22 @@ import (
 	"plaita/engine"
 )
 
+const (
+	get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
+)
+
 // registerRoutes is the API: one register call per endpoint, with who may call it, what it
 // needs and what it audits (api.go: Route). The OpenAPI document is generated from these.
 func registerRoutes(a *api) {
-	const (
-		get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
-	)
+	registerAccountRoutes(a)
+	registerFlowRoutes(a)
+	registerOperationRoutes(a)
+	registerLiveRoutes(a)
+	registerJobRoutes(a)
+}
+
+// registerAccountRoutes: health, sessions, tenants, users, members, API keys, the audit trail.
+func registerAccountRoutes(a *api) {
 	health := []string{"health"}
 	register(a, Route{ID: "healthz", Method: get, Path: "/healthz", Summary: "The process runs", Tags: health}, a.healthz)
 	register(a, Route{ID: "readyz", Method: get, Path: "/readyz", Summary: "The console takes traffic (not while starting or draining)", Tags: health}, a.readyz)
@@ -19,7 +29,7 @@ func registerRoutes(a *api) {
 
 	auth := []string{"auth"}
 	register(a, Route{ID: "login", Method: post, Path: "/api/login", Summary: "Log in: a session cookie and its CSRF token",
-		Tags: auth, Access: Public, Action: "auth.login"}, a.login)
+		Tags: auth, Access: Public, Action: "auth.login", Limited: true}, a.login)
 	register(a, Route{ID: "logout", Method: post, Path: "/api/logout", Summary: "End the session",
 		Tags: auth, Access: Authenticated, Action: "auth.logout", Status: http.StatusNoContent}, a.logout)
 	register(a, Route{ID: "session", Method: get, Path: "/api/session", Summary: "Who the caller is: user, memberships, CSRF token",
@@ -66,36 +76,89 @@ func registerRoutes(a *api) {
 
 	register(a, Route{ID: "audit-list", Method: get, Path: "/api/audit", Summary: "Read the tenant's audit trail, newest first (the read is audited)",
 		Tags: []string{"audit"}, Access: TenantAdmin, Action: "audit.read"}, a.listAudit)
+}
 
+// registerFlowRoutes: flows, executions, events, dead letters.
+func registerFlowRoutes(a *api) {
 	flows := []string{"flows"}
 	flowBody := int64(engine.MaxFlowBytes) + 64<<10
 	register(a, Route{ID: "flow-list", Method: get, Path: "/api/flows", Summary: "List published flows, most recently published first",
-		Tags: flows, Access: TenantViewer, Redis: true}, a.listFlows)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true}, a.listFlows)
 	register(a, Route{ID: "flow-get", Method: get, Path: "/api/flows/{id}", Summary: "Read a published flow (a version, or the latest) and its versions",
-		Tags: flows, Access: TenantViewer, Redis: true}, a.getFlow)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true}, a.getFlow)
 	register(a, Route{ID: "flow-validate", Method: post, Path: "/api/flows/validate", Summary: "Validate a definition: every problem with its JSON path",
-		Tags: flows, Access: TenantViewer, Redis: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
 	register(a, Route{ID: "flow-publish", Method: post, Path: "/api/flows", Summary: "Publish a definition as an immutable version",
-		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, MaxBody: flowBody}, a.publishFlow)
+		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, Bounded: true, MaxBody: flowBody}, a.publishFlow)
 
 	executions := []string{"executions"}
 	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
-		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Status: http.StatusCreated}, a.startExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Bounded: true, Status: http.StatusCreated, Limited: true}, a.startExecution)
 	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, cursor)",
-		Tags: executions, Access: TenantViewer, Redis: true}, a.listExecutions)
+		Tags: executions, Access: TenantViewer, Redis: true, Bounded: true}, a.listExecutions)
 	register(a, Route{ID: "execution-get", Method: get, Path: "/api/executions/{id}", Summary: "Read an execution: its state, what wakes it, what can be done next",
-		Tags: executions, Access: TenantViewer, Redis: true}, a.getExecution)
+		Tags: executions, Access: TenantViewer, Redis: true, Bounded: true}, a.getExecution)
 	register(a, Route{ID: "execution-resume", Method: post, Path: "/api/executions/{id}/resume", Summary: "Resume an execution, checked the way the worker will",
-		Tags: executions, Access: TenantEditor, Action: "execution.resume", Redis: true}, a.resumeExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.resume", Redis: true, Bounded: true}, a.resumeExecution)
 	register(a, Route{ID: "execution-cancel", Method: post, Path: "/api/executions/{id}/cancel", Summary: "Cancel an execution",
-		Tags: executions, Access: TenantEditor, Action: "execution.cancel", Redis: true}, a.cancelExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.cancel", Redis: true, Bounded: true}, a.cancelExecution)
 	deleteAccess := TenantEditor
 	if a.s.Env == "prod" {
 		deleteAccess = TenantAdmin // PLAITA_CONSOLE_ENV=prod: deleting is an admin's
 	}
 	register(a, Route{ID: "execution-delete", Method: del, Path: "/api/executions/{id}", Summary: "Delete an execution's state and keys (a tombstone stays)",
-		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true}, a.deleteExecution)
+		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true, Bounded: true}, a.deleteExecution)
 
-	registerLiveRoutes(a)
-	registerJobRoutes(a)
+	events := []string{"events"}
+	register(a, Route{ID: "event-publish", Method: post, Path: "/api/events", Summary: "Publish an event: it wakes the executions waiting for it (through the filter role)",
+		Tags: events, Access: TenantEditor, Action: "event.publish", Redis: true, Bounded: true, Status: http.StatusCreated, MaxBody: eventBody}, a.publishEvent)
+	register(a, Route{ID: "event-list", Method: get, Path: "/api/events", Summary: "List the tenant's events, newest first (type, cursor)",
+		Tags: events, Access: TenantViewer, Redis: true, Bounded: true}, a.listEvents)
+
+	dlq := []string{"dead letters"}
+	register(a, Route{ID: "dead-letter-list", Method: get, Path: "/api/dead-letters", Summary: "List the tenant's dead letters, newest first (all_tenants: a platform admin's)",
+		Tags: dlq, Access: TenantViewer, Redis: true, Bounded: true}, a.listDeadLetters)
+	register(a, Route{ID: "dead-letter-get", Method: get, Path: "/api/dead-letters/{id}", Summary: "Read one dead letter with its payload",
+		Tags: dlq, Access: TenantViewer, Redis: true, Bounded: true}, a.getDeadLetter)
+	register(a, Route{ID: "dead-letter-replay", Method: post, Path: "/api/dead-letters/{id}/replay", Summary: "Enqueue a dead letter again, once (a second replay enqueues nothing)",
+		Tags: dlq, Access: TenantAdmin, Action: "dlq.replay", Redis: true, Bounded: true}, a.replayDeadLetter)
+}
+
+// registerOperationRoutes: schedules, approvals, the cluster.
+func registerOperationRoutes(a *api) {
+	schedules := []string{"schedules"}
+	register(a, Route{ID: "schedule-list", Method: get, Path: "/api/schedules", Summary: "List the tenant's cron schedules, oldest first",
+		Tags: schedules, Access: TenantViewer, Redis: true, Bounded: true}, a.listSchedules)
+	register(a, Route{ID: "schedule-create", Method: post, Path: "/api/schedules", Summary: "Create a cron schedule that starts a flow",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.create", Redis: true, Bounded: true, Status: http.StatusCreated}, a.createSchedule)
+	register(a, Route{ID: "schedule-get", Method: get, Path: "/api/schedules/{id}", Summary: "Read a schedule with its firing state",
+		Tags: schedules, Access: TenantViewer, Redis: true, Bounded: true}, a.getSchedule)
+	register(a, Route{ID: "schedule-update", Method: patch, Path: "/api/schedules/{id}", Summary: "Change a schedule (a new calendar fires only its ticks after the change)",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.update", Redis: true, Bounded: true}, a.updateSchedule)
+	register(a, Route{ID: "schedule-delete", Method: del, Path: "/api/schedules/{id}", Summary: "Delete a schedule (a start already enqueued still runs)",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.delete", Redis: true, Bounded: true, Status: http.StatusNoContent}, a.deleteSchedule)
+	register(a, Route{ID: "schedule-enable", Method: post, Path: "/api/schedules/{id}/enable", Summary: "Enable a schedule: ticks from now on fire",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.enable", Redis: true, Bounded: true}, a.setScheduleEnabled(true))
+	register(a, Route{ID: "schedule-disable", Method: post, Path: "/api/schedules/{id}/disable", Summary: "Disable a schedule: its ticks are skipped until it is enabled again",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.disable", Redis: true, Bounded: true}, a.setScheduleEnabled(false))
+
+	approvals := []string{"approvals"}
+	register(a, Route{ID: "approval-list", Method: get, Path: "/api/approvals", Summary: "List the tenant's pending approvals, newest first",
+		Tags: approvals, Access: TenantViewer, Redis: true, Bounded: true}, a.listApprovals)
+	register(a, Route{ID: "approval-answer", Method: post, Path: "/api/approvals/{id}", Summary: "Approve or reject the approval an execution waits for (the caller is recorded as who answered)",
+		Tags: approvals, Access: TenantEditor, Action: "approval.answer", Redis: true, Bounded: true}, a.answerApproval)
+
+	cluster := []string{"cluster"}
+	register(a, Route{ID: "cluster-status", Method: get, Path: "/api/cluster/status", Summary: "The cluster at a glance: backlog, delay queue, roles, instances, generation mismatches, what needs attention",
+		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.clusterStatus)
+	register(a, Route{ID: "cluster-instances", Method: get, Path: "/api/cluster/instances", Summary: "The registry's live instances, by role, with their generations",
+		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.clusterInstances)
+	register(a, Route{ID: "cluster-config", Method: get, Path: "/api/cluster/config", Summary: "The console's effective configuration (secrets masked) and its generation hashes",
+		Tags: cluster, Access: Platform}, a.clusterConfig)
+	register(a, Route{ID: "tenant-status-reconcile", Method: post, Path: "/api/cluster/tenant-status/reconcile", Summary: "Publish every tenant's status from the database to Redis now",
+		Tags: cluster, Access: Platform, Action: "tenant_status.reconcile", Redis: true, Bounded: true}, a.reconcileTenantStatusesNow)
+	register(a, Route{ID: "services", Method: get, Path: "/api/services", Summary: "The live instances by role, with their metrics and health address",
+		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.services)
+	register(a, Route{ID: "metrics", Method: get, Path: "/api/metrics", Summary: "The cluster as Prometheus text: backlogs, dead letters, delay queue, live instances, scrape health",
+		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.clusterMetrics)
 }

@@ -42,6 +42,24 @@ type Settings struct {
 	Version string
 	// Live bounds and paces the Server-Sent Events streams (h_live.go).
 	Live LiveSettings
+	// TenantStatusInterval is PLAITA_TENANT_STATUS_RECONCILE_SECONDS, how often the console
+	// republishes the tenants' statuses (0: never but at start), for /health.
+	TenantStatusInterval time.Duration
+	// Config is the console's effective configuration (secrets masked), GET /api/cluster/config.
+	Config *EffectiveConfig
+	// RedisTimeout bounds the work of a Bounded route (0: DefaultRedisTimeout).
+	RedisTimeout time.Duration
+}
+
+// DefaultRedisTimeout bounds a Bounded route's work: well above a healthy call's milliseconds,
+// below a client's or a scraper's patience.
+const DefaultRedisTimeout = 10 * time.Second
+
+func (s Settings) redisTimeout() time.Duration {
+	if s.RedisTimeout > 0 {
+		return s.RedisTimeout
+	}
+	return DefaultRedisTimeout
 }
 
 // Deps are what the API works on.
@@ -72,6 +90,15 @@ type api struct {
 	routes   []*Route
 	draining atomic.Bool
 	streams  *streams // the live streams: their bound, and their end at drain (h_live.go)
+
+	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
+	// guards the last report.
+	tsRun, tsMu sync.Mutex
+	tsLast      *TenantStatusReport
+	// scrapes counts, by part, the reads GET /api/metrics could not make (h_cluster.go);
+	// scrapeWarnAt is when a degraded scrape was last logged (Unix seconds).
+	scrapes      scrapeFailures
+	scrapeWarnAt atomic.Int64
 }
 
 // Server is the console's HTTP server: the API on echo, served by an http.Server as a service.
@@ -106,7 +133,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures()}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)

@@ -60,6 +60,9 @@ type InstanceInfo struct {
 	Generations   Generations
 	Capacity      int // PLAITA_WORKER_CONCURRENCY
 	StartedAt     time.Time
+	// MetricsAddr is where the instance serves /metrics, /healthz and /readyz (host:port;
+	// "" when PLAITA_METRICS_PORT is off): what GET /api/services lists.
+	MetricsAddr string
 }
 
 func statusRank(s string) int {

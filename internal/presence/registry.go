@@ -207,7 +207,7 @@ func (r *Registry) Snapshot() store.InstanceRecord {
 		Queue: i.Queue, Consumer: i.ConsumerName, Group: i.ConsumerGroup, DLQKey: i.DLQKey,
 		ConfigFamily: i.Generations.Family, ConfigGeneration: i.Generations.Config, BudgetGeneration: i.Generations.Budget,
 		ActiveTasks: int(r.nActive.Load()), Capacity: i.Capacity,
-		HeartbeatAt: r.Now().UTC(), StartedAt: i.StartedAt.UTC(), TTLMillis: r.ttl().Milliseconds(),
+		HeartbeatAt: r.Now().UTC(), StartedAt: i.StartedAt.UTC(), TTLMillis: r.ttl().Milliseconds(), MetricsAddr: i.MetricsAddr,
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/control"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -44,10 +45,11 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "list",
 				Usage:     "list the tenant's newest events, of one type or of all",
-				UsageText: "plaita event list [--type T] [--tenant T] [--limit N] [--json]",
+				UsageText: "plaita event list [--type T] [--tenant T] [--limit N] [--cursor C] [--json]",
 				Flags: cliFlags(tenantFlag(),
 					&cli.StringFlag{Name: "type", Usage: "only events of this type"},
 					&cli.IntFlag{Name: "limit", Value: 50, Usage: fmt.Sprintf("events to list (1–%d)", store.MaxEventList)},
+					&cli.StringFlag{Name: "cursor", Usage: "the next page (next_cursor of the previous one)"},
 					jsonFlag("print the page as JSON: events, expired, corrupt")),
 				Action: func(ctx context.Context, cmd *cli.Command) error { return eventList(ctx, cmd, stdout, stderr) },
 			},
@@ -122,7 +124,7 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 		return err
 	}
 	defer k.close()
-	page, err := k.plane.ListEvents(ctx, k.tenant, typ, limit)
+	page, err := k.plane.ListEvents(ctx, control.EventList{Tenant: k.tenant, Type: typ, Cursor: cmd.String("cursor"), Limit: int(limit)})
 	if err != nil {
 		return refused(name, err)
 	}
@@ -148,6 +150,16 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 	fmt.Fprintf(stdout, "%d event(s) of %s in tenant %s\n", len(page.Events), of, k.tenant)
 	if page.Expired > 0 || page.Corrupt > 0 {
 		fmt.Fprintf(stdout, "skipped: %d expired (removed from the index), %d unreadable\n", page.Expired, page.Corrupt)
+	}
+	if page.NextCursor != "" {
+		next := []string{"event", "list", "--cursor", page.NextCursor, "--limit", fmt.Sprint(limit)}
+		if typ != "" {
+			next = append(next, "--type", typ)
+		}
+		if k.tenant != keys.DefaultTenant {
+			next = append(next, "--tenant", k.tenant)
+		}
+		fmt.Fprintf(stdout, "more: %s\n", k.plane.Command(next...))
 	}
 	return nil
 }

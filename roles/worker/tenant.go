@@ -243,7 +243,8 @@ func (s *TenantStatus) epochDecision(tenant string, isDefault bool, redisEpoch s
 //
 // Limit: the tenant's field in HASH <root>:tenant_quota when present (0, negative or not an
 // integer there = unlimited for that tenant + WARNING; it never falls back to the env),
-// otherwise PLAITA_TENANT_MAX_RUNNING (0 = unlimited).
+// otherwise PLAITA_TENANT_MAX_RUNNING (0 = unlimited) — the rule is store.ResolveQuotaLimit,
+// which the console's start check (control.Plane.Quota) applies too.
 //
 // Slots: ZSET <root>:tenant_running:<tenant>, member = execution id, score = expiry in Unix
 // milliseconds (now + PLAITA_TENANT_RUNNING_TTL_SECONDS), so a crashed worker's slot frees
@@ -365,22 +366,17 @@ func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
 		}
 		q.cache.put(tenant, o, q.CacheFor, now)
 	}
-	raw, found := o.raw, o.found
-	if !found {
-		return q.envLimit, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", q.envLimit), nil
+	l := store.ResolveQuotaLimit(o.raw, o.found, q.envLimit)
+	if !l.Override {
+		return l.Limit, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", q.envLimit), nil
 	}
-	src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, raw)
-	n, perr := strconv.Atoi(strings.TrimSpace(raw))
-	if perr == nil && n > 0 {
-		return n, src, nil
+	src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, l.Raw)
+	if l.Ignored == "" {
+		return l.Limit, src, nil
 	}
-	if q.once.first("quota\x00" + tenant + "\x00" + raw) {
-		what := "0 or negative"
-		if perr != nil {
-			what = "not an integer"
-		}
-		q.log.Warn().Str("event", "worker.tenant_quota_unlimited").Str("tenant", tenant).Str("value", raw).
-			Msgf("%s override is %s: tenant %q runs unlimited (the override never falls back to PLAITA_TENANT_MAX_RUNNING)", q.sp.TenantQuota(), what, tenant)
+	if q.once.first("quota\x00" + tenant + "\x00" + l.Raw) {
+		q.log.Warn().Str("event", "worker.tenant_quota_unlimited").Str("tenant", tenant).Str("value", l.Raw).
+			Msgf("%s override is %s: tenant %q runs unlimited (the override never falls back to PLAITA_TENANT_MAX_RUNNING)", q.sp.TenantQuota(), l.Ignored, tenant)
 	}
 	return 0, src + " (unlimited)", nil
 }

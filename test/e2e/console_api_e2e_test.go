@@ -174,7 +174,8 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 }
 
 // TestConsoleAPIRunsAFlowWithAWorker: publish over the API, start over the API, a worker runs
-// it to its approval, the approval is answered over the API, and it completes.
+// it to its approval, the approval is listed and answered over the API, and it completes with
+// who answered in its result.
 func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
@@ -204,8 +205,11 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	if roles, _ := waiting["roles"].(map[string]any); roles == nil || roles["console"].(map[string]any)["alive"].(float64) < 1 {
 		t.Fatalf("the console is not counted alive: %v", waiting)
 	}
-	code, done := con.call(t, http.MethodPost, "/api/executions/"+id+"/resume", map[string]any{"type": "approval",
-		"data": map[string]any{"approved": true, "comment": "fine"}})
+	_, pending := con.call(t, http.MethodGet, "/api/approvals", nil)
+	if items, _ := pending["items"].([]any); len(items) != 1 || items[0].(map[string]any)["execution_id"] != id {
+		t.Fatalf("pending approvals: %v", pending)
+	}
+	code, done := con.call(t, http.MethodPost, "/api/approvals/"+id, map[string]any{"approved": true, "comment": "fine"})
 	if code != http.StatusOK || done["enqueued"] != true {
 		t.Fatalf("approve: %d %v", code, done)
 	}
@@ -214,6 +218,12 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 		ex, _ := view["execution"].(map[string]any)
 		return ex != nil && ex["status"] == "completed"
 	}, s.procs...)
+	// Who answered is in the execution: the approval node's result.
+	ex := view["execution"].(map[string]any)
+	nodes, _ := ex["context"].(map[string]any)["$NODE"].(map[string]any)
+	if ask, _ := nodes["ask"].(map[string]any); ask["by"] != "admin-key" || ask["approved"] != true || ask["comment"] != "fine" {
+		t.Fatalf("the approval's result: %v", ex["context"])
+	}
 	_, list := con.call(t, http.MethodGet, "/api/executions?status=completed", nil)
 	if items, _ := list["items"].([]any); len(items) != 1 {
 		t.Fatalf("completed list: %v", list)
@@ -224,9 +234,58 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	for _, e := range audit["entries"].([]any) {
 		actions = append(actions, fmt.Sprint(e.(map[string]any)["action"]))
 	}
-	for _, want := range []string{"flow.publish", "execution.start", "execution.resume"} {
+	for _, want := range []string{"flow.publish", "execution.start", "approval.answer"} {
 		if !slices.Contains(actions, want) {
 			t.Errorf("audit lacks %s: %v", want, actions)
 		}
+	}
+}
+
+// TestConsoleAPIAndCLIRefuseTheSameEdits: an event id taken with other data, a cron spec that
+// never fires or names its zone inline, a schedule id taken — refused by `plaita event
+// publish` / `plaita schedule add` and by the API with the same words (one control operation
+// behind both); and the console lists itself in GET /api/services with its metrics address.
+func TestConsoleAPIAndCLIRefuseTheSameEdits(t *testing.T) {
+	s := newStack(t, withEnv(cliEnv()))
+	con := s.startConsole(nil)
+	if r := run(t, s.env, "event", "publish", "paid", "--id", "evt-1", "--data", `{"a":1}`, "--quiet"); r.code != 0 {
+		t.Fatalf("publish: exit %d %s", r.code, r.stderr)
+	}
+	code, api := con.call(t, http.MethodPost, "/api/events", map[string]any{"type": "paid", "id": "evt-1", "data": map[string]any{"a": 2}})
+	cli := run(t, s.env, "event", "publish", "paid", "--id", "evt-1", "--data", `{"a":3}`, "--quiet")
+	if code != http.StatusConflict || api["code"] != "event_conflict" || cli.code != 1 || !strings.Contains(cli.stderr, fmt.Sprint(api["detail"])) {
+		t.Fatalf("event id taken: API %d %v; CLI exit %d %s", code, api, cli.code, cli.stderr)
+	}
+	for _, spec := range []string{"0 0 30 2 *", "CRON_TZ=UTC 0 * * * *", "@every 1s"} {
+		code, api := con.call(t, http.MethodPost, "/api/schedules", map[string]any{"cron": spec, "flow_id": "f"})
+		cli := run(t, s.env, "schedule", "add", "--cron", spec, "--flow", "f", "--quiet")
+		if code != http.StatusBadRequest || api["code"] != "invalid_cron" || cli.code != 2 || !strings.Contains(cli.stderr, fmt.Sprint(api["detail"])) {
+			t.Errorf("cron %q: API %d %v; CLI exit %d %s", spec, code, api, cli.code, cli.stderr)
+		}
+	}
+	if code, body := con.call(t, http.MethodPost, "/api/schedules", map[string]any{"id": "nightly", "cron": "0 3 * * *", "flow_id": "f"}); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	cli = run(t, s.env, "schedule", "add", "nightly", "--cron", "0 4 * * *", "--flow", "f", "--quiet")
+	code, api = con.call(t, http.MethodPost, "/api/schedules", map[string]any{"id": "nightly", "cron": "0 4 * * *", "flow_id": "f"})
+	if code != http.StatusConflict || api["code"] != "schedule_exists" || cli.code != 1 || !strings.Contains(cli.stderr, fmt.Sprint(api["detail"])) {
+		t.Fatalf("id taken: API %d %v; CLI exit %d %s", code, api, cli.code, cli.stderr)
+	}
+	if r := run(t, s.env, "schedule", "show", "nightly", "--json", "--quiet"); r.code != 0 || !strings.Contains(r.stdout, `"cron": "0 3 * * *"`) {
+		t.Fatalf("the CLI reads what the API wrote: exit %d %s", r.code, r.stdout)
+	}
+	_, services := con.call(t, http.MethodGet, "/api/services", nil)
+	found := false
+	for _, r := range services["roles"].([]any) {
+		role := r.(map[string]any)
+		if role["role"] != "console" {
+			continue
+		}
+		for _, in := range role["instances"].([]any) {
+			found = found || in.(map[string]any)["metrics_addr"] == "127.0.0.1:"+strconv.Itoa(con.p.port)
+		}
+	}
+	if !found {
+		t.Fatalf("the console is not in /api/services with its metrics address 127.0.0.1:%d: %v", con.p.port, services)
 	}
 }

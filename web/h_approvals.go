@@ -1,0 +1,74 @@
+package web
+
+import (
+	"context"
+
+	"plaita/control"
+	"plaita/store"
+	"plaita/store/sqlite"
+)
+
+// Approvals: adapters over control's approval operations, the ones `plaita approval
+// list|approve|reject` run. An answer is a checked resume of type approval that carries who
+// gave it: the caller, so that who answered lands in the execution ($NODE.by) and in the
+// audit row, whichever front end sent it.
+
+type approvalListIn struct {
+	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+}
+
+// ApprovalList is a page of the tenant's pending approvals, newest first.
+type ApprovalList struct {
+	TenantID string `json:"tenant_id"`
+	store.ApprovalPage
+}
+
+type approvalListOut struct{ Body ApprovalList }
+
+func (a *api) listApprovals(ctx context.Context, c *Call, in *approvalListIn) (*approvalListOut, error) {
+	page, err := a.d.Plane.Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
+	return &approvalListOut{Body: ApprovalList{TenantID: c.Tenant, ApprovalPage: page}}, err
+}
+
+type approvalAnswerIn struct {
+	ID   string `path:"id" minLength:"1" maxLength:"200" doc:"the execution waiting for the answer"`
+	Body struct {
+		Approved bool   `json:"approved" doc:"true: the flow goes on; false: it takes on_reject, or ends in error"`
+		Comment  string `json:"comment,omitempty" maxLength:"4096" doc:"the answer's comment ($NODE.comment)"`
+	}
+}
+
+// answeredBy names the caller as the approver: a user's login, an API key's name, or
+// "admin-key" for the platform admin key.
+func answeredBy(p Principal) string {
+	switch p.Kind {
+	case sqlite.ActorUser:
+		if p.User != nil {
+			return p.User.Login
+		}
+	case sqlite.ActorAPIKey:
+		if p.Key != nil {
+			return p.Key.Name
+		}
+	case sqlite.ActorAdminKey:
+		return "admin-key"
+	}
+	return p.Actor
+}
+
+// answerApproval checks the answer the way the worker will and enqueues it
+// (control.AnswerApproval): an answer to an execution that no longer waits there is a 409
+// with what is accepted instead.
+func (a *api) answerApproval(ctx context.Context, c *Call, in *approvalAnswerIn) (*doneOut, error) {
+	by := answeredBy(c.Principal)
+	c.Audit.Target = in.ID
+	c.Note("approved", in.Body.Approved)
+	c.Note("by", by)
+	if in.Body.Comment != "" {
+		c.Note("comment_bytes", len(in.Body.Comment))
+	}
+	done, err := a.d.Plane.AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
+		Comment: in.Body.Comment, By: by})
+	return &doneOut{Body: done}, err
+}
