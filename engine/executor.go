@@ -279,7 +279,7 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 	if rt == ResumeEvent {
 		st.Context[contextEvent] = data
 	}
-	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt)})
+	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt), Why: p.out.Why})
 	st.Status, st.Suspend = state.Running, nil
 	mark.Node = node.ID
 	st.LastResume = mark
@@ -540,7 +540,7 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		}
 		return e.nodeFailed(ctx, st, node, err, ms)
 	}
-	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out)})
+	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out), Why: out.Why})
 	if err := e.apply(st, f, node, out, end); err != nil {
 		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr

@@ -51,6 +51,8 @@ type Node struct {
 
 	path   string // JSON path, for errors: nodes[3]
 	runner Runner // prepared once per flow version
+	// params are the successors its params name (on_timeout, on_reject), from Prepare.
+	params []edge
 }
 
 // Case is one arm of a switch node.
@@ -92,6 +94,38 @@ func (f *Flow) Node(id string) (*Node, bool) {
 
 // Path is the node's JSON path in its flow, e.g. nodes[3].
 func (n *Node) Path() string { return n.path }
+
+// Edge is one way from a node to another: its label says which ("next", "true", "case 0",
+// "default", "on_timeout", "on_reject").
+type Edge struct {
+	From, To, Label string
+}
+
+// Edges are the flow's edges in a fixed order (node order, then next, branches by name, cases,
+// default, the params' successors): what a picture of the flow draws, and the same for the
+// same definition every time.
+func (f *Flow) Edges() []Edge {
+	var out []Edge
+	for _, n := range f.Nodes {
+		add := func(to, label string) {
+			if to != "" {
+				out = append(out, Edge{From: n.ID, To: to, Label: label})
+			}
+		}
+		add(n.Next, "next")
+		for _, k := range sortedKeys(n.Branches) {
+			add(n.Branches[k], k)
+		}
+		for i, c := range n.Cases {
+			add(c.Next, fmt.Sprintf("case %d", i))
+		}
+		add(n.Default, "default")
+		for _, e := range n.params {
+			add(e.target, e.path[strings.LastIndexByte(e.path, '.')+1:])
+		}
+	}
+	return out
+}
 
 // Problem is one thing wrong with a flow definition, located by its JSON path.
 type Problem struct {

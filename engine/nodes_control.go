@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -95,7 +96,7 @@ func (cn *conditionNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		return Outcome{Output: map[string]any{"result": b}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
 			Message: fmt.Sprintf("condition is %t and the node has no %q branch", b, strconv.FormatBool(b)), Permanent: true}}, nil
 	}
-	return Outcome{Output: map[string]any{"result": b}, Next: next}, nil
+	return Outcome{Output: map[string]any{"result": b}, Next: next, Why: fmt.Sprintf("%s is %t", clip(cn.expr.src), b)}, nil
 }
 
 // ---- switch: cases [{when, next}], default ----
@@ -140,11 +141,13 @@ func (sw *switchNode) Run(_ context.Context, c *Call) (Outcome, error) {
 			return Outcome{}, errorf("case %d %q is %T, not a boolean", i, w.src, v)
 		}
 		if b {
-			return Outcome{Output: map[string]any{"case": i}, Next: c.Node.Cases[i].Next}, nil
+			return Outcome{Output: map[string]any{"case": i}, Next: c.Node.Cases[i].Next,
+				Why: fmt.Sprintf("case %d: %s is true", i, clip(w.src))}, nil
 		}
 	}
 	if c.Node.Default != "" {
-		return Outcome{Output: map[string]any{"case": "default"}, Next: c.Node.Default}, nil
+		return Outcome{Output: map[string]any{"case": "default"}, Next: c.Node.Default,
+			Why: fmt.Sprintf("no case of %d matched: default", len(sw.whens))}, nil
 	}
 	return Outcome{Output: map[string]any{"case": nil}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
 		Message: "no case matched and the switch has no default", Permanent: true}}, nil
@@ -540,25 +543,54 @@ func (a *approvalNode) Resume(_ context.Context, c *Call, rt ResumeType, data an
 		return Outcome{}, fmt.Errorf(`%w: an approval needs {"approved": true|false, "comment": "..."}`, ErrInvalidResume)
 	}
 	out := map[string]any{"approved": approved, "comment": d["comment"], "by": d["by"]}
+	why := answerWhy(approved, d["by"], d["comment"])
 	if approved {
-		return Outcome{Output: out}, nil
+		return Outcome{Output: out, Why: why}, nil
 	}
 	if a.onReject != "" {
-		return Outcome{Output: out, Next: a.onReject}, nil
+		return Outcome{Output: out, Next: a.onReject, Why: why}, nil
 	}
 	msg := "the approval was rejected"
 	if s, _ := d["comment"].(string); s != "" {
 		msg += ": " + s
 	}
-	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeRejected, Message: msg, Permanent: true}}, nil
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeRejected, Message: msg, Permanent: true}, Why: why}, nil
+}
+
+// maxWhy bounds the text a reason quotes (an expression, a comment): a reason is written into
+// every timeline entry of a branch, and a loop writes hundreds.
+const maxWhy = 200
+
+// clip is s cut to maxWhy bytes on a rune boundary, with an ellipsis when cut.
+func clip(s string) string {
+	if len(s) <= maxWhy {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxWhy], "") + "…"
+}
+
+// answerWhy is the reason an approval went where it went: the decision, who gave it and the
+// comment (bounded: the approver typed it, and it lands in every timeline entry's detail).
+func answerWhy(approved bool, by, comment any) string {
+	why := "rejected"
+	if approved {
+		why = "approved"
+	}
+	if s, _ := by.(string); s != "" {
+		why += " by " + clip(s)
+	}
+	if s, _ := comment.(string); s != "" {
+		why += ": " + clip(s)
+	}
+	return why
 }
 
 func timedOut(_ *Call, onTimeout, msg string) (Outcome, error) {
 	out := map[string]any{"timed_out": true}
 	if onTimeout != "" {
-		return Outcome{Output: out, Next: onTimeout}, nil
+		return Outcome{Output: out, Next: onTimeout, Why: "timed out: on_timeout"}, nil
 	}
-	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}}, nil
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}, Why: "timed out"}, nil
 }
 
 // seconds converts a number of seconds to a duration, saturating at the duration's range: a

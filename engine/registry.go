@@ -45,6 +45,11 @@ type Outcome struct {
 	Suspend *state.Suspend // set: the execution suspends at this node
 	End     bool           // the execution completes; Output becomes its output
 	Fail    *state.ErrorInfo
+	// Why says why a branching node went where it went (a condition's value, the switch case
+	// that matched, an approval's answer and who gave it, a timeout): it is recorded in the
+	// timeline entry of the step, so a reader sees the reason of every branch taken, loops
+	// included, not only the last result in NODE.<id>.
+	Why string
 }
 
 // Call is what a node sees when it runs.

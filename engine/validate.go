@@ -157,6 +157,7 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 		}
 		pc := &PrepareContext{node: n, ps: ps, warns: (*problems)(&f.Warnings), limits: lim, sources: &f.sources}
 		n.runner = nt.Prepare(n, pc)
+		n.params = pc.edges
 		for _, e := range pc.edges {
 			target(e.path, e.target)
 			next = append(next, e.target)

@@ -132,6 +132,9 @@ type TimelineEntry struct {
 	Event  string    `json:"event"` // step, retry, suspended, resumed, completed, error, cancelled, log
 	Millis int64     `json:"ms,omitempty"`
 	Detail string    `json:"detail,omitempty"`
+	// Why is the reason a branching node took its branch (engine Outcome.Why): "x > 1 is
+	// true", "case 2: …", "approved by alice"; absent for other steps and in older states.
+	Why string `json:"why,omitempty"`
 }
 
 // Nodes returns the node-result map, creating it when absent.
