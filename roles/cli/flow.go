@@ -26,7 +26,7 @@ func flowCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "flow",
 		Usage:     "publish a flow definition without starting it, or list and show the published ones",
-		UsageText: "plaita flow publish|list|show [flags]",
+		UsageText: "plaita flow publish|list|show|graph [flags]",
 		Description: "Every subcommand runs the worker's configuration preflight and connects to PLAITA_REDIS_URL.\n" +
 			"Exit status: 0 done; 1 failure, unknown flow, or a version published with another definition; 2 bad usage\n" +
 			"or an invalid flow (every problem is listed with its JSON path).",
@@ -56,6 +56,7 @@ func flowCommand(stdout, stderr io.Writer) *cli.Command {
 					jsonFlag("print the version, its definition and the versions as JSON")),
 				Action: func(ctx context.Context, cmd *cli.Command) error { return flowShow(ctx, cmd, stdout, stderr) },
 			},
+			flowGraphCommand(stdout, stderr),
 		},
 	}
 }
