@@ -142,6 +142,7 @@ func New(d Deps, s Settings) *Server {
 	e.HTTPErrorHandler = srv.echoError
 	a.routes = nil
 	registerRoutes(a)
+	registerUI(a, e)
 	return srv
 }
 
