@@ -37,79 +37,88 @@ func dlqCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita dlq list [--limit N] [--tenant T | --all-tenants] [--json]",
 				Flags: cliFlags(tenantFlag(), all, &cli.IntFlag{Name: "limit", Value: 50, Usage: "dead letters to list (1–1000)"},
 					jsonFlag("print {tenant_id, items} as JSON")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					const name = "dlq list"
-					if cmd.Args().Len() > 0 {
-						return cliUsage(name, "takes no arguments")
-					}
-					return withConn(ctx, cmd, name, stderr, func(k *conn) error {
-						es, err := k.plane.DeadLetters(ctx, k.tenant, cmd.Bool("all-tenants"), int(cmd.Int("limit")))
-						if err != nil {
-							return refused(name, err)
-						}
-						if cmd.Bool("json") {
-							return writeJSON(stdout, map[string]any{"tenant_id": k.tenant, "all_tenants": cmd.Bool("all-tenants"), "items": es})
-						}
-						writeDeadLetters(stdout, es)
-						return nil
-					})
-				},
+				Action: func(ctx context.Context, cmd *cli.Command) error { return dlqList(ctx, cmd, stdout, stderr) },
 			},
 			{
 				Name:      "show",
 				Usage:     "print one dead letter with its payload",
 				UsageText: "plaita dlq show ID [--tenant T | --all-tenants] [--json]",
 				Flags:     cliFlags(tenantFlag(), all, jsonFlag("print the dead letter as JSON")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					const name = "dlq show"
-					if cmd.Args().Len() != 1 {
-						return cliUsage(name, "name one dead letter: plaita dlq show ID")
-					}
-					return withConn(ctx, cmd, name, stderr, func(k *conn) error {
-						e, err := k.plane.DeadLetter(ctx, k.tenant, cmd.Bool("all-tenants"), cmd.Args().First())
-						if err != nil {
-							return refused(name, err)
-						}
-						if cmd.Bool("json") {
-							return writeJSON(stdout, e)
-						}
-						writeDeadLetter(stdout, e)
-						return nil
-					})
-				},
+				Action:    func(ctx context.Context, cmd *cli.Command) error { return dlqShow(ctx, cmd, stdout, stderr) },
 			},
 			{
 				Name:      "replay",
 				Usage:     "enqueue a dead letter again, once",
 				UsageText: "plaita dlq replay ID [--tenant T | --all-tenants] [--json]",
 				Flags:     cliFlags(tenantFlag(), all, jsonFlag("print what the replay did as JSON")),
-				Action: func(ctx context.Context, cmd *cli.Command) error {
-					const name = "dlq replay"
-					if cmd.Args().Len() != 1 {
-						return cliUsage(name, "name one dead letter: plaita dlq replay ID")
-					}
-					return withConn(ctx, cmd, name, stderr, func(k *conn) error {
-						res, err := k.plane.ReplayDeadLetter(ctx, k.tenant, cmd.Bool("all-tenants"), cmd.Args().First())
-						if err != nil {
-							return refused(name, err)
-						}
-						k.log.Info().Str("event", "dlq.replay_requested").Str("dlq_id", res.DLQID).Str("status", string(res.Status)).
-							Str("execution_id", res.ExecutionID).Str("tenant_id", res.TenantID).Msg("dead letter replay")
-						if cmd.Bool("json") {
-							return writeJSON(stdout, res)
-						}
-						if res.Status == queue.ReplayAlreadyReplayed {
-							fmt.Fprintf(stdout, "dead letter %s: already replayed (as %s); nothing enqueued\n", res.DLQID, res.QueueID)
-							return nil
-						}
-						fmt.Fprintf(stdout, "dead letter %s: replayed as %s (execution %s, tenant %s, schema version %d)\n",
-							res.DLQID, res.QueueID, res.ExecutionID, res.TenantID, res.SchemaVersion)
-						return nil
-					})
-				},
+				Action:    func(ctx context.Context, cmd *cli.Command) error { return dlqReplay(ctx, cmd, stdout, stderr) },
 			},
 		},
 	}
+}
+
+// dlqList prints the newest dead letters of the --tenant (or of every tenant).
+func dlqList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "dlq list"
+	if cmd.Args().Len() > 0 {
+		return cliUsage(name, "takes no arguments")
+	}
+	return withConn(ctx, cmd, name, stderr, func(k *conn) error {
+		es, err := k.plane.DeadLetters(ctx, k.tenant, cmd.Bool("all-tenants"), int(cmd.Int("limit")))
+		if err != nil {
+			return refused(name, err)
+		}
+		if cmd.Bool("json") {
+			return writeJSON(stdout, map[string]any{"tenant_id": k.tenant, "all_tenants": cmd.Bool("all-tenants"), "items": es})
+		}
+		writeDeadLetters(stdout, es)
+		return nil
+	})
+}
+
+// dlqShow prints one dead letter with its payload.
+func dlqShow(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "dlq show"
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one dead letter: plaita dlq show ID")
+	}
+	return withConn(ctx, cmd, name, stderr, func(k *conn) error {
+		e, err := k.plane.DeadLetter(ctx, k.tenant, cmd.Bool("all-tenants"), cmd.Args().First())
+		if err != nil {
+			return refused(name, err)
+		}
+		if cmd.Bool("json") {
+			return writeJSON(stdout, e)
+		}
+		writeDeadLetter(stdout, e)
+		return nil
+	})
+}
+
+// dlqReplay enqueues a dead letter again, once (control.ReplayDeadLetter).
+func dlqReplay(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "dlq replay"
+	if cmd.Args().Len() != 1 {
+		return cliUsage(name, "name one dead letter: plaita dlq replay ID")
+	}
+	return withConn(ctx, cmd, name, stderr, func(k *conn) error {
+		res, err := k.plane.ReplayDeadLetter(ctx, k.tenant, cmd.Bool("all-tenants"), cmd.Args().First())
+		if err != nil {
+			return refused(name, err)
+		}
+		k.log.Info().Str("event", "dlq.replay_requested").Str("dlq_id", res.DLQID).Str("status", string(res.Status)).
+			Str("execution_id", res.ExecutionID).Str("tenant_id", res.TenantID).Msg("dead letter replay")
+		if cmd.Bool("json") {
+			return writeJSON(stdout, res)
+		}
+		if res.Status == queue.ReplayAlreadyReplayed {
+			fmt.Fprintf(stdout, "dead letter %s: already replayed (as %s); nothing enqueued\n", res.DLQID, res.QueueID)
+			return nil
+		}
+		fmt.Fprintf(stdout, "dead letter %s: replayed as %s (execution %s, tenant %s, schema version %d)\n",
+			res.DLQID, res.QueueID, res.ExecutionID, res.TenantID, res.SchemaVersion)
+		return nil
+	})
 }
 
 // withConn runs the worker's preflight, connects for the --tenant and runs fn.
