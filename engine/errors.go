@@ -85,6 +85,22 @@ func Deterministic(errType string) (why string, ok bool) {
 	return why, ok
 }
 
+// deterministicFailure is Deterministic for an execution of f that ended in e: also an error
+// a fail node raised under a type of its own (params.type: "PaymentDeclined"), which a retry
+// raises again just the same.
+func deterministicFailure(f *Flow, e *state.ErrorInfo) (why string, ok bool) {
+	if e == nil {
+		return "", false
+	}
+	if why, ok := Deterministic(e.Type); ok {
+		return why, ok
+	}
+	if n, found := f.Node(e.Node); found && n.Type == "fail" {
+		return deterministic[ErrTypeFlowFailed], true
+	}
+	return "", false
+}
+
 var (
 	// ErrInvalidResume: the resume type does not fit the execution's status or suspension.
 	ErrInvalidResume = errors.New("invalid resume")

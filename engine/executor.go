@@ -336,7 +336,7 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 			// without a guard; fix it (or raise max_steps) and start a new execution.
 			return resumePlan{}, fmt.Errorf("%w: the execution used all its steps (%s); start a new execution of a fixed flow", ErrInvalidResume, st.Error.Message)
 		}
-		if why, ok := Deterministic(errType(st.Error)); ok {
+		if why, ok := deterministicFailure(f, st.Error); ok {
 			return resumePlan{}, fmt.Errorf("%w: %s (%s): a retry runs the node again on the same data and ends the same way; "+
 				"start a new execution (with other input, or of a fixed flow)", ErrInvalidResume, why, st.Error.Type)
 		}

@@ -246,10 +246,11 @@ var fixtureRuns = map[string][]fixtureRun{
 			}},
 		{name: "within limit", input: map[string]any{"amount": 60, "order_id": "ord-3"},
 			expect: fixtureExpect{status: state.Completed, output: `{"order_id": "ord-3", "refunded": 60}`}},
-		{name: "retry fails again", input: map[string]any{"amount": 101},
+		{name: "a retry of the fail node is refused", input: map[string]any{"amount": 101},
 			expect: fixtureExpect{status: state.Error, errType: "RefundLimitExceeded", errMsg: "refund of 101 "},
 			resumes: []fixtureResume{
-				{rt: ResumeRetry, expect: fixtureExpect{status: state.Error, errType: "RefundLimitExceeded", errNode: "refuse", steps: 5}},
+				// The fail node raises its own type: a retry would raise it again on the same data.
+				{rt: ResumeRetry, errIs: ErrInvalidResume, expect: fixtureExpect{status: state.Error, errType: "RefundLimitExceeded", errNode: "refuse", steps: 4}},
 			}},
 	},
 }

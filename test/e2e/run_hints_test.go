@@ -45,6 +45,15 @@ func TestRunHintsAreAccepted(t *testing.T) {
 	mustContain(t, "runaway-loop", r.stdout, "used all its steps", "new execution", "plaita run "+repoFlow(t, "runaway-loop.json"))
 	mustNotContain(t, "runaway-loop", r.stdout, "--type retry")
 
+	// refund-failure.json ends at a fail node that names its own error type
+	// (RefundLimitExceeded): no retry command (it would end the same way), what to do instead.
+	r = run(t, nil, "run", repoFlow(t, "refund-failure.json"), "--state-dir", stateDir, "--quiet")
+	if r.code != 1 || !strings.Contains(r.stdout, "RefundLimitExceeded") {
+		t.Fatalf("refund-failure: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	mustContain(t, "refund-failure", r.stdout, "fail node", "new execution")
+	mustNotContain(t, "refund-failure", r.stdout, "--type retry")
+
 	// A match no example can be built for: the expression and what the event must satisfy.
 	flow := writeFile(t, "big.json", `{"id": "big", "start": "wait", "nodes": [
 	  {"id": "wait", "type": "wait_event", "params": {"event_type": "order.paid", "match": "EVENT.amount > 10"}, "next": "done"},
