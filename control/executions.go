@@ -241,12 +241,17 @@ func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, boo
 }
 
 // ListRequest asks for a page of the tenant's executions, newest first, of one status and one
-// flow when they are given.
+// flow when they are given, started in a time range, indexed under field values
+// (listfilter.go).
 type ListRequest struct {
 	Cursor string
 	Limit  int
 	Status state.Status // "" = any
 	FlowID string       // "" = any
+	// StartedAfter ≤ start time < StartedBefore (zero: no bound).
+	StartedAfter, StartedBefore time.Time
+	// Index: executions indexed under every one of these values (docs/flows.md).
+	Index []IndexFilter
 }
 
 // statuses are the statuses a listing can ask for.
@@ -266,7 +271,14 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 			return store.Page{}, refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
 		}
 	}
-	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit}
+	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
+		return store.Page{}, err
+	}
+	terms, err := indexTerms(req.Index)
+	if err != nil {
+		return store.Page{}, err
+	}
+	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore, Index: terms}
 	if req.Status != "" || req.FlowID != "" {
 		sr.Match = func(st *state.Execution) bool {
 			return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID)

@@ -3,11 +3,14 @@ package control
 import (
 	"context"
 	"fmt"
+
+	"plaita/store"
 )
 
 // Reindex rebuilds tenants' execution indexes from their state keys: every state gets its
 // member (a SCAN of the tenant's execution keys on every node, resumable: the position is kept
-// in Redis), then every member without a state goes. An operator's tool for an index lost or
+// in Redis), then every member without a state goes — from the tenant's index and from the
+// keys of its indexed fields (docs/flows.md, "Indexed fields"). An operator's tool for an index lost or
 // left with garbage (a restore, a FLUSH of one key, a bug); listings work meanwhile (they skip
 // and count what they cannot read).
 
@@ -67,6 +70,20 @@ func (p *Plane) Reindex(ctx context.Context, tenants []string, progress func(Rei
 			if cursor = step.Cursor; cursor == 0 {
 				break
 			}
+		}
+		for pos := (store.IndexByPosition{}); ; {
+			step, err := ts.PruneIndexBy(ctx, pos, reindexBatch)
+			if err != nil {
+				return rep, fmt.Errorf("tenant %s: %w", ts.Tenant(), err)
+			}
+			pr.Removed += step.Removed
+			if progress != nil && step.Keys > 0 {
+				progress(pr)
+			}
+			if step.Done {
+				break
+			}
+			pos = step.Next
 		}
 		rep.Tenants = append(rep.Tenants, pr)
 	}

@@ -201,6 +201,7 @@ func NewState(f *Flow, req StartRequest, now time.Time) (*state.Execution, error
 		return st, fmt.Errorf("input or flow vars: %w", errors.Join(ierr, verr))
 	}
 	st.Input = input
+	st.Index = IndexValues(f, input)
 	if m, ok := vars.(map[string]any); ok {
 		st.Context[state.ContextVars] = m
 	}

@@ -23,7 +23,9 @@ type Flow struct {
 	MaxSteps    int            `json:"max_steps,omitempty"` // 0 = DefaultMaxSteps
 	Start       string         `json:"start"`
 	Vars        map[string]any `json:"vars,omitempty"` // initial VARS
-	Nodes       []*Node        `json:"nodes"`
+	// Index names the top-level INPUT fields its executions are listed by (index.go).
+	Index []string `json:"index,omitempty"`
+	Nodes []*Node  `json:"nodes"`
 
 	// Hash and HashAlgo identify the definition (see FlowHash).
 	Hash     string `json:"-"`
@@ -32,7 +34,7 @@ type Flow struct {
 	// wait_event whose match has no correlation term (correlation.go).
 	Warnings []Problem `json:"-"`
 
-	index map[string]*Node
+	byID map[string]*Node // the nodes by id
 	// sources are the expressions of every node, as written (ExampleEvent reads them).
 	sources []string
 }
@@ -88,7 +90,7 @@ type instantRunner interface{ instant() }
 
 // Node returns the node with that id.
 func (f *Flow) Node(id string) (*Node, bool) {
-	n, ok := f.index[id]
+	n, ok := f.byID[id]
 	return n, ok
 }
 
@@ -173,7 +175,7 @@ func (ps *problems) add(path, format string, args ...any) {
 }
 
 var (
-	flowFields = []string{"id", "name", "description", "version", "timeout", "repo", "max_steps", "start", "vars", "nodes"}
+	flowFields = []string{"id", "name", "description", "version", "timeout", "repo", "max_steps", "start", "vars", "index", "nodes"}
 	nodeFields = []string{"id", "type", "name", "params", "next", "branches", "cases", "default", "retry"}
 )
 
@@ -201,6 +203,7 @@ func decodeFlow(data []byte) (*Flow, problems) {
 	field(&ps, top, "", "max_steps", &f.MaxSteps, "an integer")
 	field(&ps, top, "", "start", &f.Start, "a string")
 	field(&ps, top, "", "vars", &f.Vars, "an object")
+	decodeIndex(&ps, top, f)
 	var rawNodes []json.RawMessage
 	field(&ps, top, "", "nodes", &rawNodes, "an array of nodes")
 	for i, raw := range rawNodes {

@@ -98,28 +98,28 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 	if len(f.Nodes) > MaxNodes {
 		ps.add("nodes", "at most %d nodes", MaxNodes)
 	}
-	f.index = map[string]*Node{}
+	f.byID = map[string]*Node{}
 	for _, n := range f.Nodes {
 		switch {
 		case n.ID == "":
 			ps.add(n.path+".id", "is required")
 		case !nodeIDRe.MatchString(n.ID):
 			ps.add(n.path+".id", "%q: use letters, digits, _ . - (at most 128)", n.ID)
-		case f.index[n.ID] != nil:
-			ps.add(n.path+".id", "duplicate node id %q (first at %s)", n.ID, f.index[n.ID].path)
+		case f.byID[n.ID] != nil:
+			ps.add(n.path+".id", "duplicate node id %q (first at %s)", n.ID, f.byID[n.ID].path)
 		default:
-			f.index[n.ID] = n
+			f.byID[n.ID] = n
 		}
 	}
 	switch {
 	case f.Start == "":
 		ps.add("start", "is required")
-	case f.index[f.Start] == nil:
+	case f.byID[f.Start] == nil:
 		ps.add("start", "unknown node %q", f.Start)
 	}
 
 	target := func(path, id string) {
-		if id != "" && f.index[id] == nil {
+		if id != "" && f.byID[id] == nil {
 			ps.add(path, "unknown node %q", id)
 		}
 	}
@@ -148,7 +148,7 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 			}
 		}
 		// A duplicate's successors must not replace those of the node that owns the id.
-		owner := f.index[n.ID] == n
+		owner := f.byID[n.ID] == n
 		if owner {
 			succ[n.ID] = next
 		}
@@ -182,21 +182,21 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 			}
 		}
 	}
-	if f.index[f.Start] != nil {
+	if f.byID[f.Start] != nil {
 		seen := map[string]bool{f.Start: true}
 		queue := []string{f.Start}
 		for len(queue) > 0 {
 			id := queue[0]
 			queue = queue[1:]
 			for _, s := range succ[id] {
-				if !seen[s] && f.index[s] != nil {
+				if !seen[s] && f.byID[s] != nil {
 					seen[s] = true
 					queue = append(queue, s)
 				}
 			}
 		}
 		for _, n := range f.Nodes {
-			if n.ID != "" && !seen[n.ID] && f.index[n.ID] == n {
+			if n.ID != "" && !seen[n.ID] && f.byID[n.ID] == n {
 				ps.add(n.path, "node %q is unreachable from start %q", n.ID, f.Start)
 			}
 		}

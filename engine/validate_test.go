@@ -24,7 +24,7 @@ type invalidFlow struct {
 	problems []want // every problem, exactly: nothing missing, nothing extra
 }
 
-const allowedTop = "unknown field (allowed: id, name, description, version, timeout, repo, max_steps, start, vars, nodes)"
+const allowedTop = "unknown field (allowed: id, name, description, version, timeout, repo, max_steps, start, vars, index, nodes)"
 
 // invalidFlows has one entry per file in testdata/flows/invalid; a file without an entry fails
 // TestValidateInvalidFlows.
@@ -106,6 +106,19 @@ var invalidFlows = map[string]invalidFlow{
 	"bad-id-characters.json": {problems: []want{
 		{"id", `"order routing": use letters, digits, _ . - (at most 128, no spaces or colons)`},
 		{"nodes[2].id", `"tenant:step": use letters, digits, _ . - (at most 128)`},
+	}},
+	// Indexed fields: the alphabet (no paths), duplicates, a non-string, the bound. The count
+	// is of the entries given, strings or not.
+	"bad-index.json": {problems: []want{
+		{"index", "at most 4 fields (8 given)"},
+		{"index[1]", `"order.id": name a top-level INPUT field`},
+		{"index[2]", "must be a string: the name of a top-level INPUT field"},
+		{"index[3]", `duplicate field "order_id" (first at index[0])`},
+		{"index[4]", `"9lives": name a top-level INPUT field`},
+		{"index[7]", `"a-b": name a top-level INPUT field`},
+	}},
+	"index-not-array.json": {problems: []want{
+		{"index", "must be an array of INPUT field names"},
 	}},
 	"wrong-field-type.json": {problems: []want{
 		{"max_steps", "must be an integer"},

@@ -34,10 +34,11 @@ end
 // bumps the fence generation, and reads in the same step what the run needs before its first
 // node — the state, the tombstone, the cancel flag and the deterministic-failure count — so a
 // run starts in one round trip. On a single server (no Cluster slots) a start's new state is
-// also indexed in the script (KEYS[7]): a round trip fewer per start. In a cluster the index
-// lives in its own slot, and the ZADD is a separate command once the script has written the
-// state.
-// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index].
+// also indexed in the script (KEYS[7], and KEYS[8…] the IndexBy keys of its indexed values,
+// written only for a flow that indexes fields): a round trip fewer per start. In a cluster the
+// index lives in its own slot, and the ZADDs are separate commands once the script has written
+// the state.
+// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index[, 8… by]].
 // ARGV: 1 holder|token, 2 lease TTL (s), 3 takeover holder (” = none), 4 new state (” =
 // none), 5 its index score, 6 the execution id (the index member).
 // Returns {0, current lease value} | {1, generation, took over, state|false, tombstoned,
@@ -48,7 +49,7 @@ local v = redis.call('MGET', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 local created = 0
 if not v[1] and not v[2] and ARGV[4] ~= '' then
   redis.call('SET', KEYS[3], ARGV[4])
-  if KEYS[7] then redis.call('ZADD', KEYS[7], ARGV[5], ARGV[6]) end
+  for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[6]) end
   created = 1
 end
 return {1, g, took, v[1], v[2] and 1 or 0, v[3] and 1 or 0, tonumber(v[4] or '0') or 0, created}
@@ -72,14 +73,12 @@ type Begun struct {
 // ErrStateTooLarge and nothing is sent. A stored state that does not decode is ErrStateCorrupt
 // with the Begun (and its taken lease) returned: the caller releases it.
 func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, takeover bool, fresh *state.Execution) (*Begun, error) {
-	var freshJSON []byte
-	var score float64
+	var fe encoded
 	if fresh != nil {
-		e, err := ts.encode(fresh)
-		if err != nil {
+		var err error
+		if fe, err = ts.encode(fresh); err != nil {
 			return nil, err
 		}
-		freshJSON, score = e.payload, e.score
 	}
 	l, err := ts.newLease(executionID, holder)
 	if err != nil {
@@ -97,11 +96,13 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	defer cancel()
 	start := time.Now()
 	inScript := fresh != nil && ts.r.c.Mode() != rueidis.ClientModeCluster
+	args := []string{l.value, seconds(l.ttl), from, rueidis.BinaryString(fe.payload)}
 	if inScript {
-		ks = append(ks, ts.sp.Index())
+		ks, args = ts.indexArgs(ks, args, fe)
+	} else {
+		args = append(args, "0", executionID)
 	}
-	arr, err := beginScript.Exec(ctx, ts.r.c, ks, []string{l.value, seconds(l.ttl), from,
-		rueidis.BinaryString(freshJSON), strconv.FormatFloat(score, 'f', -1, 64), executionID}).ToArray()
+	arr, err := beginScript.Exec(ctx, ts.r.c, ks, args).ToArray()
 	if err != nil {
 		return nil, transient(ErrRedis, "begin a run of "+executionID, err)
 	}
@@ -123,12 +124,12 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 		b.State = fresh
 		l.preload(fresh)
 		if !inScript {
-			if err := ts.r.c.Do(ctx, ts.zaddCmd(executionID, score)).Error(); err != nil {
-				return b, transient(ErrStateSave, "execution "+executionID+": state written, index not updated", err)
+			if err := ts.index(ctx, fe); err != nil {
+				return b, err
 			}
 		}
 		l.mu.Lock()
-		l.indexed, l.indexScore = true, score
+		l.indexed, l.indexScore = true, fe.score
 		l.mu.Unlock()
 		return b, nil
 	}
@@ -184,10 +185,11 @@ func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
 // checkpoint costs no round trip), and — for the run's last save — deletes the lease: a
 // generation still ours proves the lease is ours or expired and untaken, so no comparison is
 // needed.
-// On a single server it also indexes the state when asked (KEYS[6]: the execution's first
-// save, or a changed start time), a round trip fewer; in a cluster the index is in another
-// slot and the caller sends the ZADD after the script.
-// KEYS: 1 state, 2 fencegen, 3 cancel, 4 lease[, 5 index].
+// On a single server it also indexes the state when asked (KEYS[5], with KEYS[6…] the IndexBy
+// keys of its indexed values: the execution's first save, or a changed start time), a round
+// trip fewer; in a cluster the index is in another slot and the caller sends the ZADDs after
+// the script.
+// KEYS: 1 state, 2 fencegen, 3 cancel, 4 lease[, 5 index[, 6… by]].
 // ARGV: 1 generation, 2 state JSON, 3 TTL (s, 0 = none), 4 "1" = release the lease, 5 index
 // score, 6 execution id (the index member).
 // Returns {1, cancelled} | {0, ”, fencegen}.
@@ -201,7 +203,7 @@ else
   redis.call('SET', KEYS[1], ARGV[2])
 end
 if ARGV[4] == '1' then redis.call('DEL', KEYS[4]) end
-if KEYS[5] then redis.call('ZADD', KEYS[5], ARGV[5], ARGV[6]) end
+for i = 5, #KEYS do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[6]) end
 return {1, v[2] and 1 or 0}
 `)
 
@@ -216,8 +218,7 @@ func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release, inde
 	ks := []string{e.key, l.genKey, l.cancelKey, l.leaseKey}
 	args := []string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
 	if index {
-		ks = append(ks, l.ts.sp.Index())
-		args = append(args, strconv.FormatFloat(e.score, 'f', -1, 64), e.id)
+		ks, args = l.ts.indexArgs(ks, args, e)
 	}
 	arr, err := fencedSaveScript.Exec(ctx, l.ts.r.c, ks, args).ToArray()
 	if err != nil {

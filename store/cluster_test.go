@@ -3,6 +3,7 @@ package store_test
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -147,6 +148,7 @@ func TestRedisCluster(t *testing.T) {
 		if _, err := c.Do(bg, c.B().Zscore().Key(ts.Space().Index()).Member("deferred").Build()).AsFloat64(); err != nil {
 			t.Errorf("%s: the deferred first save did not index the state: %v", ts.Tenant(), err)
 		}
+		clusterIndexBy(t, ts)
 	}
 	// Every node holds some of the keys, and every key is a state or a mechanism key.
 	perNode := 0
@@ -186,5 +188,53 @@ func waitClusterOK(t *testing.T, c rueidis.Client) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+	}
+}
+
+// clusterIndexBy: a flow's indexed fields in a cluster, where each IndexBy key has a slot of its
+// own — Begin, a deferred first save and a plain save index a start after their script, a
+// listing by two terms reads them, a delete takes the execution out.
+func clusterIndexBy(t *testing.T, ts *store.TenantStore) {
+	t.Helper()
+	bg := ctx(t)
+	start := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	b, err := ts.Begin(bg, "idx-begun", "worker-a", false, startState(t, indexedFlow, "idx-begun", `{"order_id": "ord-1", "n": 1}`, start))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Lease.Release(bg); err != nil {
+		t.Fatal(err)
+	}
+	d, err := ts.Deferred("idx-deferred", "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.ReleaseOnTerminal = true
+	if err := d.Storage().Save(bg, startState(t, indexedFlow, "idx-deferred", `{"order_id": "ord-1", "n": 1.0}`, start.Add(time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.Save(bg, startState(t, indexedFlow, "idx-plain", `{"order_id": "ord-1", "n": "1"}`, start.Add(2*time.Second))); err != nil {
+		t.Fatal(err)
+	}
+	terms := []store.IndexTerm{term(t, "order_id", "ord-1"), term(t, "n", 1)}
+	list := func() []string {
+		p, err := ts.List(bg, store.ListRequest{Index: terms})
+		if err != nil {
+			t.Fatalf("%s: list by index: %v", ts.Tenant(), err)
+		}
+		var ids []string
+		for _, it := range p.Items {
+			ids = append(ids, it.ExecutionID)
+		}
+		return ids
+	}
+	if got := list(); !slices.Equal(got, []string{"idx-deferred", "idx-begun"}) {
+		t.Errorf("%s: listed by index %v", ts.Tenant(), got)
+	}
+	if err := ts.Delete(bg, "idx-begun"); err != nil {
+		t.Fatal(err)
+	}
+	if got := list(); !slices.Equal(got, []string{"idx-deferred"}) {
+		t.Errorf("%s: after the delete, listed by index %v", ts.Tenant(), got)
 	}
 }

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -51,7 +50,10 @@ func (l *Lease) Deferred() bool {
 // beginSaveScript is a deferred lease's first save: Begin and the fenced save in one step, for
 // an execution that must not exist yet. It takes the lease as Begin does (takeLeaseLua; ARGV[3]
 // is always the holder itself: a leftover lease of this instance is taken over).
-// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index].
+// On a single server it indexes the state too (KEYS[7], and KEYS[8…] the IndexBy keys of its
+// indexed values, only for a flow that indexes fields); in a cluster the caller sends the ZADDs
+// after it.
+// KEYS: 1 lease, 2 fencegen, 3 state, 4 tombstone, 5 cancel, 6 nofail[, 7 index[, 8… by]].
 // ARGV: 1 holder|token, 2 lease TTL (s), 3 takeover holder, 4 state JSON, 5 state TTL (s, 0 =
 // none), 6 "1" = release the lease, 7 index score, 8 execution id.
 // Returns {1, generation, took over} | {0, current lease value} | {2} (not fresh: nothing
@@ -68,7 +70,7 @@ if tonumber(ARGV[5]) > 0 then
 else
   redis.call('SET', KEYS[3], ARGV[4])
 end
-if KEYS[7] then redis.call('ZADD', KEYS[7], ARGV[7], ARGV[8]) end
+for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[8]) end
 if ARGV[6] == '1' then redis.call('DEL', KEYS[1]) end
 return {1, g, took}
 `)
@@ -86,12 +88,12 @@ func (s *FencedStorage) beginSave(ctx context.Context, e encoded, release bool) 
 		rel = "1"
 	}
 	inScript := c.Mode() != rueidis.ClientModeCluster
+	args := []string{l.value, seconds(l.ttl), l.holder, rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
 	if inScript {
-		ks = append(ks, ts.sp.Index())
+		ks, args = ts.indexArgs(ks, args, e)
 	}
 	start := time.Now()
-	arr, err := beginSaveScript.Exec(ctx, c, ks, []string{l.value, seconds(l.ttl), l.holder, rueidis.BinaryString(e.payload),
-		seconds(e.ttl), rel, strconv.FormatFloat(e.score, 'f', -1, 64), e.id}).ToArray()
+	arr, err := beginSaveScript.Exec(ctx, c, ks, args).ToArray()
 	if err != nil {
 		return transient(ErrStateSave, "execution "+e.id+" (its first save)", err)
 	}
@@ -112,8 +114,8 @@ func (s *FencedStorage) beginSave(ctx context.Context, e encoded, release bool) 
 		l.markReleased()
 	}
 	if !inScript {
-		if err := c.Do(ctx, ts.zaddCmd(e.id, e.score)).Error(); err != nil {
-			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+		if err := ts.index(ctx, e); err != nil {
+			return err
 		}
 		l.mu.Lock()
 		l.indexed = true

@@ -320,8 +320,8 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 		}
 		return nil
 	}
-	if err := c.Do(ctx, ts.zaddCmd(e.id, e.score)).Error(); err != nil {
-		return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+	if err := ts.index(ctx, e); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	l.indexed, l.indexScore = true, e.score

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"time"
@@ -35,10 +36,26 @@ type ListRequest struct {
 	Cursor string // "" for the first page, else the previous Page.NextCursor
 	Limit  int    // items per page: 0 = DefaultListLimit, at most MaxListLimit
 	States bool   // also return each full state in Summary.State
+	// StartedAfter and StartedBefore bound the start time, StartedAfter ≤ start <
+	// StartedBefore (zero: no bound). The page starts and ends on the index's score (the start
+	// time in ms), so the members out of range are never read.
+	StartedAfter, StartedBefore time.Time
+	// Index keeps only the executions indexed under every term (docs/flows.md, "Indexed
+	// fields"). The page is read from a term's IndexBy key instead of the tenant's index (the
+	// smallest key when there are several: one ZCARD each, pipelined), and every state is
+	// checked for every term.
+	Index []IndexTerm
 	// Match, when set, keeps only the executions it accepts (a status, a flow): the others are
 	// passed over, not counted as skipped. A page examines at most limit × 10 members, so a
 	// rare match comes back over several pages, each with its cursor.
 	Match func(*state.Execution) bool
+}
+
+// IndexTerm is one indexed field and a value: its canonical form (engine/state.CorrelationValue),
+// as the execution's state keeps it (state.Execution.Index).
+type IndexTerm struct {
+	Field string `json:"field"`
+	Value string `json:"value"`
 }
 
 // Summary describes one execution in a list.
@@ -55,7 +72,9 @@ type Summary struct {
 	EndTime     *time.Time       `json:"end_time,omitempty"`
 	Suspend     *state.Suspend   `json:"suspend,omitempty"`
 	Error       *state.ErrorInfo `json:"error,omitempty"`
-	State       *state.Execution `json:"-"` // only with ListRequest.States
+	// Index: the values it is listed by (state.Execution.Index).
+	Index map[string]string `json:"index,omitempty"`
+	State *state.Execution  `json:"-"` // only with ListRequest.States
 }
 
 // Page is one page of a listing.
@@ -97,10 +116,14 @@ func decodeCursor(s string) (cursor, error) {
 
 // pageScript returns the next index rows after the cursor member, newest first. Anchoring on
 // the member's current rank keeps pages exact while newer executions are added in front.
-// When the member has left the index (deleted), it restarts at the first member with the
-// cursor's score and skips the members of that score that sort before it (byte order, as
-// Redis orders ties; compared byte by byte so the server's locale cannot matter).
-// KEYS: 1 index. ARGV: 1 cursor member ("" = from the top), 2 cursor score, 3 count.
+// When the member has left the index (deleted, or the cursor comes from another index of the
+// same order: a listing by an indexed field reads an IndexBy key, whose members and scores are
+// those of the tenant's index), it restarts at the first member with the cursor's score and
+// skips the members of that score that sort before it (byte order, as Redis orders ties;
+// compared byte by byte so the server's locale cannot matter). An upper bound on the score
+// skips the members at or above it.
+// KEYS: 1 index. ARGV: 1 cursor member ("" = from the top), 2 cursor score, 3 count[, 4 the
+// first score left out above ("" = none)].
 // Returns a flat [member, score, …] array.
 var pageScript = rueidis.NewLuaScript(`
 local idx, m, n = KEYS[1], ARGV[1], tonumber(ARGV[3])
@@ -132,11 +155,16 @@ if m ~= '' then
     end
   end
 end
+if ARGV[4] and ARGV[4] ~= '' then
+  local above = redis.call('ZCOUNT', idx, ARGV[4], '+inf')
+  if above > start then start = above end
+end
 return redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
 `)
 
 // List returns one page of the tenant's executions, newest first (see the section comment for
-// what is skipped). A malformed cursor is ErrInvalid; a Redis failure ErrRedis (transient).
+// what is skipped). A malformed cursor or index term is ErrInvalid; a Redis failure ErrRedis
+// (transient).
 func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) {
 	limit := req.Limit
 	if limit <= 0 {
@@ -149,16 +177,23 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
+	src, err := ts.listSource(ctx, req.Index)
+	if src == "" || err != nil {
+		return Page{}, err // an IndexBy key that is empty: nothing to list
+	}
+	above, below := scoreBounds(req)
+	keep := listFilter(req)
 	c := ts.r.c
 	var page Page
 	scanned, exhausted := 0, false
-	for len(page.Items) < limit && scanned < limit*listScanFactor {
+	for len(page.Items) < limit && scanned < limit*listScanFactor && !exhausted {
 		want := limit - len(page.Items)
-		rows, err := pageScript.Exec(ctx, c, []string{ts.sp.Index()},
-			[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(want)}).ToArray()
+		rows, err := pageScript.Exec(ctx, c, []string{src},
+			[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(want), above}).ToArray()
 		if err != nil {
 			return Page{}, transient(ErrRedis, "list executions", err)
 		}
+		exhausted = len(rows)/2 < want
 		type candidate struct{ id, key string }
 		var cands []candidate
 		for i := 0; i+1 < len(rows); i += 2 {
@@ -166,6 +201,10 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 			score, err := rows[i+1].AsFloat64()
 			if err != nil {
 				return Page{}, fmt.Errorf("%w: list executions: index score of %q: %w", ErrRedis, member, err)
+			}
+			if score < below {
+				exhausted = true // older than the range: so is every member after it
+				break
 			}
 			cur = cursor{Score: score, Member: member}
 			scanned++
@@ -195,15 +234,10 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 					page.Skipped++
 					continue
 				}
-				if req.Match != nil && !req.Match(st) {
-					continue
+				if keep(st) {
+					page.Items = append(page.Items, summarize(st, req.States))
 				}
-				page.Items = append(page.Items, summarize(st, req.States))
 			}
-		}
-		if len(rows)/2 < want {
-			exhausted = true
-			break
 		}
 	}
 	if !exhausted {
@@ -213,11 +247,85 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 	return page, nil
 }
 
+// listSource is the ZSET a listing reads: the tenant's index, or with index terms the IndexBy
+// key of the one term with the fewest members ("" when that key is empty: nothing matches).
+func (ts *TenantStore) listSource(ctx context.Context, terms []IndexTerm) (string, error) {
+	if len(terms) == 0 {
+		return ts.sp.Index(), nil
+	}
+	ks := make([]string, len(terms))
+	for i, t := range terms {
+		k, err := ts.sp.IndexBy(t.Field, t.Value)
+		if err != nil {
+			return "", fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		ks[i] = k
+	}
+	if len(ks) == 1 {
+		return ks[0], nil
+	}
+	c := ts.r.c
+	cmds := make(rueidis.Commands, len(ks))
+	for i, k := range ks {
+		cmds[i] = c.B().Zcard().Key(k).Build()
+	}
+	best, fewest := "", int64(-1)
+	for i, res := range c.DoMulti(ctx, cmds...) {
+		n, err := res.AsInt64()
+		if err != nil {
+			return "", transient(ErrRedis, "list executions: count "+ks[i], err)
+		}
+		if fewest < 0 || n < fewest {
+			best, fewest = ks[i], n
+		}
+	}
+	if fewest == 0 {
+		return "", nil
+	}
+	return best, nil
+}
+
+// scoreBounds are the index scores of a request's start-time range: above, the first score
+// left out at the top ("" for none), and below, the lowest score in range (-Inf for none).
+// Scores are start times in whole ms; the states read are checked to the nanosecond
+// (listFilter).
+func scoreBounds(req ListRequest) (above string, below float64) {
+	below = math.Inf(-1)
+	if t := req.StartedBefore; !t.IsZero() {
+		ms := t.UnixMilli()
+		if t.After(time.UnixMilli(ms)) {
+			ms++ // a start within that ms, before t, is in range
+		}
+		above = strconv.FormatInt(ms, 10)
+	}
+	if t := req.StartedAfter; !t.IsZero() {
+		below = float64(t.UnixMilli())
+	}
+	return above, below
+}
+
+// listFilter accepts the states a request lists: in its start-time range, indexed under every
+// term, and accepted by its Match.
+func listFilter(req ListRequest) func(*state.Execution) bool {
+	return func(st *state.Execution) bool {
+		if (!req.StartedAfter.IsZero() && st.StartTime.Before(req.StartedAfter)) ||
+			(!req.StartedBefore.IsZero() && !st.StartTime.Before(req.StartedBefore)) {
+			return false
+		}
+		for _, t := range req.Index {
+			if v, ok := st.Index[t.Field]; !ok || v != t.Value {
+				return false
+			}
+		}
+		return req.Match == nil || req.Match(st)
+	}
+}
+
 func summarize(st *state.Execution, full bool) Summary {
 	s := Summary{
 		ExecutionID: st.ExecutionID, TenantID: st.TenantID, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		Status: st.Status, CurrentNode: st.CurrentNode, StepCount: st.StepCount, StartTime: st.StartTime,
-		LastUpdate: st.LastUpdate, EndTime: st.EndTime, Suspend: st.Suspend, Error: st.Error,
+		LastUpdate: st.LastUpdate, EndTime: st.EndTime, Suspend: st.Suspend, Error: st.Error, Index: st.Index,
 	}
 	if full {
 		s.State = st
@@ -242,7 +350,7 @@ type backfillCursor struct {
 const backfillBatch = 500
 
 // Backfill adds every state key of the tenant to the index (ZADD NX with the state's start
-// time), by SCAN of the tenant's execution keys on every node: the one place this package
+// time; a state with indexed values to their IndexBy keys too), by SCAN of the tenant's execution keys on every node: the one place this package
 // scans, for operators (plaita reindex) and never on a request path. budget bounds the keys
 // examined in this call (SCAN COUNT total; ≤0 means one batch); the position is kept in the
 // index's backfill cursor key (24h TTL) so the next call goes on. Mechanism keys and states
@@ -335,6 +443,7 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) (int, er
 		return 0, nil
 	}
 	zadd := c.B().Zadd().Key(ts.sp.Index()).Nx().ScoreMember()
+	var by rueidis.Commands // the IndexBy members of states with indexed values
 	added := 0
 	for i, res := range c.DoMulti(ctx, cmds...) {
 		b, err := res.AsBytes()
@@ -349,13 +458,18 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) (int, er
 			continue
 		}
 		zadd = zadd.ScoreMember(indexScore(st), ids[i])
+		if len(st.Index) > 0 {
+			by = append(by, ts.indexNXCmds(ids[i], indexScore(st), st.Index)[1:]...)
+		}
 		added++
 	}
 	if added == 0 {
 		return 0, nil
 	}
-	if err := c.Do(ctx, zadd.Build()).Error(); err != nil {
-		return 0, transient(ErrRedis, "backfill: index", err)
+	for _, r := range c.DoMulti(ctx, append(rueidis.Commands{zadd.Build()}, by...)...) {
+		if err := r.Error(); err != nil {
+			return 0, transient(ErrRedis, "backfill: index", err)
+		}
 	}
 	return added, nil
 }

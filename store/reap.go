@@ -124,8 +124,5 @@ func (ts *TenantStore) replaceRead(ctx context.Context, script *rueidis.Lua, raw
 	if n != 1 {
 		return n, nil
 	}
-	if err := c.Do(ctx, ts.zaddCmd(st.ExecutionID, e.score)).Error(); err != nil {
-		return n, transient(ErrStateSave, "execution "+st.ExecutionID+": state replaced, index not updated", err)
-	}
-	return n, nil
+	return n, ts.index(ctx, e)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -32,7 +34,8 @@ import (
 //   - Begin: 1 (the begin script; a start's new state is indexed in it on a single server,
 //     by a ZADD after it against a cluster);
 //   - Load: 1 — GET and ZSCORE pipelined; +1 (ZADD NX) only when the index member is missing;
-//   - Delete: 3 — SMEMBERS of the node-retry set, the delete script, ZREM.
+//   - Delete: 3 — SMEMBERS of the node-retry set, the delete script, ZREM (of the index, and of
+//     the IndexBy keys of a state that has indexed values, in one pipeline).
 //
 // A script sent for the first time to a node costs one more exchange (EVALSHA → NOSCRIPT →
 // EVAL), once per node and process.
@@ -155,6 +158,7 @@ type encoded struct {
 	payload []byte
 	ttl     time.Duration // 0: no TTL (the SET also clears an earlier one)
 	score   float64       // index score: start time in ms
+	by      []string      // the IndexBy keys of its indexed values (none for most flows)
 }
 
 // encode serializes st and works out where and how it is written. Nothing here talks to
@@ -171,7 +175,7 @@ func (ts *TenantStore) encode(st *state.Execution) (encoded, error) {
 	if err != nil {
 		return encoded{}, err
 	}
-	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st)}
+	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st), by: ts.indexByKeys(st.Index)}
 	if st.Status.Terminal() {
 		e.ttl = ts.r.stateTTL()
 	}
@@ -195,9 +199,59 @@ func (ts *TenantStore) setCmd(e encoded) rueidis.Completed {
 	return v.Build() // a plain SET drops any TTL: running/suspended states persist
 }
 
-func (ts *TenantStore) zaddCmd(id string, score float64) rueidis.Completed {
+// indexByKeys are the IndexBy keys of a state's indexed values (state.Execution.Index), in
+// field order. A field that cannot name a key (a state not written by the engine) is left out:
+// it is not indexed, and nothing else changes.
+func (ts *TenantStore) indexByKeys(index map[string]string) []string {
+	if len(index) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(index))
+	for _, field := range slices.Sorted(maps.Keys(index)) {
+		if k, err := ts.sp.IndexBy(field, index[field]); err == nil {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// indexCmds index an encoded state: its member in the tenant's index and in the IndexBy key of
+// each of its indexed values, each a ZADD of its own (each key has its own Cluster slot).
+func (ts *TenantStore) indexCmds(e encoded) rueidis.Commands {
 	c := ts.r.c
-	return c.B().Zadd().Key(ts.sp.Index()).ScoreMember().ScoreMember(score, id).Build()
+	cmds := make(rueidis.Commands, 0, 1+len(e.by))
+	for _, k := range append([]string{ts.sp.Index()}, e.by...) {
+		cmds = append(cmds, c.B().Zadd().Key(k).ScoreMember().ScoreMember(e.score, e.id).Build())
+	}
+	return cmds
+}
+
+// indexNXCmds put back a stored state's members where they are missing (ZADD NX: a member
+// there keeps its score): Load's repair and the backfill.
+func (ts *TenantStore) indexNXCmds(id string, score float64, index map[string]string) rueidis.Commands {
+	c := ts.r.c
+	var cmds rueidis.Commands
+	for _, k := range append([]string{ts.sp.Index()}, ts.indexByKeys(index)...) {
+		cmds = append(cmds, c.B().Zadd().Key(k).Nx().ScoreMember().ScoreMember(score, id).Build())
+	}
+	return cmds
+}
+
+// index sends indexCmds (after a script that wrote the state, in a Cluster).
+func (ts *TenantStore) index(ctx context.Context, e encoded) error {
+	for _, r := range ts.r.c.DoMulti(ctx, ts.indexCmds(e)...) {
+		if err := r.Error(); err != nil {
+			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+		}
+	}
+	return nil
+}
+
+// indexArgs extend a script's KEYS and ARGV with the index and the IndexBy keys, its score and
+// its member (a script on a single server indexes the state itself).
+func (ts *TenantStore) indexArgs(ks, args []string, e encoded) ([]string, []string) {
+	ks = append(append(ks, ts.sp.Index()), e.by...)
+	return ks, append(args, strconv.FormatFloat(e.score, 'f', -1, 64), e.id)
 }
 
 // Save writes the state without any fencing (readers, tools, operators; and a lease's save
@@ -221,20 +275,20 @@ func (ts *TenantStore) plainSave(ctx context.Context, e encoded) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	c := ts.r.c
-	var res []rueidis.RedisResult
 	if c.Mode() == rueidis.ClientModeCluster {
-		res = []rueidis.RedisResult{c.Do(ctx, ts.setCmd(e))}
-		if res[0].Error() == nil {
-			res = append(res, c.Do(ctx, ts.zaddCmd(e.id, e.score)))
+		if err := c.Do(ctx, ts.setCmd(e)).Error(); err != nil {
+			return transient(ErrStateSave, "execution "+e.id, err)
 		}
-	} else {
-		res = c.DoMulti(ctx, ts.setCmd(e), ts.zaddCmd(e.id, e.score))
+		return ts.index(ctx, e)
 	}
+	res := c.DoMulti(ctx, append(rueidis.Commands{ts.setCmd(e)}, ts.indexCmds(e)...)...)
 	if err := res[0].Error(); err != nil {
 		return transient(ErrStateSave, "execution "+e.id, err)
 	}
-	if err := res[1].Error(); err != nil {
-		return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+	for _, r := range res[1:] {
+		if err := r.Error(); err != nil {
+			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
+		}
 	}
 	return nil
 }
@@ -262,7 +316,7 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 	if _, zerr := res[1].AsFloat64(); rueidis.IsRedisNil(zerr) {
 		// Best effort: the state is what the caller asked for; the index heals later if this
 		// fails (the next load, or Backfill).
-		c.Do(ctx, c.B().Zadd().Key(ts.sp.Index()).Nx().ScoreMember().ScoreMember(indexScore(st), id).Build())
+		c.DoMulti(ctx, ts.indexNXCmds(id, indexScore(st), st.Index)...)
 	}
 	return st, nil
 }
@@ -329,23 +383,31 @@ func (ts *TenantStore) Delete(ctx context.Context, id string) error {
 // generation (kept, never deleted): every lease taken before the delete is fenced out, and a
 // re-created execution continues from a higher generation.
 //
+// The deleted state is returned when it may carry indexed values (state.Execution.Index: a
+// top-level "index" object; a nested one only costs the caller a decode), so the caller can
+// take the execution out of their IndexBy keys: the values it was indexed under are exactly
+// those of the state deleted. pcall: a state key of another type is deleted all the same.
+//
 // KEYS: 1 state, 2 fence (legacy, deleted), 3 fencegen (bumped), 4 lease, 5 cancel, 6 tombstone
 // (written), 7 node-retry set, 8… the counter families, then one key per node in the node-retry
 // set. ARGV: 1 "1" = fenced, 2 generation, 3 tombstone value, 4 tombstone TTL (s), 5 the set's
 // size when its members were read.
-// Returns {1, n deleted} | {0, ”, fencegen} (fence lost) | {2} (the set changed: re-read).
+// Returns {1, n deleted[, state]} | {0, ”, fencegen} (fence lost) | {2} (the set changed:
+// re-read).
 var deleteScript = rueidis.NewLuaScript(`
 if ARGV[1] == '1' then
   local g = redis.call('GET', KEYS[3]) or ''
   if g ~= ARGV[2] then return {0, '', g} end
 end
 if redis.call('SCARD', KEYS[7]) ~= tonumber(ARGV[5]) then return {2} end
+local st = redis.pcall('GET', KEYS[1])
 local n = 0
 for i, k in ipairs(KEYS) do
   if i ~= 3 and i ~= 6 then n = n + redis.call('DEL', k) end
 end
 redis.call('INCR', KEYS[3])
 redis.call('SET', KEYS[6], ARGV[3], 'EX', ARGV[4])
+if type(st) == 'string' and string.find(st, '"index":{', 1, true) then return {1, n, st} end
 return {1, n}
 `)
 
@@ -429,12 +491,37 @@ func (ts *TenantStore) deleteExecution(ctx context.Context, id string, fenced bo
 		case 2:
 			continue // a node counter was added between SMEMBERS and the script
 		}
-		if err := c.Do(ctx, c.B().Zrem().Key(ts.sp.Index()).Member(id).Build()).Error(); err != nil {
-			return transient(ErrStateDelete, "execution "+id+": deleted, but not removed from the index", err)
+		var index map[string]string
+		if len(arr) == 3 {
+			index = indexOf(arr[2])
+		}
+		var zrem rueidis.Commands
+		for _, k := range append([]string{ts.sp.Index()}, ts.indexByKeys(index)...) {
+			zrem = append(zrem, c.B().Zrem().Key(k).Member(id).Build())
+		}
+		for _, r := range c.DoMulti(ctx, zrem...) {
+			if err := r.Error(); err != nil {
+				return transient(ErrStateDelete, "execution "+id+": deleted, but not removed from the index", err)
+			}
 		}
 		return nil
 	}
 	return fmt.Errorf("%w: execution %s: its node retry counters kept changing during the delete", ErrStateDelete, id)
+}
+
+// indexOf reads the indexed values of a state's bytes (nil when they are not a state).
+func indexOf(m rueidis.RedisMessage) map[string]string {
+	b, err := m.AsBytes()
+	if err != nil {
+		return nil
+	}
+	var st struct {
+		Index map[string]string `json:"index"`
+	}
+	if json.Unmarshal(b, &st) != nil {
+		return nil
+	}
+	return st.Index
 }
 
 // lostError explains a refused fenced write from the script's {0, ”, fencegen} reply.

@@ -6,7 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"time"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"plaita/control"
 	"plaita/engine"
@@ -224,10 +230,15 @@ func (a *api) replayed(c *Call, req control.StartRequest, shown control.Shown) (
 }
 
 type executionListIn struct {
-	Status string `query:"status" enum:"pending,running,suspended,completed,error,cancelled"`
-	FlowID string `query:"flow_id" maxLength:"200"`
-	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+	Status        string    `query:"status" enum:"pending,running,suspended,completed,error,cancelled"`
+	FlowID        string    `query:"flow_id" maxLength:"200"`
+	StartedAfter  time.Time `query:"started_after" doc:"only executions started at or after this time (RFC 3339)"`
+	StartedBefore time.Time `query:"started_before" doc:"only executions started before this time (RFC 3339)"`
+	// index[order_id]=ord-1 (OpenAPI deepObject): the one form of a query parameter with a
+	// name of the caller's that huma checks and documents.
+	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
+	Cursor string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"`
 }
 
 // ExecutionList is a page of executions, newest first.
@@ -242,8 +253,21 @@ type ExecutionList struct {
 type executionListOut struct{ Body ExecutionList }
 
 func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
-	page, err := a.d.Plane.List(ctx, c.Tenant, control.ListRequest{Cursor: in.Cursor, Limit: in.Limit,
-		Status: state.Status(in.Status), FlowID: in.FlowID})
+	req := control.ListRequest{Cursor: in.Cursor, Limit: in.Limit, Status: state.Status(in.Status), FlowID: in.FlowID,
+		StartedAfter: in.StartedAfter, StartedBefore: in.StartedBefore}
+	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
+		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
+	}
+	page, err := a.d.Plane.List(ctx, c.Tenant, req)
+	if r := control.AsRefusal(err); r != nil && r.Fields["field"] != nil {
+		p := fromRefusal(r) // name the query parameter, as huma names those it refuses
+		where := "query.started_before"
+		if r.Code == "invalid_index_filter" {
+			where = fmt.Sprintf("query.index[%v]", r.Fields["field"])
+		}
+		p.Errors = append(p.Errors, &huma.ErrorDetail{Location: where, Message: r.Message})
+		return nil, p
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -55,6 +55,11 @@ type Execution struct {
 	LastUpdate   time.Time              `json:"last_update_time"`
 	EndTime      *time.Time             `json:"end_time,omitempty"`
 
+	// Index holds the values the execution is listed by: field → canonical value
+	// (CorrelationValue) of the INPUT fields its flow indexes (engine/index.go), set when it
+	// starts and never changed; absent when the flow indexes nothing.
+	Index map[string]string `json:"index,omitempty"`
+
 	// LastResume is the last resume applied to the execution (absent before the first).
 	LastResume *ResumeMark `json:"last_resume,omitempty"`
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -43,12 +44,19 @@ func executionListCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "list",
 		Usage:     "list the tenant's executions, newest first",
-		UsageText: "plaita execution list [--status S] [--flow FLOW_ID] [--tenant T] [--limit N] [--cursor C] [--json]",
+		UsageText: "plaita execution list [--status S] [--flow FLOW_ID] [--started-after TIME] [--started-before TIME] [--index FIELD=VALUE]... [--tenant T] [--limit N] [--cursor C] [--json]",
+		Description: "--index lists the executions of flows that index FIELD (\"index\": [\"order_id\"], docs/flows.md)\n" +
+			"started with VALUE: read as JSON when it parses (17, true, '\"17\"'), else as text (ord-1);\n" +
+			"several --index must all hold. Times are RFC 3339 (2026-03-01T12:00:00Z); --started-after is\n" +
+			"inclusive, --started-before exclusive.",
 		Flags: cliFlags(tenantFlag(),
 			&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
 			&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
 			&cli.StringFlag{Name: "status", Usage: "only executions of this status: pending, running, suspended, completed, error or cancelled"},
 			&cli.StringFlag{Name: "flow", Usage: "only executions of this flow id"},
+			&cli.StringFlag{Name: "started-after", Aliases: []string{"since"}, Usage: "only executions started at or after this time (RFC 3339)"},
+			&cli.StringFlag{Name: "started-before", Aliases: []string{"until"}, Usage: "only executions started before this time (RFC 3339)"},
+			&cli.StringSliceFlag{Name: "index", Usage: "only executions indexed under FIELD=VALUE (repeatable: all must hold)"},
 			jsonFlag("print the page as JSON: items, next_cursor, skipped, degraded")),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return executionList(ctx, cmd, stdout, stderr) },
 	}
@@ -253,17 +261,19 @@ func printResumeRefusal(name, id string, rt engine.ResumeType, tenant string, as
 
 func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
 	const name = "list"
-	limit := cmd.Int("limit")
-	if limit < 1 || limit > store.MaxListLimit {
-		return cliUsage(name, "--limit %d: use 1 to %d", limit, store.MaxListLimit)
+	req, err := listRequest(cmd)
+	if err != nil {
+		return refused(name, err)
+	}
+	if req.Limit < 1 || req.Limit > store.MaxListLimit {
+		return cliUsage(name, "--limit %d: use 1 to %d", req.Limit, store.MaxListLimit)
 	}
 	k, err := connect(cmd, name, config.RoleWorker, stderr)
 	if err != nil {
 		return err
 	}
 	defer k.close()
-	page, err := k.plane.List(ctx, k.tenant, control.ListRequest{Cursor: cmd.String("cursor"), Limit: limit,
-		Status: state.Status(cmd.String("status")), FlowID: cmd.String("flow")})
+	page, err := k.plane.List(ctx, k.tenant, req)
 	if err != nil {
 		return refused(name, err)
 	}
@@ -293,17 +303,45 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "degraded: %d index member(s) skipped (invalid, missing or corrupt; `plaita reindex` rebuilds the index)\n", page.Skipped)
 	}
 	if page.NextCursor != "" {
-		filter := ""
-		if s := cmd.String("status"); s != "" {
-			filter += " --status " + s
-		}
-		if f := cmd.String("flow"); f != "" {
-			filter += " --flow " + control.ShellQuote(f)
-		}
-		if k.tenant != keys.DefaultTenant {
-			filter += " --tenant " + k.tenant
-		}
-		fmt.Fprintf(stdout, "next page:\n  %s execution list%s --limit %d --cursor %s\n", program(), filter, limit, control.ShellQuote(page.NextCursor))
+		fmt.Fprintf(stdout, "next page:\n  %s execution list%s --limit %d --cursor %s\n", program(), listFilterFlags(cmd, k.tenant), req.Limit, control.ShellQuote(page.NextCursor))
 	}
 	return nil
+}
+
+// listRequest reads the list's flags (the times and the index filters are checked by control).
+func listRequest(cmd *cli.Command) (control.ListRequest, error) {
+	req := control.ListRequest{Cursor: cmd.String("cursor"), Limit: cmd.Int("limit"),
+		Status: state.Status(cmd.String("status")), FlowID: cmd.String("flow")}
+	var err error
+	if req.StartedAfter, err = control.ParseListTime("--started-after", cmd.String("started-after")); err != nil {
+		return req, err
+	}
+	if req.StartedBefore, err = control.ParseListTime("--started-before", cmd.String("started-before")); err != nil {
+		return req, err
+	}
+	for _, s := range cmd.StringSlice("index") {
+		f, err := control.ParseIndexFilter(s)
+		if err != nil {
+			return req, err
+		}
+		req.Index = append(req.Index, f)
+	}
+	return req, nil
+}
+
+// listFilterFlags are the filter flags of a list, as the next page's command repeats them.
+func listFilterFlags(cmd *cli.Command, tenant string) string {
+	var b strings.Builder
+	for _, f := range []string{"status", "flow", "started-after", "started-before"} {
+		if v := cmd.String(f); v != "" {
+			b.WriteString(" --" + f + " " + control.ShellQuote(v))
+		}
+	}
+	for _, v := range cmd.StringSlice("index") {
+		b.WriteString(" --index " + control.ShellQuote(v))
+	}
+	if tenant != keys.DefaultTenant {
+		b.WriteString(" --tenant " + tenant)
+	}
+	return b.String()
 }

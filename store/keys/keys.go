@@ -8,6 +8,7 @@
 //	plaita:execution:index                       ZSET of execution ids by start time
 //	plaita:execution:index:ready                 backfill done marker
 //	plaita:execution:index:backfill:cursor       SCAN cursor of an interrupted backfill
+//	plaita:execution:index:by:<field>:<digest>   ZSET of the ids started with one value of an indexed INPUT field
 //	plaita:execution:lease:{<id>}                resume lease (holder + token)
 //	plaita:execution:fence:{<id>}                legacy (no longer written; removed with its execution)
 //	plaita:execution:fencegen:{<id>}             fence generation: bumped by every lease and every delete, never deleted
@@ -411,6 +412,30 @@ func (s Space) Tombstone(id string) (string, error) {
 func (s Space) Index() string       { return s.prefix + "execution:index" }
 func (s Space) IndexReady() string  { return s.prefix + "execution:index:ready" }
 func (s Space) IndexCursor() string { return s.prefix + "execution:index:backfill:cursor" }
+
+// indexFieldRe is the alphabet of indexed field names (engine/index.go checks the same rule
+// when a flow is parsed).
+var indexFieldRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// IndexBy is the ZSET of the executions started with one value of an indexed INPUT field
+// (docs/flows.md, "Indexed fields"): members are execution ids, scores their start time (Unix
+// ms), as in Index, so that one cursor pages either. value is the canonical value
+// (engine/state.CorrelationValue); the key holds its digest (SHA-256, 32 hex digits), one key
+// segment whatever the value. Two values sharing a digest would only share a key, whose
+// members a listing checks against their states. It lives under the index's name, so
+// IsMechanismKey knows it and the backfill's SCAN of execution keys passes it over; it has no
+// hash tag: its own slot in a Cluster, written by a command of its own there.
+func (s Space) IndexBy(field, value string) (string, error) {
+	if !indexFieldRe.MatchString(field) {
+		return "", fmt.Errorf("%w: indexed field %q: use letters, digits and _ (not starting with a digit, at most 64)", ErrBadName, field)
+	}
+	sum := sha256.Sum256([]byte(value))
+	return s.prefix + "execution:index:by:" + field + ":" + hex.EncodeToString(sum[:16]), nil
+}
+
+// IndexByPattern matches every IndexBy key of the tenant (for plaita reindex's SCAN, never a
+// request path).
+func (s Space) IndexByPattern() string { return s.prefix + "execution:index:by:*" }
 
 // ExecutionPattern matches every execution-family key of the tenant (for the backfill SCAN,
 // never the hot path); IsMechanismKey sorts out what is state.

@@ -32,6 +32,15 @@ func TestKeysOfTheDefaultTenant(t *testing.T) {
 			t.Errorf("got %s, want %s", got, want)
 		}
 	}
+	by, _ := s.IndexBy("order_id", `"ord-1"`)
+	if !strings.HasPrefix(by, "plaita:execution:index:by:order_id:") || len(by) != len("plaita:execution:index:by:order_id:")+32 || s.ExecutionID(by) != "" {
+		t.Errorf("IndexBy: %s", by)
+	}
+	for _, bad := range []string{"", "order.id", "a:b", "{x}", "9lives", strings.Repeat("a", 65)} {
+		if _, err := s.IndexBy(bad, "1"); !errors.Is(err, ErrBadName) {
+			t.Errorf("indexed field %q: %v", bad, err)
+		}
+	}
 	if d := MustFor("plaita", "default"); d.Prefix() != "plaita:" {
 		t.Errorf("explicit default tenant: %s", d.Prefix())
 	}
@@ -127,7 +136,8 @@ func TestIsMechanismKey(t *testing.T) {
 		set, _ := sp.NodeRetrySet("ex_1")
 		mech = append(mech, set)
 		tomb, _ := sp.Tombstone("ex_1")
-		mech = append(mech, r, tomb, sp.Index(), sp.IndexReady(), sp.IndexCursor())
+		by, _ := sp.IndexBy("order_id", `"ord-1"`)
+		mech = append(mech, r, tomb, sp.Index(), sp.IndexReady(), sp.IndexCursor(), by)
 		e, _ := sp.Execution("ex_1")
 		state = append(state, e)
 	}

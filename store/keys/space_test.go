@@ -15,7 +15,7 @@ func allKeys(t testing.TB, s Space, id, event, flow, version, node string) map[s
 	skip := map[string]bool{"Tenant": true, "Root": true, "Prefix": true, "ExecutionID": true}
 	args := map[string][]string{
 		"Mechanism": nil, "NodeRetry": {id, node}, "SubscriptionIndex": {event}, "SubscriptionBucket": {event, `["` + node + `"]`, id}, "SubscriptionPaths": {event}, "EventIndex": {event}, "EventIndexPrune": {event}, "Flow": {flow, version},
-		"FlowVersions": {flow}, "RegistryInstance": {"inst-1"},
+		"FlowVersions": {flow}, "RegistryInstance": {"inst-1"}, "IndexBy": {"order_id", id},
 	}
 	out := map[string]string{}
 	v := reflect.ValueOf(s)
