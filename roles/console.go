@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime/debug"
@@ -55,6 +56,21 @@ const (
 // (requests in flight finish, within 20 s) → the reconcile stops → registry deregistered →
 // metrics server; then Redis and the database are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	return runConsoleWith(ctx, cfg, log, consoleOptions{})
+}
+
+// consoleOptions are what plaita dev changes in the console it runs.
+type consoleOptions struct {
+	// local runs local mode without trying Redis: dev found none.
+	local bool
+	// seed runs once the console's operations exist, before the tenant statuses are published
+	// and before it serves (dev's demo tenant, admin and flows).
+	seed func(ctx context.Context, db *sqlite.DB, ops control.Operations) error
+	// serving hears the address the console serves on, once it is ready.
+	serving func(addr string)
+}
+
+func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger, o consoleOptions) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	db, err := sqlite.Open(startCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
@@ -76,7 +92,12 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	deps := web.Deps{DB: db, Log: log}
 	var registry *presence.Registry
 	var local *control.Local
-	c, err := RedisClient(config.ConsoleRedisURL.In(cfg))
+	var c rueidis.Client
+	if o.local {
+		err = errors.New("plaita dev found no Redis answering at PLAITA_REDIS_URL")
+	} else {
+		c, err = RedisClient(config.ConsoleRedisURL.In(cfg))
+	}
 	if err != nil {
 		deps.RedisErr = err
 		local = consoleLocal(cfg, db, log)
@@ -116,6 +137,15 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
+	if o.seed != nil {
+		var ops control.Operations = local
+		if deps.Plane != nil {
+			ops = deps.Plane
+		}
+		if err := o.seed(startCtx, db, ops); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+	}
 	if deps.Redis != nil {
 		// A failure is logged (and on /health): the console still serves, the workers keep the
 		// statuses they had until the next reconcile.
@@ -134,6 +164,9 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 		}
 		log.Info().Str("event", "console.started").Str("addr", srv.Addr()).Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).
 			Msg("console running")
+		if o.serving != nil {
+			o.serving(srv.Addr())
+		}
 	})
 	if err == nil {
 		log.Info().Str("event", "console.stopped").Msg("console stopped")
@@ -229,8 +262,12 @@ func consoleLocal(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) *contro
 	}
 	worker := cfg.As(config.RoleWorker)
 	return control.NewLocal(control.LocalDeps{DB: db, NodeTypes: nodeTypes, Engine: func() engine.Settings { return settings.Engine(worker) },
-		Workers: max(config.WorkerConcurrency.In(worker), 1), Orphans: sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), Log: log})
+		Workers: max(config.WorkerConcurrency.In(worker), localMinWorkers), Orphans: sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), Log: log})
 }
+
+// localMinWorkers is the fewest executions local mode runs at once: a worker's concurrency
+// may be 1 (one worker per core), but in local mode the console is every worker there is.
+const localMinWorkers = 4
 
 // redisWatchEvery is how often local mode checks whether Redis answers again.
 const redisWatchEvery = 30 * time.Second

@@ -49,8 +49,8 @@ func Table() []Spec {
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
 			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleDev, "every role above in one process, for a laptop",
-			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, false},
+		{config.RoleDev, "every role above in one process, for a laptop: on PLAITA_REDIS_URL, or in local mode without Redis",
+			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, true},
 	}
 }
 
