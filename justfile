@@ -65,9 +65,9 @@ bench:
 bench-peers *args:
     cd bench/peers && go run . "$@"
 
-# Every role in one process, for a laptop (not built yet: exits 1 with "not built yet").
-dev:
-    go run . dev
+# Every role in one process, for a laptop: on PLAITA_REDIS_URL, or in local mode (docs/dev.md).
+dev *args:
+    go run . dev {{args}}
 
 # What CI runs, on this machine.
 ci:

@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"embed"
+	"io/fs"
 	"os"
 	"os/signal"
 	"syscall"
@@ -13,12 +15,22 @@ import (
 	"plaita/roles/cli"
 )
 
+// demoFlows are the flows plaita dev publishes: the repository's examples, in the binary so that
+// dev shows them wherever the binary runs.
+//
+//go:embed testdata/flows/*.json
+var demoFlows embed.FS
+
 func main() {
 	// /metrics carries # TYPE lines, so Prometheus and promtool know each series' type. The
 	// library keeps this one switch for the process; it is set before anything serves metrics.
 	metrics.ExposeMetadata(true)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := cli.App(os.Stdout, os.Stderr).Run(ctx, os.Args)
+	flows, err := fs.Sub(demoFlows, "testdata/flows")
+	if err != nil {
+		panic(err) // the pattern above names that directory
+	}
+	err = cli.App(os.Stdout, os.Stderr, cli.WithDemoFlows(flows)).Run(ctx, os.Args)
 	stop()
 	os.Exit(cli.ExitCode(err, os.Stderr))
 }

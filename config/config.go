@@ -231,6 +231,28 @@ func (c *Config) As(role Role) *Config {
 	return out
 }
 
+// AsWith is As with values of its own for some variables (keyed by variable name), over the
+// flags: plaita dev runs every role in one process, each with its own instance id and the
+// console's Redis set to the others'.
+func (c *Config) AsWith(role Role, values map[string]string) *Config {
+	flags := make(map[string]string, len(c.flags)+len(values))
+	for k, v := range c.flags {
+		flags[k] = v
+	}
+	for k, v := range values {
+		flags[k] = v
+	}
+	out, _ := Load(role, false, WithLookup(c.lookup), WithNames(c.names), WithFlags(flags), WithProcess(c.pid, c.hostname, c.numCPU))
+	return out
+}
+
+// IsSet reports whether a variable was given (by a flag or the environment) rather than
+// defaulted.
+func (c *Config) IsSet(name string) bool {
+	e, ok := c.entries[name]
+	return ok && e.set
+}
+
 // read finds a variable's raw value: flag, then its name, then its fallback name.
 func (c *Config) read(v *Var) (raw string, set bool, src Source, from string) {
 	if f, ok := c.flags[v.Name]; ok {

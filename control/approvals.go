@@ -51,18 +51,27 @@ type Answer struct {
 
 // AnswerApproval checks and enqueues the answer of a pending approval.
 func (p *Plane) AnswerApproval(ctx context.Context, a Answer) (Done, error) {
+	data, err := answerData(a)
+	if err != nil {
+		return Done{}, err
+	}
+	return p.Resume(ctx, ResumeRequest{Tenant: a.Tenant, ID: a.ID, Type: engine.ResumeApproval, Data: data})
+}
+
+// answerData is an answer as the approval node takes it, checked.
+func answerData(a Answer) (json.RawMessage, error) {
 	by := strings.TrimSpace(a.By)
 	switch {
 	case by == "":
-		return Done{}, refuse(Invalid, "invalid_answer", nil, "an answer names who gives it")
+		return nil, refuse(Invalid, "invalid_answer", nil, "an answer names who gives it")
 	case len(by) > maxByBytes:
-		return Done{}, refuse(Invalid, "invalid_answer", nil, "the approver's name is %d bytes; at most %d", len(by), maxByBytes)
+		return nil, refuse(Invalid, "invalid_answer", nil, "the approver's name is %d bytes; at most %d", len(by), maxByBytes)
 	case len(a.Comment) > maxCommentBytes:
-		return Done{}, refuse(Invalid, "invalid_answer", nil, "the comment is %d bytes; at most %d", len(a.Comment), maxCommentBytes)
+		return nil, refuse(Invalid, "invalid_answer", nil, "the comment is %d bytes; at most %d", len(a.Comment), maxCommentBytes)
 	}
 	data, err := json.Marshal(map[string]any{"approved": a.Approved, "comment": a.Comment, "by": by})
 	if err != nil {
-		return Done{}, fmt.Errorf("answer of %s: %w", a.ID, err)
+		return nil, fmt.Errorf("answer of %s: %w", a.ID, err)
 	}
-	return p.Resume(ctx, ResumeRequest{Tenant: a.Tenant, ID: a.ID, Type: engine.ResumeApproval, Data: data})
+	return data, nil
 }

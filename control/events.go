@@ -30,15 +30,7 @@ type EventPublished struct {
 // id ("" = a new one), type and data are checked before anything is written (Invalid); an id
 // taken by another type or other data is a Conflict.
 func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublished, error) {
-	if err := keys.ValidName("event type", ev.Type); err != nil {
-		return EventPublished{}, refuse(Invalid, "invalid_event", err, "%v", err)
-	}
-	if ev.ID != "" {
-		if err := keys.ValidID(ev.ID); err != nil {
-			return EventPublished{}, refuse(Invalid, "invalid_event", err, "event id %q: %v", ev.ID, err)
-		}
-	}
-	tenant, err := p.Tenant(ev.TenantID)
+	tenant, err := checkEvent(p, ev)
 	if err != nil {
 		return EventPublished{}, err
 	}
@@ -77,6 +69,19 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	}
 	out.Text = strings.Join(notes, "; ")
 	return out, nil
+}
+
+// checkEvent checks an event's type, id and tenant before anything is written, in both modes.
+func checkEvent(ops interface{ Tenant(string) (string, error) }, ev store.Event) (string, error) {
+	if err := keys.ValidName("event type", ev.Type); err != nil {
+		return "", refuse(Invalid, "invalid_event", err, "%v", err)
+	}
+	if ev.ID != "" {
+		if err := keys.ValidID(ev.ID); err != nil {
+			return "", refuse(Invalid, "invalid_event", err, "event id %q: %v", ev.ID, err)
+		}
+	}
+	return ops.Tenant(ev.TenantID)
 }
 
 // EventList asks for a page of a tenant's events, newest first: of one type ("" = all), after

@@ -51,14 +51,9 @@ type Started struct {
 // a worker runs it. A tenant at its running limit is refused (Limited) before anything is
 // written (control/quota.go).
 func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
-	tenant, err := p.Tenant(req.Tenant)
+	tenant, err := checkStart(p, req)
 	if err != nil {
 		return Started{}, err
-	}
-	if req.ExecutionID != "" {
-		if err := keys.ValidID(req.ExecutionID); err != nil {
-			return Started{}, refuse(Invalid, "invalid_id", err, "%q is not an execution id: %v", req.ExecutionID, err)
-		}
 	}
 	out := Started{TenantID: tenant, Queue: p.QueueName()}
 	if req.Definition != nil {
@@ -107,6 +102,20 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 		out.WorkersAlive = -1 // unknown: the registry cannot be read
 	}
 	return out, nil
+}
+
+// checkStart checks a start's tenant and the execution id it carries, in both modes.
+func checkStart(ops interface{ Tenant(string) (string, error) }, req StartRequest) (string, error) {
+	tenant, err := ops.Tenant(req.Tenant)
+	if err != nil {
+		return "", err
+	}
+	if req.ExecutionID != "" {
+		if err := keys.ValidID(req.ExecutionID); err != nil {
+			return "", refuse(Invalid, "invalid_id", err, "%q is not an execution id: %v", req.ExecutionID, err)
+		}
+	}
+	return tenant, nil
 }
 
 // waitPollInterval is how often WaitSettled reads the state.
@@ -257,19 +266,27 @@ type ListRequest struct {
 // statuses are the statuses a listing can ask for.
 var statuses = []state.Status{state.Pending, state.Running, state.Suspended, state.Completed, state.Error, state.Cancelled}
 
+// check refuses a listing's filters that name no status or no flow, in both modes.
+func (req ListRequest) check() error {
+	if req.Status != "" && !slices.Contains(statuses, req.Status) {
+		return refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
+	}
+	if req.FlowID != "" {
+		if err := keys.ValidName("flow id", req.FlowID); err != nil {
+			return refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
+		}
+	}
+	return nil
+}
+
 // List is a page of the tenant's executions, newest first.
 func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store.Page, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return store.Page{}, err
 	}
-	if req.Status != "" && !slices.Contains(statuses, req.Status) {
-		return store.Page{}, refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
-	}
-	if req.FlowID != "" {
-		if err := keys.ValidName("flow id", req.FlowID); err != nil {
-			return store.Page{}, refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
-		}
+	if err := req.check(); err != nil {
+		return store.Page{}, err
 	}
 	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
 		return store.Page{}, err

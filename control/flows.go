@@ -28,11 +28,20 @@ const flowHashVersionLen = 12
 // warnings (Flow.Warnings, each with its JSON path: a wait_event whose match has no correlation
 // term, docs/flows.md): they never refuse it.
 func (p *Plane) ParseFlow(def []byte) (*engine.Flow, error) {
-	reg, err := p.nodeTypes()
-	if err != nil {
-		return nil, fmt.Errorf("set up the node types: %w", err)
+	return parseFlow(p.nodeTypes, p.d.Expr, def)
+}
+
+// parseFlow parses def with the node types nodeTypes sets up: an Invalid refusal
+// "invalid_flow" when it does not parse.
+func parseFlow(nodeTypes func() (*engine.Registry, error), lim engine.ExprLimits, def []byte) (*engine.Flow, error) {
+	reg := engine.NewRegistry()
+	if nodeTypes != nil {
+		var err error
+		if reg, err = nodeTypes(); err != nil {
+			return nil, fmt.Errorf("set up the node types: %w", err)
+		}
 	}
-	f, err := engine.Parse(def, reg, p.d.Expr)
+	f, err := engine.Parse(def, reg, lim)
 	if err != nil {
 		return nil, &Refusal{Class: Invalid, Code: "invalid_flow", Message: err.Error(), Err: err}
 	}
@@ -54,18 +63,7 @@ type Published struct {
 // is left as it is; another one is a Conflict refusal "flow_version_conflict" and nothing is
 // written.
 func (p *Plane) PublishFlow(ctx context.Context, tenant string, def []byte, version string) (Published, error) {
-	tenant, err := p.Tenant(tenant)
-	if err != nil {
-		return Published{}, err
-	}
-	f, err := p.ParseFlow(def)
-	if err != nil {
-		return Published{}, err
-	}
-	if version, err = publishVersion(f, def, version); err != nil {
-		return Published{}, &Refusal{Class: Invalid, Code: "invalid_version", Message: err.Error(), Err: err}
-	}
-	hash, err := engine.FlowHash(def)
+	tenant, f, version, hash, err := preparePublication(p, tenant, def, version)
 	if err != nil {
 		return Published{}, err
 	}
@@ -89,6 +87,30 @@ func (p *Plane) PublishFlow(ctx context.Context, tenant string, def []byte, vers
 		return Published{}, fmt.Errorf("publish flow %s version %s: %w", f.ID, version, err)
 	}
 	return Published{Flow: f, Version: version, Result: res, Warnings: f.Warnings}, nil
+}
+
+// preparePublication checks what a publication needs before anything is written, in both
+// modes: the tenant, the definition (parsed by ops), its version and its hash.
+func preparePublication(ops interface {
+	Tenant(string) (string, error)
+	ParseFlow([]byte) (*engine.Flow, error)
+}, tenant string, def []byte, version string) (string, *engine.Flow, string, string, error) {
+	tenant, err := ops.Tenant(tenant)
+	if err != nil {
+		return "", nil, "", "", err
+	}
+	f, err := ops.ParseFlow(def)
+	if err != nil {
+		return "", nil, "", "", err
+	}
+	if version, err = publishVersion(f, def, version); err != nil {
+		return "", nil, "", "", &Refusal{Class: Invalid, Code: "invalid_version", Message: err.Error(), Err: err}
+	}
+	hash, err := engine.FlowHash(def)
+	if err != nil {
+		return "", nil, "", "", err
+	}
+	return tenant, f, version, hash, nil
 }
 
 // publishVersion is the version a definition is published as: its "version" field, else flag,

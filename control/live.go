@@ -112,15 +112,47 @@ type FollowRequest struct {
 // LiveEnd, the error of emit when emit fails, ctx's error when ctx ends, and — before anything
 // was emitted — the refusal of an execution that does not exist or cannot be read.
 func (p *Plane) Follow(ctx context.Context, req FollowRequest, emit func(LiveItem) error) error {
+	return followExecution(ctx, p, req, emit)
+}
+
+// liveSource is what a follow reads: the state as a live view sees it (Plane.current), the
+// state alone, and the execution's live events when the backend publishes them.
+type liveSource interface {
+	current(ctx context.Context, tenant, id string) (string, *state.Execution, bool, error)
+	// reload reads the state again: store.ErrNotFound when it is gone, an error matching
+	// store.ErrStateCorrupt when it no longer decodes.
+	reload(ctx context.Context, tenant, id string) (*state.Execution, error)
+	// subscribe subscribes to the execution's live events; nil without error when the
+	// backend publishes none (the follow polls).
+	subscribe(ctx context.Context, tenant, id string) (*store.LiveSubscription, error)
+}
+
+func (p *Plane) reload(ctx context.Context, tenant, id string) (*state.Execution, error) {
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return nil, err
+	}
+	return ts.Load(ctx, id)
+}
+
+func (p *Plane) subscribe(ctx context.Context, tenant, id string) (*store.LiveSubscription, error) {
+	if p.d.Live == nil {
+		return nil, nil
+	}
+	return p.d.Live.SubscribeExecution(ctx, tenant, id)
+}
+
+// followExecution is Follow over src.
+func followExecution(ctx context.Context, src liveSource, req FollowRequest, emit func(LiveItem) error) error {
 	if req.After < 0 {
 		return refuse(Invalid, "invalid_after", nil, "Last-Event-ID %d: use a timeline seq", req.After)
 	}
-	f := &follow{p: p, req: req, emit: emit, sent: req.After, pending: map[int]store.LiveEvent{}}
+	f := &follow{src: src, req: req, emit: emit, sent: req.After, pending: map[int]store.LiveEvent{}}
 	f.req.Poll = cmpDuration(req.Poll, DefaultFollowPoll)
 	f.req.Heartbeat = cmpDuration(req.Heartbeat, DefaultFollowHeartbeat)
 	defer f.unsubscribe()
 	f.subscribe(ctx) // before the first read: nothing published between the two is missed
-	tenant, st, queued, err := p.current(ctx, req.Tenant, req.ID)
+	tenant, st, queued, err := src.current(ctx, req.Tenant, req.ID)
 	if err != nil {
 		return err
 	}
@@ -138,7 +170,7 @@ func (p *Plane) Follow(ctx context.Context, req FollowRequest, emit func(LiveIte
 
 // follow is one Follow's progress.
 type follow struct {
-	p      *Plane
+	src    liveSource
 	req    FollowRequest
 	emit   func(LiveItem) error
 	tenant string
@@ -207,10 +239,7 @@ func (f *follow) loop(ctx context.Context) error {
 // subscribe subscribes to the execution's channel; on failure the follow polls until the next
 // attempt (at the next poll).
 func (f *follow) subscribe(ctx context.Context) {
-	if f.p.d.Live == nil {
-		return
-	}
-	if sub, err := f.p.d.Live.SubscribeExecution(ctx, f.req.Tenant, f.req.ID); err == nil {
+	if sub, err := f.src.subscribe(ctx, f.req.Tenant, f.req.ID); err == nil && sub != nil {
 		f.sub = sub
 	}
 }
@@ -300,16 +329,11 @@ func (f *follow) finish(status state.Status) (bool, error) {
 
 // resync re-reads the state and emits what it has that the follower lacks.
 func (f *follow) resync(ctx context.Context) (bool, error) {
-	ts, err := f.p.tenantStore(f.tenant)
-	if err != nil {
-		return false, err
-	}
-	st, err := ts.Load(ctx, f.req.ID)
-	var ce *store.CorruptStateError
+	st, err := f.src.reload(ctx, f.tenant, f.req.ID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) && f.seen:
 		return true, f.out(LiveItem{Kind: LiveEnd, End: &FollowEnd{Reason: "deleted", LastSeq: f.sent}})
-	case errors.As(err, &ce):
+	case errors.Is(err, store.ErrStateCorrupt):
 		return true, f.out(LiveItem{Kind: LiveEnd, End: &FollowEnd{Reason: "corrupt", LastSeq: f.sent}})
 	case err != nil:
 		return false, nil // not there yet (queued), or Redis is away: the next poll tries again

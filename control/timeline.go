@@ -34,6 +34,11 @@ type TimelinePage struct {
 // (0: DefaultTimelineLimit). It reads the state as Show does, without the wake-up report; an
 // execution whose start no worker has taken yet is "queued" with no entries.
 func (p *Plane) Timeline(ctx context.Context, tenant, id string, after, limit int) (TimelinePage, error) {
+	return timelinePage(ctx, p, tenant, id, after, limit)
+}
+
+// timelinePage is Timeline over src.
+func timelinePage(ctx context.Context, src liveSource, tenant, id string, after, limit int) (TimelinePage, error) {
 	if limit == 0 {
 		limit = DefaultTimelineLimit
 	}
@@ -43,7 +48,7 @@ func (p *Plane) Timeline(ctx context.Context, tenant, id string, after, limit in
 	if after < 0 {
 		return TimelinePage{}, refuse(Invalid, "invalid_after", nil, "after %d: use a timeline seq (0 for the oldest)", after)
 	}
-	tenant, st, queued, err := p.current(ctx, tenant, id)
+	tenant, st, queued, err := src.current(ctx, tenant, id)
 	if err != nil {
 		return TimelinePage{}, err
 	}

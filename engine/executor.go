@@ -310,13 +310,6 @@ type resumePlan struct {
 	err    error // actionApply: the node's own failure (the execution ends in error)
 }
 
-func errType(e *state.ErrorInfo) string {
-	if e == nil {
-		return ""
-	}
-	return e.Type
-}
-
 // plan decides what a resume does, or why it is refused; it changes nothing in st.
 func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, key string, now time.Time) (resumePlan, error) {
 	switch rt {

@@ -65,6 +65,25 @@ type enqueueOptions struct{ maxInput int }
 // existing message (requeue, replay) carry no bound: they were accepted once.
 func MaxInput(n int) Option { return func(o *enqueueOptions) { o.maxInput = n } }
 
+// CheckInput is the rule a fresh document from outside — a start's input, a resume's data —
+// is held to before anything runs on it (maxInput < 1: no size bound): at most maxInput bytes
+// (PLAITA_EXECUTION_STATE_MAX_BYTES: an input the execution state could not hold),
+// ErrInputTooLarge; nested no deeper than a state can hold and numbers as the execution will
+// read them (engine/state/document.go), ErrBadInput. Enqueue applies it with MaxInput; the
+// console's local mode, which enqueues nothing, applies it itself. An empty document passes.
+func CheckInput(what string, doc json.RawMessage, maxInput int) error {
+	if len(doc) == 0 {
+		return nil
+	}
+	if maxInput > 0 && len(doc) > maxInput {
+		return fmt.Errorf("%w: the %s is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)", ErrInputTooLarge, what, len(doc), maxInput)
+	}
+	if err := state.CheckDocument(doc); err != nil {
+		return fmt.Errorf("%w: the %s: %w", ErrBadInput, what, err)
+	}
+	return nil
+}
+
 // Envelope is the task message. Fields are only ever added; a change of meaning
 // bumps schema_version. Unknown fields of a payload are kept in Extra and written back when
 // the envelope is re-enqueued, so a copy made by an older worker does not strip what a newer
@@ -218,26 +237,20 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if n := max(len(env.Input), len(env.ResumeData)); o.maxInput > 0 && n > o.maxInput {
-		what := "input"
-		if len(env.ResumeData) > len(env.Input) {
-			what = "resume data"
-		}
-		return "", fmt.Errorf("%w: %w: the %s is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES)",
-			ErrInvalidEnvelope, ErrInputTooLarge, what, n, o.maxInput)
-	}
 	if o.maxInput > 0 {
-		// A fresh document from outside: nested no deeper than a state can hold, numbers as
-		// the execution will read them (engine/state/document.go).
+		what, doc := "input", env.Input
+		if len(env.ResumeData) > len(env.Input) {
+			what, doc = "resume data", env.ResumeData
+		}
+		if err := CheckInput(what, doc, o.maxInput); errors.Is(err, ErrInputTooLarge) {
+			return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
+		}
 		for _, d := range []struct {
 			what string
 			doc  json.RawMessage
 		}{{"input", env.Input}, {"resume data", env.ResumeData}} {
-			if len(d.doc) == 0 {
-				continue
-			}
-			if err := state.CheckDocument(d.doc); err != nil {
-				return "", fmt.Errorf("%w: %w: the %s: %w", ErrInvalidEnvelope, ErrBadInput, d.what, err)
+			if err := CheckInput(d.what, d.doc, o.maxInput); err != nil {
+				return "", fmt.Errorf("%w: %w", ErrInvalidEnvelope, err)
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"runtime/debug"
@@ -14,6 +15,7 @@ import (
 
 	"plaita/config"
 	"plaita/control"
+	"plaita/engine"
 	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
@@ -54,6 +56,21 @@ const (
 // (requests in flight finish, within 20 s) → the reconcile stops → registry deregistered →
 // metrics server; then Redis and the database are closed.
 func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
+	return runConsoleWith(ctx, cfg, log, consoleOptions{})
+}
+
+// consoleOptions are what plaita dev changes in the console it runs.
+type consoleOptions struct {
+	// local runs local mode without trying Redis: dev found none.
+	local bool
+	// seed runs once the console's operations exist, before the tenant statuses are published
+	// and before it serves (dev's demo tenant, admin and flows).
+	seed func(ctx context.Context, db *sqlite.DB, ops control.Operations) error
+	// serving hears the address the console serves on, once it is ready.
+	serving func(addr string)
+}
+
+func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger, o consoleOptions) error {
 	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	db, err := sqlite.Open(startCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
@@ -74,12 +91,21 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	set := metrics.NewSet()
 	deps := web.Deps{DB: db, Log: log}
 	var registry *presence.Registry
-	c, err := RedisClient(config.ConsoleRedisURL.In(cfg))
+	var local *control.Local
+	var c rueidis.Client
+	if o.local {
+		err = errors.New("plaita dev found no Redis answering at PLAITA_REDIS_URL")
+	} else {
+		c, err = RedisClient(config.ConsoleRedisURL.In(cfg))
+	}
 	if err != nil {
 		deps.RedisErr = err
-		log.Error().Str("event", "console.no_redis").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").
-			Msg("REDIS IS UNREACHABLE: the console starts without it — flows, executions and tenant statuses answer 503 " +
-				"and local mode is not built yet; restart the console once Redis answers")
+		local = consoleLocal(cfg, db, log)
+		deps.Local = local
+		log.Warn().Str("event", "console.local_mode").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").Str("database", db.Location().Path).
+			Str("orphans", config.ConsoleReconcileOrphans.In(cfg)).
+			Msg("LOCAL MODE: Redis is unreachable, so executions run in this process on the console database — one process, no " +
+				"redelivery, no dead letters, schedules or cluster; restart the console once Redis answers to run on it")
 	} else {
 		defer c.Close()
 		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
@@ -106,8 +132,20 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			if deps.Jobs != nil {
 				deps.Jobs.Stop(ctx) // hand the running jobs over now: the batch in hand is finished and recorded
 			}
+			if local != nil {
+				local.Runner().Stop(ctx) // the runs in flight finish (within the drain); what is cut short is an orphan next time
+			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
+	if o.seed != nil {
+		var ops control.Operations = local
+		if deps.Plane != nil {
+			ops = deps.Plane
+		}
+		if err := o.seed(startCtx, db, ops); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+	}
 	if deps.Redis != nil {
 		// A failure is logged (and on /health): the console still serves, the workers keep the
 		// statuses they had until the next reconcile.
@@ -116,13 +154,19 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
 		}
 	}
+	if local != nil {
+		r.services = append(r.services, service.Named{Name: "redis watch", Service: redisWatch(cfg, log)})
+	}
 	err = r.serve(ctx, log, func() {
 		mode := "redis"
 		if deps.Plane == nil {
-			mode = "no-redis"
+			mode = "local"
 		}
 		log.Info().Str("event", "console.started").Str("addr", srv.Addr()).Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).
 			Msg("console running")
+		if o.serving != nil {
+			o.serving(srv.Addr())
+		}
 	})
 	if err == nil {
 		log.Info().Str("event", "console.stopped").Msg("console stopped")
@@ -137,6 +181,9 @@ func consoleServices(deps web.Deps, http service.Service) []service.Named {
 	var out []service.Named
 	if deps.Jobs != nil {
 		out = append(out, service.Named{Name: "bulk jobs", Service: deps.Jobs})
+	}
+	if deps.Local != nil {
+		out = append(out, service.Named{Name: "local runner", Service: deps.Local.Runner()})
 	}
 	return append(out, service.Named{Name: "http server", Service: http})
 }
@@ -202,4 +249,46 @@ func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log ze
 		return nil, nil, err
 	}
 	return plane, store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot), nil
+}
+
+// consoleLocal is local mode over the console database: executions run with the console's own
+// node types (PLAITA_CODE_BACKEND as the console reads it) and a worker's engine settings.
+func consoleLocal(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) *control.Local {
+	nodeTypes := nodeTypesOnce(cfg, log)
+	if _, err := nodeTypes(); err != nil {
+		log.Error().Str("event", "console.local_node_types").Err(err).Str("variable", "PLAITA_CODE_BACKEND").
+			Msg("local mode cannot set up its node types: every flow is refused until this is fixed (e.g. PLAITA_CODE_BACKEND=subprocess, " +
+				"or a docker daemon for the console's default docker backend)")
+	}
+	worker := cfg.As(config.RoleWorker)
+	return control.NewLocal(control.LocalDeps{DB: db, NodeTypes: nodeTypes, Engine: func() engine.Settings { return settings.Engine(worker) },
+		Workers: max(config.WorkerConcurrency.In(worker), localMinWorkers), Orphans: sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), Log: log})
+}
+
+// localMinWorkers is the fewest executions local mode runs at once: a worker's concurrency
+// may be 1 (one worker per core), but in local mode the console is every worker there is.
+const localMinWorkers = 4
+
+// redisWatchEvery is how often local mode checks whether Redis answers again.
+const redisWatchEvery = 30 * time.Second
+
+// redisWatch checks PLAITA_CONSOLE_REDIS_URL while the console runs in local mode and says,
+// once, when Redis answers: local mode does not switch by itself (its executions are in the
+// console database, not in Redis), a restart does.
+func redisWatch(cfg *config.Config, log zerolog.Logger) service.Service {
+	url := config.ConsoleRedisURL.In(cfg)
+	said := false
+	return &service.Loop{Interval: redisWatchEvery, Once: func(ctx context.Context) {
+		if said {
+			return
+		}
+		c, err := RedisClient(url)
+		if err != nil {
+			return
+		}
+		c.Close()
+		said = true
+		log.Warn().Str("event", "console.redis_back").Str("variable", "PLAITA_CONSOLE_REDIS_URL").
+			Msg("Redis answers now; this console stays in local mode until it is restarted (its local executions stay in the console database)")
+	}}
 }

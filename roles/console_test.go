@@ -180,23 +180,28 @@ func TestConsoleRole(t *testing.T) {
 	}
 }
 
-// TestConsoleWithoutRedis: Redis unreachable, the console starts anyway, says so loudly and on
-// /health, and answers 503 where it needs Redis.
+// TestConsoleWithoutRedis: Redis unreachable, the console starts in local mode, says so loudly
+// and on /health, serves flows and executions from its database and answers 503 where it needs
+// the roles.
 func TestConsoleWithoutRedis(t *testing.T) {
 	dead := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	base, logs, stop := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": dead, "PLAITA_CONSOLE_ADMIN_API_KEY": "k"})
-	if !strings.Contains(logs.String(), `"event":"console.no_redis"`) || !strings.Contains(logs.String(), `"level":"error"`) {
+	if !strings.Contains(logs.String(), `"event":"console.local_mode"`) || !strings.Contains(logs.String(), `"level":"warn"`) ||
+		!strings.Contains(logs.String(), "LOCAL MODE") {
 		t.Errorf("no loud line:\n%s", logs)
 	}
 	var h struct {
 		Status, Mode, Warning string
 	}
-	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.Mode != "no-redis" || h.Status != "degraded" || !strings.Contains(h.Warning, "local mode") {
+	if code := getJSON(t, base+"/health", nil, &h); code != 200 || h.Mode != "local" || h.Status != "degraded" || !strings.Contains(h.Warning, "LOCAL MODE") {
 		t.Fatalf("health %d %+v", code, h)
 	}
+	if code := getJSON(t, base+"/api/flows", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
+		t.Fatalf("flows in local mode: %d", code)
+	}
 	var p struct{ Code string }
-	if code := getJSON(t, base+"/api/flows", map[string]string{"X-Admin-API-Key": "k"}, &p); code != 503 || p.Code != "redis_unavailable" {
-		t.Fatalf("flows: %d %+v", code, p)
+	if code := getJSON(t, base+"/api/dead-letters", map[string]string{"X-Admin-API-Key": "k"}, &p); code != 503 || p.Code != "local_mode" {
+		t.Fatalf("dead letters: %d %+v", code, p)
 	}
 	if code := getJSON(t, base+"/api/tenants", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
 		t.Fatalf("tenants from the database: %d", code)

@@ -41,7 +41,7 @@ func Table() []Spec {
 	return []Spec{
 		{config.RoleWorker, "consumes the task stream and runs executions step by step",
 			[]string{DepRedis, DepMetrics, DepSandbox}, true},
-		{config.RoleConsole, "HTTP API (tenants, users, keys, audit, flows, executions); publishes flows and tenant status; no web UI or local mode yet",
+		{config.RoleConsole, "HTTP API and web UI (tenants, users, keys, audit, flows, executions); publishes flows and tenant status; local mode without Redis",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, true},
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
 			[]string{DepRedis, DepMetrics}, true},
@@ -49,8 +49,8 @@ func Table() []Spec {
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
 			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleDev, "every role above in one process, for a laptop",
-			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, false},
+		{config.RoleDev, "every role above in one process, for a laptop: on PLAITA_REDIS_URL, or in local mode without Redis",
+			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, true},
 	}
 }
 

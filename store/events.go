@@ -285,6 +285,27 @@ func (e *Events) platform() keys.Space { return keys.MustFor(e.root, "") }
 // publishAttempts bounds the SET NX / GET race with the record expiring in between.
 const eventPublishAttempts = 3
 
+// PrepareEvent is an event as it is published: its id minted when it has none, its data ({}
+// when empty) compacted, and everything checked against the rules of a published event
+// (ErrBadEvent). Publish starts with it; a backend that keeps no event records (the console's
+// local mode) checks events with it too, so both refuse the same ones.
+func PrepareEvent(ev Event) (Event, error) {
+	if ev.ID == "" {
+		ev.ID = NewEventID()
+	}
+	if len(bytes.TrimSpace(ev.Data)) == 0 {
+		ev.Data = json.RawMessage(`{}`)
+	}
+	var err error
+	if ev.Data, err = compactJSON(ev.Data); err != nil {
+		return Event{}, fmt.Errorf("%w: data: %w", ErrBadEvent, err)
+	}
+	if err := ev.validate(); err != nil {
+		return Event{}, err
+	}
+	return ev, nil
+}
+
 // Publish stores an event, indexes it and notifies the filters. ev.ID "" mints one
 // (NewEventID); ev.TenantID "" is the default tenant; empty data is {}; PublishedAt is set
 // now. Publishing an id again with the same type and data is idempotent: the stored event is
@@ -298,16 +319,7 @@ const eventPublishAttempts = 3
 // feed, the tenant list and the notification pipelined; the write-side prune adds two, at most
 // once a minute per (tenant, type).
 func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate bool, err error) {
-	if ev.ID == "" {
-		ev.ID = NewEventID()
-	}
-	if len(bytes.TrimSpace(ev.Data)) == 0 {
-		ev.Data = json.RawMessage(`{}`)
-	}
-	if ev.Data, err = compactJSON(ev.Data); err != nil {
-		return Event{}, false, fmt.Errorf("%w: data: %w", ErrBadEvent, err)
-	}
-	if err := ev.validate(); err != nil {
+	if ev, err = PrepareEvent(ev); err != nil {
 		return Event{}, false, err
 	}
 	sp, err := e.space(ev.TenantID)

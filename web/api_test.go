@@ -540,7 +540,7 @@ func TestWithoutRedis(t *testing.T) {
 	f := newFixture(t, withoutRedis())
 	var h HealthReport
 	f.client(nil).want(t, http.StatusOK, http.MethodGet, "/health", nil).decode(t, &h)
-	if h.Mode != "no-redis" || h.Status != "degraded" || !strings.Contains(h.Warning, "local mode") || !h.Database.OK {
+	if h.Mode != "no-redis" || h.Status != "degraded" || !strings.Contains(h.Warning, "restart the console once Redis answers") || !h.Database.OK {
 		t.Fatalf("health: %+v", h)
 	}
 	boss := f.admin("")

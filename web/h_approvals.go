@@ -27,7 +27,7 @@ type ApprovalList struct {
 type approvalListOut struct{ Body ApprovalList }
 
 func (a *api) listApprovals(ctx context.Context, c *Call, in *approvalListIn) (*approvalListOut, error) {
-	page, err := a.d.Plane.Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
+	page, err := a.ops().Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
 	return &approvalListOut{Body: ApprovalList{TenantID: c.Tenant, ApprovalPage: page}}, err
 }
 
@@ -68,7 +68,7 @@ func (a *api) answerApproval(ctx context.Context, c *Call, in *approvalAnswerIn)
 	if in.Body.Comment != "" {
 		c.Note("comment_bytes", len(in.Body.Comment))
 	}
-	done, err := a.d.Plane.AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
+	done, err := a.ops().AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
 		Comment: in.Body.Comment, By: by})
 	return &doneOut{Body: done}, err
 }

@@ -33,7 +33,7 @@ const eventBody = store.MaxEventDataBytes + 64<<10
 // was published before with the same type and data (a waiting execution is woken once).
 func (a *api) publishEvent(ctx context.Context, c *Call, in *eventPublishIn) (*eventPublishedOut, error) {
 	c.Note("type", in.Body.Type)
-	ev, err := a.d.Plane.PublishEvent(ctx, store.Event{ID: in.Body.ID, Type: in.Body.Type, TenantID: c.Tenant, Data: in.Body.Data})
+	ev, err := a.ops().PublishEvent(ctx, store.Event{ID: in.Body.ID, Type: in.Body.Type, TenantID: c.Tenant, Data: in.Body.Data})
 	if err != nil {
 		c.Audit.Target = in.Body.ID
 		return nil, err

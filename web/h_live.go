@@ -205,7 +205,7 @@ func (a *api) executionEvents(ctx context.Context, c *Call, in *executionEventsI
 		}
 		defer release()
 		out := newSSE(a, hc)
-		err := a.d.Plane.Follow(sctx, req, func(it control.LiveItem) error { return writeFollowItem(out, it) })
+		err := a.ops().Follow(sctx, req, func(it control.LiveItem) error { return writeFollowItem(out, it) })
 		out.finish(ctx, err)
 	}}, nil
 }
@@ -284,7 +284,7 @@ type timelineIn struct {
 type timelineOut struct{ Body control.TimelinePage }
 
 func (a *api) timeline(ctx context.Context, c *Call, in *timelineIn) (*timelineOut, error) {
-	page, err := a.d.Plane.Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
+	page, err := a.ops().Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
 	return &timelineOut{Body: page}, err
 }
 
@@ -296,7 +296,7 @@ func registerLiveRoutes(a *api) {
 	executions := []string{"executions"}
 	registerOp(a, Route{ID: "execution-events", Method: http.MethodGet, Path: "/api/executions/{id}/events",
 		Summary: "Follow an execution: Server-Sent Events of its snapshot, timeline entries (id: the seq) and end",
-		Tags:    executions, Access: TenantViewer, Redis: true},
+		Tags:    executions, Access: TenantViewer, Redis: true, Local: true},
 		streamResponse(a, "The snapshot first (no id), then each timeline entry once in seq order (id: its seq; reconnect with Last-Event-ID), "+
 			"node starts (no id), truncated for entries the timeline no longer keeps (id: the last seq it covers), heartbeat comments, "+
 			"and end (terminal, deleted, corrupt, draining) last.",
@@ -312,7 +312,7 @@ func registerLiveRoutes(a *api) {
 		a.executionStream)
 	register(a, Route{ID: "execution-timeline", Method: http.MethodGet, Path: "/api/executions/{id}/timeline",
 		Summary: "A page of an execution's timeline, oldest first (the polling fallback of the events stream)",
-		Tags:    executions, Access: TenantViewer, Redis: true}, a.timeline)
+		Tags:    executions, Access: TenantViewer, Redis: true, Local: true}, a.timeline)
 }
 
 // streamResponse documents a text/event-stream response: one schema per event name, as huma's

@@ -41,7 +41,7 @@ type FlowList struct {
 type flowListOut struct{ Body FlowList }
 
 func (a *api) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowListOut, error) {
-	items, err := a.d.Plane.Flows(ctx, c.Tenant, in.Limit)
+	items, err := a.ops().Flows(ctx, c.Tenant, in.Limit)
 	if items == nil {
 		items = []store.FlowSummary{}
 	}
@@ -56,7 +56,7 @@ type flowGetIn struct {
 type flowGetOut struct{ Body control.FlowShown }
 
 func (a *api) getFlow(ctx context.Context, c *Call, in *flowGetIn) (*flowGetOut, error) {
-	f, err := a.d.Plane.Flow(ctx, c.Tenant, in.ID, in.Version)
+	f, err := a.ops().Flow(ctx, c.Tenant, in.ID, in.Version)
 	return &flowGetOut{Body: f}, err
 }
 
@@ -91,7 +91,7 @@ func (a *api) validateFlow(_ context.Context, _ *Call, in *flowDefIn) (*flowVali
 		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
 	}
 	out := FlowValidation{Problems: []FlowProblem{}}
-	f, err := a.d.Plane.ParseFlow(in.Body.Definition)
+	f, err := a.ops().ParseFlow(in.Body.Definition)
 	var ve *engine.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -131,7 +131,7 @@ func (a *api) publishFlow(ctx context.Context, c *Call, in *flowDefIn) (*flowPub
 	if len(in.Body.Definition) == 0 {
 		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
 	}
-	pub, err := a.d.Plane.PublishFlow(ctx, c.Tenant, in.Body.Definition, in.Body.Version)
+	pub, err := a.ops().PublishFlow(control.WithActor(ctx, c.Principal.Actor), c.Tenant, in.Body.Definition, in.Body.Version)
 	if err != nil {
 		return nil, err
 	}
@@ -142,7 +142,10 @@ func (a *api) publishFlow(ctx context.Context, c *Call, in *flowDefIn) (*flowPub
 	c.Audit.Target = pub.Flow.ID + "@" + pub.Version
 	c.Note("result", pub.Result)
 	c.Note("flow_hash", hash)
-	if _, _, err := a.d.DB.RecordVersion(ctx, sqlite.FlowVersion{Tenant: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
+	if a.d.Plane == nil {
+		// Local mode: the version is recorded by the publication itself (flow_versions is where
+		// local mode keeps its flows).
+	} else if _, _, err := a.d.DB.RecordVersion(ctx, sqlite.FlowVersion{Tenant: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
 		Definition: in.Body.Definition, Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: c.Principal.Actor}); err != nil {
 		// Redis has the version (the workers run it); the console's record of it lags.
 		a.d.Log.Warn().Str("event", "console.version_record_failed").Str("flow", pub.Flow.ID).Str("version", pub.Version).
@@ -193,7 +196,7 @@ func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 	if k := in.IdempotencyKey; k != "" {
 		req.ExecutionID = idempotentID(c.Tenant, k)
 		c.Note("idempotency_key", sqlite.Fingerprint(k))
-		shown, err := a.d.Plane.Show(ctx, c.Tenant, req.ExecutionID)
+		shown, err := a.ops().Show(ctx, c.Tenant, req.ExecutionID)
 		switch r := control.AsRefusal(err); {
 		case err == nil:
 			return a.replayed(c, req, shown)
@@ -202,7 +205,7 @@ func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 			return nil, err
 		}
 	}
-	s, err := a.d.Plane.Start(ctx, req)
+	s, err := a.ops().Start(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +217,7 @@ func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 // replayed answers a retried Idempotency-Key with the execution it names; a key reused for
 // another flow is a 409.
 func (a *api) replayed(c *Call, req control.StartRequest, shown control.Shown) (*startOut, error) {
-	out := ExecutionStarted{Started: control.Started{ExecutionID: req.ExecutionID, TenantID: c.Tenant, Queue: a.d.Plane.QueueName()}, Replayed: true}
+	out := ExecutionStarted{Started: control.Started{ExecutionID: req.ExecutionID, TenantID: c.Tenant, Queue: a.ops().QueueName()}, Replayed: true}
 	if st := shown.Execution; st != nil {
 		if st.FlowID != req.FlowID || (req.Version != "" && st.FlowVersion != req.Version) {
 			return nil, newProblem(http.StatusConflict, "idempotency_key_reused",
@@ -258,7 +261,7 @@ func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
 		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
 	}
-	page, err := a.d.Plane.List(ctx, c.Tenant, req)
+	page, err := a.ops().List(ctx, c.Tenant, req)
 	if r := control.AsRefusal(err); r != nil && r.Fields["field"] != nil {
 		p := fromRefusal(r) // name the query parameter, as huma names those it refuses
 		where := "query.started_before"
@@ -300,7 +303,7 @@ type ExecutionView struct {
 type executionViewOut struct{ Body ExecutionView }
 
 func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*executionViewOut, error) {
-	shown, err := a.d.Plane.Show(ctx, c.Tenant, in.ID)
+	shown, err := a.ops().Show(ctx, c.Tenant, in.ID)
 	switch {
 	case err != nil:
 		return nil, err
@@ -310,7 +313,7 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
 	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp}
-	if v.Hints, err = a.d.Plane.Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
+	if v.Hints, err = a.ops().Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
 		v.HintsNote = err.Error()
 	}
 	return &executionViewOut{Body: v}, nil
@@ -336,13 +339,13 @@ func (a *api) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*done
 	if in.Body.Force {
 		c.Note("force", true)
 	}
-	done, err := a.d.Plane.Resume(ctx, control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force})
+	done, err := a.ops().Resume(ctx, control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force})
 	return &doneOut{Body: done}, err
 }
 
 func (a *api) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	done, err := a.d.Plane.Cancel(ctx, c.Tenant, in.ID)
+	done, err := a.ops().Cancel(ctx, c.Tenant, in.ID)
 	return &doneOut{Body: done}, err
 }
 
@@ -353,6 +356,6 @@ type deleteIn struct {
 
 func (a *api) deleteExecution(ctx context.Context, c *Call, in *deleteIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	done, err := a.d.Plane.Delete(ctx, c.Tenant, in.ID, in.Force)
+	done, err := a.ops().Delete(ctx, c.Tenant, in.ID, in.Force)
 	return &doneOut{Body: done}, err
 }

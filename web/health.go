@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"time"
+
+	"plaita/store/sqlite"
 )
 
 // The console's health endpoints, on its own port: /healthz (the process runs), /readyz (it
@@ -47,12 +49,21 @@ type HealthReport struct {
 	Version  string          `json:"version"`
 	Ready    bool            `json:"ready"`
 	Reason   string          `json:"reason,omitempty" doc:"why not ready"`
-	Mode     string          `json:"mode" enum:"redis,no-redis" doc:"no-redis: Redis was unreachable at start; local mode is not built yet"`
+	Mode     string          `json:"mode" enum:"redis,local,no-redis" doc:"local: Redis was unreachable at start, executions run in the console's process on its database; no-redis: the same without local mode (an embedding with no runner)"`
 	Warning  string          `json:"warning,omitempty"`
 	Database DependencyState `json:"database"`
 	Redis    DependencyState `json:"redis"`
 	// TenantStatus is the tenant-status reconcile: how often it runs and its last result.
 	TenantStatus *TenantStatusHealth `json:"tenant_status_reconcile,omitempty"`
+	// Reconcile is local mode's start-up orphan reconcile (PLAITA_CONSOLE_RECONCILE_ORPHANS).
+	Reconcile *OrphanReconcile `json:"reconcile,omitempty"`
+}
+
+// OrphanReconcile is what local mode's start-up reconcile did with the executions a stopped
+// console left running.
+type OrphanReconcile struct {
+	sqlite.ReconcileResult
+	Error string `json:"error,omitempty"`
 }
 
 // TenantStatusHealth is the tenant-status reconcile on /health.
@@ -108,7 +119,20 @@ func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, err
 			r.Redis.Error = "unreachable at start: " + a.d.RedisErr.Error()
 		}
 		r.Warning = "Redis was unreachable when the console started: flows, executions and tenant statuses answer 503; " +
-			"local mode (executions on SQLite) is not built yet; restart the console once Redis answers"
+			"restart the console once Redis answers"
+		if a.d.Local != nil {
+			r.Mode = "local"
+			r.Warning = "LOCAL MODE: Redis was unreachable when the console started; executions run in this process on its database, " +
+				"one at a time per execution and with no redelivery (an execution running when the console stops is settled by the " +
+				"next start's orphan reconcile); dead letters, schedules, the cluster and bulk jobs answer 503. Restart the console " +
+				"once Redis answers to run on it"
+			if res, err := a.d.Local.Reconciled(); res != nil {
+				r.Reconcile = &OrphanReconcile{ReconcileResult: *res}
+				if err != nil {
+					r.Reconcile.Error = err.Error()
+				}
+			}
+		}
 	} else {
 		r.Redis = probe(a.d.Redis.Ping)
 		r.TenantStatus = a.tenantStatusHealth()

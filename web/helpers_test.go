@@ -42,11 +42,14 @@ type fixture struct {
 	q      *queue.Queue
 	events *store.Events
 	ledger *store.DispatchLedger
+	local  *control.Local
 }
 
 type fixtureOptions struct {
 	settings Settings
 	noRedis  bool
+	// local runs the console in local mode (no Redis; executions on the database).
+	local bool
 	// dispatch turns capacity dispatch on, shadow or applied (its ledger: f.ledger).
 	dispatch, shadow bool
 	// server is a private Redis (a test that kills it), instead of the shared one.
@@ -72,7 +75,14 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{db: db}
 	d := Deps{DB: db, Log: zerolog.Nop()}
-	if !o.noRedis {
+	if o.local {
+		f.local = control.NewLocal(control.LocalDeps{DB: db, Log: zerolog.Nop()})
+		if err := f.local.Runner().Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.local.Runner().Stop(context.Background()) })
+		d.Local = f.local
+	} else if !o.noRedis {
 		f.c = redistest.Client(t)
 		if o.server != nil {
 			f.c = o.server.Client(t)
@@ -131,6 +141,9 @@ func withSettings(fn func(*Settings)) func(*fixtureOptions) {
 }
 
 func withoutRedis() func(*fixtureOptions) { return func(o *fixtureOptions) { o.noRedis = true } }
+
+// withLocal runs the console in local mode.
+func withLocal() func(*fixtureOptions) { return func(o *fixtureOptions) { o.local = true } }
 
 // withServer runs the console on a private Redis.
 func withServer(srv *redistest.Server) func(*fixtureOptions) {

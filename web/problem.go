@@ -186,6 +186,8 @@ func problemFor(err error) *Problem {
 		return newProblem(http.StatusConflict, code("precondition_failed"), "%v", err)
 	case errors.Is(err, errNoRedis):
 		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "%v", err).retryAfter(5 * time.Second)
+	case errors.Is(err, errLocalMode):
+		return newProblem(http.StatusServiceUnavailable, "local_mode", "%v", err)
 	case errors.Is(err, sqlite.ErrDB):
 		return newProblem(http.StatusServiceUnavailable, "database_unavailable", "the console database failed; try again").retryAfter(time.Second)
 	case isRedisFailure(err):

@@ -70,6 +70,9 @@ type Deps struct {
 	Plane    *control.Plane
 	Redis    *store.Redis
 	RedisErr error
+	// Local is local mode's control plane (executions in this process, on the database), set
+	// when Redis was unreachable at start: the routes marked Local are served by it.
+	Local *control.Local
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk
@@ -80,7 +83,22 @@ type Deps struct {
 }
 
 // errNoRedis is what a route that needs Redis answers while the console has none.
-var errNoRedis = errors.New("no Redis: it was unreachable when the console started, and local mode is not built yet; restart the console once Redis answers")
+var errNoRedis = errors.New("no Redis: it was unreachable when the console started; restart the console once Redis answers")
+
+// errLocalMode is what a route that needs the roles answers in local mode.
+var errLocalMode = errors.New("not in local mode: Redis was unreachable when the console started, and this needs Redis and the roles " +
+	"(dead letters, schedules, the cluster, bulk jobs, event listing); restart the console once Redis answers")
+
+// ops are the operations of the console's mode: over Redis (Plane), else local mode's.
+func (a *api) ops() control.Operations {
+	if a.d.Plane != nil {
+		return a.d.Plane
+	}
+	if a.d.Local != nil {
+		return a.d.Local
+	}
+	return nil
+}
 
 // api is the registered API: the routes, their dependencies and the drain flag.
 type api struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"runtime"
 	"runtime/debug"
 
@@ -51,8 +52,20 @@ func ExitCode(err error, stderr io.Writer) int {
 	return ExitRejected
 }
 
+// Option is what the binary gives the command tree beside its output.
+type Option func(*options)
+
+type options struct{ demoFlows fs.FS }
+
+// WithDemoFlows are the flows plaita dev publishes (the binary's testdata/flows).
+func WithDemoFlows(flows fs.FS) Option { return func(o *options) { o.demoFlows = flows } }
+
 // App builds the command tree. stdout and stderr are parameters so tests can read them.
-func App(stdout, stderr io.Writer) *cli.Command {
+func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	app := &cli.Command{
 		Name:      "plaita",
 		Usage:     "durable multi-tenant flow engine",
@@ -97,7 +110,7 @@ func App(stdout, stderr io.Writer) *cli.Command {
 			roleCommand(config.RoleFilter, stderr),
 			scheduleCommand(roleCommand(config.RoleSchedule, stderr), stdout, stderr),
 			roleCommand(config.RoleDelay, stderr),
-			roleCommand(config.RoleDev, stderr),
+			devCommand(stdout, stderr, o.demoFlows),
 			doctorCommand(stdout, stderr),
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),

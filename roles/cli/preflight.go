@@ -35,7 +35,10 @@ func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerol
 	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
 		level = lvl
 	}
-	log := NewLogger(stderr, format, level).With().Str("role", tag).Logger()
+	log := NewLogger(stderr, format, level)
+	if tag != "" { // "" : the caller tags its lines itself (plaita dev, one tag per role it runs)
+		log = log.With().Str("role", tag).Logger()
+	}
 	cfg.SetLogger(log)
 	cfg.LogWarnings(log)
 	if loadErr != nil {

@@ -182,6 +182,9 @@ type ExecutionQuery struct {
 	Tenant string
 	Status state.Status // "" any
 	FlowID string       // "" any
+	// StartedAfter ≤ start < StartedBefore, to the millisecond the row keeps (zero: no bound);
+	// a caller that needs more precision checks the states it reads.
+	StartedAfter, StartedBefore time.Time
 	ListOptions
 }
 
@@ -206,6 +209,14 @@ func (x *Executions) List(ctx context.Context, q ExecutionQuery) (Page[Execution
 	}
 	if q.FlowID != "" {
 		query, args = query+" AND flow_id = ?", append(args, q.FlowID)
+	}
+	if !q.StartedAfter.IsZero() {
+		query, args = query+" AND started_at >= ?", append(args, q.StartedAfter.UnixMilli())
+	}
+	if !q.StartedBefore.IsZero() {
+		// The row keeps milliseconds: a start in the bound's millisecond but before it is kept,
+		// and the caller's exact check drops it.
+		query, args = query+" AND started_at <= ?", append(args, q.StartedBefore.UnixMilli())
 	}
 	if after != nil {
 		at, err := strconv.ParseInt(after[0], 10, 64)

@@ -1,0 +1,220 @@
+package roles
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/control"
+	"plaita/engine"
+	"plaita/store/sqlite"
+)
+
+// plaita dev: every role in one process, for a laptop (docs/dev.md). With a Redis answering at
+// PLAITA_REDIS_URL, dev runs the console, worker, filter, schedule and delay roles on it — the
+// production code paths, one process. With none, it runs the console in local mode
+// (docs/console.md): executions in its own process on its database. An embedded
+// Redis-compatible server (miniredis) was measured for that second case and not chosen: the
+// role suites fail on it (its XCLAIM ignores the min idle time, TTLs do not run down by
+// themselves, RESP3 clients cannot mix commands with a subscription, XPENDING takes no
+// exclusive ranges), so dev on it would run code paths production does not.
+//
+// Either way it seeds a demo: the tenant "demo", a platform admin "admin" (its password
+// printed once, unless PLAITA_CONSOLE_ADMIN_PASSWORD names one) and the demo flows
+// (testdata/flows, in the binary) published in the default and the demo tenant.
+
+// DevOptions are plaita dev's own flags and what the binary brings.
+type DevOptions struct {
+	// StateDir keeps the console database (and so local mode's executions) across restarts;
+	// "" is a temporary directory removed when dev stops.
+	StateDir string
+	// Flows are the demo flows: the *.json files at its root (nil: none).
+	Flows fs.FS
+	// Stdout is where the URL and the admin's password are printed.
+	Stdout io.Writer
+}
+
+// DemoTenant is the tenant plaita dev seeds beside the default one.
+const DemoTenant = "demo"
+
+// devRoles are the roles dev runs beside the console when it has Redis, in start order.
+var devRoles = []config.Role{config.RoleWorker, config.RoleFilter, config.RoleSchedule, config.RoleDelay}
+
+// RunDev runs plaita dev until ctx ends. base is the process's logger without a role: dev tags
+// its own lines role=dev and each role's with its name.
+func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevOptions) error {
+	log := base.With().Str("role", string(config.RoleDev)).Logger()
+	dir, temp := o.StateDir, o.StateDir == ""
+	var err error
+	if temp {
+		if dir, err = os.MkdirTemp("", "plaita-dev-"); err != nil {
+			return fmt.Errorf("dev: a temporary state directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	} else if err = os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("dev: --state-dir: %w", err)
+	}
+	redisURL := config.RedisURL.In(cfg)
+	mode := "local"
+	if c, err := RedisClient(redisURL); err == nil {
+		c.Close()
+		mode = "redis"
+	}
+	state := "in memory: a temporary directory removed when dev stops (--state-dir DIR keeps it): " + dir
+	if !temp {
+		state = "kept in " + dir
+	}
+	if mode == "redis" {
+		state = "executions in Redis; the console database " + state
+	}
+	where := "executions run in this process on the console database (local mode): no Redis answers at PLAITA_REDIS_URL (" + config.MaskURL(redisURL) + ")"
+	if mode == "redis" {
+		where = "every role runs in this process on the Redis at PLAITA_REDIS_URL (" + config.MaskURL(redisURL) + ")"
+	}
+	log.Warn().Str("event", "dev.mode").Str("mode", mode).Str("state", state).
+		Msgf("plaita dev — NOT FOR PRODUCTION: one process, a demo admin; %s; state %s", where, state)
+
+	values := map[string]string{
+		"PLAITA_CONSOLE_DB_URL":     "sqlite:///" + filepath.Join(dir, "console.db"),
+		"PLAITA_CONSOLE_REDIS_URL":  redisURL,
+		"PLAITA_CONSOLE_TASK_QUEUE": config.QueueName.In(cfg),
+	}
+	if !cfg.IsSet("PLAITA_CODE_BACKEND") {
+		// The console's default backend is docker; a laptop's is the worker's.
+		values["PLAITA_CODE_BACKEND"] = config.CodeBackend.In(cfg.As(config.RoleWorker))
+	}
+	instance := config.InstanceID.In(cfg)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(devRoles)+1)
+	runRole := func(role config.Role, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", role, err)
+				cancel() // one role failing stops dev: a partial stack would mislead
+			}
+		}()
+	}
+	if mode == "redis" {
+		for _, role := range devRoles {
+			rcfg := cfg.AsWith(role, map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(role), "PLAITA_METRICS_PORT": "0"})
+			body, _ := Body(role)
+			rlog := base.With().Str("role", string(role)).Logger()
+			runRole(role, func(ctx context.Context) error { return body(ctx, rcfg, rlog) })
+		}
+	}
+	values["PLAITA_INSTANCE_ID"] = instance + "-console"
+	ccfg := cfg.AsWith(config.RoleConsole, values)
+	clog := base.With().Str("role", string(config.RoleConsole)).Logger()
+	seed := &devSeed{flows: o.Flows, stdout: o.Stdout, log: log, adminSet: config.ConsoleAdminPassword.In(ccfg) != ""}
+	runRole(config.RoleConsole, func(ctx context.Context) error {
+		return runConsoleWith(ctx, ccfg, clog, consoleOptions{local: mode == "local", seed: seed.run, serving: seed.serving})
+	})
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// devSeed is dev's demo: the demo tenant, the admin, the flows; then the URL.
+type devSeed struct {
+	flows    fs.FS
+	stdout   io.Writer
+	log      zerolog.Logger
+	adminSet bool   // PLAITA_CONSOLE_ADMIN_PASSWORD made the admin (the console did)
+	password string // the admin's password dev made ("" when it made none)
+}
+
+func (d *devSeed) run(ctx context.Context, db *sqlite.DB, ops control.Operations) error {
+	if _, err := db.CreateTenant(ctx, sqlite.NewTenant{Slug: DemoTenant, Name: "Demo"}); err != nil && !errors.Is(err, sqlite.ErrTenantExists) {
+		return fmt.Errorf("dev: the demo tenant: %w", err)
+	}
+	if !d.adminSet {
+		pw := rand.Text()
+		if _, created, err := db.EnsureBootstrapAdmin(ctx, BootstrapAdminLogin, pw); err != nil {
+			return fmt.Errorf("dev: the admin: %w", err)
+		} else if created {
+			d.password = pw
+		}
+	}
+	published, failed := 0, 0
+	for _, name := range demoFlowNames(d.flows) {
+		def, err := fs.ReadFile(d.flows, name)
+		if err != nil {
+			return fmt.Errorf("dev: demo flow %s: %w", name, err)
+		}
+		for _, tenant := range []string{"", DemoTenant} {
+			if err := publishDemo(ctx, db, ops, tenant, def); err != nil {
+				failed++
+				d.log.Warn().Str("event", "dev.demo_flow").Str("file", name).Str("tenant", tenant).Err(err).Msg("a demo flow was not published")
+				continue
+			}
+			published++
+		}
+	}
+	d.log.Info().Str("event", "dev.seeded").Str("tenant", DemoTenant).Int("flows_published", published).Int("failed", failed).
+		Msg("demo seeded: the demo flows in the default and the demo tenant")
+	return nil
+}
+
+// demoFlowNames are the *.json files at the root of flows, sorted.
+func demoFlowNames(flows fs.FS) []string {
+	if flows == nil {
+		return nil
+	}
+	names, _ := fs.Glob(flows, "*.json")
+	sort.Strings(names)
+	return names
+}
+
+// publishDemo publishes one demo flow in tenant as the console's publish does: through the
+// operations, and in cluster mode recorded in the console database too.
+func publishDemo(ctx context.Context, db *sqlite.DB, ops control.Operations, tenant string, def []byte) error {
+	pub, err := ops.PublishFlow(control.WithActor(ctx, "plaita dev"), tenant, def, "")
+	if err != nil {
+		return err
+	}
+	if _, local := ops.(*control.Local); local {
+		return nil // local mode records the version itself
+	}
+	hash, err := engine.FlowHash(def)
+	if err != nil {
+		return err
+	}
+	_, _, err = db.RecordVersion(ctx, sqlite.FlowVersion{Tenant: tenant, FlowID: pub.Flow.ID, Version: pub.Version, Definition: def,
+		Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: "plaita dev"})
+	return err
+}
+
+// serving prints where to go, once the console serves.
+func (d *devSeed) serving(addr string) {
+	if d.stdout == nil {
+		return
+	}
+	fmt.Fprintf(d.stdout, "\nplaita dev is running — open http://%s/ui/\n", addr)
+	switch {
+	case d.password != "":
+		fmt.Fprintf(d.stdout, "  log in as %s with the password %s (printed once: it is not stored in clear)\n", BootstrapAdminLogin, d.password)
+	case d.adminSet:
+		fmt.Fprintf(d.stdout, "  log in as %s with PLAITA_CONSOLE_ADMIN_PASSWORD\n", BootstrapAdminLogin)
+	default:
+		fmt.Fprintf(d.stdout, "  log in with the users the kept state already has (its admin's password was printed when it was made)\n")
+	}
+	fmt.Fprintf(d.stdout, "  tenants: default and %s, each with the demo flows; stop with Ctrl-C\n\n", DemoTenant)
+}

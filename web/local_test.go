@@ -1,0 +1,136 @@
+package web
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"plaita/control"
+	"plaita/engine/state"
+	"plaita/store/sqlite"
+)
+
+// Local mode over real HTTP: no Redis; the API publishes flows into the console database, runs
+// executions in the console's process, delivers events and answers approvals, streams an
+// execution live, and answers 503 local_mode where it needs the roles.
+func TestLocalModeOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, withLocal())
+	var h HealthReport
+	f.client(nil).want(t, http.StatusOK, http.MethodGet, "/health", nil).decode(t, &h)
+	if h.Mode != "local" || h.Status != "degraded" || !strings.Contains(h.Warning, "LOCAL MODE") || h.Reconcile == nil ||
+		h.Reconcile.Mode != sqlite.OrphanSuspend {
+		t.Fatalf("health: %+v", h)
+	}
+	boss := f.admin("")
+	def := json.RawMessage(`{"id": "buy", "start": "pause", "nodes": [
+	  {"id": "pause", "type": "delay", "params": {"seconds": 0.2}, "next": "ask"},
+	  {"id": "ask", "type": "approval", "params": {"message": "buy?"}, "next": "wait"},
+	  {"id": "wait", "type": "wait_event", "params": {"event_type": "paid", "match": "EVENT.order == INPUT.order"}, "next": "done"},
+	  {"id": "done", "type": "end", "params": {"output": "{{ EVENT.order }}"}}]}`)
+	var pub FlowPublished
+	boss.want(t, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": def}).decode(t, &pub)
+	if v, err := f.db.FlowVersion(t.Context(), "default", "buy", pub.Version); err != nil || v.PublishedBy == "" {
+		t.Fatalf("the version's record: %+v %v", v, err)
+	}
+	// The same definition again is already published; a changed one under its version a 409.
+	boss.want(t, http.StatusOK, http.MethodPost, "/api/flows", map[string]any{"definition": def})
+	changed := json.RawMessage(strings.Replace(string(def), `"buy?"`, `"buy now?"`, 1))
+	if p := boss.want(t, http.StatusConflict, http.MethodPost, "/api/flows", map[string]any{"definition": changed, "version": pub.Version}).problem(t); p.Code != "flow_version_conflict" {
+		t.Fatalf("changed definition: %+v", p)
+	}
+	var list FlowList
+	boss.want(t, http.StatusOK, http.MethodGet, "/api/flows", nil).decode(t, &list)
+	if len(list.Items) != 1 || list.Items[0].FlowID != "buy" || list.Items[0].Latest != pub.Version {
+		t.Fatalf("flows: %+v", list)
+	}
+
+	var started ExecutionStarted
+	boss.want(t, http.StatusCreated, http.MethodPost, "/api/executions", map[string]any{"flow_id": "buy", "input": map[string]any{"order": "o-1"}},
+		"Idempotency-Key", "k-1").decode(t, &started)
+	if started.Queue != control.LocalQueue {
+		t.Fatalf("started: %+v", started)
+	}
+	id := started.ExecutionID
+	// A client's retry of the same key starts nothing new.
+	var again ExecutionStarted
+	boss.want(t, http.StatusOK, http.MethodPost, "/api/executions", map[string]any{"flow_id": "buy"}, "Idempotency-Key", "k-1").decode(t, &again)
+	if !again.Replayed || again.ExecutionID != id {
+		t.Fatalf("replayed start: %+v", again)
+	}
+	s, r := boss.stream(t, "/api/executions/"+id+"/events")
+	if r.status != http.StatusOK {
+		t.Fatalf("events stream: %d %s", r.status, r.raw)
+	}
+	if ev := s.Next(t, eventWait); ev.Event != "snapshot" {
+		t.Fatalf("first event %+v", ev)
+	}
+	waitView := func(what string, cond func(ExecutionView) bool) ExecutionView {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var v ExecutionView
+			boss.want(t, http.StatusOK, http.MethodGet, "/api/executions/"+id, nil).decode(t, &v)
+			if cond(v) {
+				return v
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v", what, v.Execution)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	at := func(node string) func(ExecutionView) bool {
+		return func(v ExecutionView) bool {
+			return v.Execution != nil && v.Execution.Status == state.Suspended && v.Execution.CurrentNode == node
+		}
+	}
+	v := waitView("the approval after the delay", at("ask"))
+	if v.Waiting == nil || v.Waiting.By != "console" {
+		t.Fatalf("waiting: %+v", v.Waiting)
+	}
+	var approvals struct {
+		Items []struct {
+			ExecutionID string `json:"execution_id"`
+		}
+	}
+	boss.want(t, http.StatusOK, http.MethodGet, "/api/approvals", nil).decode(t, &approvals)
+	if len(approvals.Items) != 1 || approvals.Items[0].ExecutionID != id {
+		t.Fatalf("approvals: %+v", approvals)
+	}
+	boss.want(t, http.StatusOK, http.MethodPost, "/api/approvals/"+id, map[string]any{"approved": true, "comment": "ok"})
+	waitView("the event wait after the answer", at("wait"))
+	// An event of another order wakes nothing; the order's own completes it.
+	boss.want(t, http.StatusCreated, http.MethodPost, "/api/events", map[string]any{"type": "paid", "data": map[string]any{"order": "o-2"}})
+	boss.want(t, http.StatusCreated, http.MethodPost, "/api/events", map[string]any{"type": "paid", "data": map[string]any{"order": "o-1"}})
+	done := waitView("completed", func(v ExecutionView) bool { return v.Execution != nil && v.Execution.Status == state.Completed })
+	if done.Execution.Output != "o-1" {
+		t.Fatalf("output %v", done.Execution.Output)
+	}
+	// The stream follows to the end.
+	for {
+		ev := s.Next(t, eventWait)
+		if ev.Event == "end" {
+			break
+		}
+	}
+	var page control.TimelinePage
+	boss.want(t, http.StatusOK, http.MethodGet, "/api/executions/"+id+"/timeline", nil).decode(t, &page)
+	if page.Status != state.Completed || len(page.Entries) == 0 {
+		t.Fatalf("timeline: %+v", page)
+	}
+	// A resume of a completed execution is refused as in cluster mode.
+	if p := boss.want(t, http.StatusConflict, http.MethodPost, "/api/executions/"+id+"/resume", map[string]any{"type": "continue"}).problem(t); p.Code != "terminal" {
+		t.Fatalf("resume of a completed execution: %+v", p)
+	}
+	// What needs the roles answers 503 local_mode.
+	for _, path := range []string{"/api/dead-letters", "/api/schedules", "/api/events", "/api/cluster/status"} {
+		if p := boss.want(t, http.StatusServiceUnavailable, http.MethodGet, path, nil).problem(t); p.Code != "local_mode" {
+			t.Fatalf("%s: %+v", path, p)
+		}
+	}
+	boss.want(t, http.StatusOK, http.MethodDelete, "/api/executions/"+id, nil)
+	boss.want(t, http.StatusNotFound, http.MethodGet, "/api/executions/"+id, nil)
+}
