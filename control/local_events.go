@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"plaita/engine"
 	"plaita/engine/state"
@@ -50,6 +51,9 @@ func (l *Local) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	}
 	waiting, woken, err := l.deliver(ctx, ev, data)
 	if err != nil {
+		if woken == 0 {
+			l.forget(ev.ID) // nothing took it: publishing it again is a first publish, not a duplicate
+		}
 		return EventPublished{}, fmt.Errorf("deliver event %s: %w", ev.ID, err)
 	}
 	out := EventPublished{Event: ev, Waiting: int64(woken), FiltersAlive: 1}
@@ -81,6 +85,19 @@ func (l *Local) remember(ev store.Event) (bool, error) {
 	l.events[ev.ID] = seen
 	l.order = append(l.order, ev.ID)
 	return false, nil
+}
+
+// forget drops an event id remember recorded.
+func (l *Local) forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.events[id]; !ok {
+		return
+	}
+	delete(l.events, id)
+	if i := slices.Index(l.order, id); i >= 0 {
+		l.order = slices.Delete(l.order, i, i+1)
+	}
 }
 
 // deliver resumes the tenant's waits ev satisfies: how many waited for its type, how many take it.
