@@ -158,6 +158,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return reapCommand, true
 	case "reindex":
 		return reindexCommand, true
+	case "drain-list":
+		return drainListCommand, true
 	}
 	return nil, false
 }

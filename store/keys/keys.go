@@ -35,7 +35,9 @@
 // PLAITA_DLQ_KEY); package queue keeps two marker families beside the DLQ:
 // {<dlq>}:lettered:<queue>:<id> (a source already dead-lettered, 7d; in the DLQ's Cluster slot —
 // <dlq> itself when it carries a hash tag — so that one script writes the entry and its
-// marker) and <dlq>:replayed:<id> (a DLQ entry already replayed, 90d).
+// marker) and <dlq>:replayed:<id> (a DLQ entry already replayed, 90d); and, for `plaita
+// drain-list` (queue/listdrain.go), {<list>}:drain:processing and {<list>}:drain:rejected beside
+// a legacy List, {<stream>}:drained:<digest> (an item already sent, 7d) beside the stream.
 package keys
 
 import (
