@@ -74,6 +74,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	set := metrics.NewSet()
 	deps := web.Deps{DB: db, Log: log}
 	var registry *presence.Registry
+	var ctlChannel *store.Control
 	c, err := RedisClient(config.ConsoleRedisURL.In(cfg))
 	if err != nil {
 		deps.RedisErr = err
@@ -89,6 +90,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 		}})
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
+		ctlChannel = store.NewControl(c, keys.DefaultRoot)
 	}
 	ready := health.NewReadiness()
 	deps.Ready = ready
@@ -99,7 +101,7 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 	}
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
-		registry: registry, services: consoleServices(deps, srv.Service(addr)),
+		registry: registry, control: ctlChannel, services: consoleServices(deps, srv.Service(addr)),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()

@@ -73,6 +73,7 @@ func Tools() []Tool {
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, true},
 		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},
 		{"drain-list", "move a legacy List queue into the task stream, each item once", config.RoleWorker, []string{DepRedis}, true},
+		{"ctl", "ask one instance for its status or a drain, over its control channel", config.RoleWorker, []string{DepRedis}, true},
 		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, true},
 	}
 }

@@ -160,6 +160,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return reindexCommand, true
 	case "drain-list":
 		return drainListCommand, true
+	case "ctl":
+		return ctlCommand, true
 	}
 	return nil, false
 }
