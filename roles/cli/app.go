@@ -162,6 +162,8 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return drainListCommand, true
 	case "ctl":
 		return ctlCommand, true
+	case "probe":
+		return probeCommand, true
 	}
 	return nil, false
 }

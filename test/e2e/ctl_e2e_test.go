@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -98,5 +101,48 @@ func TestE2ECtlStatusAndStop(t *testing.T) {
 	}
 	if r := run(t, s.env, "ctl", "stop", "--quiet"); r.code != 2 || !strings.Contains(r.stderr, "name one instance") {
 		t.Fatalf("ctl stop without an instance: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// `plaita probe`, the image's health check: 0 while the role is ready, 1 with the answer once it
+// drains (its /readyz says 503 as soon as SIGTERM arrives, while the step in flight finishes),
+// 1 when nothing answers; the default URL is the role's own /readyz on PLAITA_METRICS_PORT.
+func TestE2EProbe(t *testing.T) {
+	slow := newPathServer(t, map[string]time.Duration{"/slow": 4 * time.Second})
+	s := newStack(t, withEnv(cliEnv()))
+	worker := s.start("worker", nil)
+	probeEnv := map[string]string{"PLAITA_METRICS_PORT": strconv.Itoa(worker.port), "PLAITA_METRICS_HOST": "0.0.0.0"}
+	waitFor(t, "the worker ready", 30*time.Second, func() bool { return run(t, probeEnv, "probe", "--quiet").code == 0 }, worker)
+	r := run(t, probeEnv, "probe", "--quiet")
+	if want := fmt.Sprintf("ready: http://127.0.0.1:%d/readyz\n", worker.port); r.code != 0 || r.stdout != want {
+		t.Fatalf("probe of a ready worker: exit %d %q, want %q\n%s", r.code, r.stdout, want, r.stderr)
+	}
+
+	id := s.startDef("slow", `{"id":"slow","start":"call","nodes":[{"id":"call","type":"http","params":{"url":"`+slow.URL+
+		`/slow","timeout":30},"next":"done"},{"id":"done","type":"end"}]}`, "", "")
+	slow.waitSeen(t, "/slow", 30*time.Second, worker)
+	if err := worker.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	worker.ended = true
+	waitFor(t, "the draining worker not ready", 10*time.Second, func() bool {
+		r = run(t, probeEnv, "probe", "--quiet")
+		return r.code == 1
+	}, worker)
+	if !strings.Contains(r.stderr, "answered 503") {
+		t.Fatalf("probe of a draining worker: %s", r.stderr)
+	}
+	if !worker.wait(30*time.Second) || worker.err != nil {
+		t.Fatalf("the worker did not drain and exit 0: %v\n%s", worker.err, worker.stderr.String())
+	}
+	if st := s.waitDone(id); st.Status != state.Completed {
+		t.Fatalf("the step in flight: %s", st.Status)
+	}
+	r = run(t, nil, "probe", fmt.Sprintf("http://127.0.0.1:%d/readyz", worker.port), "--quiet")
+	if r.code != 1 || !strings.Contains(r.stderr, "not ready") {
+		t.Fatalf("probe of a port nobody serves: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = run(t, nil, "probe", "--quiet"); r.code != 2 || !strings.Contains(r.stderr, "PLAITA_METRICS_PORT is off") {
+		t.Fatalf("probe without a port: exit %d\n%s", r.code, r.stderr)
 	}
 }
