@@ -42,16 +42,29 @@ func NewControl(st *store.Control, reg *Registry, onStop func(), log zerolog.Log
 // answerTimeout bounds writing one answer.
 const answerTimeout = 5 * time.Second
 
-// Start subscribes to the instance's channel (a failure is returned: the role does not start)
-// and then answers requests until Stop.
+// Start subscribes to the instance's channel (a failure, or ctx ending first, is returned: the
+// role does not start) and then answers requests until Stop. The subscription lives as long as
+// the service, not as long as ctx (a role's start-up deadline).
 func (c *Control) Start(ctx context.Context) error {
 	id := c.reg.info.InstanceID
-	sub, err := c.st.Listen(ctx, id)
+	subscribed := make(chan error, 1)
+	err := c.base.Run(ctx, func(ctx context.Context) {
+		sub, err := c.st.Listen(ctx, id)
+		subscribed <- err
+		if err == nil {
+			c.run(ctx, sub)
+		}
+	})
 	if err != nil {
 		return err
 	}
-	if err := c.base.Run(ctx, func(ctx context.Context) { c.run(ctx, sub) }); err != nil {
-		sub.Close()
+	select {
+	case err = <-subscribed:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		c.base.Stop(context.WithoutCancel(ctx))
 		return err
 	}
 	c.log.Info().Str("event", c.event+".control_listening").Str("channel", c.st.Channel(id)).Msg("control channel open: plaita ctl status|stop")

@@ -125,3 +125,36 @@ func TestControlSubscribesAgainAfterARedisRestart(t *testing.T) {
 	}
 	waitFor(t, "two requests answered", 5*time.Second, func() bool { return c.answered.Load() == 2 })
 }
+
+// The channel outlives the context it was started with (a role's start-up deadline): it still
+// answers after that context has ended, and was never lost.
+func TestControlOutlivesItsStartContext(t *testing.T) {
+	t.Parallel()
+	b := regSetup(t)
+	r, _ := b.registry(t, "w-startctx", time.Hour)
+	if err := r.Start(regCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewControl(b.c, b.root)
+	var logs logSink
+	c := NewControl(st, r, func() {}, zerolog.New(&logs))
+	startCtx, cancel := context.WithCancel(context.Background())
+	if err := c.Start(startCtx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Stop(context.Background()) })
+	cancel()
+	if got := ask(t, st, "w-startctx", store.ControlStatus, "req_after_start"); got.InstanceID != "w-startctx" {
+		t.Fatalf("answer %+v", got)
+	}
+	if n := logs.events("worker.control_lost"); n != 0 {
+		t.Fatalf("the channel was lost when its start context ended:\n%s", logs.String())
+	}
+	// A start context that ends before the subscription: Start fails and nothing keeps running.
+	late := NewControl(st, r, func() {}, zerolog.Nop())
+	done, stop := context.WithCancel(context.Background())
+	stop()
+	if err := late.Start(done); err == nil {
+		t.Fatal("Start with an ended context succeeded")
+	}
+}
