@@ -1,8 +1,9 @@
 // Package control is the control plane's operations, shared by every front end — the operator
 // commands (roles/cli) and the console's HTTP API (web): publish a flow, start one, show an
 // execution with what can be done next and what wakes it, list, resume with the worker's own
-// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters;
-// follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
+// check, cancel, delete, publish and list events, edit schedules, list and replay dead letters,
+// drain a legacy List queue into the stream (drainlist.go), ask an instance for its status or a
+// drain over its control channel (ctl.go); follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
 // that apply those same operations item by item (bulk.go, bulk_runner.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
@@ -35,8 +36,10 @@ type Deps struct {
 	Events    *store.Events
 	Schedules *store.Schedules
 	Registry  *store.Registry // who is alive: the wake-up report
-	Delay     *queue.Delay    // the delay queue: the wake-up report
-	Producer  *queue.Producer // the one way a task is enqueued
+	// Control is the instances' control channels (ctl.go: status and drain of one instance).
+	Control  *store.Control
+	Delay    *queue.Delay    // the delay queue: the wake-up report
+	Producer *queue.Producer // the one way a task is enqueued
 	// Queue is the task queue: its dead-letter stream (list, show, replay) and the tasks not
 	// settled yet (a start no worker has taken shows as queued).
 	Queue *queue.Queue

@@ -23,6 +23,9 @@ const (
 	// Limited: a limit refuses it for now (a tenant at its running quota); the same request
 	// may pass later (RetryAfter): exit 1, HTTP 429.
 	Limited
+	// Unavailable: what it needs did not answer (an instance on its control channel): exit 1,
+	// HTTP 503.
+	Unavailable
 )
 
 // Refusal is an operation the control plane turned down: what was refused and why, what is

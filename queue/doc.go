@@ -41,6 +41,12 @@
 // removes entries that were acked but not deleted; Sweeper (a service) runs it at start and every
 // DefaultSweepInterval.
 //
+// # List → Stream
+//
+// ListDrain (listdrain.go) moves a legacy Redis List queue into the stream, each item once
+// across kills and re-runs: LMOVE to a processing list, one script that adds the entry with its
+// one-shot marker, LREM. The copies keep their item's schema_version and generations.
+//
 // Counters go to the *metrics.Set given to New as plaita_queue_<name>_total{queue="…"}.
 // Requires Redis 6.2 or newer (XPENDING IDLE, exclusive ranges).
 package queue

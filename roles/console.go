@@ -92,6 +92,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	deps := web.Deps{DB: db, Log: log}
 	var registry *presence.Registry
 	var local *control.Local
+	var ctlChannel *store.Control
 	var c rueidis.Client
 	if o.local {
 		err = errors.New("plaita dev found no Redis answering at PLAITA_REDIS_URL")
@@ -115,6 +116,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 		}})
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
+		ctlChannel = store.NewControl(c, keys.DefaultRoot)
 	}
 	ready := health.NewReadiness()
 	deps.Ready = ready
@@ -125,7 +127,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	}
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
-		registry: registry, services: consoleServices(deps, srv.Service(addr)),
+		registry: registry, control: ctlChannel, services: consoleServices(deps, srv.Service(addr)),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()

@@ -39,7 +39,7 @@ func runDelay(ctx context.Context, cfg *config.Config, log zerolog.Logger) error
 	if err != nil {
 		return fmt.Errorf("delay: %w", err)
 	}
-	r := roleProcess{name: "delay", ready: d.ready, server: d.server, registry: d.registry,
+	r := roleProcess{name: "delay", ready: d.ready, server: d.server, registry: d.registry, control: store.NewControl(c, keys.DefaultRoot),
 		services: []service.Named{{Name: "mover", Service: d.mover}}, stopFor: 15 * time.Second}
 	err = r.serve(ctx, log, func() {
 		log.Info().Str("event", "delay.started").Str("delay_queue", settings.DelayQueue(cfg)).

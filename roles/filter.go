@@ -52,7 +52,7 @@ func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		svcs = append(svcs, service.Named{Name: "reconciler", Service: f.reconciler})
 	}
 	svcs = append(svcs, service.Named{Name: "listener", Service: f.listener})
-	r := roleProcess{name: "filter", ready: f.ready, server: f.server, registry: f.registry, services: svcs,
+	r := roleProcess{name: "filter", ready: f.ready, server: f.server, registry: f.registry, services: svcs, control: store.NewControl(c, keys.DefaultRoot),
 		selfReady: true, drain: f.listener.Stop, drainFor: 10 * time.Second, stopFor: 5 * time.Second}
 	err = r.serve(ctx, log, func() {
 		log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", f.server.Addr()).

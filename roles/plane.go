@@ -75,6 +75,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Schedules:     store.NewSchedules(c, keys.DefaultRoot),
 		Registry:      store.NewRegistry(c, keys.DefaultRoot),
+		Control:       store.NewControl(c, keys.DefaultRoot),
 		Delay:         delay,
 		Producer:      queue.NewProducer(c, stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
 		Queue:         q,

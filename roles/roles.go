@@ -72,8 +72,10 @@ func Tools() []Tool {
 		{"reap", "find and settle zombie executions", config.RoleWorker, []string{DepRedis}, true},
 		{"reindex", "rebuild the execution index", config.RoleWorker, []string{DepRedis}, true},
 		{"dlq", "list, show or replay dead letters", config.RoleWorker, []string{DepRedis}, true},
-		{"drain-list", "migrate a legacy List queue to the Stream", config.RoleWorker, []string{DepRedis}, false},
+		{"drain-list", "move a legacy List queue into the task stream, each item once", config.RoleWorker, []string{DepRedis}, true},
+		{"ctl", "ask one instance for its status or a drain, over its control channel", config.RoleWorker, []string{DepRedis}, true},
 		{"migrate", "apply or roll back console database migrations", config.RoleConsole, []string{DepSQLite}, true},
+		{"probe", "exit 0 when a role's /readyz answers 200: the container health check", config.RoleWorker, nil, true},
 	}
 }
 

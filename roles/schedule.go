@@ -34,7 +34,7 @@ func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) er
 	}
 	defer c.Close()
 	p := buildSchedule(cfg, c, set, log)
-	r := roleProcess{name: "schedule", ready: p.ready, server: p.server, registry: p.registry,
+	r := roleProcess{name: "schedule", ready: p.ready, server: p.server, registry: p.registry, control: store.NewControl(c, keys.DefaultRoot),
 		services: []service.Named{{Name: "scheduler", Service: p.scheduler}}, stopFor: 15 * time.Second}
 	err = r.serve(ctx, log, func() {
 		log.Info().Str("event", "schedule.started").Str("queue", config.ConsoleTaskQueue.In(cfg)).

@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
+	"plaita/store"
 )
 
 // roleProcess is the shape every Redis service role shares: a metrics server with its
@@ -23,7 +25,10 @@ type roleProcess struct {
 	ready    *health.Readiness
 	server   *health.Server
 	registry *presence.Registry // nil: the role has no registry presence (the console without Redis)
-	services []service.Named    // the role's own, in start order
+	// control is the control channels' store: with a registry presence, the instance listens on
+	// its channel (`plaita ctl`, the console's drain route); nil: no channel.
+	control  *store.Control
+	services []service.Named // the role's own, in start order
 	// selfReady: the role's services mark it ready themselves (the filter, once subscribed);
 	// otherwise it is ready once every service has started.
 	selfReady bool
@@ -35,18 +40,28 @@ type roleProcess struct {
 	stopFor  time.Duration // bounds stopping the services
 }
 
-// serve runs the role until ctx ends (SIGTERM/SIGINT). Start order (service.Group): metrics
-// server → registry (status running) → the role's services, then ready; started logs the
+// errStopRequested is why a role drains when a stop came on its control channel.
+var errStopRequested = errors.New("stop requested on the control channel")
+
+// serve runs the role until ctx ends (SIGTERM/SIGINT) or a stop comes on its control channel
+// (`plaita ctl stop`: the same drain). Start order (service.Group): metrics server → registry
+// (status running) → control channel → the role's services, then ready; started logs the
 // role's start line. A service that fails to start stops the ones before it, in reverse.
 // Shutdown: not ready at once and the status draining (with a drain) or stopping → the drain
-// → status stopping → the services stop in reverse, the registry deregistered, the metrics
-// server last.
+// → status stopping → the services stop in reverse, the control channel (it answers during the
+// drain), the registry deregistered, the metrics server last.
 func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func()) error {
+	ctx, requestStop := context.WithCancelCause(ctx)
+	defer requestStop(nil)
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelStart()
 	all := []service.Named{{Name: "metrics server", Service: r.server}}
 	if r.registry != nil {
 		all = append(all, service.Named{Name: "registry", Service: r.registry})
+		if r.control != nil {
+			ctl := presence.NewControl(r.control, r.registry, func() { requestStop(errStopRequested) }, log)
+			all = append(all, service.Named{Name: "control channel", Service: ctl})
+		}
 	}
 	all = append(all, r.services...)
 	var services service.Group
@@ -59,6 +74,9 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	started()
 
 	<-ctx.Done()
+	if errors.Is(context.Cause(ctx), errStopRequested) {
+		log.Info().Str("event", r.name+".stopping").Str("cause", "control channel").Msg("stop requested: draining as on SIGTERM")
+	}
 	bg := context.Background()
 	status := func(s string) {
 		if r.registry == nil {

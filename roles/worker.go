@@ -52,7 +52,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		return fmt.Errorf("worker: consumer group: %w", err)
 	}
 	timeout := time.Duration(config.WorkerDrainTimeout.In(cfg) * float64(time.Second))
-	r := roleProcess{name: "worker", ready: w.ready, server: w.server, registry: w.registry,
+	r := roleProcess{name: "worker", ready: w.ready, server: w.server, registry: w.registry, control: store.NewControl(c, keys.DefaultRoot),
 		services: []service.Named{
 			{Name: "alerts", Service: w.alerter},
 			{Name: "live events", Service: w.observer},

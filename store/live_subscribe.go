@@ -55,7 +55,7 @@ func (l *LiveEvents) SubscribeExecution(ctx context.Context, tenant, executionID
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", executionID, err)
 	}
-	return l.subscribe(ctx, channel)
+	return subscribe(ctx, l.c, channel)
 }
 
 // SubscribeStatus subscribes to the status changes of tenant's executions (the live list).
@@ -64,13 +64,14 @@ func (l *LiveEvents) SubscribeStatus(ctx context.Context, tenant string) (*LiveS
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the status of tenant %q: %w", tenant, err)
 	}
-	return l.subscribe(ctx, sp.ExecutionStatus())
+	return subscribe(ctx, l.c, sp.ExecutionStatus())
 }
 
 // subscribe returns once Redis has confirmed the subscription: a message published after
 // that is heard (a reader that reads a state after Subscribe returns misses nothing between
-// the two, as far as pub/sub delivers at all).
-func (l *LiveEvents) subscribe(ctx context.Context, channel string) (*LiveSubscription, error) {
+// the two, as far as pub/sub delivers at all). The instances' control channels (control.go)
+// are subscribed the same way.
+func subscribe(ctx context.Context, c rueidis.Client, channel string) (*LiveSubscription, error) {
 	sctx, cancel := context.WithCancel(ctx)
 	msgs := make(chan LiveMessage, SubscriptionBuffer)
 	s := &LiveSubscription{C: msgs, cancel: cancel, done: make(chan struct{})}
@@ -81,7 +82,7 @@ func (l *LiveEvents) subscribe(ctx context.Context, channel string) (*LiveSubscr
 			once.Do(func() { close(ready) })
 		}
 	})
-	dc, release := l.c.Dedicate()
+	dc, release := c.Dedicate()
 	go func() {
 		defer close(s.done)
 		defer close(msgs)

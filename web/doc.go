@@ -6,7 +6,8 @@
 // builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
 // Settings). Besides the handlers it has the one job that joins the database and Redis: the
 // tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
-// periodically and POST /api/cluster/tenant-status/reconcile runs on request.
+// periodically and POST /api/cluster/tenant-status/reconcile runs on request. h_ctl.go asks one
+// instance of the cluster over its control channel (status, drain), as `plaita ctl` does.
 //
 // # Adding an endpoint
 //

@@ -112,7 +112,7 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 		}
 		f.plane = control.New(control.Deps{Root: f.root, Store: f.redis, Flows: store.NewFlows(f.c, f.root).Reserve(stream, stream+":dlq"),
 			Events: f.events, Schedules: store.NewSchedules(f.c, f.root),
-			Registry: store.NewRegistry(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
+			Registry: store.NewRegistry(f.c, f.root), Control: store.NewControl(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(f.c, f.root)})
 		d.Plane, d.Redis = f.plane, f.redis

@@ -94,6 +94,8 @@ func statusOf(c control.Class) int {
 		return http.StatusConflict
 	case control.Limited:
 		return http.StatusTooManyRequests
+	case control.Unavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -153,6 +153,10 @@ func registerOperationRoutes(a *api) {
 		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.clusterStatus)
 	register(a, Route{ID: "cluster-instances", Method: get, Path: "/api/cluster/instances", Summary: "The registry's live instances, by role, with their generations",
 		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.clusterInstances)
+	register(a, Route{ID: "cluster-instance-status", Method: get, Path: "/api/cluster/instances/{id}/status", Summary: "Ask one instance for its status over its control channel (role, status, draining, uptime, tasks in flight)",
+		Tags: cluster, Access: Platform, Redis: true, Bounded: true}, a.instanceStatus)
+	register(a, Route{ID: "cluster-instance-drain", Method: post, Path: "/api/cluster/instances/{id}/drain", Summary: "Ask one instance to drain and exit, as SIGTERM does (plaita ctl stop)",
+		Tags: cluster, Access: Platform, Action: "instance.drain", Redis: true, Bounded: true}, a.drainInstance)
 	register(a, Route{ID: "cluster-config", Method: get, Path: "/api/cluster/config", Summary: "The console's effective configuration (secrets masked) and its generation hashes",
 		Tags: cluster, Access: Platform}, a.clusterConfig)
 	register(a, Route{ID: "tenant-status-reconcile", Method: post, Path: "/api/cluster/tenant-status/reconcile", Summary: "Publish every tenant's status from the database to Redis now",

@@ -1,8 +1,9 @@
 // Package presence is a role instance's presence in the registry: the heartbeat service every
 // long-running role (worker, console, filter, schedule, delay) starts, so that operators and
-// other instances can tell who is alive, what it runs and whether it drains. The Redis side
-// (keys, commands, the record's JSON) is store.Registry; the caller fills InstanceInfo from its
-// configuration.
+// other instances can tell who is alive, what it runs and whether it drains; and its control
+// channel (control.go), which answers `plaita ctl status` and turns `plaita ctl stop` into the
+// role's drain. The Redis side (keys, commands, the records' JSON) is store.Registry and
+// store.Control; the caller fills InstanceInfo from its configuration.
 package presence
 
 import (

@@ -171,6 +171,12 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 		return reapCommand, true
 	case "reindex":
 		return reindexCommand, true
+	case "drain-list":
+		return drainListCommand, true
+	case "ctl":
+		return ctlCommand, true
+	case "probe":
+		return probeCommand, true
 	}
 	return nil, false
 }

@@ -1,7 +1,8 @@
 // Package cli is plaita's command tree: the role commands (each runs its strict preflight, then
 // the role's body from package roles), `plaita doctor`, `plaita run` (a flow in this process on
 // the memory store), the operator commands over the shared Redis — start, execution, event,
-// schedule, bench — and `plaita migrate` over the console database (store/sqlite).
+// schedule, bench, status, dlq, reap, reindex, drain-list, ctl — `plaita migrate` over the
+// console database (store/sqlite), and `plaita probe`, the containers' health check.
 //
 // A command parses its arguments and flags, reads its documents through readDoc (bounded by
 // what they feed), calls one operation of package control through the one connection helper

@@ -29,6 +29,8 @@
 //	plaita:event:<event id>, plaita:event_index:<type>[:prune], plaita:events   events (docs/events.md)
 //	plaita:event_wake:<execution id>:<suspension>:<event id>               one-shot wake-up marker
 //	plaita:event_bus:tenants, plaita:event_bus:cursor, plaita:event_bus:notify  (platform)
+//	plaita:registry:instance:<id>, plaita:registry:instances     the instance registry (platform)
+//	plaita:registry:control:<id>, plaita:registry:reply:<request> an instance's control channel, a request's answer
 //
 // Another tenant's keys insert its slug after the root: plaita:acme:execution:{<id>}.
 // Platform keys (task queue, tenant status and quota, registry, delay queue) are not per
@@ -36,7 +38,9 @@
 // PLAITA_DLQ_KEY); package queue keeps two marker families beside the DLQ:
 // {<dlq>}:lettered:<queue>:<id> (a source already dead-lettered, 7d; in the DLQ's Cluster slot —
 // <dlq> itself when it carries a hash tag — so that one script writes the entry and its
-// marker) and <dlq>:replayed:<id> (a DLQ entry already replayed, 90d).
+// marker) and <dlq>:replayed:<id> (a DLQ entry already replayed, 90d); and, for `plaita
+// drain-list` (queue/listdrain.go), {<list>}:drain:processing and {<list>}:drain:rejected beside
+// a legacy List, {<stream>}:drained:<digest> (an item already sent, 7d) beside the stream.
 package keys
 
 import (
@@ -466,6 +470,14 @@ func (s Space) EventBusNotify() string  { return s.root + ":event_bus:notify" }
 func (s Space) RegistryInstance(instance string) string {
 	return s.root + ":registry:instance:" + instance
 }
+
+// RegistryControl is the pub/sub channel an instance listens on for `plaita ctl` and the
+// console's drain (a channel, not a key); RegistryReply is the short-lived List one request's
+// answer is pushed to (store/control.go).
+func (s Space) RegistryControl(instance string) string {
+	return s.root + ":registry:control:" + instance
+}
+func (s Space) RegistryReply(request string) string { return s.root + ":registry:reply:" + request }
 
 // ExecutionID extracts the execution id from a state key of this space ("" when key is not
 // one).

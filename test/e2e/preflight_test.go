@@ -2,8 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v3"
+
+	cliapp "plaita/roles/cli"
 )
 
 // The preflight, the logging flags, doctor and the roles table, through the binary. None of
@@ -89,12 +94,68 @@ func TestFlagValuesAreParsedLikeEnv(t *testing.T) {
 	}
 }
 
+// TestEveryRoleRunsThePreflight: every command of the binary — each role, each operator tool,
+// each subcommand, found by walking the command tree — runs the strict preflight first: with a
+// rejected configuration it exits 2 with the aggregated message, and never reaches Redis. A
+// command added to the tree without an entry here fails the test.
 func TestEveryRoleRunsThePreflight(t *testing.T) {
-	for _, role := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "migrate"} {
-		r := run(t, map[string]string{"PLAITA_LOG_LEVEL": "loud"}, role)
-		if r.code != 2 || !strings.Contains(r.stderr, "PLAITA_LOG_LEVEL") {
-			t.Errorf("%s with a bad log level: exit %d, stderr:\n%s", role, r.code, r.stderr)
+	tr := newTrap(t)
+	flow := repoFlow(t, "hello.json")
+	args := map[string][]string{
+		"worker": nil, "console": nil, "filter": nil, "schedule": nil, "delay": nil, "dev": nil, "doctor": nil,
+		"status": nil, "reap": nil, "reindex": nil, "dlq list": nil, "dlq show": {"1-0"}, "dlq replay": {"1-0"},
+		"drain-list": {"--list-key", "plaita:old:queue"}, "ctl status": {"w-1"}, "ctl stop": {"--graceful", "w-1"},
+		"probe": {"http://127.0.0.1:1/readyz"}, "migrate up": nil, "migrate down": {"--to", "0"}, "migrate version": nil,
+		"run": {flow}, "start": {flow}, "bench": {"e2e", "--n", "1"},
+		"flow publish": {flow}, "flow list": nil, "flow show": {"hello"}, "flow graph": {flow},
+		"execution list": nil, "execution show": {"ex_1"}, "execution cancel": {"ex_1"},
+		"execution resume": {"ex_1", "--type", "continue"}, "execution delete": {"ex_1"},
+		"approval list": nil, "approval approve": {"ex_1"}, "approval reject": {"ex_1"},
+		"event publish": {"payment", "--data", "{}"}, "event list": nil,
+		"schedule add": {"nightly", "--cron", "0 2 * * *", "--flow", "hello"}, "schedule list": nil, "schedule show": {"nightly"},
+		"schedule enable": {"nightly"}, "schedule disable": {"nightly"}, "schedule delete": {"nightly"},
+	}
+	noConfig := map[string]bool{"version": true, "roles": true} // they read no configuration
+	// PLAITA_LOG_LEVEL is read by every role; bench sets its own level, and reads PLAITA_DLQ_MAX_LEN.
+	env := map[string]string{"PLAITA_LOG_LEVEL": "loud", "PLAITA_DLQ_MAX_LEN": "0",
+		"PLAITA_REDIS_URL": tr.url(), "PLAITA_CONSOLE_REDIS_URL": tr.url()}
+	seen := map[string]bool{}
+	var walk func(prefix string, cmds []*cli.Command)
+	walk = func(prefix string, cmds []*cli.Command) {
+		for _, c := range cmds {
+			if c.Name == "help" {
+				continue
+			}
+			name := strings.TrimSpace(prefix + " " + c.Name)
+			if len(c.Commands) > 0 {
+				walk(name, c.Commands)
+			}
+			a, listed := args[name]
+			switch {
+			case noConfig[name]:
+				continue
+			case !listed && len(c.Commands) > 0:
+				continue // a group: its subcommands are the commands
+			case !listed:
+				t.Errorf("%q is not in this test's table: give it the arguments it needs", name)
+				continue
+			}
+			seen[name] = true
+			r := run(t, env, append(strings.Fields(name), a...)...)
+			// doctor prints its report, the rejection included, on stdout.
+			if r.code != 2 || !strings.Contains(r.stderr+r.stdout, "configuration rejected") {
+				t.Errorf("%s with a rejected configuration: exit %d, want 2 from the preflight\n%s", name, r.code, r.stderr)
+			}
 		}
+	}
+	walk("", cliapp.App(io.Discard, io.Discard).Commands)
+	for name := range args {
+		if !seen[name] {
+			t.Errorf("%q is in the table but not in the command tree", name)
+		}
+	}
+	if n := tr.connections(); n != 0 {
+		t.Errorf("%d connection(s) reached Redis before a preflight passed", n)
 	}
 }
 
@@ -106,7 +167,7 @@ func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
 		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
 		want := 1 // not built yet: the preflight passed
 		switch cmd {
-		case "worker", "delay", "schedule", "filter", "dlq list", "status", "reap", "reindex":
+		case "worker", "delay", "schedule", "filter", "dlq list", "status", "reap", "reindex", "drain-list":
 			// The built commands would go on to Redis: stop them at their preflight with a
 			// rejected value.
 			env["PLAITA_QUEUE_NAME"] = ""
@@ -383,11 +444,11 @@ func TestRolesTable(t *testing.T) {
 			continue
 		}
 		switch f[0] {
-		case "worker", "console", "delay", "schedule", "filter", "migrate", "dlq", "status", "reap", "reindex":
+		case "worker", "console", "delay", "schedule", "filter", "migrate", "dlq", "status", "reap", "reindex", "drain-list":
 			if strings.Contains(line, "not built") {
 				t.Errorf("the %s is built: %q", f[0], line)
 			}
-		case "dev", "drain-list":
+		case "dev":
 			if !strings.HasSuffix(line, "(not built yet)") {
 				t.Errorf("--help does not mark %s: %q", f[0], line)
 			}
