@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"plaita/control"
 	"plaita/engine"
@@ -224,10 +225,12 @@ func (a *api) replayed(c *Call, req control.StartRequest, shown control.Shown) (
 }
 
 type executionListIn struct {
-	Status string `query:"status" enum:"pending,running,suspended,completed,error,cancelled"`
-	FlowID string `query:"flow_id" maxLength:"200"`
-	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+	Status     string    `query:"status" enum:"pending,running,suspended,completed,error,cancelled"`
+	FlowID     string    `query:"flow_id" maxLength:"200"`
+	WakeBefore time.Time `query:"wake_before" doc:"suspended executions whose due time (a delay's end, a timeout) is before this time (RFC 3339)"`
+	WakeAfter  time.Time `query:"wake_after" doc:"suspended executions whose due time is at or after this time (RFC 3339)"`
+	Cursor     string    `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit      int       `query:"limit" minimum:"1" maximum:"1000" default:"50"`
 }
 
 // ExecutionList is a page of executions, newest first.
@@ -243,7 +246,7 @@ type executionListOut struct{ Body ExecutionList }
 
 func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
 	page, err := a.d.Plane.List(ctx, c.Tenant, control.ListRequest{Cursor: in.Cursor, Limit: in.Limit,
-		Status: state.Status(in.Status), FlowID: in.FlowID})
+		Status: state.Status(in.Status), FlowID: in.FlowID, WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter})
 	if err != nil {
 		return nil, err
 	}
@@ -261,12 +264,16 @@ type executionIDIn struct {
 
 // ExecutionView is one execution as the console shows it: its state, what wakes it
 // (waiting: the wake-up report — which role must act and whether one is alive, the due time
-// and its delay-queue entry) and what can be done next; or, when it has no state yet, its
-// queued start; or, when its state cannot be read, what is stored.
+// and its delay-queue entry; progress: a running one's workers and retry back-off; timers)
+// and what can be done next; or, when it has no state yet, its queued start with what holds
+// it (a busy worker, the tenant's running quota, a config family no worker runs); or, when its
+// state cannot be read, what is stored.
 type ExecutionView struct {
 	View      string               `json:"view" enum:"state,queued,corrupt"`
 	Execution *state.Execution     `json:"execution,omitempty"`
 	Waiting   *control.WakeUp      `json:"waiting,omitempty"`
+	Progress  *control.Progress    `json:"progress,omitempty" doc:"a running or pending one: its workers, its node's retry back-off"`
+	Timers    []control.Timer      `json:"timers,omitempty" doc:"what will happen to it by itself, soonest first: a delay's end, a timeout, a retry's next attempt"`
 	Hints     []control.Hint       `json:"hints,omitempty" doc:"what can be done next: each resume checked as the worker will"`
 	HintsNote string               `json:"hints_note,omitempty" doc:"why there are no hints"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
@@ -285,7 +292,7 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp}
+	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers}
 	if v.Hints, err = a.d.Plane.Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
 		v.HintsNote = err.Error()
 	}
