@@ -92,6 +92,7 @@ type listData struct {
 	Query     string // the filter as a query string, without cursor (the live rows', the bulk form's)
 	Follow    string // the status stream the first page follows
 	Deleted   string // an execution the page's last action deleted
+	Via       string // what asked for the rows: sse or poll (the page's own record)
 	Problem   *Problem
 }
 
@@ -183,6 +184,9 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 			}
 		}
 		d.Follow = "/ui/executions/stream?" + sq.Encode()
+	}
+	if via := c.QueryParam("via"); via == "sse" || via == "poll" {
+		d.Via = via
 	}
 	page := uiPage{Title: "Executions", Nav: "executions", S: s, Data: d}
 	if c.QueryParam("fragment") == "rows" {

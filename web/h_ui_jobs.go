@@ -128,7 +128,7 @@ func (u *uiServer) job(c echo.Context) (*jobData, *Problem) {
 	if cur := c.QueryParam("failures_cursor"); cur != "" {
 		q.Set("failures_cursor", cur)
 	}
-	d := &jobData{}
+	d := &jobData{All: c.QueryParam("items") == "all"}
 	if p := u.call(c, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"?"+q.Encode(), nil, &d.View); p != nil {
 		return nil, p
 	}
@@ -152,7 +152,7 @@ func (u *uiServer) jobPage(c echo.Context) error {
 	if p != nil {
 		return u.fail(c, p)
 	}
-	if c.QueryParam("items") == "all" {
+	if d.All {
 		q := pageQuery(c, "100")
 		if st := c.QueryParam("state"); st != "" {
 			q.Set("state", st)
@@ -162,7 +162,7 @@ func (u *uiServer) jobPage(c echo.Context) error {
 			return u.fail(c, p)
 		}
 		q.Set("items", "all")
-		d.Rows, d.All = items.Items, true
+		d.Rows = items.Items
 		d.Next = nextPage("/ui/jobs/"+url.PathEscape(c.Param("id")), q, items.Next)
 	}
 	return u.render(c, http.StatusOK, "job.html", "", uiPage{Title: "Job " + d.View.Job.ID, Nav: "jobs", S: s, Data: d})

@@ -92,12 +92,14 @@ func queuedPanel(p *waitPanel, q *control.QueuedView) {
 	case w.Family != nil:
 		p.Kind, p.Cause = "family_mismatch", "a config-family mismatch holds its start pending"
 		p.Blockers = append(p.Blockers, w.Family.Text)
-	case w.Quota != nil && w.Quota.Full:
-		p.Kind = "quota"
-		p.Cause = fmt.Sprintf("tenant %s is over its running quota: %d running, limit %d", w.Quota.TenantID, w.Quota.Running, w.Quota.Limit.Limit)
-		p.Lines = append(p.Lines, fmt.Sprintf("the limit comes from %s", w.Quota.Source))
+	case w.Quota != nil:
+		if w.Quota.Full {
+			p.Kind = "quota"
+			p.Cause = fmt.Sprintf("tenant %s is over its running quota: %d running, limit %d", w.Quota.TenantID, w.Quota.Running, w.Quota.Limit.Limit)
+			p.Lines = append(p.Lines, fmt.Sprintf("the limit comes from %s", w.Quota.Source))
+		}
 		if w.DeferCount > 0 {
-			p.Lines = append(p.Lines, fmt.Sprintf("a worker deferred this start %d time(s); it starts when one of the tenant's executions ends or suspends", w.DeferCount))
+			p.Lines = append(p.Lines, fmt.Sprintf("a worker deferred this start %d time(s) for the tenant's running quota; it starts when one of the tenant's executions ends or suspends", w.DeferCount))
 		}
 	}
 }
@@ -109,7 +111,7 @@ func progressPanel(p *waitPanel, st *state.Execution, pr *control.Progress) {
 	p.Cause = fmt.Sprintf("%s at node %s", st.Status, st.CurrentNode)
 	p.Roles = []roleCount{wakeRole("worker", pr.Workers)}
 	if r := pr.Retry; r != nil {
-		p.Kind, p.Detail = "retry", r.Detail
+		p.Kind, p.Detail, p.Text = "retry", r.Detail, "" // the cause, the due time and the attempt's entry say it all
 		p.Cause = fmt.Sprintf("a retry back-off: attempt %d of %d of node %s failed", r.Attempt, r.MaxAttempts, r.Node)
 		if r.MaxAttempts == 0 {
 			p.Cause = fmt.Sprintf("a retry back-off: node %s failed %d time(s)", r.Node, r.Attempt)

@@ -16,9 +16,8 @@
   // one request at a time (events that arrive meanwhile make one more), and the answer replaces
   // the element (204: nothing changed). Without the stream (not open yet, broken, or refused)
   // the fragment is asked for every data-poll ms (?via=poll); while the stream is open, every
-  // 30 s all the same, for what no event reports (a role that started, a delay-queue entry).
-  // An answer without data-follow (a terminal execution) ends the following.
-  var SLOW_POLL = 30000;
+  // data-slow-poll ms (when set) all the same, for what no event reports (a role that started,
+  // a delay-queue entry). An answer without data-follow (a terminal execution) ends it.
   var live = null; // {url, es, timer, busy, again, open}
 
   function liveEl() { return document.querySelector("[data-follow]"); }
@@ -43,8 +42,8 @@
     if (!live) { return; }
     clearInterval(live.timer);
     var el = liveEl();
-    var every = live.open ? SLOW_POLL : parseInt((el && el.getAttribute("data-poll")) || String(SLOW_POLL), 10);
-    live.timer = setInterval(function () { refresh("poll"); }, every);
+    var every = el ? parseInt(el.getAttribute(live.open ? "data-slow-poll" : "data-poll") || "0", 10) : 0;
+    if (every > 0) { live.timer = setInterval(function () { refresh("poll"); }, every); }
   }
 
   function mark() {
