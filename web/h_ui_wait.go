@@ -81,7 +81,7 @@ func (u *uiServer) waitPanel(c echo.Context, s *uiSession, v *ExecutionView) *wa
 
 // queuedPanel: a start no worker has run yet, and what holds it.
 func queuedPanel(p *waitPanel, q *control.QueuedView) {
-	p.Kind, p.Cause, p.Text = "queued", "queued: no worker has started it yet", q.Text
+	p.Kind, p.Cause = "queued", "queued: no worker has started it yet" // the page says q.Text above the panel
 	p.Roles = []roleCount{{Role: "worker", Alive: q.WorkersAlive, Built: true}}
 	if q.WorkersAlive == 0 {
 		p.Blockers = append(p.Blockers, "no worker is alive: nothing runs it until one starts (plaita worker)")
