@@ -187,9 +187,13 @@ func (p *Plane) unreadable(ce *store.CorruptStateError, tenant string) *Refusal 
 // no state yet but its start waits in the task stream, that (Queued).
 type Shown struct {
 	*state.Execution
-	WakeUp  *WakeUp      `json:"wake_up,omitempty"`
-	Corrupt *CorruptView `json:"-"`
-	Queued  *QueuedView  `json:"-"`
+	WakeUp *WakeUp `json:"wake_up,omitempty"`
+	// Progress is a running or pending one's report (control/progress.go); Timers what will
+	// happen to it by itself, and when.
+	Progress *Progress    `json:"progress,omitempty"`
+	Timers   []Timer      `json:"timers,omitempty"`
+	Corrupt  *CorruptView `json:"-"`
+	Queued   *QueuedView  `json:"-"`
 }
 
 // QueuedView is an execution enqueued and not started: no worker has written its state yet.
@@ -200,6 +204,9 @@ type QueuedView struct {
 	Task         queue.FoundTask `json:"task"`
 	WorkersAlive int             `json:"workers_alive"`
 	Text         string          `json:"text"`
+	// Wait is what holds it besides a busy worker: the tenant's running quota, a config
+	// family no live worker runs (control/progress.go).
+	Wait *QueuedWait `json:"wait,omitempty"`
 }
 
 // queuedSearch bounds how many stream entries Show looks through for a queued start.
@@ -217,13 +224,18 @@ func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
 		if q, ok, qerr := p.queued(ctx, ts.Tenant(), id); qerr != nil {
 			return Shown{}, qerr
 		} else if ok {
+			if q.Wait = p.queuedWait(ctx, ts.Tenant(), q); q.Wait != nil {
+				q.Text += "; " + q.Wait.Text
+			}
 			return Shown{Queued: q}, nil
 		}
 		return Shown{}, err
 	case err != nil:
 		return Shown{}, err
 	}
-	return Shown{Execution: st, WakeUp: p.WakeUp(ctx, ts.Tenant(), st)}, nil
+	out := Shown{Execution: st, WakeUp: p.WakeUp(ctx, ts.Tenant(), st), Progress: p.Progress(ctx, ts.Tenant(), st)}
+	out.Timers = p.Timers(st, out.WakeUp, out.Progress)
+	return out, nil
 }
 
 // queued finds an execution's task in the stream and says who has it.
@@ -261,6 +273,22 @@ type ListRequest struct {
 	StartedAfter, StartedBefore time.Time
 	// Index: executions indexed under every one of these values (docs/flows.md).
 	Index []IndexFilter
+	// WakeBefore and WakeAfter keep the suspended executions whose due time (a delay's end,
+	// a wait's or an approval's timeout) is before, or at or after, the time given.
+	WakeBefore, WakeAfter time.Time
+}
+
+// wakes reports whether st is suspended with a due time in [after, before) (a zero bound is
+// open).
+func (r ListRequest) wakes(st *state.Execution) bool {
+	if r.WakeBefore.IsZero() && r.WakeAfter.IsZero() {
+		return true
+	}
+	if st.Status != state.Suspended || st.Suspend == nil || st.Suspend.Due == nil {
+		return false
+	}
+	due := *st.Suspend.Due
+	return (r.WakeBefore.IsZero() || due.Before(r.WakeBefore)) && (r.WakeAfter.IsZero() || !due.Before(r.WakeAfter))
 }
 
 // statuses are the statuses a listing can ask for.
@@ -296,9 +324,9 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 		return store.Page{}, err
 	}
 	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore, Index: terms}
-	if req.Status != "" || req.FlowID != "" {
+	if req.Status != "" || req.FlowID != "" || !req.WakeBefore.IsZero() || !req.WakeAfter.IsZero() {
 		sr.Match = func(st *state.Execution) bool {
-			return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID)
+			return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID) && req.wakes(st)
 		}
 	}
 	page, err := ts.List(ctx, sr)

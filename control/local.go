@@ -254,8 +254,13 @@ func (l *Local) Start(ctx context.Context, req StartRequest) (Started, error) {
 		out.ExecutionID = engine.NewExecutionID()
 	}
 	out.MessageID = "local:" + out.ExecutionID
-	if err := l.run.submit(ctx, localJob{tenant: tenant, id: out.ExecutionID, flowID: out.FlowID, version: out.FlowVersion,
-		start: &engine.StartRequest{ExecutionID: out.ExecutionID, TenantID: tenant, FlowVersion: out.FlowVersion, Input: input}}); err != nil {
+	start := &engine.StartRequest{ExecutionID: out.ExecutionID, TenantID: tenant, FlowVersion: out.FlowVersion, Input: input}
+	// The state is written before the answer: the execution exists once its start is answered
+	// (a read, or a client's retry of the same Idempotency-Key, finds it).
+	if err := l.run.begin(ctx, out.Flow, *start); err != nil {
+		return Started{}, fmt.Errorf("start %s: %w", out.ExecutionID, err)
+	}
+	if err := l.run.submit(ctx, localJob{tenant: tenant, id: out.ExecutionID, flowID: out.FlowID, version: out.FlowVersion, start: start}); err != nil {
 		return Started{}, err
 	}
 	return out, nil
@@ -384,7 +389,7 @@ func localListed(st *state.Execution, req ListRequest, terms []store.IndexTerm) 
 			return false
 		}
 	}
-	return true
+	return req.wakes(st)
 }
 
 // Cancel ends an execution: a suspended one at once (through the runner), a running one at

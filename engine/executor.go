@@ -618,7 +618,7 @@ func (e *execRun) nodeFailed(ctx context.Context, st *state.Execution, node *Nod
 		st.NodeAttempts = map[string]int{}
 	}
 	st.NodeAttempts[node.ID] = attempts
-	wait := backoff(r, attempts)
+	wait := r.Backoff(attempts)
 	e.timeline(st, state.TimelineEntry{Event: "retry", Node: node.ID, Millis: ms,
 		Detail: fmt.Sprintf("attempt %d of %d failed: %v; next in %s", attempts, r.MaxAttempts, err, wait)})
 	st.LastUpdate = e.Clock.Now().UTC()
@@ -633,7 +633,9 @@ func (e *execRun) nodeFailed(ctx context.Context, st *state.Execution, node *Nod
 	return nil
 }
 
-func backoff(r *RetryPolicy, attempt int) time.Duration {
+// Backoff is the wait before the next try once attempt tries have failed (the control plane
+// says when a node in its back-off runs again: control/progress.go).
+func (r *RetryPolicy) Backoff(attempt int) time.Duration {
 	mult := r.BackoffMultiplier
 	if mult == 0 {
 		mult = 1

@@ -14,9 +14,16 @@ type FoundTask struct {
 	Kind Kind   `json:"kind"`
 	// Pending: a consumer has it (read, not acknowledged); Consumer and Idle say who and for how
 	// long. Otherwise no worker has read it yet.
-	Pending  bool          `json:"pending"`
-	Consumer string        `json:"consumer,omitempty"`
-	Idle     time.Duration `json:"idle_ns,omitempty"`
+	Pending    bool          `json:"pending"`
+	Consumer   string        `json:"consumer,omitempty"`
+	Idle       time.Duration `json:"idle_ns,omitempty"`
+	Deliveries int64         `json:"deliveries,omitempty"`
+	// ConfigFamily is the family the task was stamped with ("" for a legacy task: never
+	// gated); a worker of another family leaves it pending (queue/gate.go).
+	ConfigFamily string `json:"config_family,omitempty"`
+	// QuotaDeferCount is how often a worker deferred this start because its tenant was at its
+	// running limit (roles/worker Quota): each deferral is a new copy of the task.
+	QuotaDeferCount int `json:"quota_defer_count,omitempty"`
 }
 
 // findPage is how many entries one XREVRANGE of FindTask reads.
@@ -43,13 +50,13 @@ func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit 
 			if err != nil || env.ExecutionID != executionID || env.Tenant() != tenant {
 				continue
 			}
-			t := FoundTask{ID: e.ID, Kind: env.Kind}
+			t := FoundTask{ID: e.ID, Kind: env.Kind, ConfigFamily: env.ConfigFamily, QuotaDeferCount: env.QuotaDeferCount}
 			p, err := q.pendingEntry(ctx, e.ID)
 			if err != nil && !errors.Is(err, ErrNoGroup) { // no group yet: no worker ever read it
 				return FoundTask{}, false, err
 			}
 			if p != nil {
-				t.Pending, t.Consumer, t.Idle = true, p.consumer, p.idle
+				t.Pending, t.Consumer, t.Idle, t.Deliveries = true, p.consumer, p.idle, p.count
 			}
 			return t, true, nil
 		}

@@ -41,7 +41,7 @@ func Table() []Spec {
 	return []Spec{
 		{config.RoleWorker, "consumes the task stream and runs executions step by step",
 			[]string{DepRedis, DepMetrics, DepSandbox}, true},
-		{config.RoleConsole, "HTTP API and web UI (tenants, users, keys, audit, flows, executions); publishes flows and tenant status; local mode without Redis",
+		{config.RoleConsole, "HTTP API and web UI (tenants, users, keys, audit, flows, executions, events, schedules, dead letters, bulk jobs, cluster); publishes flows and tenant status; local mode without Redis",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, true},
 		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
 			[]string{DepRedis, DepMetrics}, true},

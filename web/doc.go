@@ -43,6 +43,14 @@
 // deadline and sets one per write, and ends with an end event when the console drains (Drain).
 // registerOp documents its text/event-stream response, one schema per event.
 //
+// # The web UI
+//
+// h_ui*.go serve the pages under /ui/ (templates and static files embedded from web/ui, the
+// flow pictures from web/ui/graph): each page calls the API's routes in process as its caller
+// (uiServer.call: their cookie, the page's tenant, their CSRF token), so a page has no access
+// rule, check or audit row of its own; a live region follows an API stream through
+// uiServer.relay (the same route, flushed to the browser, the tenant from the page's cookie).
+//
 // # Auth
 //
 // auth.go: a session cookie from POST /api/login (HttpOnly, SameSite=Lax, Secure under TLS or

@@ -45,6 +45,10 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 	if b.Action == control.BulkDelete && a.s.Env == "prod" && !c.Role.AtLeast(sqlite.RoleAdmin) {
 		return nil, newProblem(http.StatusForbidden, "forbidden", "a bulk delete needs the admin role in tenant %s (PLAITA_CONSOLE_ENV=prod); you have %s", c.Tenant, roleName(c.Role))
 	}
+	// A bulk replay needs what a single replay needs (POST /api/dead-letters/{id}/replay): an admin.
+	if b.Action == control.BulkReplay && !c.Role.AtLeast(sqlite.RoleAdmin) {
+		return nil, newProblem(http.StatusForbidden, "forbidden", "a bulk replay of dead letters needs the admin role in tenant %s, as a single replay does; you have %s", c.Tenant, roleName(c.Role))
+	}
 	sel, job, err := a.d.Jobs.Submit(ctx, control.BulkRequest{Tenant: c.Tenant, Action: b.Action, Filter: b.Filter, MaxItems: b.MaxItems},
 		b.DryRun, c.Principal.Actor)
 	if err != nil {

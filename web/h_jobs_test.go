@@ -130,7 +130,6 @@ func TestBulkJobsAccessAndBadRequests(t *testing.T) {
 		map[string]any{"action": "cancel", "filter": map[string]any{"status": "lost"}},
 		map[string]any{"action": "cancel", "filter": map[string]any{"colour": "red"}},
 		map[string]any{"action": "cancel", "unknown": 1},
-		map[string]any{"action": "replay", "filter": map[string]any{"status": "error"}},
 		map[string]any{"action": "cancel", "max_items": 10001},
 		`{"action":`,
 	} {
@@ -138,6 +137,11 @@ func TestBulkJobsAccessAndBadRequests(t *testing.T) {
 			t.Errorf("%v: %d %s", body, r.status, r.raw)
 		}
 	}
+	// A bulk replay needs an admin, as a single replay does; a dead letter has no status.
+	if r := editor.want(t, http.StatusForbidden, http.MethodPost, "/api/jobs", map[string]any{"action": "replay", "dry_run": true}); r.body["code"] != "forbidden" {
+		t.Fatalf("an editor's bulk replay: %s", r.raw)
+	}
+	admin.want(t, http.StatusBadRequest, http.MethodPost, "/api/jobs", map[string]any{"action": "replay", "filter": map[string]any{"status": "error"}})
 	editor.want(t, http.StatusNotFound, http.MethodGet, "/api/jobs/job_nope", nil)
 	editor.want(t, http.StatusNotFound, http.MethodPost, "/api/jobs/job_nope/cancel", nil)
 	editor.want(t, http.StatusBadRequest, http.MethodGet, "/api/jobs?cursor=bogus", nil)

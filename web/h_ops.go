@@ -237,6 +237,8 @@ type executionListIn struct {
 	FlowID        string    `query:"flow_id" maxLength:"200"`
 	StartedAfter  time.Time `query:"started_after" doc:"only executions started at or after this time (RFC 3339)"`
 	StartedBefore time.Time `query:"started_before" doc:"only executions started before this time (RFC 3339)"`
+	WakeBefore    time.Time `query:"wake_before" doc:"suspended executions whose due time (a delay's end, a timeout) is before this time (RFC 3339)"`
+	WakeAfter     time.Time `query:"wake_after" doc:"suspended executions whose due time is at or after this time (RFC 3339)"`
 	// index[order_id]=ord-1 (OpenAPI deepObject): the one form of a query parameter with a
 	// name of the caller's that huma checks and documents.
 	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
@@ -257,7 +259,8 @@ type executionListOut struct{ Body ExecutionList }
 
 func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
 	req := control.ListRequest{Cursor: in.Cursor, Limit: in.Limit, Status: state.Status(in.Status), FlowID: in.FlowID,
-		StartedAfter: in.StartedAfter, StartedBefore: in.StartedBefore}
+		StartedAfter: in.StartedAfter, StartedBefore: in.StartedBefore,
+		WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter}
 	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
 		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
 	}
@@ -288,12 +291,16 @@ type executionIDIn struct {
 
 // ExecutionView is one execution as the console shows it: its state, what wakes it
 // (waiting: the wake-up report — which role must act and whether one is alive, the due time
-// and its delay-queue entry) and what can be done next; or, when it has no state yet, its
-// queued start; or, when its state cannot be read, what is stored.
+// and its delay-queue entry; progress: a running one's workers and retry back-off; timers)
+// and what can be done next; or, when it has no state yet, its queued start with what holds
+// it (a busy worker, the tenant's running quota, a config family no worker runs); or, when its
+// state cannot be read, what is stored.
 type ExecutionView struct {
 	View      string               `json:"view" enum:"state,queued,corrupt"`
 	Execution *state.Execution     `json:"execution,omitempty"`
 	Waiting   *control.WakeUp      `json:"waiting,omitempty"`
+	Progress  *control.Progress    `json:"progress,omitempty" doc:"a running or pending one: its workers, its node's retry back-off"`
+	Timers    []control.Timer      `json:"timers,omitempty" doc:"what will happen to it by itself, soonest first: a delay's end, a timeout, a retry's next attempt"`
 	Hints     []control.Hint       `json:"hints,omitempty" doc:"what can be done next: each resume checked as the worker will"`
 	HintsNote string               `json:"hints_note,omitempty" doc:"why there are no hints"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
@@ -312,7 +319,7 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp}
+	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers}
 	if v.Hints, err = a.ops().Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
 		v.HintsNote = err.Error()
 	}

@@ -2,7 +2,6 @@ package web
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -24,13 +23,13 @@ import (
 // The console's web pages (docs/console.md, "The web UI"): server-rendered html/template pages
 // under /ui/, htmx for the parts that change in place. A page holds no rule of its own:
 //
-//   - where the API has the operation, the page calls the API in process (uiServer.call): the
+//   - the page calls the API in process (uiServer.call) for every read and write: the
 //     same route, with the caller's cookie, tenant and CSRF token, so its access check, input
 //     validation, audit row and refusal are the API's, byte for byte;
-//   - where the API has no endpoint yet (approvals, dead letters, events, schedules, the
-//     cluster), the page handler authorizes with the API's own checks (uiServer.authorize:
-//     authenticate, authorize, CSRF, audit of denials) against a Route of the access that
-//     operation needs, and calls the one control operation the CLI calls.
+//   - a live region follows the API's Server-Sent Events through uiServer.relay (the same
+//     route, streamed to the browser), and asks for its fragment again when an event says
+//     something changed (web/ui/static/app.js); a poll stands in when the stream cannot be
+//     held.
 //
 // Every write is a POST carrying the session's CSRF token (a form field, or the X-CSRF-Token
 // header htmx sends); one whose Origin is another site's is refused before anything runs.
@@ -70,6 +69,7 @@ func registerUI(a *api, e *echo.Echo) {
 	u.flowRoutes(g)
 	u.executionRoutes(g)
 	u.opsRoutes(g)
+	u.jobRoutes(g)
 	u.adminRoutes(g)
 }
 
@@ -227,6 +227,25 @@ func (u *uiServer) call(c echo.Context, method, path string, body, out any) *Pro
 
 // send is call's request: the recorded answer of a 2xx, or its Problem.
 func (u *uiServer) send(c echo.Context, method, path string, body any) (*httptest.ResponseRecorder, *Problem) {
+	req, p := u.apiRequest(c, method, path, body)
+	if p != nil {
+		return nil, p
+	}
+	rec := httptest.NewRecorder()
+	u.e.ServeHTTP(rec, req)
+	if rec.Code >= 200 && rec.Code < 300 {
+		return rec, nil
+	}
+	var prob Problem
+	if err := json.Unmarshal(rec.Body.Bytes(), &prob); err != nil || prob.Code == "" {
+		return nil, newProblem(rec.Code, "http_error", "%s %s answered %d", method, path, rec.Code)
+	}
+	return nil, &prob
+}
+
+// apiRequest is a request to the console's own API as the page's caller: their cookie, the
+// page's tenant (X-Tenant-ID), the write's CSRF token, the page request's id and address.
+func (u *uiServer) apiRequest(c echo.Context, method, path string, body any) (*http.Request, *Problem) {
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
@@ -254,16 +273,24 @@ func (u *uiServer) send(c echo.Context, method, path string, body any) (*httptes
 	if !isRead(method) {
 		req.Header.Set(HeaderCSRF, csrf(c))
 	}
-	rec := httptest.NewRecorder()
-	u.e.ServeHTTP(rec, req)
-	if rec.Code >= 200 && rec.Code < 300 {
-		return rec, nil
+	return req, nil
+}
+
+// relay serves an API stream (Server-Sent Events) to the page as it comes: the API's route in
+// process, as call does, but written straight to the browser's connection (each event is
+// flushed through). A browser's EventSource sends no X-Tenant-ID; the relay adds the page's
+// tenant, and passes Last-Event-ID on, so a reconnect resumes where the stream was.
+func (u *uiServer) relay(c echo.Context, path string) error {
+	req, p := u.apiRequest(c, http.MethodGet, path, nil)
+	if p != nil {
+		return u.fail(c, p)
 	}
-	var prob Problem
-	if err := json.Unmarshal(rec.Body.Bytes(), &prob); err != nil || prob.Code == "" {
-		return nil, newProblem(rec.Code, "http_error", "%s %s answered %d", method, path, rec.Code)
+	if v := c.Request().Header.Get("Last-Event-ID"); v != "" {
+		req.Header.Set("Last-Event-ID", v)
 	}
-	return nil, &prob
+	req.Header.Set("Accept", "text/event-stream")
+	u.e.ServeHTTP(c.Response(), req)
+	return nil
 }
 
 // internal logs err under the request id and is the 500 the page shows.
@@ -352,9 +379,4 @@ func (u *uiServer) page(c echo.Context) (*uiSession, error) {
 
 func (u *uiServer) home(c echo.Context) error {
 	return c.Redirect(http.StatusSeeOther, "/ui/executions")
-}
-
-// withTimeout bounds a control operation a page runs itself.
-func withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, 15*time.Second)
 }

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"mime"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -21,22 +23,57 @@ import (
 	"plaita/web/ui/graph"
 )
 
-// Executions: the list (filters and cursor of GET /api/executions), and one execution's live
-// page — the state, the wake-up report and the hints of GET /api/executions/{id}, drawn on its
-// flow's picture; refreshed in place every 2 s while it is not terminal (an unchanged state
-// answers 204 and nothing moves: a comment being typed survives the poll).
+// Executions: the list (filters and cursor of GET /api/executions; the first page reads its
+// rows again when GET /api/executions/stream says a status changed), and one execution's live
+// page — the state, what it waits on and the hints of GET /api/executions/{id}, drawn on its
+// flow's picture; its live region is asked for again when GET /api/executions/{id}/events
+// says the execution moved, or by a poll while the stream is not held (an unchanged state
+// answers 204 and nothing moves: a comment being typed survives it).
 
 // timelinePage is how many timeline entries a page shows (older ones on demand).
 const timelinePage = 50
 
 func (u *uiServer) executionRoutes(g *echo.Group) {
 	g.GET("/executions", u.executionsPage)
+	g.GET("/executions/stream", u.executionsStream)
 	g.GET("/executions/:id", u.executionPage)
 	g.GET("/executions/:id/live", u.executionLive)
+	g.GET("/executions/:id/events", u.executionEvents)
 	g.GET("/executions/:id/timeline", u.executionTimeline)
 	g.GET("/executions/:id/result", u.executionResult)
 	g.POST("/executions/:id/action", u.executionAction)
 	g.POST("/executions/:id/approve", u.executionApprove)
+	g.POST("/executions/:id/delete", u.executionDelete)
+}
+
+// executionEvents relays GET /api/executions/{id}/events (the snapshot, each timeline entry,
+// the end) to the page, which asks for its live region again when one arrives.
+func (u *uiServer) executionEvents(c echo.Context) error {
+	q := url.Values{}
+	if a := c.QueryParam("after"); a != "" {
+		q.Set("after", a)
+	}
+	path := "/api/executions/" + url.PathEscape(c.Param("id")) + "/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return u.relay(c, path)
+}
+
+// executionsStream relays GET /api/executions/stream (the tenant's status changes) to the
+// list, which reads its rows again when one arrives.
+func (u *uiServer) executionsStream(c echo.Context) error {
+	q := url.Values{}
+	for _, k := range []string{"status", "flow_id"} {
+		if v := c.QueryParam(k); v != "" {
+			q.Set(k, v)
+		}
+	}
+	path := "/api/executions/stream"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return u.relay(c, path)
 }
 
 // listData is the executions list page.
@@ -44,20 +81,35 @@ type listData struct {
 	List   ExecutionList
 	Status string
 	FlowID string
-	Cursor string
-	Limit  int
-	Next   string // the next page's URL
-	First  bool
+	// The start and due times as the form gives them (2006-01-02T15:04, UTC).
+	StartedAfter, StartedBefore, WakeAfter, WakeBefore string
+	Limit                                              int
+	Next                                               string // the next page's URL
+	First                                              bool
+	Query                                              string // the filter as a query string, without cursor (the live rows', the bulk form's)
+	Follow                                             string // the status stream the first page follows
+	Deleted                                            string // an execution the page's last action deleted
+	Via                                                string // what asked for the rows: sse or poll (the page's own record)
+	Problem                                            *Problem
 }
 
 var statuses = []string{"pending", "running", "suspended", "completed", "error", "cancelled"}
 
-func (u *uiServer) executionsPage(c echo.Context) error {
-	s, err := u.page(c)
-	if s == nil {
-		return err
+// formTime reads a time field of a form (datetime-local: 2006-01-02T15:04, read as UTC; or
+// RFC 3339) as RFC 3339.
+func formTime(v string) (string, bool) {
+	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
+		if t, err := time.Parse(layout, v); err == nil {
+			return t.UTC().Format(time.RFC3339), true
+		}
 	}
-	d := listData{Status: c.QueryParam("status"), FlowID: strings.TrimSpace(c.QueryParam("flow_id")), Cursor: c.QueryParam("cursor"), Limit: 50}
+	return "", false
+}
+
+// listQuery reads the list's filter from the page's query: the API's query, and the form as
+// it was filled in (a time that does not parse is left out, and said).
+func listQuery(c echo.Context) (listData, url.Values) {
+	d := listData{Status: c.QueryParam("status"), FlowID: strings.TrimSpace(c.QueryParam("flow_id")), Limit: 50, Deleted: c.QueryParam("deleted")}
 	if n, err := strconv.Atoi(c.QueryParam("limit")); err == nil && n > 0 && n <= 500 {
 		d.Limit = n
 	}
@@ -70,18 +122,63 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 	if d.FlowID != "" {
 		q.Set("flow_id", d.FlowID)
 	}
-	if d.Cursor != "" {
-		q.Set("cursor", d.Cursor)
+	for _, f := range []struct {
+		name string
+		to   *string
+	}{{"started_after", &d.StartedAfter}, {"started_before", &d.StartedBefore}, {"wake_after", &d.WakeAfter}, {"wake_before", &d.WakeBefore}} {
+		v := strings.TrimSpace(c.QueryParam(f.name))
+		if v == "" {
+			continue
+		}
+		*f.to = v
+		if t, ok := formTime(v); ok {
+			q.Set(f.name, t)
+		} else if d.Problem == nil {
+			d.Problem = newProblem(http.StatusBadRequest, "invalid_time", "%s %q is not a time (2006-01-02T15:04, UTC): left out", f.name, v)
+		}
 	}
-	if p := u.call(c, http.MethodGet, "/api/executions?"+q.Encode(), nil, &d.List); p != nil {
+	return d, q
+}
+
+func (u *uiServer) executionsPage(c echo.Context) error {
+	s, err := u.page(c)
+	if s == nil {
+		return err
+	}
+	d, q := listQuery(c)
+	list := url.Values{}
+	for k, v := range q {
+		list[k] = v
+	}
+	if cur := c.QueryParam("cursor"); cur != "" {
+		list.Set("cursor", cur)
+	}
+	if p := u.call(c, http.MethodGet, "/api/executions?"+list.Encode(), nil, &d.List); p != nil {
 		return u.fail(c, p)
 	}
-	d.First = d.Cursor == ""
+	d.First = list.Get("cursor") == ""
+	d.Query = q.Encode()
 	if d.List.NextCursor != "" {
-		q.Set("cursor", d.List.NextCursor)
-		d.Next = "/ui/executions?" + q.Encode()
+		list.Set("cursor", d.List.NextCursor)
+		d.Next = "/ui/executions?" + list.Encode()
 	}
-	return u.render(c, http.StatusOK, "executions.html", "", uiPage{Title: "Executions", Nav: "executions", S: s, Data: d})
+	if d.First {
+		sq := url.Values{}
+		for _, k := range []string{"status", "flow_id"} {
+			if v := q.Get(k); v != "" {
+				sq.Set(k, v)
+			}
+		}
+		d.Follow = "/ui/executions/stream?" + sq.Encode()
+	}
+	if via := c.QueryParam("via"); via == "sse" || via == "poll" {
+		d.Via = via
+	}
+	page := uiPage{Title: "Executions", Nav: "executions", S: s, Data: d}
+	if c.QueryParam("fragment") == "rows" {
+		return u.render(c, http.StatusOK, "executions.html", "list", page)
+	}
+	return u.render(c, http.StatusOK, "executions.html", "", page)
 }
 
 // execData is one execution's page.
@@ -89,8 +186,10 @@ type execData struct {
 	ID      string
 	View    ExecutionView
 	St      *state.Execution
-	Version string // of what the live region shows: the poll answers 204 while it is the same
-	Live    bool   // not terminal: the page polls
+	Version string // of what the live region shows: a refresh answers 204 while it is the same
+	Live    bool   // not terminal: the page follows its events (and polls without them)
+	Follow  string // the events the page follows (the relay of GET /api/executions/{id}/events)
+	Via     string // what asked for this region: sse, poll or action (the page's own record)
 	SVG     template.HTML
 	Graph   string
 	Flow    *engine.Flow
@@ -101,7 +200,9 @@ type execData struct {
 	Timeline       []state.TimelineEntry
 	Older          int // the seq before which older entries are fetched (0: none)
 	Waiting        *waitPanel
+	Timers         []control.Timer
 	Approval       bool // suspended at an approval: the answer form
+	Deletable      bool // not running: a delete needs no force
 	Notice         string
 }
 
@@ -145,53 +246,72 @@ func (u *uiServer) executionPage(c echo.Context) error {
 	if s == nil {
 		return err
 	}
-	d, p := u.execution(c, s)
+	d, p := u.executionView(c)
 	if p != nil {
 		return u.fail(c, p)
 	}
+	u.fill(c, s, d)
 	return u.render(c, http.StatusOK, "execution.html", "", uiPage{Title: "Execution " + d.ID, Nav: "executions", S: s, Data: d})
 }
 
-// executionLive is the poll: 204 while the version the page has is current, else the live
-// region anew.
+// executionLive is the live region anew, asked for when the execution's events say it moved
+// (or by the poll that stands in for them): 204 while the version the page has is current,
+// before any of the region is built.
 func (u *uiServer) executionLive(c echo.Context) error {
 	s, err := u.page(c)
 	if s == nil {
 		return err
 	}
-	d, p := u.execution(c, s)
+	d, p := u.executionView(c)
 	if p != nil {
 		return u.fail(c, p)
 	}
 	if v := c.QueryParam("v"); v != "" && v == d.Version {
 		return c.NoContent(http.StatusNoContent)
 	}
+	u.fill(c, s, d)
+	if via := c.QueryParam("via"); via == "sse" || via == "poll" || via == "action" {
+		d.Via = via
+	}
 	return u.render(c, http.StatusOK, "execution.html", "live", uiPage{S: s, Data: d})
 }
 
-// execution reads one execution through the API and its flow version, and builds its page.
-func (u *uiServer) execution(c echo.Context, s *uiSession) (*execData, *Problem) {
+// executionView reads one execution through the API and names the version of what its live
+// region shows.
+func (u *uiServer) executionView(c echo.Context) (*execData, *Problem) {
 	d := &execData{ID: c.Param("id")}
 	if p := u.call(c, http.MethodGet, "/api/executions/"+url.PathEscape(d.ID), nil, &d.View); p != nil {
 		return nil, p
 	}
 	d.St = d.View.Execution
 	d.Version = liveVersion(&d.View)
-	switch {
-	case d.View.Queued != nil:
-		d.Live = true
-		return d, nil
-	case d.St == nil:
-		return d, nil
+	return d, nil
+}
+
+// fill builds the page of the execution d read: its flow version's picture with the path, the
+// decisions, the results, the newest timeline entries, what it waits on.
+func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
+	d.Timers = d.View.Timers
+	if d.View.Queued != nil {
+		d.Live, d.Follow = true, "/ui/executions/"+url.PathEscape(d.ID)+"/events"
+		d.Waiting = u.waitPanel(c, s, &d.View)
+		return
+	}
+	if d.St == nil {
+		return // unreadable: what is stored is shown as it is
 	}
 	d.Live = !d.St.Status.Terminal()
+	d.Deletable = d.St.Status != state.Running && d.St.Status != state.Pending
+	if d.Live {
+		d.Follow = "/ui/executions/" + url.PathEscape(d.ID) + "/events?after=" + strconv.Itoa(d.St.TimelineDropped+len(d.St.Timeline))
+	}
 	d.Timeline, d.Older = timelineBefore(d.St, 0)
-	d.Waiting = u.waitPanel(c, s, d.St, d.View.Waiting)
+	d.Waiting = u.waitPanel(c, s, &d.View)
 	d.Approval = d.St.Status == state.Suspended && d.St.Suspend != nil && d.St.Suspend.Kind == state.SuspendApproval
 	f, err := u.flowOf(c, d.St)
 	if err != nil {
 		d.Graph = err.Error()
-		return d, nil
+		return
 	}
 	d.Flow = f
 	all := graph.Decisions(f, d.St)
@@ -207,7 +327,6 @@ func (u *uiServer) execution(c echo.Context, s *uiSession) (*execData, *Problem)
 		d.Graph = err.Error()
 	}
 	d.SVG = template.HTML(svg) // written by package graph, every text escaped there
-	return d, nil
 }
 
 // flowOf is the flow version st runs, read through the API and parsed as a worker would.
@@ -217,7 +336,7 @@ func (u *uiServer) flowOf(c echo.Context, st *state.Execution) (*engine.Flow, er
 	if p := u.call(c, http.MethodGet, path, nil, &shown); p != nil {
 		return nil, fmt.Errorf("flow %s version %s: %s", st.FlowID, st.FlowVersion, p.Detail)
 	}
-	f, err := u.a.d.Plane.ParseFlow(shown.Definition)
+	f, err := u.a.ops().ParseFlow(shown.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s version %s: %w", st.FlowID, st.FlowVersion, err)
 	}
@@ -225,7 +344,8 @@ func (u *uiServer) flowOf(c echo.Context, st *state.Execution) (*engine.Flow, er
 }
 
 // liveVersion names what the live region shows: the state's progress and what wakes it (the
-// roles alive, the delay entry), not the times that count down on their own.
+// roles alive, the delay entry, a retry's attempt, what holds a queued start), not the times
+// that count down on their own.
 func liveVersion(v *ExecutionView) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|", v.View)
@@ -242,13 +362,22 @@ func liveVersion(v *ExecutionView) string {
 			fmt.Fprintf(h, "%s|%d|", w.Due.Entry, w.Due.Attempts)
 		}
 	}
+	if pr := v.Progress; pr != nil {
+		fmt.Fprintf(h, "w=%d/%d|%d|", pr.Workers.Alive, pr.Workers.Stopping, len(pr.Problems))
+		if pr.Retry != nil {
+			fmt.Fprintf(h, "r=%d|", pr.Retry.Attempt)
+		}
+	}
 	if q := v.Queued; q != nil {
-		fmt.Fprintf(h, "%d|", q.WorkersAlive)
+		fmt.Fprintf(h, "%d|%s|%v|", q.WorkersAlive, q.Task.ID, q.Task.Pending)
+		if w := q.Wait; w != nil {
+			fmt.Fprintf(h, "%s|", w.Text)
+		}
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
-// results are the nodes' results in flow order, as previews.
+// results are the nodes' results in flow order, as previews (each result encoded once).
 func results(f *engine.Flow, st *state.Execution) []nodeResult {
 	nodes, _ := st.Context[state.ContextNodes].(map[string]any)
 	var out []nodeResult
@@ -260,9 +389,10 @@ func results(f *engine.Flow, st *state.Execution) []nodeResult {
 		}
 		r := nodeResult{Node: n.ID, Type: n.Type, Has: has, Timing: t}
 		if has {
-			r.Preview = preview(v)
 			if b, err := json.Marshal(v); err == nil {
-				r.Bytes = len(b)
+				r.Preview, r.Bytes = previewJSON(b), len(b)
+			} else {
+				r.Preview = preview(v)
 			}
 		}
 		out = append(out, r)
@@ -291,24 +421,42 @@ func timelineBefore(st *state.Execution, seq int) ([]state.TimelineEntry, int) {
 	return page, older
 }
 
+// executionTimeline is the page of entries before seq `before`, newest first, read from GET
+// /api/executions/{id}/timeline (oldest first from after: the entries are numbered without
+// gaps, so the page before `before` starts after before-1-timelinePage).
 func (u *uiServer) executionTimeline(c echo.Context) error {
 	s, err := u.page(c)
 	if s == nil {
 		return err
 	}
-	var v ExecutionView
-	if p := u.call(c, http.MethodGet, "/api/executions/"+url.PathEscape(c.Param("id")), nil, &v); p != nil {
-		return u.fail(c, p)
-	}
-	d := &execData{ID: c.Param("id"), View: v, St: v.Execution}
-	if d.St != nil {
-		before, _ := strconv.Atoi(c.QueryParam("before"))
-		d.Timeline, d.Older = timelineBefore(d.St, before)
+	before, _ := strconv.Atoi(c.QueryParam("before"))
+	d := &execData{ID: c.Param("id")}
+	if before > 1 {
+		after := max(before-1-timelinePage, 0)
+		var page control.TimelinePage
+		path := "/api/executions/" + url.PathEscape(d.ID) + "/timeline?after=" + strconv.Itoa(after) + "&limit=" + strconv.Itoa(before-1-after)
+		if p := u.call(c, http.MethodGet, path, nil, &page); p != nil {
+			return u.fail(c, p)
+		}
+		for _, e := range page.Entries {
+			if e.Seq < before {
+				d.Timeline = append(d.Timeline, e)
+			}
+		}
+		slices.Reverse(d.Timeline)
+		if n := len(d.Timeline); n > 0 && d.Timeline[n-1].Seq > page.Dropped+1 {
+			d.Older = d.Timeline[n-1].Seq
+		}
 	}
 	return u.render(c, http.StatusOK, "execution.html", "timeline-rows", uiPage{S: s, Data: d})
 }
 
-// executionResult is one node's whole result, on demand.
+// inlineResultBytes bounds a whole result shown in the page: a larger one is shown up to it,
+// with a link that downloads it whole (a 5 MB text would hold the browser up as it lays it out).
+const inlineResultBytes = 256 << 10
+
+// executionResult is one node's whole result, on demand: in the page up to inlineResultBytes,
+// or (download=1) as a JSON file.
 func (u *uiServer) executionResult(c echo.Context) error {
 	s, err := u.page(c)
 	if s == nil {
@@ -327,7 +475,36 @@ func (u *uiServer) executionResult(c echo.Context) error {
 	if !ok {
 		return u.fail(c, newProblem(http.StatusNotFound, "no_result", "node %q has no result in execution %s", node, c.Param("id")))
 	}
-	return u.render(c, http.StatusOK, "execution.html", "result", uiPage{S: s, Data: map[string]any{"Node": node, "JSON": pretty(val)}})
+	if c.QueryParam("download") == "1" {
+		b, err := json.Marshal(val)
+		if err != nil {
+			return u.fail(c, u.internal(c, fmt.Errorf("ui: encode the result of %s: %w", node, err)))
+		}
+		c.Response().Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": c.Param("id") + "-" + node + ".json"}))
+		return c.Blob(http.StatusOK, "application/json", b)
+	}
+	text := pretty(val)
+	r := resultView{Node: node, ID: c.Param("id"), Bytes: len(text)}
+	r.JSON, r.Cut = cutText(text, inlineResultBytes)
+	return u.render(c, http.StatusOK, "execution.html", "result", uiPage{S: s, Data: r})
+}
+
+// resultView is a node's result in the page: all of it, or (Cut) its first inlineResultBytes.
+type resultView struct {
+	ID, Node, JSON string
+	Bytes          int
+	Cut            bool
+}
+
+// cutText is s, or its first n bytes (on a rune boundary) and true.
+func cutText(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
 }
 
 // executionAction is a button of the page: cancel, or a resume (continue, retry …) through the
@@ -352,24 +529,33 @@ func (u *uiServer) executionAction(c echo.Context) error {
 	return u.render(c, http.StatusOK, "execution.html", "done", uiPage{Data: done})
 }
 
-// executionApprove answers the pending approval as the logged-in user (control.AnswerApproval:
-// who answered is recorded in the execution), checked as the worker will check it.
+// executionApprove answers the pending approval (POST /api/approvals/{id}: checked as the
+// worker will check it; who answered is the logged-in user, recorded in the execution).
 func (u *uiServer) executionApprove(c echo.Context) error {
-	call, p := u.authorize(c, uiRoutes.answer)
-	if p != nil {
-		return u.fail(c, p)
-	}
-	id := c.Param("id")
-	approved := c.FormValue("decision") == "approve"
-	call.Audit.Target = id
-	call.Note("approved", approved)
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	done, err := u.a.d.Plane.AnswerApproval(ctx, control.Answer{Tenant: call.Tenant, ID: id, Approved: approved,
-		Comment: c.FormValue("comment"), By: call.Principal.Actor})
-	if p := u.done(ctx, call, err); p != nil {
+	body := map[string]any{"approved": c.FormValue("decision") == "approve", "comment": c.FormValue("comment")}
+	var done control.Done
+	if p := u.call(c, http.MethodPost, "/api/approvals/"+url.PathEscape(c.Param("id")), body, &done); p != nil {
 		return u.fail(c, p)
 	}
 	c.Response().Header().Set("HX-Trigger", "execution-changed")
 	return u.render(c, http.StatusOK, "execution.html", "done", uiPage{Data: done})
+}
+
+// executionDelete deletes the execution (DELETE /api/executions/{id}; force for a running or
+// pending one) after the page's confirmation, and goes back to the list.
+func (u *uiServer) executionDelete(c echo.Context) error {
+	id := c.Param("id")
+	if c.FormValue("confirm") != "yes" {
+		return u.fail(c, newProblem(http.StatusBadRequest, "unconfirmed", "deleting execution %s needs confirm=yes", id))
+	}
+	path := "/api/executions/" + url.PathEscape(id)
+	if c.FormValue("force") == "true" {
+		path += "?force=true"
+	}
+	var done control.Done
+	if p := u.call(c, http.MethodDelete, path, nil, &done); p != nil {
+		return u.fail(c, p)
+	}
+	c.Response().Header().Set("HX-Redirect", "/ui/executions?deleted="+url.QueryEscape(id))
+	return c.NoContent(http.StatusOK)
 }

@@ -65,7 +65,7 @@ func (u *uiServer) flowPage(c echo.Context) error {
 		return u.fail(c, p)
 	}
 	d.Pretty, d.Input = pretty(d.Flow.Definition), "{}"
-	if f, err := u.a.d.Plane.ParseFlow(d.Flow.Definition); err != nil {
+	if f, err := u.a.ops().ParseFlow(d.Flow.Definition); err != nil {
 		d.Graph = err.Error()
 	} else {
 		d.Nodes, d.Warning = f.Nodes, f.Warnings

@@ -73,6 +73,11 @@ func preview(v any) string {
 	if err != nil {
 		return fmt.Sprintf("%v", v)
 	}
+	return previewJSON(b)
+}
+
+// previewJSON is preview of JSON text b.
+func previewJSON(b []byte) string {
 	if len(b) <= previewBytes {
 		return unescapeHTML(string(b))
 	}

@@ -3,122 +3,134 @@ package web
 import (
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"plaita/control"
+	"plaita/queue"
 	"plaita/store"
 )
 
-// The operations the API has no endpoint for yet — approvals, dead letters, events, schedules,
-// the cluster — run here on control, the functions `plaita approval|dlq|event|schedule|status`
-// call, after the API's access check for the Route each needs (uiRoutes). When their
-// endpoints land, these pages call them as the flow and execution pages call theirs.
+// Approvals, dead letters, events, schedules and the cluster: the pages over GET/POST
+// /api/approvals, /api/dead-letters, /api/events, /api/schedules and /api/cluster/status, the
+// routes `plaita approval|dlq|event|schedule|status` answer the same way.
 
 func (u *uiServer) opsRoutes(g *echo.Group) {
 	g.GET("/approvals", u.approvalsPage)
 	g.GET("/deadletters", u.deadLettersPage)
+	g.GET("/deadletters/:id", u.deadLetterPayload)
 	g.POST("/deadletters/:id/replay", u.replayDeadLetter)
 	g.GET("/events", u.eventsPage)
 	g.POST("/events", u.publishEvent)
-	g.GET("/schedules", u.schedulesPage)
-	g.POST("/schedules/:id/enabled", u.setSchedule)
 	g.GET("/cluster", u.clusterPage)
+	u.scheduleRoutes(g)
 }
 
-// opsPage authorizes a page's read and gives its session; a nil session when it has answered
-// (the login page, the refusal).
-func (u *uiServer) opsPage(c echo.Context, r Route) (*uiSession, *Call, error) {
+// pageQuery is a list page's cursor and limit as the API's query (limit: one of the choices
+// the pages offer, else def).
+func pageQuery(c echo.Context, def string) url.Values {
+	q := url.Values{"limit": {def}}
+	if n, err := strconv.Atoi(c.QueryParam("limit")); err == nil && n > 0 && n <= 500 {
+		q.Set("limit", strconv.Itoa(n))
+	}
+	if cur := c.QueryParam("cursor"); cur != "" {
+		q.Set("cursor", cur)
+	}
+	return q
+}
+
+// nextPage is the page's own URL with the cursor of the next page ("" when there is none).
+func nextPage(path string, q url.Values, cursor string) string {
+	if cursor == "" {
+		return ""
+	}
+	n := url.Values{}
+	for k, v := range q {
+		n[k] = v
+	}
+	n.Set("cursor", cursor)
+	return path + "?" + n.Encode()
+}
+
+// pagedData is a page of a cursor-paged list: the API's answer, the next page's URL, whether it
+// is the first, and the list's filter as the form had it.
+type pagedData[T any] struct {
+	Page   T
+	Next   string
+	First  bool
+	Filter string
+}
+
+// pagedList renders the page of file over GET api?q (the page's cursor and limit, and q's
+// filter), with the link to the next page of self (next: the answer's next cursor).
+func pagedList[T any](u *uiServer, c echo.Context, api, self string, q url.Values, next func(*T) string, file string, page uiPage) error {
 	s, err := u.page(c)
 	if s == nil {
-		return nil, nil, err
+		return err
 	}
-	call, p := u.authorize(c, r)
-	if p != nil {
-		return nil, nil, u.fail(c, p)
+	for k, v := range pageQuery(c, q.Get("limit")) {
+		q[k] = v
 	}
-	return s, call, nil
+	d := pagedData[T]{First: q.Get("cursor") == "", Filter: q.Get("type")}
+	if p := u.call(c, http.MethodGet, api+"?"+q.Encode(), nil, &d.Page); p != nil {
+		return u.fail(c, p)
+	}
+	d.Next = nextPage(self, q, next(&d.Page))
+	page.S, page.Data = s, d
+	return u.render(c, http.StatusOK, file, "", page)
 }
 
 func (u *uiServer) approvalsPage(c echo.Context) error {
-	s, call, err := u.opsPage(c, uiRoutes.approvals)
-	if s == nil {
-		return err
-	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	page, err := u.a.d.Plane.Approvals(ctx, call.Tenant, c.QueryParam("cursor"), 50)
-	if err != nil {
-		return u.fail(c, problemFor(err))
-	}
-	return u.render(c, http.StatusOK, "approvals.html", "", uiPage{Title: "Approvals", Nav: "approvals", S: s, Data: page})
+	return pagedList(u, c, "/api/approvals", "/ui/approvals", url.Values{"limit": {"50"}}, func(p *ApprovalList) string { return p.NextCursor },
+		"approvals.html", uiPage{Title: "Approvals", Nav: "approvals"})
 }
 
 func (u *uiServer) deadLettersPage(c echo.Context) error {
-	s, call, err := u.opsPage(c, uiRoutes.deadLetters)
+	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", url.Values{"limit": {"50"}}, func(p *control.DeadLetterPage) string { return p.NextCursor },
+		"deadletters.html", uiPage{Title: "Dead letters", Nav: "deadletters"})
+}
+
+// deadLetterPayload is one dead letter's payload, on demand (GET /api/dead-letters/{id}).
+func (u *uiServer) deadLetterPayload(c echo.Context) error {
+	s, err := u.page(c)
 	if s == nil {
 		return err
 	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	es, err := u.a.d.Plane.DeadLetters(ctx, call.Tenant, false, 100)
-	if err != nil {
-		return u.fail(c, problemFor(err))
-	}
-	return u.render(c, http.StatusOK, "deadletters.html", "", uiPage{Title: "Dead letters", Nav: "deadletters", S: s, Data: es})
-}
-
-// replayDeadLetter replays one dead letter once (a second replay is refused by the queue); the
-// page asks for confirmation first, and the form must say so.
-func (u *uiServer) replayDeadLetter(c echo.Context) error {
-	call, p := u.authorize(c, uiRoutes.replay)
-	if p != nil {
+	var e queue.DLQEntry
+	if p := u.call(c, http.MethodGet, "/api/dead-letters/"+url.PathEscape(c.Param("id")), nil, &e); p != nil {
 		return u.fail(c, p)
 	}
+	return u.render(c, http.StatusOK, "deadletters.html", "payload", uiPage{S: s, Data: e})
+}
+
+// replayDeadLetter replays one dead letter once (POST /api/dead-letters/{id}/replay, an
+// admin's); the page asks for confirmation first, and the form must say so.
+func (u *uiServer) replayDeadLetter(c echo.Context) error {
 	id := c.Param("id")
-	call.Audit.Target = id
 	if c.FormValue("confirm") != "yes" {
 		return u.fail(c, newProblem(http.StatusBadRequest, "unconfirmed", "replaying dead letter %s needs confirm=yes", id))
 	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	res, err := u.a.d.Plane.ReplayDeadLetter(ctx, call.Tenant, false, id)
-	if err == nil {
-		call.Note("status", res.Status)
-		call.Note("execution", res.ExecutionID)
-	}
-	if p := u.done(ctx, call, err); p != nil {
+	var res queue.ReplayResult
+	if p := u.call(c, http.MethodPost, "/api/dead-letters/"+url.PathEscape(id)+"/replay", nil, &res); p != nil {
 		return u.fail(c, p)
 	}
 	return u.render(c, http.StatusOK, "deadletters.html", "replayed", uiPage{Data: res})
 }
 
-type eventsData struct {
-	Page      store.EventPage
-	Type      string
-	Published *control.EventPublished
-}
-
 func (u *uiServer) eventsPage(c echo.Context) error {
-	s, call, err := u.opsPage(c, uiRoutes.events)
-	if s == nil {
-		return err
+	q := url.Values{"limit": {"50"}}
+	if t := strings.TrimSpace(c.QueryParam("type")); t != "" {
+		q.Set("type", t)
 	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	d := eventsData{Type: strings.TrimSpace(c.QueryParam("type"))}
-	if d.Page, err = u.a.d.Plane.ListEvents(ctx, control.EventList{Tenant: call.Tenant, Type: d.Type, Limit: 50}); err != nil {
-		return u.fail(c, problemFor(err))
-	}
-	return u.render(c, http.StatusOK, "events.html", "", uiPage{Title: "Events", Nav: "events", S: s, Data: d})
+	return pagedList(u, c, "/api/events", "/ui/events", q, func(p *EventList) string { return p.NextCursor },
+		"events.html", uiPage{Title: "Events", Nav: "events"})
 }
 
+// publishEvent publishes the form's event (POST /api/events); empty data is {}.
 func (u *uiServer) publishEvent(c echo.Context) error {
-	call, p := u.authorize(c, uiRoutes.publishEvent)
-	if p != nil {
-		return u.fail(c, p)
-	}
 	data := strings.TrimSpace(c.FormValue("data"))
 	if data == "" {
 		data = "{}"
@@ -126,76 +138,138 @@ func (u *uiServer) publishEvent(c echo.Context) error {
 	if !json.Valid([]byte(data)) {
 		return u.fail(c, newProblem(http.StatusBadRequest, "invalid_event", "the event's data is not valid JSON"))
 	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	ev, err := u.a.d.Plane.PublishEvent(ctx, store.Event{Type: strings.TrimSpace(c.FormValue("type")), TenantID: call.Tenant,
-		ID: strings.TrimSpace(c.FormValue("id")), Data: json.RawMessage(data)})
-	if err == nil {
-		call.Audit.Target = ev.ID
-		call.Note("type", ev.Type)
-		call.Note("duplicate", ev.Duplicate)
+	body := map[string]any{"type": strings.TrimSpace(c.FormValue("type")), "data": json.RawMessage(data)}
+	if id := strings.TrimSpace(c.FormValue("id")); id != "" {
+		body["id"] = id
 	}
-	if p := u.done(ctx, call, err); p != nil {
+	var ev control.EventPublished
+	if p := u.call(c, http.MethodPost, "/api/events", body, &ev); p != nil {
 		return u.fail(c, p)
 	}
 	return u.render(c, http.StatusOK, "events.html", "published", uiPage{Data: ev})
 }
 
-type schedulesData struct {
-	Records []store.ScheduleRecord
-	Bad     []store.BadSchedule
+func (u *uiServer) clusterPage(c echo.Context) error {
+	s, err := u.page(c)
+	if s == nil {
+		return err
+	}
+	var st control.ClusterStatus
+	if p := u.call(c, http.MethodGet, "/api/cluster/status?tenant="+url.QueryEscape(s.Tenant), nil, &st); p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "cluster.html", "", uiPage{Title: "Cluster", Nav: "cluster", S: s, Data: st})
+}
+
+// ---- schedules ----
+
+func (u *uiServer) scheduleRoutes(g *echo.Group) {
+	g.GET("/schedules", u.schedulesPage)
+	g.POST("/schedules", u.createSchedule)
+	g.GET("/schedules/:id", u.schedulePage)
+	g.POST("/schedules/:id", u.updateSchedule)
+	g.POST("/schedules/:id/enabled", u.setSchedule)
+	g.POST("/schedules/:id/delete", u.deleteSchedule)
 }
 
 func (u *uiServer) schedulesPage(c echo.Context) error {
-	s, call, err := u.opsPage(c, uiRoutes.schedules)
-	if s == nil {
-		return err
-	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	var d schedulesData
-	if d.Records, d.Bad, err = u.a.d.Plane.Schedules(ctx, call.Tenant); err != nil {
-		return u.fail(c, problemFor(err))
-	}
-	return u.render(c, http.StatusOK, "schedules.html", "", uiPage{Title: "Schedules", Nav: "schedules", S: s, Data: d})
+	return pagedList(u, c, "/api/schedules", "/ui/schedules", url.Values{"limit": {"100"}}, func(p *control.SchedulePage) string { return p.NextCursor },
+		"schedules.html", uiPage{Title: "Schedules", Nav: "schedules"})
 }
 
-func (u *uiServer) setSchedule(c echo.Context) error {
-	call, p := u.authorize(c, uiRoutes.setSchedule)
+// scheduleForm is the schedule form's fields as the API's body: every field given (an empty
+// version is the latest, empty input is {}); nil with the problem when the input is no JSON.
+func scheduleForm(c echo.Context) (map[string]any, *Problem) {
+	input := strings.TrimSpace(c.FormValue("input"))
+	if input == "" {
+		input = "{}"
+	}
+	if !json.Valid([]byte(input)) {
+		return nil, newProblem(http.StatusBadRequest, "invalid_input", "the schedule's input is not valid JSON")
+	}
+	return map[string]any{"cron": strings.TrimSpace(c.FormValue("cron")), "time_zone": strings.TrimSpace(c.FormValue("time_zone")),
+		"flow_id": strings.TrimSpace(c.FormValue("flow_id")), "flow_version": strings.TrimSpace(c.FormValue("flow_version")),
+		"input": json.RawMessage(input), "enabled": c.FormValue("enabled") == "true"}, nil
+}
+
+// createSchedule creates the form's schedule (POST /api/schedules) and opens its page.
+func (u *uiServer) createSchedule(c echo.Context) error {
+	body, p := scheduleForm(c)
 	if p != nil {
 		return u.fail(c, p)
 	}
-	id, enable := c.Param("id"), c.FormValue("enabled") == "true"
-	call.Audit.Target = id
-	call.Note("enabled", enable)
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	rec, changed, err := u.a.d.Plane.SetScheduleEnabled(ctx, call.Tenant, id, enable)
-	if err == nil {
-		call.Note("changed", changed)
+	if id := strings.TrimSpace(c.FormValue("id")); id != "" {
+		body["id"] = id
 	}
-	if p := u.done(ctx, call, err); p != nil {
+	var added control.ScheduleAdded
+	if p := u.call(c, http.MethodPost, "/api/schedules", body, &added); p != nil {
 		return u.fail(c, p)
 	}
-	s, _ := u.session(c)
-	return u.render(c, http.StatusOK, "schedules.html", "schedule-row", uiPage{S: s, Data: rec})
+	c.Response().Header().Set("HX-Redirect", "/ui/schedules/"+url.PathEscape(added.ID)+"?saved=created")
+	return c.NoContent(http.StatusOK)
 }
 
-type clusterData struct {
-	Status control.ClusterStatus
-	Error  string
+// scheduleData is one schedule's page: its firing state and the form that edits it.
+type scheduleData struct {
+	Rec   store.ScheduleRecord
+	Input string
+	Saved string
 }
 
-func (u *uiServer) clusterPage(c echo.Context) error {
-	s, call, err := u.opsPage(c, uiRoutes.cluster)
+func (u *uiServer) schedulePage(c echo.Context) error {
+	s, err := u.page(c)
 	if s == nil {
 		return err
 	}
-	ctx, cancel := withTimeout(c.Request().Context())
-	defer cancel()
-	var d clusterData
-	if d.Status, err = u.a.d.Plane.Status(ctx, call.Tenant); err != nil {
-		d.Error = err.Error() // a partial status is still worth showing
+	d := scheduleData{Saved: c.QueryParam("saved")}
+	if p := u.call(c, http.MethodGet, "/api/schedules/"+url.PathEscape(c.Param("id")), nil, &d.Rec); p != nil {
+		return u.fail(c, p)
 	}
-	return u.render(c, http.StatusOK, "cluster.html", "", uiPage{Title: "Cluster", Nav: "cluster", S: s, Data: d})
+	d.Input = "{}"
+	if len(d.Rec.Input) > 0 {
+		d.Input = pretty(d.Rec.Input)
+	}
+	return u.render(c, http.StatusOK, "schedule.html", "", uiPage{Title: "Schedule " + d.Rec.ID, Nav: "schedules", S: s, Data: d})
+}
+
+// updateSchedule saves the form (PATCH /api/schedules/{id}: a new calendar fires only its
+// ticks after the change) and shows what changed.
+func (u *uiServer) updateSchedule(c echo.Context) error {
+	body, p := scheduleForm(c)
+	if p != nil {
+		return u.fail(c, p)
+	}
+	var up control.ScheduleUpdated
+	if p := u.call(c, http.MethodPatch, "/api/schedules/"+url.PathEscape(c.Param("id")), body, &up); p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "schedule.html", "saved", uiPage{Data: up})
+}
+
+// setSchedule enables or disables a schedule (POST /api/schedules/{id}/enable|disable) and
+// answers its row anew.
+func (u *uiServer) setSchedule(c echo.Context) error {
+	verb := "disable"
+	if c.FormValue("enabled") == "true" {
+		verb = "enable"
+	}
+	var up control.ScheduleUpdated
+	if p := u.call(c, http.MethodPost, "/api/schedules/"+url.PathEscape(c.Param("id"))+"/"+verb, nil, &up); p != nil {
+		return u.fail(c, p)
+	}
+	s, _ := u.session(c)
+	return u.render(c, http.StatusOK, "schedules.html", "schedule-row", uiPage{S: s, Data: up.ScheduleRecord})
+}
+
+// deleteSchedule deletes a schedule (DELETE /api/schedules/{id}) after the page's confirmation.
+func (u *uiServer) deleteSchedule(c echo.Context) error {
+	id := c.Param("id")
+	if c.FormValue("confirm") != "yes" {
+		return u.fail(c, newProblem(http.StatusBadRequest, "unconfirmed", "deleting schedule %s needs confirm=yes", id))
+	}
+	if p := u.call(c, http.MethodDelete, "/api/schedules/"+url.PathEscape(id), nil, nil); p != nil {
+		return u.fail(c, p)
+	}
+	c.Response().Header().Set("HX-Redirect", "/ui/schedules")
+	return c.NoContent(http.StatusOK)
 }

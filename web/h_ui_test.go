@@ -125,7 +125,9 @@ func TestUIEditorPublishesAndRuns(t *testing.T) {
 		t.Fatalf("run: %d %q", res.StatusCode, to)
 	}
 	_, body = ed.get(t, to, http.StatusOK)
-	mustHave(t, "the queued execution", body, "Queued", `hx-trigger="every 2s`)
+	id := strings.TrimPrefix(to, "/ui/executions/")
+	mustHave(t, "the queued execution", body, "Queued", `data-status="queued"`, `data-follow="/ui/executions/`+id+`/events"`, `data-poll="2000"`,
+		`data-kind="queued"`, "no worker is alive")
 	for _, page := range []string{"/ui/executions", "/ui/executions?status=pending&flow_id=ask", "/ui/flows", "/ui/flows/new?from=ask",
 		"/ui/approvals", "/ui/events", "/ui/schedules", "/ui/deadletters"} {
 		ed.get(t, page, http.StatusOK)
@@ -341,7 +343,7 @@ func TestUISchedulesAndApprovals(t *testing.T) {
 	if rec, err := f.plane.Schedule(ctx, "default", "nightly"); err != nil || rec.Enabled {
 		t.Fatalf("still enabled: %+v %v", rec, err)
 	}
-	if row, ok := f.audited(t, "schedule.set_enabled"); !ok || row.Actor != "sid" || row.Target != "nightly" {
+	if row, ok := f.audited(t, "schedule.disable"); !ok || row.Actor != "sid" || row.Target != "nightly" {
 		t.Fatalf("audit %+v", row)
 	}
 	_, body = viewer.get(t, "/ui/schedules", http.StatusOK)

@@ -14,14 +14,17 @@ import (
 )
 
 // waitPanel is the "why is this waiting?" panel of a non-terminal execution: the one cause,
-// from the wake-up report control builds for `plaita execution show` (control/wakeup.go) —
-// the event awaited with its match and how long its subscription has waited, a delay's due
-// time, an approval and who may answer it — and what blocks it: no live role to wake it, the
-// tenant disabled.
+// from what GET /api/executions/{id} reports — for a suspended one the wake-up report control
+// builds for `plaita execution show` (control/wakeup.go: the event awaited with its match and
+// how long its subscription has waited, a delay's due time, an approval and who may answer
+// it), for a running one its progress (control/progress.go: its node's retry back-off, the
+// workers alive), for a queued one what holds its start (the tenant's running quota, a config
+// family no live worker runs) — and what blocks it: no live role to wake it, the tenant
+// disabled.
 type waitPanel struct {
-	Kind  string // event | delay | approval | running | pending | tenant_disabled
+	Kind  string // event | delay | approval | running | pending | retry | queued | quota | family_mismatch | tenant_disabled
 	Cause string // the headline
-	Text  string // the wake-up report's sentence
+	Text  string // the report's sentence
 	// Blockers say why nothing will wake it: no live role of those the wake-up report counts
 	// (the rules control's status uses for "unwoken" executions), a delay entry given up.
 	// Timeouts say why its timeout will not fire (an event wait or an approval still wakes on
@@ -32,10 +35,11 @@ type waitPanel struct {
 	Since            time.Time // when it suspended: its subscription's age
 	// Approvals.
 	Message, Who string
-	// A due time: the delay's, or the wait's or approval's timeout.
+	// A due time: the delay's, the wait's or approval's timeout, a retry's next attempt.
 	Due     *time.Time
 	DueWhat string
 	Entry   string // its delay-queue entry: scheduled, retrying, dead, missing
+	Detail  string // a retry: the failed attempt's entry (its error)
 	Roles   []roleCount
 	Lines   []string // the report's problems
 }
@@ -46,9 +50,14 @@ type roleCount struct {
 	Built           bool
 }
 
-// waitPanel builds the panel of st (nil for a terminal execution).
-func (u *uiServer) waitPanel(c echo.Context, s *uiSession, st *state.Execution, w *control.WakeUp) *waitPanel {
-	if st.Status.Terminal() {
+func wakeRole(role string, r control.WakeRole) roleCount {
+	return roleCount{Role: role, Alive: r.Alive, Stopping: r.Stopping, Built: r.Built}
+}
+
+// waitPanel builds the panel of the execution v shows (nil for a terminal one).
+func (u *uiServer) waitPanel(c echo.Context, s *uiSession, v *ExecutionView) *waitPanel {
+	st := v.Execution
+	if st != nil && st.Status.Terminal() || st == nil && v.Queued == nil {
 		return nil
 	}
 	p := &waitPanel{}
@@ -58,25 +67,63 @@ func (u *uiServer) waitPanel(c echo.Context, s *uiSession, st *state.Execution, 
 		return p
 	}
 	switch {
-	case st.Status == state.Suspended && w != nil:
-		u.suspendedPanel(p, st, w)
-	case st.Status == state.Running || st.Status == state.Pending:
-		p.Kind = string(st.Status)
-		p.Cause = fmt.Sprintf("%s at node %s", st.Status, st.CurrentNode)
-		r, err := u.a.d.Plane.Alive(c.Request().Context(), "worker")
-		p.Roles = []roleCount{{Role: "worker", Alive: r.Alive, Stopping: r.Stopping, Built: r.Built}}
-		switch {
-		case err != nil:
-			p.Lines = append(p.Lines, "the registry cannot be read: "+err.Error())
-		case r.Alive == 0:
-			p.Blockers = append(p.Blockers, "no worker is alive: nothing runs it until one starts (plaita worker)")
-		default:
-			p.Text = fmt.Sprintf("a worker runs it (%d alive); it moves on when the node returns", r.Alive)
-		}
+	case v.Queued != nil:
+		queuedPanel(p, v.Queued)
+	case st.Status == state.Suspended && v.Waiting != nil:
+		u.suspendedPanel(p, st, v.Waiting)
+	case v.Progress != nil:
+		progressPanel(p, st, v.Progress)
 	default:
 		p.Kind, p.Cause = string(st.Status), "suspended, with no wake-up report"
 	}
 	return p
+}
+
+// queuedPanel: a start no worker has run yet, and what holds it.
+func queuedPanel(p *waitPanel, q *control.QueuedView) {
+	p.Kind, p.Cause = "queued", "queued: no worker has started it yet" // the page says q.Text above the panel
+	p.Roles = []roleCount{{Role: "worker", Alive: q.WorkersAlive, Built: true}}
+	if q.WorkersAlive == 0 {
+		p.Blockers = append(p.Blockers, "no worker is alive: nothing runs it until one starts (plaita worker)")
+	}
+	w := q.Wait
+	switch {
+	case w == nil:
+	case w.Family != nil:
+		p.Kind, p.Cause = "family_mismatch", "a config-family mismatch holds its start pending"
+		p.Blockers = append(p.Blockers, w.Family.Text)
+	case w.Quota != nil:
+		if w.Quota.Full {
+			p.Kind = "quota"
+			p.Cause = fmt.Sprintf("tenant %s is over its running quota: %d running, limit %d", w.Quota.TenantID, w.Quota.Running, w.Quota.Limit.Limit)
+			p.Lines = append(p.Lines, fmt.Sprintf("the limit comes from %s", w.Quota.Source))
+		}
+		if w.DeferCount > 0 {
+			p.Lines = append(p.Lines, fmt.Sprintf("a worker deferred this start %d time(s) for the tenant's running quota; it starts when one of the tenant's executions ends or suspends", w.DeferCount))
+		}
+	}
+}
+
+// progressPanel: a running or pending execution — in its node's retry back-off, or running a
+// node on a worker, or with no worker alive.
+func progressPanel(p *waitPanel, st *state.Execution, pr *control.Progress) {
+	p.Kind, p.Text, p.Lines = string(st.Status), pr.Text, pr.Problems
+	p.Cause = fmt.Sprintf("%s at node %s", st.Status, st.CurrentNode)
+	p.Roles = []roleCount{wakeRole("worker", pr.Workers)}
+	if r := pr.Retry; r != nil {
+		p.Kind, p.Detail, p.Text = "retry", r.Detail, "" // the cause, the due time and the attempt's entry say it all
+		p.Cause = fmt.Sprintf("a retry back-off: attempt %d of %d of node %s failed", r.Attempt, r.MaxAttempts, r.Node)
+		if r.MaxAttempts == 0 {
+			p.Cause = fmt.Sprintf("a retry back-off: node %s failed %d time(s)", r.Node, r.Attempt)
+		}
+		if !r.Next.IsZero() {
+			next := r.Next
+			p.Due, p.DueWhat = &next, "tries again"
+		}
+	}
+	if pr.Workers.Alive == 0 && len(pr.Problems) == 0 {
+		p.Blockers = append(p.Blockers, "no worker is alive: nothing runs it until one starts (plaita worker)")
+	}
 }
 
 // suspendedPanel fills p from the wake-up report of a suspended execution.
@@ -85,7 +132,7 @@ func (u *uiServer) suspendedPanel(p *waitPanel, st *state.Execution, w *control.
 	p.Kind, p.Text, p.Lines = w.Kind, w.Text, w.Problems
 	for _, r := range []string{"filter", "delay", "console"} {
 		if rc, ok := w.Roles[r]; ok {
-			p.Roles = append(p.Roles, roleCount{Role: r, Alive: rc.Alive, Stopping: rc.Stopping, Built: rc.Built})
+			p.Roles = append(p.Roles, wakeRole(r, rc))
 		}
 	}
 	if sp != nil {
@@ -107,22 +154,28 @@ func (u *uiServer) suspendedPanel(p *waitPanel, st *state.Execution, w *control.
 		p.DueWhat = "times out"
 	}
 	if w.Due != nil {
-		due := w.Due.Due
-		p.Due, p.Entry = &due, w.Due.Entry
-		if w.Kind == state.SuspendDelay {
-			p.Cause = "a delay due at " + formatTime(due)
-		}
-		dr := w.Roles["delay"]
-		switch {
-		case (w.Due.Entry == "dead" || (w.Due.Entry == "missing" && due.After(u.now()))) && w.Kind == state.SuspendDelay:
-			p.Blockers = append(p.Blockers, w.Due.Text)
-		case w.Due.Entry == "dead" || (w.Due.Entry == "missing" && due.After(u.now())):
-			p.Timeouts = append(p.Timeouts, w.Due.Text)
-		case dr.Alive == 0 && w.Due.Entry != "missing" && w.Kind == state.SuspendDelay:
-			p.Blockers = append(p.Blockers, "no delay role is alive: nothing will continue it when it is due until one runs (plaita delay)")
-		case dr.Alive == 0 && w.Due.Entry != "missing":
-			p.Timeouts = append(p.Timeouts, "no delay role is alive: nothing will time it out when it is due until one runs (plaita delay)")
-		}
+		u.duePanel(p, w)
+	}
+}
+
+// duePanel adds a suspension's due time and what keeps it from firing.
+func (u *uiServer) duePanel(p *waitPanel, w *control.WakeUp) {
+	due := w.Due.Due
+	p.Due, p.Entry = &due, w.Due.Entry
+	if w.Kind == state.SuspendDelay {
+		p.Cause = "a delay due at " + formatTime(due)
+	}
+	dr := w.Roles["delay"]
+	lost := w.Due.Entry == "dead" || (w.Due.Entry == "missing" && due.After(u.now()))
+	switch {
+	case lost && w.Kind == state.SuspendDelay:
+		p.Blockers = append(p.Blockers, w.Due.Text)
+	case lost:
+		p.Timeouts = append(p.Timeouts, w.Due.Text)
+	case dr.Alive == 0 && w.Due.Entry != "missing" && w.Kind == state.SuspendDelay:
+		p.Blockers = append(p.Blockers, "no delay role is alive: nothing will continue it when it is due until one runs (plaita delay)")
+	case dr.Alive == 0 && w.Due.Entry != "missing":
+		p.Timeouts = append(p.Timeouts, "no delay role is alive: nothing will time it out when it is due until one runs (plaita delay)")
 	}
 }
 

@@ -94,7 +94,7 @@ func registerFlowRoutes(a *api) {
 	executions := []string{"executions"}
 	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
 		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Local: true, Bounded: true, Status: http.StatusCreated, Limited: true}, a.startExecution)
-	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, start time, indexed fields, cursor)",
+	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, start time, due time, indexed fields, cursor)",
 		Tags: executions, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.listExecutions)
 	register(a, Route{ID: "execution-get", Method: get, Path: "/api/executions/{id}", Summary: "Read an execution: its state, what wakes it, what can be done next",
 		Tags: executions, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.getExecution)

@@ -46,7 +46,7 @@ func chromiumPath(t *testing.T) string {
 }
 
 // newBrowser starts a browser for pages of base; the screenshots go to $PLAITA_UI_SCREENSHOTS
-// (made when missing), else to the test's directory.
+// (made when missing), else to test/e2e/out/ui (git-ignored: they are looked at, not committed).
 func newBrowser(t *testing.T, base string) *browser {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath(t)), chromedp.NoSandbox,
@@ -56,8 +56,9 @@ func newBrowser(t *testing.T, base string) *browser {
 	t.Cleanup(func() { cancel(); cancelAlloc() })
 	b := &browser{t: t, ctx: ctx, base: base, shots: os.Getenv("PLAITA_UI_SCREENSHOTS")}
 	if b.shots == "" {
-		b.shots = t.TempDir()
-	} else if err := os.MkdirAll(b.shots, 0o755); err != nil {
+		b.shots = filepath.Join(repoRoot, "test", "e2e", "out", "ui")
+	}
+	if err := os.MkdirAll(b.shots, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Listen(ctx, func(ev any) {
@@ -200,13 +201,17 @@ func (b *browser) axe(page string) {
 	}
 }
 
-// foreign are the requests made to anything but the console's origin.
+// foreign are the requests made to anything but the console's origin. A data: URL is no
+// request to anywhere (its content is in it): chromium's own date-time picker icon is one.
 func (b *browser) foreign() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []string
 	for _, r := range b.requests {
 		u, err := url.Parse(r)
+		if err == nil && u.Scheme == "data" {
+			continue
+		}
 		if err != nil || u.Scheme+"://"+u.Host != b.base {
 			out = append(out, r)
 		}
@@ -218,6 +223,75 @@ func (b *browser) requestCount() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return len(b.requests)
+}
+
+// requestsSince are the requests made since the count from was taken (requestCount) whose
+// URL contains every one of parts.
+func (b *browser) requestsSince(from int, parts ...string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, r := range b.requests[from:] {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(r, p)
+		}
+		if ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// watchFirst records, from now on, the data-via of the first element that matches sel (what
+// asked for the fragment that first showed it), read back with firstVia: a later refresh (a
+// poll) cannot overwrite it.
+func (b *browser) watchFirst(sel string) {
+	b.t.Helper()
+	eval[bool](b, fmt.Sprintf(`(() => {
+		window.__first = window.__first || {};
+		const sel = %q;
+		delete window.__first[sel];
+		const look = () => { const el = document.querySelector(sel); if (el && !(sel in window.__first)) { window.__first[sel] = el.dataset.via || "none"; } };
+		new MutationObserver(look).observe(document.body, {childList: true, subtree: true, attributes: true});
+		return true;
+	})()`, sel))
+}
+
+// watchRows records, from now on, for each row of the executions list, the data-via of the
+// list that first showed it (rows already shown: "none"), read back with rowVia.
+func (b *browser) watchRows() {
+	b.t.Helper()
+	eval[bool](b, `(() => {
+		window.__rows = {};
+		const look = () => { const l = document.querySelector("#list"); if (!l) { return; }
+			l.querySelectorAll("tr[data-id]").forEach(r => { if (!(r.dataset.id in window.__rows)) { window.__rows[r.dataset.id] = l.dataset.via || "none"; } }); };
+		look();
+		new MutationObserver(look).observe(document.body, {childList: true, subtree: true});
+		return true;
+	})()`)
+}
+
+// rowVia is what watchRows recorded for the row of execution id ("" while it is not shown).
+func (b *browser) rowVia(id string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`(window.__rows && window.__rows[%q]) || ""`, id))
+}
+
+// firstVia is what watchFirst recorded for sel ("" while nothing matched).
+func (b *browser) firstVia(sel string) string {
+	b.t.Helper()
+	return eval[string](b, fmt.Sprintf(`(window.__first && window.__first[%q]) || ""`, sel))
+}
+
+// switchTenant chooses the tenant the pages act in with the header's switcher.
+func (b *browser) switchTenant(tenant string) {
+	b.t.Helper()
+	b.do(chromedp.SetValue(chromedp.CSS("#tenant-switch"), tenant))
+	eval[bool](b, `window.__beforeSwitch = true`)
+	b.click(`form[action="/ui/tenant"] button[type=submit]`)
+	// The form posts and the page comes back: a new document, with the tenant chosen.
+	b.until("tenant "+tenant, fmt.Sprintf(`!window.__beforeSwitch && document.readyState === "complete" && document.querySelector("#tenant-switch") && document.querySelector("#tenant-switch").value === %q`, tenant), 30*time.Second)
 }
 
 // login logs in through the login page.

@@ -1,5 +1,7 @@
-// The console's few behaviours beside htmx: the CSRF token on every htmx request, countdowns
-// to due times, and the editor's jump to a problem's line. No inline scripts (the pages'
+// The console's few behaviours beside htmx: the CSRF token on every htmx request, the live
+// regions (they follow the console's Server-Sent Events and ask for their fragment again when
+// one says something changed; a poll stands in while no stream is held), countdowns to due
+// times, and the editor's jump to a problem's line. No inline scripts (the pages'
 // Content-Security-Policy forbids them).
 (function () {
   "use strict";
@@ -8,6 +10,94 @@
     if (meta) { e.detail.headers["X-CSRF-Token"] = meta.content; }
   });
 
+  // ---- live regions ----
+  // An element with data-follow (an event stream of the console) and data-refresh (the URL of
+  // its fragment) is followed: each event of the stream asks for the fragment again (?via=sse),
+  // one request at a time (events that arrive meanwhile make one more), and the answer replaces
+  // the element (204: nothing changed). Without the stream (not open yet, broken, or refused)
+  // the fragment is asked for every data-poll ms (?via=poll); while the stream is open, every
+  // data-slow-poll ms (when set) all the same, for what no event reports (a role that started,
+  // a delay-queue entry). An answer without data-follow (a terminal execution) ends it.
+  var live = null; // {url, es, timer, busy, again, open}
+
+  function liveEl() { return document.querySelector("[data-follow]"); }
+
+  function refresh(via) {
+    if (!live) { return; }
+    if (live.busy) { live.again = live.again || via; return; }
+    var el = liveEl();
+    if (!el || !el.getAttribute("data-refresh")) { return; }
+    live.busy = true;
+    var url = el.getAttribute("data-refresh");
+    url += (url.indexOf("?") < 0 ? "?" : "&") + "via=" + via;
+    var done = function () {
+      live.busy = false;
+      follow();
+      if (live && live.again) { var v = live.again; live.again = null; refresh(v); }
+    };
+    htmx.ajax("GET", url, {source: el, target: el, swap: "outerHTML"}).then(done, done);
+  }
+
+  function schedule() {
+    if (!live) { return; }
+    clearInterval(live.timer);
+    var el = liveEl();
+    var every = el ? parseInt(el.getAttribute(live.open ? "data-slow-poll" : "data-poll") || "0", 10) : 0;
+    if (every > 0) { live.timer = setInterval(function () { refresh("poll"); }, every); }
+  }
+
+  function mark() {
+    var el = liveEl();
+    if (el) { el.setAttribute("data-live", live && live.open ? "open" : "polling"); }
+  }
+
+  function stop() {
+    if (!live) { return; }
+    clearInterval(live.timer);
+    if (live.es) { live.es.close(); }
+    live = null;
+  }
+
+  // follow starts (or keeps, or ends) following the page's live element.
+  function follow() {
+    var el = liveEl();
+    var url = el && el.getAttribute("data-follow");
+    if (live && (!url || url.split("?")[0] !== live.url.split("?")[0])) { stop(); }
+    if (!url) { return; }
+    if (live) { mark(); return; }
+    live = {url: url, es: null, timer: null, busy: false, again: null, open: false};
+    schedule();
+    if (typeof EventSource === "function") {
+      var es = new EventSource(url);
+      live.es = es;
+      var me = live;
+      var changed = function () { if (live === me) { refresh("sse"); } };
+      es.onopen = function () { if (live === me) { me.open = true; schedule(); mark(); } };
+      es.onerror = function () {
+        // The browser reconnects on its own (a closed stream it does not: the console refused
+        // it); meanwhile the poll stands in.
+        if (live === me && me.open) { me.open = false; schedule(); mark(); }
+      };
+      ["snapshot", "timeline", "truncated", "status", "resync", "ready"].forEach(function (name) {
+        es.addEventListener(name, changed);
+      });
+      es.addEventListener("end", function (e) {
+        var reason = "";
+        try { reason = JSON.parse(e.data).reason; } catch (err) { reason = ""; }
+        if (live !== me) { return; }
+        if (reason === "draining") { me.open = false; schedule(); mark(); return; } // reconnects elsewhere
+        es.close();
+        me.open = false;
+        refresh("sse");
+      });
+    }
+    mark();
+  }
+  document.addEventListener("DOMContentLoaded", follow);
+  // A button's answer says the execution changed (HX-Trigger: execution-changed).
+  document.addEventListener("execution-changed", function () { refresh("action"); });
+
+  // ---- countdowns ----
   function fmt(ms) {
     var past = ms < 0, s = Math.round(Math.abs(ms) / 1000);
     var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), r = s % 60;

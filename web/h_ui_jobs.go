@@ -1,0 +1,192 @@
+package web
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"plaita/control"
+	"plaita/store/sqlite"
+)
+
+// errNoJob: POST /api/jobs answered a run without its job.
+var errNoJob = errors.New("ui: POST /api/jobs created no job")
+
+// Bulk actions by query (docs/console.md, "Bulk jobs"): a form names an action and the filter
+// of the page it is on — the executions list's status, flow and start times, or a dead
+// letter's reason, kind and flow; POST /api/jobs with dry_run counts what it matches, the page
+// shows the count and a sample and asks; the confirmed POST creates the job, whose page
+// follows its progress (GET /api/jobs/{id}) and lists its failures with their codes.
+
+func (u *uiServer) jobRoutes(g *echo.Group) {
+	g.GET("/jobs", u.jobsPage)
+	g.POST("/jobs/preview", u.jobPreview)
+	g.POST("/jobs", u.createJob)
+	g.GET("/jobs/:id", u.jobPage)
+	g.GET("/jobs/:id/progress", u.jobProgress)
+	g.POST("/jobs/:id/cancel", u.cancelJob)
+}
+
+// jobFilterFields are the form fields a job's filter is read from (the names of
+// control.BulkFilter's JSON fields).
+var jobFilterFields = []string{"status", "flow_id", "started_after", "started_before", "reason", "kind"}
+
+// jobForm is the form's action and filter as POST /api/jobs's body (the time fields as the
+// list's form gives them, read as UTC).
+func jobForm(c echo.Context) (map[string]any, *Problem) {
+	filter := map[string]any{}
+	for _, k := range jobFilterFields {
+		v := strings.TrimSpace(c.FormValue(k))
+		if v == "" {
+			continue
+		}
+		if strings.HasPrefix(k, "started_") {
+			t, ok := formTime(v)
+			if !ok {
+				return nil, newProblem(http.StatusBadRequest, "invalid_filter", "%s %q is not a time (2006-01-02T15:04, UTC)", k, v)
+			}
+			v = t
+		}
+		filter[k] = v
+	}
+	if c.FormValue("force") == "true" {
+		filter["force"] = true
+	}
+	return map[string]any{"action": c.FormValue("action"), "filter": filter}, nil
+}
+
+// jobPreviewData is a dry run's answer, with the form that confirms it.
+type jobPreviewData struct {
+	S      *uiSession
+	Sel    control.BulkSelection
+	Fields url.Values // the form's fields, carried to the confirmation
+}
+
+// jobPreview counts what the form's filter matches (a dry run) and asks to confirm.
+func (u *uiServer) jobPreview(c echo.Context) error {
+	body, p := jobForm(c)
+	if p != nil {
+		return u.fail(c, p)
+	}
+	body["dry_run"] = true
+	var out JobCreated
+	if p := u.call(c, http.MethodPost, "/api/jobs", body, &out); p != nil {
+		return u.fail(c, p)
+	}
+	s, _ := u.session(c)
+	d := jobPreviewData{S: s, Sel: out.Selection, Fields: url.Values{"action": {c.FormValue("action")}}}
+	for _, k := range append(jobFilterFields, "force") {
+		if v := strings.TrimSpace(c.FormValue(k)); v != "" {
+			d.Fields.Set(k, v)
+		}
+	}
+	return u.render(c, http.StatusOK, "jobs.html", "preview", uiPage{S: s, Data: d})
+}
+
+// createJob creates the confirmed job and opens its page.
+func (u *uiServer) createJob(c echo.Context) error {
+	body, p := jobForm(c)
+	if p != nil {
+		return u.fail(c, p)
+	}
+	var out JobCreated
+	if p := u.call(c, http.MethodPost, "/api/jobs", body, &out); p != nil {
+		return u.fail(c, p)
+	}
+	if out.Job == nil {
+		return u.fail(c, u.internal(c, errNoJob))
+	}
+	c.Response().Header().Set("HX-Redirect", "/ui/jobs/"+url.PathEscape(out.Job.ID))
+	return c.NoContent(http.StatusOK)
+}
+
+func (u *uiServer) jobsPage(c echo.Context) error {
+	return pagedList(u, c, "/api/jobs", "/ui/jobs", url.Values{"limit": {"50"}}, func(p *control.BulkJobPage) string { return p.Next },
+		"jobs.html", uiPage{Title: "Jobs", Nav: "jobs"})
+}
+
+// jobData is a job's page: its progress and a page of its failures, or of all its items.
+type jobData struct {
+	View JobView
+	// Rows are the failures shown, or (All: ?items=all) every item with what became of it;
+	// Replay: they are dead letters, not executions.
+	Rows     []sqlite.JobItem
+	All      bool
+	Replay   bool
+	Next     string
+	Running  bool
+	Percent  int
+	Finished int
+}
+
+func (u *uiServer) job(c echo.Context) (*jobData, *Problem) {
+	id := c.Param("id")
+	q := url.Values{"failures_limit": {"50"}}
+	if cur := c.QueryParam("failures_cursor"); cur != "" {
+		q.Set("failures_cursor", cur)
+	}
+	d := &jobData{All: c.QueryParam("items") == "all"}
+	if p := u.call(c, http.MethodGet, "/api/jobs/"+url.PathEscape(id)+"?"+q.Encode(), nil, &d.View); p != nil {
+		return nil, p
+	}
+	j := d.View.Job
+	d.Running = j.Status == "pending" || j.Status == "running"
+	d.Finished = j.Succeeded + j.Failed
+	if j.Total > 0 {
+		d.Percent = d.Finished * 100 / j.Total
+	}
+	d.Rows, d.Replay = d.View.Failures.Items, j.Action == control.BulkReplay
+	d.Next = nextPage("/ui/jobs/"+url.PathEscape(id), q, d.View.Failures.Next)
+	return d, nil
+}
+
+func (u *uiServer) jobPage(c echo.Context) error {
+	s, err := u.page(c)
+	if s == nil {
+		return err
+	}
+	d, p := u.job(c)
+	if p != nil {
+		return u.fail(c, p)
+	}
+	if d.All {
+		q := pageQuery(c, "100")
+		if st := c.QueryParam("state"); st != "" {
+			q.Set("state", st)
+		}
+		var items control.BulkItemPage
+		if p := u.call(c, http.MethodGet, "/api/jobs/"+url.PathEscape(c.Param("id"))+"/items?"+q.Encode(), nil, &items); p != nil {
+			return u.fail(c, p)
+		}
+		q.Set("items", "all")
+		d.Rows = items.Items
+		d.Next = nextPage("/ui/jobs/"+url.PathEscape(c.Param("id")), q, items.Next)
+	}
+	return u.render(c, http.StatusOK, "job.html", "", uiPage{Title: "Job " + d.View.Job.ID, Nav: "jobs", S: s, Data: d})
+}
+
+// jobProgress is the job's progress region anew (asked every second while it runs).
+func (u *uiServer) jobProgress(c echo.Context) error {
+	s, err := u.page(c)
+	if s == nil {
+		return err
+	}
+	d, p := u.job(c)
+	if p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "job.html", "progress", uiPage{S: s, Data: d})
+}
+
+// cancelJob cancels the job (POST /api/jobs/{id}/cancel): no item is applied after the batch
+// in hand.
+func (u *uiServer) cancelJob(c echo.Context) error {
+	var j control.BulkJob
+	if p := u.call(c, http.MethodPost, "/api/jobs/"+url.PathEscape(c.Param("id"))+"/cancel", nil, &j); p != nil {
+		return u.fail(c, p)
+	}
+	return u.jobProgress(c)
+}
