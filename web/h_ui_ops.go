@@ -62,6 +62,9 @@ type pagedData[T any] struct {
 	Next   string
 	First  bool
 	Filter string
+	// Unavailable says why the list cannot be read while the rest of the page works (the
+	// events page in local mode: publishing works, listing needs Redis).
+	Unavailable string
 }
 
 // pagedList renders the page of file over GET api?q (the page's cursor and limit, and q's
@@ -121,6 +124,16 @@ func (u *uiServer) replayDeadLetter(c echo.Context) error {
 }
 
 func (u *uiServer) eventsPage(c echo.Context) error {
+	if u.a.d.Plane == nil && u.a.d.Local != nil {
+		// Local mode keeps no events to list, but publishes them (docs/console.md).
+		s, err := u.page(c)
+		if s == nil {
+			return err
+		}
+		d := pagedData[EventList]{First: true, Unavailable: "Local mode keeps no events: an event is delivered when it is published " +
+			"(to the executions waiting for it then) and not listed. Publishing works as in cluster mode."}
+		return u.render(c, http.StatusOK, "events.html", "", uiPage{Title: "Events", Nav: "events", S: s, Data: d})
+	}
 	q := url.Values{"limit": {"50"}}
 	if t := strings.TrimSpace(c.QueryParam("type")); t != "" {
 		q.Set("type", t)

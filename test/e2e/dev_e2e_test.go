@@ -3,8 +3,10 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -83,6 +85,12 @@ func TestDevWithoutRedisRunsTheDemo(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("login with the printed password: %v %v", res, err)
 	}
+	var session struct {
+		CSRF string `json:"csrf_token"`
+	}
+	if err := json.NewDecoder(res.Body).Decode(&session); err != nil || session.CSRF == "" {
+		t.Fatalf("the login's CSRF token: %v", err)
+	}
 	res.Body.Close()
 	if res, err = hc.Get(d.base + "/ui/flows"); err != nil || res.StatusCode != http.StatusOK {
 		t.Fatalf("the UI: %v %v", res, err)
@@ -103,11 +111,39 @@ func TestDevWithoutRedisRunsTheDemo(t *testing.T) {
 	// An approval.
 	expense := d.startFlow(t, "expense-approval", map[string]any{"amount": 900})
 	d.waitExecution(t, expense, "the approval", func(st map[string]any) bool { return st["status"] == "suspended" })
-	if code, body := d.call(t, http.MethodPost, "/api/approvals/"+expense, map[string]any{"approved": true, "comment": "fine"}); code != http.StatusOK {
-		t.Fatalf("answer: %d %v", code, body)
+	// Answered in the UI: the execution page's approval form, as the browser posts it.
+	if res, err = hc.Get(d.base + "/ui/executions/" + expense); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the execution page: %v %v", res, err)
 	}
-	if st := d.waitExecution(t, expense, "expense completed", statusOf("completed")); st["output"].(map[string]any)["approved"] != true {
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if !strings.Contains(string(page), "/ui/executions/"+expense+"/approve") {
+		t.Fatalf("no approval form on the execution page:\n%s", page)
+	}
+	form := url.Values{"decision": {"approve"}, "comment": {"fine"}, "csrf": {session.CSRF}}
+	req, _ := http.NewRequest(http.MethodPost, d.base+"/ui/executions/"+expense+"/approve", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", d.base)
+	if res, err = hc.Do(req); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the UI's approval: %v %v", res, err)
+	}
+	res.Body.Close()
+	if st := d.waitExecution(t, expense, "expense completed", statusOf("completed")); st["output"].(map[string]any)["approved"] != true ||
+		st["output"].(map[string]any)["by"] != "admin" {
 		t.Fatalf("expense output %v", st["output"])
+	}
+	// The pages of local mode answer; those that need Redis say so (503 local_mode).
+	for path, want := range map[string]int{"/ui/executions": 200, "/ui/approvals": 200, "/ui/events": 200, "/ui/flows": 200,
+		"/ui/deadletters": 503, "/ui/schedules": 503, "/ui/cluster": 503} {
+		res, err := hc.Get(d.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != want || want == 503 && !strings.Contains(string(body), "local mode") {
+			t.Fatalf("%s in local mode: %d, want %d\n%s", path, res.StatusCode, want, body)
+		}
 	}
 
 	// An event.
