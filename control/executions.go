@@ -428,3 +428,26 @@ func (p *Plane) Hints(ctx context.Context, tenant string, st *state.Execution, f
 	}
 	return withCommands(adv.Hints(st), p.CommandLine(st.ExecutionID, tenant)), nil
 }
+
+// Detail is what the console shows beside an execution's state: what can be done next and why
+// each branch was taken.
+type Detail struct {
+	Hints []Hint
+	// HintsNote says why there are no hints (the retry gates cannot be read …).
+	HintsNote string
+	// Branches are the branches st took, oldest first (engine.Branches): the reasons its
+	// timeline recorded and, for a branching node with none there, its last result.
+	Branches []engine.Branch
+}
+
+// Detail reads st's published definition once for both: without it (not readable) the
+// branches are the timeline's reasons only and the hints offer what the advice can without it.
+func (p *Plane) Detail(ctx context.Context, tenant string, st *state.Execution) Detail {
+	f, _ := p.executionFlow(ctx, tenant, st)
+	d := Detail{Branches: engine.Branches(f, st)}
+	var err error
+	if d.Hints, err = p.Hints(ctx, tenant, st, f); err != nil {
+		d.HintsNote = err.Error()
+	}
+	return d
+}

@@ -261,7 +261,7 @@ type executionIDIn struct {
 
 // ExecutionView is one execution as the console shows it: its state, what wakes it
 // (waiting: the wake-up report — which role must act and whether one is alive, the due time
-// and its delay-queue entry) and what can be done next; or, when it has no state yet, its
+// and its delay-queue entry), what can be done next and why each branch was taken (branches); or, when it has no state yet, its
 // queued start; or, when its state cannot be read, what is stored.
 type ExecutionView struct {
 	View      string               `json:"view" enum:"state,queued,corrupt"`
@@ -269,6 +269,7 @@ type ExecutionView struct {
 	Waiting   *control.WakeUp      `json:"waiting,omitempty"`
 	Hints     []control.Hint       `json:"hints,omitempty" doc:"what can be done next: each resume checked as the worker will"`
 	HintsNote string               `json:"hints_note,omitempty" doc:"why there are no hints"`
+	Branches  []engine.Branch      `json:"branches,omitempty" doc:"why each branch was taken, oldest first: the reason each branching step recorded and the node it went to (view state)"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
 	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
 }
@@ -285,10 +286,8 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp}
-	if v.Hints, err = a.d.Plane.Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
-		v.HintsNote = err.Error()
-	}
+	d := a.d.Plane.Detail(ctx, c.Tenant, shown.Execution)
+	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches}
 	return &executionViewOut{Body: v}, nil
 }
 
