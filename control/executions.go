@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,6 +295,8 @@ type Done struct {
 	FlowVersion string            `json:"flow_version,omitempty"`
 	Checked     *bool             `json:"checked,omitempty"`
 	Queue       string            `json:"queue,omitempty"`
+	// AllowFlowHashChange: the resume carries the flow_hash override (ResumeRequest).
+	AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty"`
 	// Cancel of an unreadable state: the bytes replaced by the cancelled state.
 	ReplacedBytes int `json:"replaced_bytes,omitempty"`
 	// Delete only.
@@ -365,6 +368,38 @@ type ResumeRequest struct {
 	Type   engine.ResumeType
 	Data   json.RawMessage
 	Force  bool
+	// AllowFlowHashChange overrides a flow_hash_mismatch: the execution's flow hash differs
+	// from the published definition's in algorithm and value, as after an engine upgrade, and
+	// the operator confirms the definition is unchanged (docs/flows.md). It is sent to the
+	// worker as "allow_flow_hash_change": true in the data (the engine's key, which data may
+	// carry itself); it never lets a definition changed under the same algorithm pass.
+	AllowFlowHashChange bool
+}
+
+// HashOverride reports whether the resume carries the flow_hash override, as the field or as
+// the key of its data.
+func (r ResumeRequest) HashOverride() bool {
+	if r.AllowFlowHashChange {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(r.Data, &m) == nil && string(m[engine.AllowFlowHashChangeKey]) == "true"
+}
+
+// rawWithHashOverride adds "allow_flow_hash_change": true to resume data (an object, or none),
+// keeping every other value byte for byte.
+func rawWithHashOverride(data json.RawMessage) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(data); len(t) > 0 && string(t) != "null" {
+		if t[0] != '{' {
+			return nil, errors.New("allow_flow_hash_change needs the resume data to be a JSON object (or none)")
+		}
+		if err := json.Unmarshal(t, &m); err != nil {
+			return nil, err
+		}
+	}
+	m[engine.AllowFlowHashChangeKey] = json.RawMessage("true")
+	return json.Marshal(m)
 }
 
 // Resume checks the resume the way the worker will — against the execution's status and
@@ -385,6 +420,11 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	if st.Status == state.Completed || st.Status == state.Cancelled {
 		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
 			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
+	}
+	if req.AllowFlowHashChange && req.Type != engine.ResumeCancel {
+		if req.Data, err = rawWithHashOverride(req.Data); err != nil {
+			return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
+		}
 	}
 	if !req.Force {
 		var v any
@@ -411,7 +451,8 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	}
 	checked := !req.Force
 	return Done{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion, Action: "resume",
-		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID}, nil
+		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID,
+		AllowFlowHashChange: req.HashOverride()}, nil
 }
 
 // resumeEnvelope is a resume of st's execution, on the flow version it runs.

@@ -297,6 +297,8 @@ type resumeIn struct {
 		Type  engine.ResumeType `json:"type" enum:"continue,retry,event,timeout,cancel,approval"`
 		Data  json.RawMessage   `json:"data,omitempty" doc:"the event, the approval answer …"`
 		Force bool              `json:"force,omitempty" doc:"enqueue without the check (the worker still decides)"`
+		// The flow_hash override (docs/flows.md), an explicit field rather than a key hidden in data.
+		AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty" doc:"override a flow_hash_mismatch (the execution's flow hash differs from the published definition's in algorithm and value, as after an engine upgrade): only when the definition is unchanged. Sent to the worker as data.allow_flow_hash_change; it never lets a definition changed under the same algorithm pass. Audited."`
 	}
 }
 
@@ -304,14 +306,20 @@ type doneOut struct{ Body control.Done }
 
 // resumeExecution checks the resume the way the worker will and enqueues it: a resume the
 // worker would refuse is a 409 with the reason, what is accepted instead and, for an exhausted
-// retry budget, the counter key and the unblock hint (control.CheckResume).
+// retry budget, the counter key and the unblock hint, for a flow_hash_mismatch the hashes and
+// the override (control.CheckResume).
 func (a *api) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
 	c.Note("type", in.Body.Type)
 	if in.Body.Force {
 		c.Note("force", true)
 	}
-	done, err := a.d.Plane.Resume(ctx, control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force})
+	req := control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force,
+		AllowFlowHashChange: in.Body.AllowFlowHashChange}
+	if req.HashOverride() {
+		c.Note("allow_flow_hash_change", true) // who overrode the flow hash check, and when
+	}
+	done, err := a.d.Plane.Resume(ctx, req)
 	return &doneOut{Body: done}, err
 }
 
