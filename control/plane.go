@@ -3,7 +3,9 @@
 // execution with what can be done next and what wakes it, list, resume with the worker's own
 // check, cancel, delete, publish and list events, edit schedules, list and replay dead letters;
 // follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
-// that apply those same operations item by item (bulk.go, bulk_runner.go).
+// that apply those same operations item by item (bulk.go, bulk_runner.go); the console's own
+// record of flows — drafts, who published each version — and its write-back to Redis
+// (catalog.go, engine_sync.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,

@@ -23,6 +23,9 @@ const (
 	// Limited: a limit refuses it for now (a tenant at its running quota); the same request
 	// may pass later (RetryAfter): exit 1, HTTP 429.
 	Limited
+	// Stale: the caller's copy is out of date (a draft saved by someone else since the
+	// revision the caller started from): exit 1, HTTP 412.
+	Stale
 )
 
 // Refusal is an operation the control plane turned down: what was refused and why, what is

@@ -23,23 +23,29 @@ import (
 // ---- flows ----
 
 type flowListIn struct {
-	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
 }
 
-// FlowList is a page of the tenant's published flows.
+// FlowList is a page of the tenant's published flows, most recently published first.
 type FlowList struct {
-	TenantID string              `json:"tenant_id"`
-	Items    []store.FlowSummary `json:"items"`
+	TenantID   string              `json:"tenant_id"`
+	Items      []store.FlowSummary `json:"items"`
+	NextCursor string              `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last); a flow published again meanwhile moves to the front"`
 }
 
 type flowListOut struct{ Body FlowList }
 
 func (a *api) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowListOut, error) {
-	items, err := a.d.Plane.Flows(ctx, c.Tenant, in.Limit)
+	page, err := a.d.Plane.FlowPage(ctx, c.Tenant, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	items := page.Items
 	if items == nil {
 		items = []store.FlowSummary{}
 	}
-	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items}}, err
+	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items, NextCursor: page.NextCursor}}, nil
 }
 
 type flowGetIn struct {
@@ -50,7 +56,7 @@ type flowGetIn struct {
 type flowGetOut struct{ Body control.FlowShown }
 
 func (a *api) getFlow(ctx context.Context, c *Call, in *flowGetIn) (*flowGetOut, error) {
-	f, err := a.d.Plane.Flow(ctx, c.Tenant, in.ID, in.Version)
+	f, err := a.catalog.Flow(ctx, c.Tenant, in.ID, in.Version)
 	return &flowGetOut{Body: f}, err
 }
 
@@ -111,6 +117,8 @@ type FlowPublished struct {
 	Version  string              `json:"version"`
 	Hash     string              `json:"flow_hash"`
 	Result   store.PublishResult `json:"result" doc:"published, or already_published (the same definition under that version)"`
+	// PublishedBy is who published the version first (the console's record).
+	PublishedBy string `json:"published_by,omitempty"`
 }
 
 type flowPublishedOut struct {
@@ -118,36 +126,39 @@ type flowPublishedOut struct {
 	Body   FlowPublished
 }
 
-// publishFlow publishes a definition as an immutable version (control.PublishFlow: a changed
-// definition under a published version is a 409 with the unblock hint) and records it in the
-// console database (flow_versions: who published what, when).
+// publishFlow publishes a definition as an immutable version (control.Catalog.Publish: a
+// changed definition under a published version is a 409 with the unblock hint) and records it
+// in the console database (flow_versions: who published what, when).
 func (a *api) publishFlow(ctx context.Context, c *Call, in *flowDefIn) (*flowPublishedOut, error) {
 	if len(in.Body.Definition) == 0 {
 		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
 	}
-	pub, err := a.d.Plane.PublishFlow(ctx, c.Tenant, in.Body.Definition, in.Body.Version)
+	pub, err := a.catalog.Publish(ctx, control.PublishRequest{Tenant: c.Tenant, Definition: in.Body.Definition, Version: in.Body.Version,
+		By: c.Principal.Actor})
 	if err != nil {
 		return nil, err
 	}
-	hash, err := engine.FlowHash(in.Body.Definition)
-	if err != nil {
-		return nil, err
-	}
+	status, body := a.published(c, pub)
+	return &flowPublishedOut{Status: status, Body: body}, nil
+}
+
+// published renders a publication (of a definition, or of a draft) and notes it for the audit
+// row; a record the console database could not write is logged.
+func (a *api) published(c *Call, pub control.FlowPublished) (int, FlowPublished) {
 	c.Audit.Target = pub.Flow.ID + "@" + pub.Version
 	c.Note("result", pub.Result)
-	c.Note("flow_hash", hash)
-	if _, _, err := a.d.DB.RecordVersion(ctx, sqlite.FlowVersion{Tenant: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
-		Definition: in.Body.Definition, Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: c.Principal.Actor}); err != nil {
+	c.Note("flow_hash", pub.Hash)
+	if pub.RecordErr != nil {
 		// Redis has the version (the workers run it); the console's record of it lags.
 		a.d.Log.Warn().Str("event", "console.version_record_failed").Str("flow", pub.Flow.ID).Str("version", pub.Version).
-			Str("request_id", c.RequestID).Err(err).Msg("flow published, but its record in the console database was not written")
+			Str("request_id", c.RequestID).Err(pub.RecordErr).Msg("flow published, but its record in the console database was not written")
 	}
 	status := http.StatusCreated
 	if pub.Result == store.AlreadyPublished {
 		status = http.StatusOK
 	}
-	return &flowPublishedOut{Status: status, Body: FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
-		Hash: hash, Result: pub.Result}}, nil
+	return status, FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version, Hash: pub.Hash, Result: pub.Result,
+		PublishedBy: pub.Record.PublishedBy}
 }
 
 // ---- executions ----

@@ -94,6 +94,8 @@ func statusOf(c control.Class) int {
 		return http.StatusConflict
 	case control.Limited:
 		return http.StatusTooManyRequests
+	case control.Stale:
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }

@@ -89,7 +89,8 @@ type api struct {
 	s        Settings
 	routes   []*Route
 	draining atomic.Bool
-	streams  *streams // the live streams: their bound, and their end at drain (h_live.go)
+	streams  *streams         // the live streams: their bound, and their end at drain (h_live.go)
+	catalog  *control.Catalog // flows with the console database: drafts, version records (h_drafts.go)
 
 	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
 	// guards the last report.
@@ -133,7 +134,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures()}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, d.Plane)}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
