@@ -73,6 +73,9 @@ type Deps struct {
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk
+	// EngineSync is the start's write-back of the recorded flow versions to Redis (its last
+	// report is on /health); set with Plane.
+	EngineSync *control.EngineSync
 	// Ready is the process's readiness (/readyz); nil: ready unless draining.
 	Ready health.Prober
 	Log   zerolog.Logger
