@@ -45,7 +45,10 @@ type Started struct {
 	WorkersAlive int `json:"workers_alive"`
 	// Dispatch is the capacity-dispatch decision, when capacity dispatch is on.
 	Dispatch *DispatchDecision `json:"dispatch,omitempty"`
-	Flow     *engine.Flow      `json:"-"`
+	// EnqueueRetries is how many times the start was sent again after the connection failed
+	// under its XADD (enqueueStart).
+	EnqueueRetries int          `json:"enqueue_retries,omitempty"`
+	Flow           *engine.Flow `json:"-"`
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
@@ -90,7 +93,7 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	env := queue.Envelope{Kind: queue.KindStart, TenantID: tenant, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
 		ExecutionID: out.ExecutionID, Input: input}
 	dispatch := p.planStart(ctx, tenant, &env)
-	out.MessageID, err = p.enqueue(ctx, tenant, env)
+	out.MessageID, out.EnqueueRetries, err = p.enqueueStart(ctx, tenant, env)
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
 		return Started{}, refuse(Invalid, "invalid_input", err, "input: %v", err)
 	}
@@ -108,6 +111,30 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 		out.WorkersAlive = -1 // unknown: the registry cannot be read
 	}
 	return out, nil
+}
+
+// startEnqueueBackoff are the waits before a start's enqueue is sent again after its
+// connection failed: rueidis does not retry a write, and the first XADD on a connection Redis
+// closed (a restart, a failover) fails although the next one, on a new connection, would pass.
+var startEnqueueBackoff = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond}
+
+// enqueueStart enqueues a start, sending it again (at most len(startEnqueueBackoff) times, and
+// never past ctx) when the connection failed under it. It is the same envelope with the same
+// execution id every time, so a first XADD that did reach Redis before its answer was lost
+// makes no second execution: the worker given the start again continues the one it created.
+// An answer of Redis (an error reply) or a refused envelope is not retried.
+func (p *Plane) enqueueStart(ctx context.Context, tenant string, env queue.Envelope) (string, int, error) {
+	for retries := 0; ; retries++ {
+		id, err := p.enqueue(ctx, tenant, env)
+		if err == nil || retries == len(startEnqueueBackoff) || !queue.IsConnectionFailure(err) {
+			return id, retries, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", retries, err
+		case <-time.After(startEnqueueBackoff[retries]):
+		}
+	}
 }
 
 // waitPollInterval is how often WaitSettled reads the state.

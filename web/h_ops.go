@@ -213,6 +213,9 @@ func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 	}
 	c.Audit.Target = s.ExecutionID
 	c.Note("flow", s.FlowID+"@"+s.FlowVersion)
+	if s.EnqueueRetries > 0 {
+		c.Note("enqueue_retries", s.EnqueueRetries) // the connection failed under the first XADD
+	}
 	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: s}}, nil
 }
 
