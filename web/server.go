@@ -49,6 +49,8 @@ type Settings struct {
 	Config *EffectiveConfig
 	// RedisTimeout bounds the work of a Bounded route (0: DefaultRedisTimeout).
 	RedisTimeout time.Duration
+	// Login throttles POST /api/login per client address (throttle.go; zero: the defaults).
+	Login LoginThrottle
 }
 
 // DefaultRedisTimeout bounds a Bounded route's work: well above a healthy call's milliseconds,
@@ -94,6 +96,7 @@ type api struct {
 	draining atomic.Bool
 	streams  *streams         // the live streams: their bound, and their end at drain (h_live.go)
 	catalog  *control.Catalog // flows with the console database: drafts, version records (h_drafts.go)
+	logins   *buckets         // the login throttle per client address (throttle.go)
 
 	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
 	// guards the last report.
@@ -137,7 +140,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, d.Plane)}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, d.Plane), logins: newBuckets(s.Login, d.Now)}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
