@@ -41,6 +41,9 @@ type Advice struct {
 	Now     time.Time
 	Budget  *Budget // the worker's retry gates; nil where none apply (plaita run)
 	Local   bool    // plaita run: nothing waits for a delay in this process
+	// hashOverride checks every resume as if it carried allow_flow_hash_change (the hints
+	// offered past a flow_hash_mismatch).
+	hashOverride bool
 }
 
 // Budget is an execution's retry gates, with the keys an operator deletes to reset them.
@@ -57,6 +60,10 @@ type Hint struct {
 	Note  []string          `json:"note,omitempty"`  // what to do instead, line by line
 	// Command is the resume as a command line, when the execution is in Redis.
 	Command string `json:"command,omitempty"`
+	// AllowFlowHashChange: the resume is accepted only with the flow_hash override
+	// (ResumeRequest.AllowFlowHashChange): the definition's hash differs in algorithm and value,
+	// as after an engine upgrade; only an operator who knows the definition is unchanged sends it.
+	AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty"`
 }
 
 // Check is engine.CheckResume against the advice's definition.
@@ -70,6 +77,12 @@ func (a *Advice) Check(st *state.Execution, rt engine.ResumeType, data any) erro
 	}
 	if a.Flow == nil {
 		return a.FlowErr
+	}
+	if a.hashOverride {
+		var err error
+		if data, err = withHashOverride(data); err != nil {
+			return fmt.Errorf("%w: %w", engine.ErrInvalidResume, err)
+		}
 	}
 	return engine.CheckResume(a.Flow, st, rt, data, a.Limits, a.Now)
 }
@@ -95,8 +108,11 @@ func (a *Advice) Hints(st *state.Execution) []Hint {
 		return nil
 	}
 	// A missing or changed definition refuses every resume but a cancel: say so once, and
-	// offer the cancel.
-	if err := a.flowProblem(st); err != nil {
+	// offer the cancel. A hash that differs in algorithm too (an engine upgrade is suspected)
+	// is refused unless the operator overrides it: offer the resumes the override lets pass.
+	if err := a.flowProblem(st); errors.Is(err, engine.ErrFlowHashMismatch) && !a.hashOverride {
+		return a.overrideHints(st, err)
+	} else if err != nil {
 		if st.Status == state.Error {
 			return []Hint{{Note: []string{fmt.Sprintf("no retry: %v", err)}}}
 		}
@@ -155,13 +171,49 @@ func (a *Advice) Hints(st *state.Execution) []Hint {
 	return out
 }
 
+// overrideHints are the hints of st past a flow_hash_mismatch: a note that says what the
+// override means, then every resume the worker takes with it, each marked as needing it.
+func (a *Advice) overrideHints(st *state.Execution, mismatch error) []Hint {
+	b := *a
+	b.hashOverride = true
+	out := []Hint{{Note: []string{
+		fmt.Sprintf("only a cancel is accepted as it is: %v", mismatch),
+		"if the definition is unchanged (an engine upgrade changed how its hash is computed), the resumes below pass with allow_flow_hash_change",
+	}}}
+	for _, h := range b.Hints(st) {
+		if h.Type != "" && h.Type != engine.ResumeCancel {
+			h.AllowFlowHashChange = true
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// withHashOverride is resume data with "allow_flow_hash_change": true added, the key the
+// engine reads (engine.CheckResume): nil data becomes an object of that key alone; data that
+// is not an object cannot carry it.
+func withHashOverride(data any) (any, error) {
+	switch d := data.(type) {
+	case nil:
+		return map[string]any{engine.AllowFlowHashChangeKey: true}, nil
+	case map[string]any:
+		out := make(map[string]any, len(d)+1)
+		for k, v := range d {
+			out[k] = v
+		}
+		out[engine.AllowFlowHashChangeKey] = true
+		return out, nil
+	}
+	return nil, fmt.Errorf("allow_flow_hash_change needs the resume data to be a JSON object (or none), not %T", data)
+}
+
 // flowProblem is why the definition refuses every resume (cancel aside): it cannot be had, or
 // it is not the one the execution started with.
 func (a *Advice) flowProblem(st *state.Execution) error {
 	if a.Flow == nil {
 		return a.FlowErr
 	}
-	_, err := engine.CheckFlowHash(st.FlowHashAlgo, st.FlowHash, a.Flow.HashAlgo, a.Flow.Hash, false)
+	_, err := engine.CheckFlowHash(st.FlowHashAlgo, st.FlowHash, a.Flow.HashAlgo, a.Flow.Hash, a.hashOverride)
 	return err
 }
 
@@ -255,6 +307,7 @@ func CheckResume(st *state.Execution, a *Advice, rt engine.ResumeType, data any)
 			if errors.Is(err, engine.ErrEventMismatch) && st.Suspend != nil && st.Suspend.Match != "" {
 				ref.Detail = []string{"match:     " + st.Suspend.Match}
 			}
+			hashMismatch(ref, err)
 		} else if rt == engine.ResumeRetry && st.Status == state.Error {
 			if b := a.Budget.refusal(); b != nil {
 				ref.Code, ref.Message, ref.Unblock, ref.Fields = "retry_budget", b.reason, b.unblock, b.fields()
@@ -267,6 +320,21 @@ func CheckResume(st *state.Execution, a *Advice, rt engine.ResumeType, data any)
 	}
 	ref.Accepted = a.Hints(st)
 	return ref
+}
+
+// hashMismatch makes a refusal for a flow hash that differs in algorithm and value (an engine
+// upgrade is suspected) a "flow_hash_mismatch" with the hashes and the override that unblocks
+// it; a definition changed under the same algorithm stays a plain refusal (no override helps).
+func hashMismatch(ref *Refusal, err error) {
+	var he *engine.FlowHashError
+	if !errors.As(err, &he) || !errors.Is(err, engine.ErrFlowHashMismatch) {
+		return
+	}
+	ref.Code = "flow_hash_mismatch"
+	ref.Unblock = "if the definition is unchanged (an engine upgrade changed how its hash is computed), resume again with the override: " +
+		"--allow-flow-hash-change (API: \"allow_flow_hash_change\": true); the worker logs a WARNING and records the new hash in the timeline"
+	ref.Fields = map[string]any{"stored_algo": he.StoredAlgo, "stored_hash": he.StoredHash, "current_algo": he.CurrentAlgo,
+		"current_hash": he.CurrentHash, "upgrade_suspected": he.UpgradeSuspected, "hint": ref.Unblock}
 }
 
 // DescribeStatus is st's status with where it stands, for refusals.
@@ -335,6 +403,9 @@ func withCommands(hints []Hint, cmd func(engine.ResumeType, string) string) []Hi
 	for i := range hints {
 		if hints[i].Type != "" {
 			hints[i].Command = cmd(hints[i].Type, hints[i].Data)
+			if hints[i].AllowFlowHashChange {
+				hints[i].Command += " --allow-flow-hash-change"
+			}
 		}
 	}
 	return hints

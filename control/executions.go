@@ -1,6 +1,7 @@
 package control
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,10 @@ type Started struct {
 	WorkersAlive int `json:"workers_alive"`
 	// Dispatch is the capacity-dispatch decision, when capacity dispatch is on.
 	Dispatch *DispatchDecision `json:"dispatch,omitempty"`
-	Flow     *engine.Flow      `json:"-"`
+	// EnqueueRetries is how many times the start was sent again after the connection failed
+	// under its XADD (enqueueStart).
+	EnqueueRetries int          `json:"enqueue_retries,omitempty"`
+	Flow           *engine.Flow `json:"-"`
 }
 
 // Start publishes (when a definition is given) and enqueues a start with a minted execution id;
@@ -84,7 +88,7 @@ func (p *Plane) Start(ctx context.Context, req StartRequest) (Started, error) {
 	env := queue.Envelope{Kind: queue.KindStart, TenantID: tenant, FlowID: out.FlowID, FlowVersion: out.FlowVersion,
 		ExecutionID: out.ExecutionID, Input: input}
 	dispatch := p.planStart(ctx, tenant, &env)
-	out.MessageID, err = p.enqueue(ctx, tenant, env)
+	out.MessageID, out.EnqueueRetries, err = p.enqueueStart(ctx, tenant, env)
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
 		return Started{}, refuse(Invalid, "invalid_input", err, "input: %v", err)
 	}
@@ -116,6 +120,30 @@ func checkStart(ops interface{ Tenant(string) (string, error) }, req StartReques
 		}
 	}
 	return tenant, nil
+}
+
+// startEnqueueBackoff are the waits before a start's enqueue is sent again after its
+// connection failed: rueidis does not retry a write, and the first XADD on a connection Redis
+// closed (a restart, a failover) fails although the next one, on a new connection, would pass.
+var startEnqueueBackoff = []time.Duration{50 * time.Millisecond, 250 * time.Millisecond}
+
+// enqueueStart enqueues a start, sending it again (at most len(startEnqueueBackoff) times, and
+// never past ctx) when the connection failed under it. It is the same envelope with the same
+// execution id every time, so a first XADD that did reach Redis before its answer was lost
+// makes no second execution: the worker given the start again continues the one it created.
+// An answer of Redis (an error reply) or a refused envelope is not retried.
+func (p *Plane) enqueueStart(ctx context.Context, tenant string, env queue.Envelope) (string, int, error) {
+	for retries := 0; ; retries++ {
+		id, err := p.enqueue(ctx, tenant, env)
+		if err == nil || retries == len(startEnqueueBackoff) || !queue.IsConnectionFailure(err) {
+			return id, retries, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", retries, err
+		case <-time.After(startEnqueueBackoff[retries]):
+		}
+	}
 }
 
 // waitPollInterval is how often WaitSettled reads the state.
@@ -351,6 +379,8 @@ type Done struct {
 	FlowVersion string            `json:"flow_version,omitempty"`
 	Checked     *bool             `json:"checked,omitempty"`
 	Queue       string            `json:"queue,omitempty"`
+	// AllowFlowHashChange: the resume carries the flow_hash override (ResumeRequest).
+	AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty"`
 	// Cancel of an unreadable state: the bytes replaced by the cancelled state.
 	ReplacedBytes int `json:"replaced_bytes,omitempty"`
 	// Delete only.
@@ -422,6 +452,38 @@ type ResumeRequest struct {
 	Type   engine.ResumeType
 	Data   json.RawMessage
 	Force  bool
+	// AllowFlowHashChange overrides a flow_hash_mismatch: the execution's flow hash differs
+	// from the published definition's in algorithm and value, as after an engine upgrade, and
+	// the operator confirms the definition is unchanged (docs/flows.md). It is sent to the
+	// worker as "allow_flow_hash_change": true in the data (the engine's key, which data may
+	// carry itself); it never lets a definition changed under the same algorithm pass.
+	AllowFlowHashChange bool
+}
+
+// HashOverride reports whether the resume carries the flow_hash override, as the field or as
+// the key of its data.
+func (r ResumeRequest) HashOverride() bool {
+	if r.AllowFlowHashChange {
+		return true
+	}
+	var m map[string]json.RawMessage
+	return json.Unmarshal(r.Data, &m) == nil && string(m[engine.AllowFlowHashChangeKey]) == "true"
+}
+
+// rawWithHashOverride adds "allow_flow_hash_change": true to resume data (an object, or none),
+// keeping every other value byte for byte.
+func rawWithHashOverride(data json.RawMessage) (json.RawMessage, error) {
+	m := map[string]json.RawMessage{}
+	if t := bytes.TrimSpace(data); len(t) > 0 && string(t) != "null" {
+		if t[0] != '{' {
+			return nil, errors.New("allow_flow_hash_change needs the resume data to be a JSON object (or none)")
+		}
+		if err := json.Unmarshal(t, &m); err != nil {
+			return nil, err
+		}
+	}
+	m[engine.AllowFlowHashChangeKey] = json.RawMessage("true")
+	return json.Marshal(m)
 }
 
 // Resume checks the resume the way the worker will — against the execution's status and
@@ -442,6 +504,11 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	if st.Status == state.Completed || st.Status == state.Cancelled {
 		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
 			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
+	}
+	if req.AllowFlowHashChange && req.Type != engine.ResumeCancel {
+		if req.Data, err = rawWithHashOverride(req.Data); err != nil {
+			return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
+		}
 	}
 	if !req.Force {
 		var v any
@@ -468,7 +535,8 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	}
 	checked := !req.Force
 	return Done{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion, Action: "resume",
-		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID}, nil
+		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID,
+		AllowFlowHashChange: req.HashOverride()}, nil
 }
 
 // resumeEnvelope is a resume of st's execution, on the flow version it runs.
@@ -484,4 +552,27 @@ func (p *Plane) Hints(ctx context.Context, tenant string, st *state.Execution, f
 		return nil, err
 	}
 	return withCommands(adv.Hints(st), p.CommandLine(st.ExecutionID, tenant)), nil
+}
+
+// Detail is what the console shows beside an execution's state: what can be done next and why
+// each branch was taken.
+type Detail struct {
+	Hints []Hint
+	// HintsNote says why there are no hints (the retry gates cannot be read …).
+	HintsNote string
+	// Branches are the branches st took, oldest first (engine.Branches): the reasons its
+	// timeline recorded and, for a branching node with none there, its last result.
+	Branches []engine.Branch
+}
+
+// Detail reads st's published definition once for both: without it (not readable) the
+// branches are the timeline's reasons only and the hints offer what the advice can without it.
+func (p *Plane) Detail(ctx context.Context, tenant string, st *state.Execution) Detail {
+	f, _ := p.executionFlow(ctx, tenant, st)
+	d := Detail{Branches: engine.Branches(f, st)}
+	var err error
+	if d.Hints, err = p.Hints(ctx, tenant, st, f); err != nil {
+		d.HintsNote = err.Error()
+	}
+	return d
 }

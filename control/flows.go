@@ -226,26 +226,39 @@ func (p *Plane) Advice(ctx context.Context, tenant string, st *state.Execution, 
 
 // Flows lists the tenant's published flows, most recently published first.
 func (p *Plane) Flows(ctx context.Context, tenant string, limit int) ([]store.FlowSummary, error) {
+	page, err := p.FlowPage(ctx, tenant, "", limit)
+	return page.Items, err
+}
+
+// FlowPage is a page of the tenant's published flows after cursor ("" for the first),
+// most recently published first.
+func (p *Plane) FlowPage(ctx context.Context, tenant, cursor string, limit int) (store.FlowPage, error) {
 	if limit < 1 || limit > store.MaxFlowList {
-		return nil, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxFlowList)
+		return store.FlowPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxFlowList)
 	}
 	tenant, err := p.Tenant(tenant)
 	if err != nil {
-		return nil, err
+		return store.FlowPage{}, err
 	}
-	return p.d.Flows.List(ctx, tenant, limit)
+	page, err := p.d.Flows.Page(ctx, tenant, cursor, limit)
+	if errors.Is(err, store.ErrInvalid) {
+		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
+	}
+	return page, err
 }
 
 // FlowShown is one published version of a flow with the flow's versions.
 type FlowShown struct {
-	FlowID     string              `json:"flow_id"`
-	TenantID   string              `json:"tenant_id"`
-	Version    string              `json:"version"`
-	Hash       string              `json:"flow_hash"`
-	Name       string              `json:"name,omitempty"`
-	Nodes      int                 `json:"nodes"`
-	Definition json.RawMessage     `json:"definition"`
-	Versions   []store.FlowVersion `json:"versions"`
+	FlowID     string          `json:"flow_id"`
+	TenantID   string          `json:"tenant_id"`
+	Version    string          `json:"version"`
+	Hash       string          `json:"flow_hash"`
+	Name       string          `json:"name,omitempty"`
+	Nodes      int             `json:"nodes"`
+	Definition json.RawMessage `json:"definition"`
+	// Versions are the flow's versions, newest first: as Redis has them, and in the console
+	// with its record of each (Catalog.Flow).
+	Versions []VersionShown `json:"versions"`
 }
 
 // Flow reads a published flow (version "" = the latest) and its versions.
@@ -272,7 +285,10 @@ func (p *Plane) Flow(ctx context.Context, tenant, flowID, version string) (FlowS
 	} else if err != nil {
 		return FlowShown{}, err
 	}
-	out := FlowShown{FlowID: flowID, TenantID: tenant, Version: version, Definition: def, Versions: versions}
+	out := FlowShown{FlowID: flowID, TenantID: tenant, Version: version, Definition: def, Versions: make([]VersionShown, 0, len(versions))}
+	for _, v := range versions {
+		out.Versions = append(out.Versions, VersionShown{FlowVersion: v, Engine: true})
+	}
 	if out.Hash, err = engine.FlowHash(def); err != nil {
 		return FlowShown{}, fmt.Errorf("flow %s version %s: %w", flowID, version, err)
 	}

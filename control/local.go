@@ -168,22 +168,26 @@ func (l *Local) publishedFlow(ctx context.Context, tenant, flowID, version strin
 	return f, v, nil
 }
 
-// Flows lists the tenant's published flows, most recently published first.
-func (l *Local) Flows(ctx context.Context, tenant string, limit int) ([]store.FlowSummary, error) {
+// FlowPage lists the tenant's published flows, most recently published first. Local mode
+// answers with one page: every flow of the tenant up to sqlite.MaxLimit (a cursor is refused).
+func (l *Local) FlowPage(ctx context.Context, tenant, cursor string, limit int) (store.FlowPage, error) {
 	if limit < 1 || limit > min(store.MaxFlowList, sqlite.MaxLimit) {
-		return nil, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, min(store.MaxFlowList, sqlite.MaxLimit))
+		return store.FlowPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, min(store.MaxFlowList, sqlite.MaxLimit))
+	}
+	if cursor != "" {
+		return store.FlowPage{}, refuse(Invalid, "invalid_cursor", nil, "cursor %q: local mode lists its flows in one page", cursor)
 	}
 	tenant, err := l.Tenant(tenant)
 	if err != nil {
-		return nil, err
+		return store.FlowPage{}, err
 	}
 	fs, err := l.d.DB.PublishedFlows(ctx, tenant, limit)
 	if err != nil {
-		return nil, err
+		return store.FlowPage{}, err
 	}
-	out := make([]store.FlowSummary, 0, len(fs))
+	out := store.FlowPage{Items: make([]store.FlowSummary, 0, len(fs))}
 	for _, f := range fs {
-		out = append(out, store.FlowSummary{FlowID: f.FlowID, PublishedAt: f.Latest.PublishedAt, Latest: f.Latest.Version, Versions: f.Versions})
+		out.Items = append(out.Items, store.FlowSummary{FlowID: f.FlowID, PublishedAt: f.Latest.PublishedAt, Latest: f.Latest.Version, Versions: f.Versions})
 	}
 	return out, nil
 }
@@ -206,9 +210,11 @@ func (l *Local) Flow(ctx context.Context, tenant, flowID, version string) (FlowS
 	if err != nil {
 		return FlowShown{}, err
 	}
-	out := FlowShown{FlowID: flowID, TenantID: tenant, Version: v.Version, Hash: v.Hash, Definition: v.Definition, Versions: []store.FlowVersion{}}
+	out := FlowShown{FlowID: flowID, TenantID: tenant, Version: v.Version, Hash: v.Hash, Definition: v.Definition, Versions: []VersionShown{}}
 	for _, pv := range page.Items {
-		out.Versions = append(out.Versions, store.FlowVersion{Version: pv.Version, PublishedAt: pv.PublishedAt})
+		// Engine: local mode's runner runs the recorded versions themselves.
+		out.Versions = append(out.Versions, VersionShown{FlowVersion: store.FlowVersion{Version: pv.Version, PublishedAt: pv.PublishedAt},
+			PublishedBy: pv.PublishedBy, Seq: pv.Seq, Hash: pv.Hash, Engine: true, Recorded: true})
 	}
 	if f != nil {
 		out.Name, out.Nodes = f.Name, len(f.Nodes)
@@ -467,6 +473,12 @@ func (l *Local) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
 			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
 	}
+	if req.AllowFlowHashChange && req.Type != engine.ResumeCancel {
+		// The flow_hash override travels in the data, as the engine reads it (Plane.Resume).
+		if req.Data, err = rawWithHashOverride(req.Data); err != nil {
+			return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
+		}
+	}
 	v, err := l.document("resume data", req.Data)
 	if err != nil {
 		return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
@@ -488,16 +500,15 @@ func (l *Local) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	}
 	checked := !req.Force
 	return Done{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion, Action: "resume",
-		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: LocalQueue, MessageID: "local:" + st.ExecutionID}, nil
+		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: LocalQueue, MessageID: "local:" + st.ExecutionID,
+		AllowFlowHashChange: req.HashOverride()}, nil
 }
 
-// Hints is what can be done next with st, each resume checked.
-func (l *Local) Hints(ctx context.Context, tenant string, st *state.Execution, f *engine.Flow) ([]Hint, error) {
+// Detail is what can be done next with st (each resume checked) and why each branch was
+// taken, from its published definition read once (Plane.Detail).
+func (l *Local) Detail(ctx context.Context, tenant string, st *state.Execution) Detail {
 	a := l.advice(ctx, tenant, st)
-	if f != nil {
-		a.Flow, a.FlowErr = f, nil
-	}
-	return a.Hints(st), nil
+	return Detail{Hints: a.Hints(st), Branches: engine.Branches(a.Flow, st)}
 }
 
 // Timeline is a page of an execution's timeline (Plane.Timeline).

@@ -18,7 +18,7 @@ type Operations interface {
 
 	ParseFlow(def []byte) (*engine.Flow, error)
 	PublishFlow(ctx context.Context, tenant string, def []byte, version string) (Published, error)
-	Flows(ctx context.Context, tenant string, limit int) ([]store.FlowSummary, error)
+	FlowPage(ctx context.Context, tenant, cursor string, limit int) (store.FlowPage, error)
 	Flow(ctx context.Context, tenant, flowID, version string) (FlowShown, error)
 
 	Start(ctx context.Context, req StartRequest) (Started, error)
@@ -27,7 +27,7 @@ type Operations interface {
 	Resume(ctx context.Context, req ResumeRequest) (Done, error)
 	Cancel(ctx context.Context, tenant, id string) (Done, error)
 	Delete(ctx context.Context, tenant, id string, force bool) (Done, error)
-	Hints(ctx context.Context, tenant string, st *state.Execution, f *engine.Flow) ([]Hint, error)
+	Detail(ctx context.Context, tenant string, st *state.Execution) Detail
 	Timeline(ctx context.Context, tenant, id string, after, limit int) (TimelinePage, error)
 	Follow(ctx context.Context, req FollowRequest, emit func(LiveItem) error) error
 

@@ -3,8 +3,11 @@
 // execution with what can be done next and what wakes it, list, resume with the worker's own
 // check, cancel, delete, publish and list events, edit schedules, list and replay dead letters,
 // drain a legacy List queue into the stream (drainlist.go), ask an instance for its status or a
-// drain over its control channel (ctl.go); follow an execution live and page its timeline (live.go, timeline.go); bulk jobs by filter
-// that apply those same operations item by item (bulk.go, bulk_runner.go).
+// drain over its control channel (ctl.go); follow an execution live and page its timeline
+// (live.go, timeline.go); bulk jobs by filter that apply those same operations item by item
+// (bulk.go, bulk_runner.go); the console's own record of flows — drafts, who published each
+// version — and its write-back to Redis (catalog.go, engine_sync.go); local mode, the same
+// operations in the console's process when Redis is unreachable (local.go, operations.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,

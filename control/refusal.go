@@ -26,6 +26,9 @@ const (
 	// Unavailable: what it needs did not answer (an instance on its control channel): exit 1,
 	// HTTP 503.
 	Unavailable
+	// Stale: the caller's copy is out of date (a draft saved by someone else since the
+	// revision the caller started from): exit 1, HTTP 412.
+	Stale
 )
 
 // Refusal is an operation the control plane turned down: what was refused and why, what is

@@ -94,3 +94,56 @@ func TestWhyIsBounded(t *testing.T) {
 		t.Fatalf("whys %q", ws)
 	}
 }
+
+// TestBranchesSayWhereEachWent: the branches an execution took, oldest first, each with its
+// reason and the node that ran next (a loop's condition once per pass); a suspended
+// approval's branch has no next node until it is answered.
+func TestBranchesSayWhereEachWent(t *testing.T) {
+	h := newHarness(t)
+	f := h.flow(`{"id":"br","start":"more","vars":{"i":0},"nodes":[
+		{"id":"more","type":"condition","params":{"expr":"VARS.i < 1"},"branches":{"true":"inc","false":"ask"}},
+		{"id":"inc","type":"set","params":{"vars":{"i":"{{ VARS.i + 1 }}"}},"next":"more"},
+		{"id":"ask","type":"approval","params":{"on_reject":"no"},"next":"yes"},
+		{"id":"yes","type":"end"},{"id":"no","type":"end"}]}`)
+	st := h.start(f, nil)
+	got := Branches(f, h.stored(st.ExecutionID))
+	if len(got) != 2 || got[0].Node != "more" || got[0].To != "inc" || got[1].To != "ask" || got[0].Seq >= got[1].Seq || got[0].FromContext {
+		t.Fatalf("suspended: %+v", got)
+	}
+	st, err := h.ex.Resume(context.Background(), f, st.ExecutionID, ResumeApproval, map[string]any{"approved": false, "by": "kim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = Branches(f, h.stored(st.ExecutionID))
+	if len(got) != 3 || got[2].Node != "ask" || got[2].Why != "rejected by kim" || got[2].To != "no" {
+		t.Fatalf("completed: %+v", got)
+	}
+	// Without the definition: the timeline's reasons all the same.
+	if n := len(Branches(nil, h.stored(st.ExecutionID))); n != 3 {
+		t.Fatalf("without the flow: %d branches", n)
+	}
+}
+
+// TestBranchesFromAnOlderState: a state whose timeline has no reasons (an engine before them)
+// still says what its branching nodes decided, from their results.
+func TestBranchesFromAnOlderState(t *testing.T) {
+	h := newHarness(t)
+	f := h.flow(`{"id":"old","start":"c","nodes":[
+		{"id":"c","type":"condition","params":{"expr":"true"},"branches":{"true":"s","false":"a"}},
+		{"id":"a","type":"approval","next":"e"},{"id":"s","type":"switch","cases":[{"when":"true","next":"a"}],"default":"e"},{"id":"e","type":"end"}]}`)
+	st := &state.Execution{Status: state.Completed, Context: map[string]any{state.ContextNodes: map[string]any{
+		"c": map[string]any{"result": false}, "a": map[string]any{"approved": true, "by": "lee"}, "s": map[string]any{"case": 0}}}}
+	got := Branches(f, st)
+	want := []string{"the condition was false", "approved by lee", "case 0"}
+	if len(got) != len(want) {
+		t.Fatalf("branches %+v", got)
+	}
+	for i, b := range got {
+		if b.Why != want[i] || !b.FromContext {
+			t.Fatalf("branch %d: %+v, want %q from the context", i, b, want[i])
+		}
+	}
+	if got := Branches(nil, st); len(got) != 0 {
+		t.Fatalf("without the flow and reasons: %+v", got)
+	}
+}

@@ -412,11 +412,7 @@ func CheckResume(f *Flow, st *state.Execution, rt ResumeType, data any, limits E
 		return fmt.Errorf("%w: resume data: %w", ErrInvalidResume, err)
 	}
 	if rt != ResumeCancel {
-		allow := false
-		if m, ok := data.(map[string]any); ok {
-			allow, _ = m["allow_flow_hash_change"].(bool)
-		}
-		if _, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, allow); err != nil {
+		if _, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, AllowsFlowHashChange(data)); err != nil {
 			return err
 		}
 	}
@@ -425,12 +421,24 @@ func CheckResume(f *Flow, st *state.Execution, rt ResumeType, data any, limits E
 	return err
 }
 
-func (e *execRun) checkHash(st *state.Execution, f *Flow, data any) error {
-	allow := false
-	if m, ok := data.(map[string]any); ok {
-		allow, _ = m["allow_flow_hash_change"].(bool)
+// AllowFlowHashChangeKey is the key of resume data that overrides a flow_hash_mismatch (a hash
+// that differs in algorithm and value, as after an engine upgrade; docs/flows.md): the operator
+// confirms the definition is unchanged. It does not override a definition changed under the
+// same algorithm (ErrFlowChanged).
+const AllowFlowHashChangeKey = "allow_flow_hash_change"
+
+// AllowsFlowHashChange reports whether resume data carries the override.
+func AllowsFlowHashChange(data any) bool {
+	m, ok := data.(map[string]any)
+	if !ok {
+		return false
 	}
-	check, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, allow)
+	allow, _ := m[AllowFlowHashChangeKey].(bool)
+	return allow
+}
+
+func (e *execRun) checkHash(st *state.Execution, f *Flow, data any) error {
+	check, err := CheckFlowHash(st.FlowHashAlgo, st.FlowHash, f.HashAlgo, f.Hash, AllowsFlowHashChange(data))
 	if err != nil {
 		return err
 	}

@@ -265,6 +265,20 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 	return id, nil
 }
 
+// IsConnectionFailure reports whether an Enqueue error is a failure of the connection — the
+// XADD may or may not have reached Redis, and rueidis does not retry a write (the first XADD
+// on a connection Redis closed by restarting fails with EOF) — rather than Redis's answer (an
+// error reply), a refused envelope or the caller's context. A producer whose task carries its
+// own identity (an execution id: a worker given a start twice continues the execution it
+// created) may send it again; nothing else should.
+func IsConnectionFailure(err error) bool {
+	if err == nil || errors.Is(err, ErrInvalidEnvelope) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var reply *rueidis.RedisError // rueidis.IsRedisErr does not look through wrapping
+	return !errors.As(err, &reply)
+}
+
 // encode stamps what Enqueue stamps (schema_version when absent, created_at when zero),
 // validates and serializes: the value of the "payload" field. The delay queue's mover writes
 // the same bytes from inside its script.

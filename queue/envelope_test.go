@@ -1,11 +1,16 @@
 package queue
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
+
+	"plaita/internal/redistest"
 )
 
 func TestValidate(t *testing.T) {
@@ -172,5 +177,33 @@ func TestEnqueueRefusesAnInputOverTheBound(t *testing.T) {
 	}
 	if _, err := Enqueue(testCtx(t), b.c, b.q.Stream(), start, MaxInput(4096)); err != nil {
 		t.Fatalf("under the bound: %v", err)
+	}
+}
+
+// TestIsConnectionFailure: only a failure of the connection is one a producer may retry with
+// the same task: not Redis's answer, a refused envelope or the caller's context.
+func TestIsConnectionFailure(t *testing.T) {
+	c := redistest.Client(t)
+	key := redistest.Root(t, c) + ":not-a-stream"
+	ctx := context.Background()
+	if err := c.Do(ctx, c.B().Set().Key(key).Value("x").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	_, wrongType := Enqueue(ctx, c, key, Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
+	_, invalid := Enqueue(ctx, c, "", Envelope{})
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, ctxErr := Enqueue(cancelled, c, key+"2", Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false}, {"a WRONGTYPE reply", wrongType, false}, {"a refused envelope", invalid, false},
+		{"a cancelled context", ctxErr, false}, {"EOF", fmt.Errorf("enqueue to s: %w", io.EOF), true},
+	} {
+		if got := IsConnectionFailure(tc.err); got != tc.want {
+			t.Errorf("%s (%v): %t, want %t", tc.name, tc.err, got, tc.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -47,7 +48,8 @@ const (
 // executions on SQLite, is not built yet).
 //
 // Start order (service.Group): metrics server → registry (status running; not without Redis)
-// → the bulk jobs' runner (with Redis) → the periodic tenant-status reconcile (every
+// → the engine sync (with Redis; once, within PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE) → the bulk
+// jobs' runner (with Redis) → the periodic tenant-status reconcile (every
 // PLAITA_TENANT_STATUS_RECONCILE_SECONDS; 0 = off, with a warning) → the HTTP server on
 // PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
 // Shutdown: not ready and the status draining → the API refuses writes (503 draining) and
@@ -115,6 +117,9 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 		}})
+		deps.EngineSync = control.NewEngineSync(deps.Plane, db, control.EngineSyncSettings{
+			Deadline:    time.Duration(config.ConsoleEngineSyncDeadline.In(cfg) * float64(time.Second)),
+			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg)})
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(c, keys.DefaultRoot)
 	}
@@ -127,7 +132,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	}
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
-		registry: registry, control: ctlChannel, services: consoleServices(deps, srv.Service(addr)),
+		registry: registry, control: ctlChannel, services: consoleServices(deps, srv.Service(addr), log),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
@@ -176,11 +181,16 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	return err
 }
 
-// consoleServices are the console's own services in start order: the bulk jobs' runner (with
-// Redis) before the HTTP server (the drain stops the runner already; stopping it again after
-// the server is a no-op that covers a start that failed half-way).
-func consoleServices(deps web.Deps, http service.Service) []service.Named {
+// consoleServices are the console's own services in start order: the engine sync (with Redis:
+// the recorded flow versions Redis lacks are written back before anything is served, within
+// its deadline), the bulk jobs' runner (with Redis) before the HTTP server (the drain stops the
+// runner already; stopping it again after the server is a no-op that covers a start that
+// failed half-way).
+func consoleServices(deps web.Deps, http service.Service, log zerolog.Logger) []service.Named {
 	var out []service.Named
+	if deps.EngineSync != nil {
+		out = append(out, service.Named{Name: "engine sync", Service: &engineSync{sync: deps.EngineSync, log: log}})
+	}
 	if deps.Jobs != nil {
 		out = append(out, service.Named{Name: "bulk jobs", Service: deps.Jobs})
 	}
@@ -189,6 +199,36 @@ func consoleServices(deps web.Deps, http service.Service) []service.Named {
 	}
 	return append(out, service.Named{Name: "http server", Service: http})
 }
+
+// engineSync runs the engine sync once as the console starts (control.EngineSync, bounded by
+// PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE and _MAX_VERSIONS): its Start returns when the sync is
+// done or its deadline passed, never with an error — a degraded sync is a WARNING and shows on
+// /health, and the console serves all the same.
+type engineSync struct {
+	sync    *control.EngineSync
+	log     zerolog.Logger
+	stopped atomic.Bool
+}
+
+func (e *engineSync) Start(ctx context.Context) error {
+	if e.stopped.Load() {
+		return service.ErrStopped
+	}
+	r := e.sync.Run(ctx)
+	ev := e.log.Info()
+	msg := "the recorded flow versions Redis lacked are written back"
+	if r.Status != control.SyncReady {
+		ev = e.log.Warn()
+		msg = "ENGINE SYNC DEGRADED: not every recorded flow version was checked or written back to Redis; executions of a missing version cannot resume (see /health engine_sync)"
+	}
+	ev.Str("event", "console.engine_sync").Str("status", r.Status).Int("versions", r.Versions).Int("written", r.Written).
+		Int("skipped", r.Skipped).Int("errors", r.Errors).Int("batches", r.Batches).Bool("truncated", r.Truncated).
+		Str("truncated_reason", r.TruncatedReason).Int64("elapsed_ms", r.ElapsedMS).Str("error", r.Error).Strs("written_sample", r.WrittenSample).
+		Msg(msg)
+	return nil
+}
+
+func (e *engineSync) Stop(context.Context) { e.stopped.Store(true) }
 
 // consoleSettings are the API's settings from the configuration.
 func consoleSettings(cfg *config.Config) web.Settings {

@@ -190,3 +190,75 @@ func (f *Flows) register(ctx context.Context, sp keys.Space, flowID, version str
 	}
 	return nil
 }
+
+// FlowRestore is one published version to write back to Redis when Redis lost it (the
+// console's engine sync, control/engine_sync.go, from its record of every version it
+// published).
+type FlowRestore struct {
+	Tenant, FlowID, Version string
+	Definition              []byte
+	PublishedAt             time.Time
+}
+
+// RestoreOutcome is what Restore did with one version: Written (Redis lacked the definition
+// and has it now) or not (Redis had one: it is left as it is, not compared — the console
+// records a version only after Redis took it), or Err.
+type RestoreOutcome struct {
+	Written bool
+	Err     error
+}
+
+// Restore writes back the versions Redis lacks, in one pipeline: for each, SET NX of the
+// definition and the registry entries a publication writes (ZADD NX in flow_versions with the
+// publication time, ZADD GT in flow_list, so a flow's newer publication keeps its place).
+// An item whose keys are invalid or reserved is refused without being sent. A Redis that does
+// not answer fails every item sent (ErrRedis, transient).
+func (f *Flows) Restore(ctx context.Context, items []FlowRestore) []RestoreOutcome {
+	out := make([]RestoreOutcome, len(items))
+	c := f.c
+	cmds := make(rueidis.Commands, 0, 3*len(items))
+	sent := make([]int, 0, len(items))
+	for i, it := range items {
+		sp, err := f.space(it.Tenant)
+		if err == nil {
+			err = keys.ValidName("flow version", it.Version)
+		}
+		if err == nil {
+			err = keys.ValidName("flow id", it.FlowID)
+		}
+		if err == nil {
+			err = f.checkReserved(sp, it.FlowID, it.Version)
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		score := float64(it.PublishedAt.UnixMilli())
+		cmds = append(cmds, c.B().Set().Key(sp.Flow(it.FlowID, it.Version)).Value(rueidis.BinaryString(it.Definition)).Nx().Build(),
+			c.B().Zadd().Key(sp.FlowVersions(it.FlowID)).Nx().ScoreMember().ScoreMember(score, it.Version).Build(),
+			c.B().Zadd().Key(sp.FlowList()).Gt().ScoreMember().ScoreMember(score, it.FlowID).Build())
+		sent = append(sent, i)
+	}
+	if len(cmds) == 0 {
+		return out
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	res := c.DoMulti(ctx, cmds...)
+	for k, i := range sent {
+		set, vers, list := res[3*k], res[3*k+1], res[3*k+2]
+		switch err := set.Error(); {
+		case err == nil:
+			out[i].Written = true
+		case !rueidis.IsRedisNil(err):
+			out[i].Err = transient(ErrRedis, "restore flow "+items[i].FlowID, err)
+			continue
+		}
+		for _, r := range []rueidis.RedisResult{vers, list} {
+			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+				out[i].Err = transient(ErrRedis, "register flow "+items[i].FlowID, err)
+			}
+		}
+	}
+	return out
+}

@@ -3,6 +3,8 @@ package store_test
 import (
 	"bytes"
 	"errors"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -67,5 +69,50 @@ func TestFlowNotFoundIsPermanent(t *testing.T) {
 		if !errors.Is(err, store.ErrFlowNotFound) || store.IsTransient(err) {
 			t.Errorf("%s of an unpublished flow: %v, IsTransient %v; want ErrFlowNotFound, permanent", name, err, store.IsTransient(err))
 		}
+	}
+}
+
+// TestFlowPagesByCursor: the flows a page at a time, most recently published first, with ties
+// (flows published in the same millisecond) split across pages and none seen twice; a flow
+// published again moves to the front; a forged cursor is ErrInvalid.
+func TestFlowPagesByCursor(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	fl := store.NewFlows(f.c, f.root)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	// f0..f4 in the same millisecond, then f5, f6 later.
+	for i, at := range []time.Time{t0, t0, t0, t0, t0, t0.Add(time.Second), t0.Add(2 * time.Second)} {
+		id := "f" + strconv.Itoa(i)
+		def := []byte(`{"id":"` + id + `"}`)
+		if _, err := fl.Publish(c, "acme", id, "1", def, at, func([]byte) (bool, error) { return true, nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seen []string
+	cursor := ""
+	for range 10 {
+		p, err := fl.Page(c, "acme", cursor, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range p.Items {
+			seen = append(seen, it.FlowID)
+			if it.Latest != "1" || it.Versions != 1 {
+				t.Fatalf("item %+v", it)
+			}
+		}
+		if cursor = p.NextCursor; cursor == "" {
+			break
+		}
+	}
+	if want := []string{"f6", "f5", "f4", "f3", "f2", "f1", "f0"}; !slices.Equal(seen, want) {
+		t.Fatalf("pages %v, want %v", seen, want)
+	}
+	if _, err := fl.Page(c, "acme", "forged", 2); !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("forged cursor: %v", err)
+	}
+	if items, err := fl.List(c, "acme", 3); err != nil || len(items) != 3 || items[0].FlowID != "f6" {
+		t.Fatalf("list: %+v %v", items, err)
 	}
 }

@@ -147,7 +147,9 @@ func (a *api) authenticate(ctx context.Context, hc huma.Context) (Principal, *de
 		case err != nil:
 			return anonymous, &denial{p: problemFor(err), reason: "error"}
 		}
-		return Principal{Kind: sqlite.ActorAPIKey, Actor: k.Prefix, Fingerprint: k.Fingerprint, Key: &k}, nil
+		// The fingerprint from the key itself: a key stored with a shorter one (before it had 16
+		// digits) is named in the audit as every other is.
+		return Principal{Kind: sqlite.ActorAPIKey, Actor: k.Prefix, Fingerprint: sqlite.Fingerprint(strings.TrimSpace(token)), Key: &k}, nil
 	}
 	if c, err := huma.ReadCookie(hc, SessionCookie); err == nil && c.Value != "" {
 		_, u, err := a.d.DB.LookupSession(ctx, c.Value)

@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -74,7 +76,8 @@ func TestDeadLetters(t *testing.T) {
 	ids := f.deadLetters(t, "acme", "globex", "acme", "acme")
 	viewer := f.user(t, "vic", "acme", sqlite.RoleViewer)
 	editor := f.key(f.apiKey(t, "acme", sqlite.RoleEditor))
-	admin := f.key(f.apiKey(t, "acme", sqlite.RoleAdmin))
+	adminKey := f.apiKey(t, "acme", sqlite.RoleAdmin)
+	admin := f.key(adminKey)
 	globex := f.key(f.apiKey(t, "globex", sqlite.RoleAdmin))
 	boss := f.admin("")
 
@@ -146,9 +149,13 @@ func TestDeadLetters(t *testing.T) {
 	}
 	e, ok := f.audited(t, "dlq.replay")
 	if !ok || e.Outcome != sqlite.OutcomeAllow || e.Tenant != "acme" || e.Target != ids["acme"][0] || e.ActorKind != sqlite.ActorAPIKey ||
-		e.RequestID != r.header.Get(HeaderRequestID) || !strings.Contains(string(e.Details), `"target_tenant":"acme"`) ||
-		!strings.Contains(string(e.Details), `"key_fingerprint"`) {
+		e.RequestID != r.header.Get(HeaderRequestID) || !strings.Contains(string(e.Details), `"target_tenant":"acme"`) {
 		t.Fatalf("replay audit: %+v %s", e, e.Details)
+	}
+	// The key's fingerprint: the first 16 hex digits of its sha256 (the runbook's key_fingerprint).
+	sum := sha256.Sum256([]byte(adminKey))
+	if want := `"key_fingerprint":"` + hex.EncodeToString(sum[:])[:16] + `"`; !strings.Contains(string(e.Details), want) {
+		t.Fatalf("replay audit: no %s in %s", want, e.Details)
 	}
 	admin.want(t, http.StatusOK, http.MethodPost, acme0, nil).decode(t, &res)
 	if res.Status != queue.ReplayAlreadyReplayed || len(f.streamEntries(t)) != 1 {

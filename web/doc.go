@@ -1,8 +1,9 @@
 // Package web is the console's HTTP API (`plaita console`, docs/console.md): echo for the
 // server and its middleware, huma for typed handlers, request validation and the OpenAPI 3.1
 // document generated from them (GET /api/openapi.json). It is an adapter over package control
-// — the operations the CLI runs, refused with the same words — and over store/sqlite (tenants,
-// users, members, sessions, API keys, the audit trail); it holds no business rule of its own,
+// — the operations the CLI runs, refused with the same words; control.Catalog for flow drafts
+// and the record of published versions — and over store/sqlite (tenants, users, members,
+// sessions, API keys, the audit trail); it holds no business rule of its own,
 // builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
 // Settings). Besides the handlers it has the one job that joins the database and Redis: the
 // tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
@@ -57,5 +58,6 @@
 // X-Forwarded-Proto: https) with a CSRF token derived from the session, required in
 // X-CSRF-Token on cookie-authenticated writes; tenant API keys (Authorization: Bearer plk_…);
 // the platform admin key (X-Admin-API-Key, compared in constant time). X-Tenant-ID picks the
-// tenant of a session or the admin key; an API key is bound to its tenant.
+// tenant of a session or the admin key; an API key is bound to its tenant. POST /api/login
+// takes a token of its client address's bucket first (throttle.go).
 package web

@@ -31,6 +31,7 @@ func FuzzRequestBodies(f *testing.F) {
 		"POST /api/jobs",
 		"POST /api/events", "POST /api/schedules", "PATCH /api/schedules/s1", "POST /api/schedules/s1/enable", "POST /api/approvals/ex_1",
 		"POST /api/dead-letters/1-1/replay", "POST /api/cluster/tenant-status/reconcile",
+		"POST /api/flows/drafts", "PUT /api/flows/drafts/ask", "POST /api/flows/drafts/ask/publish",
 	}
 	for _, seed := range []string{
 		`{"flow_id":"ask","input":{"a":1}}`, `{"definition":` + approvalFlow + `}`, `{"type":"approval","data":{"approved":true}}`,
@@ -40,6 +41,8 @@ func FuzzRequestBodies(f *testing.F) {
 		`{"flow_id":`, `[]`, `null`, `{"flow_id":"a","flow_id":"b"}`, `{"n":1e999}`, "\xff\xfe", `{"definition":{"id":"x","nodes":[{}]}}`,
 		`{"type":"order.paid","data":{"order":1}}`, `{"type":"a","id":"evt 1","data":null}`, `{"cron":"*/5 * * * *","flow_id":"ask","input":[1]}`,
 		`{"cron":"@every 1s","time_zone":"Mars/Olympus"}`, `{"approved":true,"comment":"ok"}`, `{"approved":"yes"}`, `{"enabled":false}`,
+		`{"flow_id":"ask","definition":{"id":"ask","start":"a"}}`, `{"definition":{"id":"other"}}`, `{"version":"2"}`, `{"version":"a:b"}`,
+		`{"type":"continue","allow_flow_hash_change":true,"data":[1]}`,
 	} {
 		for i := range routes {
 			f.Add(uint8(i), []byte(seed))

@@ -37,9 +37,10 @@ type sessionOut struct {
 	Body      SessionInfo
 }
 
-// login checks a password (argon2id; the account locks after too many failures: 429 with
-// Retry-After) and starts a session: the cookie, and in the body the CSRF token its writes
-// need. It writes its own audit rows: auth.login, or auth.login_failed with the reason.
+// login checks a password (argon2id; the account locks after too many failures, and one client
+// address has so many attempts a minute: 429 with Retry-After) and starts a session: the
+// cookie, and in the body the CSRF token its writes need. It writes its own audit rows:
+// auth.login, or auth.login_failed with the reason (throttled, locked, bad_credentials).
 func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, error) {
 	c.Audit.Skip = true
 	login := in.Body.Login
@@ -51,6 +52,10 @@ func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, err
 		who.Principal = Principal{Kind: sqlite.ActorAnonymous, Actor: login}
 		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: sqlite.OutcomeDeny, Reason: reason, Target: login})
 		return err
+	}
+	if ok, wait := a.logins.take(c.IP); !ok {
+		return nil, failed("throttled", newProblem(http.StatusTooManyRequests, "login_throttled",
+			"too many login attempts from this address; try again later").retryAfter(wait))
 	}
 	u, err := a.d.DB.VerifyPassword(ctx, in.Body.Login, in.Body.Password)
 	var locked *sqlite.LockedError

@@ -29,23 +29,29 @@ import (
 // ---- flows ----
 
 type flowListIn struct {
-	Limit int `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
 }
 
-// FlowList is a page of the tenant's published flows.
+// FlowList is a page of the tenant's published flows, most recently published first.
 type FlowList struct {
-	TenantID string              `json:"tenant_id"`
-	Items    []store.FlowSummary `json:"items"`
+	TenantID   string              `json:"tenant_id"`
+	Items      []store.FlowSummary `json:"items"`
+	NextCursor string              `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last); a flow published again meanwhile moves to the front"`
 }
 
 type flowListOut struct{ Body FlowList }
 
 func (a *api) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowListOut, error) {
-	items, err := a.ops().Flows(ctx, c.Tenant, in.Limit)
+	page, err := a.ops().FlowPage(ctx, c.Tenant, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	items := page.Items
 	if items == nil {
 		items = []store.FlowSummary{}
 	}
-	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items}}, err
+	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items, NextCursor: page.NextCursor}}, nil
 }
 
 type flowGetIn struct {
@@ -56,7 +62,7 @@ type flowGetIn struct {
 type flowGetOut struct{ Body control.FlowShown }
 
 func (a *api) getFlow(ctx context.Context, c *Call, in *flowGetIn) (*flowGetOut, error) {
-	f, err := a.ops().Flow(ctx, c.Tenant, in.ID, in.Version)
+	f, err := a.catalog.Flow(ctx, c.Tenant, in.ID, in.Version)
 	return &flowGetOut{Body: f}, err
 }
 
@@ -117,6 +123,8 @@ type FlowPublished struct {
 	Version  string              `json:"version"`
 	Hash     string              `json:"flow_hash"`
 	Result   store.PublishResult `json:"result" doc:"published, or already_published (the same definition under that version)"`
+	// PublishedBy is who published the version first (the console's record).
+	PublishedBy string `json:"published_by,omitempty"`
 }
 
 type flowPublishedOut struct {
@@ -124,39 +132,39 @@ type flowPublishedOut struct {
 	Body   FlowPublished
 }
 
-// publishFlow publishes a definition as an immutable version (control.PublishFlow: a changed
-// definition under a published version is a 409 with the unblock hint) and records it in the
-// console database (flow_versions: who published what, when).
+// publishFlow publishes a definition as an immutable version (control.Catalog.Publish: a
+// changed definition under a published version is a 409 with the unblock hint) and records it
+// in the console database (flow_versions: who published what, when).
 func (a *api) publishFlow(ctx context.Context, c *Call, in *flowDefIn) (*flowPublishedOut, error) {
 	if len(in.Body.Definition) == 0 {
 		return nil, newProblem(http.StatusBadRequest, "invalid_request", "definition is required")
 	}
-	pub, err := a.ops().PublishFlow(control.WithActor(ctx, c.Principal.Actor), c.Tenant, in.Body.Definition, in.Body.Version)
+	pub, err := a.catalog.Publish(ctx, control.PublishRequest{Tenant: c.Tenant, Definition: in.Body.Definition, Version: in.Body.Version,
+		By: c.Principal.Actor})
 	if err != nil {
 		return nil, err
 	}
-	hash, err := engine.FlowHash(in.Body.Definition)
-	if err != nil {
-		return nil, err
-	}
+	status, body := a.published(c, pub)
+	return &flowPublishedOut{Status: status, Body: body}, nil
+}
+
+// published renders a publication (of a definition, or of a draft) and notes it for the audit
+// row; a record the console database could not write is logged.
+func (a *api) published(c *Call, pub control.FlowPublished) (int, FlowPublished) {
 	c.Audit.Target = pub.Flow.ID + "@" + pub.Version
 	c.Note("result", pub.Result)
-	c.Note("flow_hash", hash)
-	if a.d.Plane == nil {
-		// Local mode: the version is recorded by the publication itself (flow_versions is where
-		// local mode keeps its flows).
-	} else if _, _, err := a.d.DB.RecordVersion(ctx, sqlite.FlowVersion{Tenant: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
-		Definition: in.Body.Definition, Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: c.Principal.Actor}); err != nil {
+	c.Note("flow_hash", pub.Hash)
+	if pub.RecordErr != nil {
 		// Redis has the version (the workers run it); the console's record of it lags.
 		a.d.Log.Warn().Str("event", "console.version_record_failed").Str("flow", pub.Flow.ID).Str("version", pub.Version).
-			Str("request_id", c.RequestID).Err(err).Msg("flow published, but its record in the console database was not written")
+			Str("request_id", c.RequestID).Err(pub.RecordErr).Msg("flow published, but its record in the console database was not written")
 	}
 	status := http.StatusCreated
 	if pub.Result == store.AlreadyPublished {
 		status = http.StatusOK
 	}
-	return &flowPublishedOut{Status: status, Body: FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version,
-		Hash: hash, Result: pub.Result}}, nil
+	return status, FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version, Hash: pub.Hash, Result: pub.Result,
+		PublishedBy: pub.Record.PublishedBy}
 }
 
 // ---- executions ----
@@ -211,6 +219,9 @@ func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 	}
 	c.Audit.Target = s.ExecutionID
 	c.Note("flow", s.FlowID+"@"+s.FlowVersion)
+	if s.EnqueueRetries > 0 {
+		c.Note("enqueue_retries", s.EnqueueRetries) // the connection failed under the first XADD
+	}
 	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: s}}, nil
 }
 
@@ -291,10 +302,10 @@ type executionIDIn struct {
 
 // ExecutionView is one execution as the console shows it: its state, what wakes it
 // (waiting: the wake-up report — which role must act and whether one is alive, the due time
-// and its delay-queue entry; progress: a running one's workers and retry back-off; timers)
-// and what can be done next; or, when it has no state yet, its queued start with what holds
-// it (a busy worker, the tenant's running quota, a config family no worker runs); or, when its
-// state cannot be read, what is stored.
+// and its delay-queue entry; progress: a running one's workers and retry back-off; timers),
+// what can be done next and why each branch was taken (branches); or, when it has no state
+// yet, its queued start with what holds it (a busy worker, the tenant's running quota, a config
+// family no worker runs); or, when its state cannot be read, what is stored.
 type ExecutionView struct {
 	View      string               `json:"view" enum:"state,queued,corrupt"`
 	Execution *state.Execution     `json:"execution,omitempty"`
@@ -303,6 +314,7 @@ type ExecutionView struct {
 	Timers    []control.Timer      `json:"timers,omitempty" doc:"what will happen to it by itself, soonest first: a delay's end, a timeout, a retry's next attempt"`
 	Hints     []control.Hint       `json:"hints,omitempty" doc:"what can be done next: each resume checked as the worker will"`
 	HintsNote string               `json:"hints_note,omitempty" doc:"why there are no hints"`
+	Branches  []engine.Branch      `json:"branches,omitempty" doc:"why each branch was taken, oldest first: the reason each branching step recorded and the node it went to (view state)"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
 	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
 }
@@ -319,10 +331,9 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers}
-	if v.Hints, err = a.ops().Hints(ctx, c.Tenant, shown.Execution, nil); err != nil {
-		v.HintsNote = err.Error()
-	}
+	d := a.ops().Detail(ctx, c.Tenant, shown.Execution)
+	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers,
+		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches}
 	return &executionViewOut{Body: v}, nil
 }
 
@@ -332,6 +343,8 @@ type resumeIn struct {
 		Type  engine.ResumeType `json:"type" enum:"continue,retry,event,timeout,cancel,approval"`
 		Data  json.RawMessage   `json:"data,omitempty" doc:"the event, the approval answer …"`
 		Force bool              `json:"force,omitempty" doc:"enqueue without the check (the worker still decides)"`
+		// The flow_hash override (docs/flows.md), an explicit field rather than a key hidden in data.
+		AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty" doc:"override a flow_hash_mismatch (the execution's flow hash differs from the published definition's in algorithm and value, as after an engine upgrade): only when the definition is unchanged. Sent to the worker as data.allow_flow_hash_change; it never lets a definition changed under the same algorithm pass. Audited."`
 	}
 }
 
@@ -339,14 +352,20 @@ type doneOut struct{ Body control.Done }
 
 // resumeExecution checks the resume the way the worker will and enqueues it: a resume the
 // worker would refuse is a 409 with the reason, what is accepted instead and, for an exhausted
-// retry budget, the counter key and the unblock hint (control.CheckResume).
+// retry budget, the counter key and the unblock hint, for a flow_hash_mismatch the hashes and
+// the override (control.CheckResume).
 func (a *api) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
 	c.Note("type", in.Body.Type)
 	if in.Body.Force {
 		c.Note("force", true)
 	}
-	done, err := a.ops().Resume(ctx, control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force})
+	req := control.ResumeRequest{Tenant: c.Tenant, ID: in.ID, Type: in.Body.Type, Data: in.Body.Data, Force: in.Body.Force,
+		AllowFlowHashChange: in.Body.AllowFlowHashChange}
+	if req.HashOverride() {
+		c.Note("allow_flow_hash_change", true) // who overrode the flow hash check, and when
+	}
+	done, err := a.ops().Resume(ctx, req)
 	return &doneOut{Body: done}, err
 }
 

@@ -209,13 +209,13 @@ type execData struct {
 // decisionRow is one decision, or the same decision taken at consecutive passes of a loop
 // (the same node, reason and next node): Times of them, from the first's time to Last.
 type decisionRow struct {
-	graph.Decision
+	engine.Branch
 	Times int
 	Last  state.Timestamp
 }
 
 // collapse folds consecutive equal decisions into one row.
-func collapse(ds []graph.Decision) []decisionRow {
+func collapse(ds []engine.Branch) []decisionRow {
 	var out []decisionRow
 	for _, d := range ds {
 		if n := len(out); n > 0 {
@@ -226,7 +226,7 @@ func collapse(ds []graph.Decision) []decisionRow {
 				continue
 			}
 		}
-		out = append(out, decisionRow{Decision: d, Times: 1, Last: d.Time})
+		out = append(out, decisionRow{Branch: d, Times: 1, Last: d.Time})
 	}
 	return out
 }
@@ -314,7 +314,7 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 		return
 	}
 	d.Flow = f
-	all := graph.Decisions(f, d.St)
+	all := d.View.Branches // the API's, so the page and GET /api/executions/{id} say the same
 	d.DecisionsTotal = len(all)
 	d.Decisions = collapse(all)
 	if n := len(d.Decisions); n > timelinePage {

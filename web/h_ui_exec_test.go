@@ -3,17 +3,17 @@ package web
 import (
 	"testing"
 
+	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/web/ui/graph"
 )
 
 // TestCollapseDecisions: a loop's same decision at consecutive passes is one row with its
 // count; a different one in between starts a new row.
 func TestCollapseDecisions(t *testing.T) {
-	d := func(why, to string, seq int) graph.Decision {
-		return graph.Decision{Node: "check", Why: why, To: to, Seq: seq, Time: state.Timestamp("t" + string(rune('0'+seq)))}
+	d := func(why, to string, seq int) engine.Branch {
+		return engine.Branch{Node: "check", Why: why, To: to, Seq: seq, Time: state.Timestamp("t" + string(rune('0'+seq)))}
 	}
-	rows := collapse([]graph.Decision{d("i < 3 is true", "inc", 1), d("i < 3 is true", "inc", 2), d("i < 3 is true", "inc", 3),
+	rows := collapse([]engine.Branch{d("i < 3 is true", "inc", 1), d("i < 3 is true", "inc", 2), d("i < 3 is true", "inc", 3),
 		d("i < 3 is false", "done", 4)})
 	if len(rows) != 2 || rows[0].Times != 3 || rows[0].Last != "t3" || rows[1].Times != 1 || rows[1].To != "done" {
 		t.Fatalf("rows %+v", rows)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"plaita/control"
 	"plaita/store/sqlite"
 )
 
@@ -45,7 +46,7 @@ func (a *api) ready() (bool, string) {
 
 // HealthReport is GET /health.
 type HealthReport struct {
-	Status   string          `json:"status" enum:"ok,degraded" doc:"degraded: a dependency does not answer, the console has no Redis, or the last tenant-status reconcile failed"`
+	Status   string          `json:"status" enum:"ok,degraded" doc:"degraded: a dependency does not answer, the console has no Redis, the last tenant-status reconcile failed, or the engine sync was degraded"`
 	Version  string          `json:"version"`
 	Ready    bool            `json:"ready"`
 	Reason   string          `json:"reason,omitempty" doc:"why not ready"`
@@ -55,6 +56,9 @@ type HealthReport struct {
 	Redis    DependencyState `json:"redis"`
 	// TenantStatus is the tenant-status reconcile: how often it runs and its last result.
 	TenantStatus *TenantStatusHealth `json:"tenant_status_reconcile,omitempty"`
+	// EngineSync is the start's write-back of the recorded flow versions to Redis
+	// (control/engine_sync.go); absent without Redis.
+	EngineSync *control.EngineSyncReport `json:"engine_sync,omitempty"`
 	// Reconcile is local mode's start-up orphan reconcile (PLAITA_CONSOLE_RECONCILE_ORPHANS).
 	Reconcile *OrphanReconcile `json:"reconcile,omitempty"`
 }
@@ -136,8 +140,12 @@ func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, err
 	} else {
 		r.Redis = probe(a.d.Redis.Ping)
 		r.TenantStatus = a.tenantStatusHealth()
+		if a.d.EngineSync != nil {
+			r.EngineSync = a.d.EngineSync.Last()
+		}
 	}
-	if !r.Database.OK || !r.Redis.OK || r.TenantStatus != nil && r.TenantStatus.Last != nil && !r.TenantStatus.Last.OK {
+	if !r.Database.OK || !r.Redis.OK || r.TenantStatus != nil && r.TenantStatus.Last != nil && !r.TenantStatus.Last.OK ||
+		r.EngineSync != nil && r.EngineSync.Status != control.SyncReady {
 		r.Status = "degraded"
 	}
 	return &healthOut{Body: r}, nil

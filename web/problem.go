@@ -96,6 +96,8 @@ func statusOf(c control.Class) int {
 		return http.StatusTooManyRequests
 	case control.Unavailable:
 		return http.StatusServiceUnavailable
+	case control.Stale:
+		return http.StatusPreconditionFailed
 	}
 	return http.StatusInternalServerError
 }

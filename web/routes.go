@@ -90,6 +90,7 @@ func registerFlowRoutes(a *api) {
 		Tags: flows, Access: TenantViewer, Redis: true, Local: true, Bounded: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
 	register(a, Route{ID: "flow-publish", Method: post, Path: "/api/flows", Summary: "Publish a definition as an immutable version",
 		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, Local: true, Bounded: true, MaxBody: flowBody}, a.publishFlow)
+	registerDraftRoutes(a, flowBody)
 
 	executions := []string{"executions"}
 	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
@@ -122,6 +123,24 @@ func registerFlowRoutes(a *api) {
 		Tags: dlq, Access: TenantViewer, Redis: true, Bounded: true}, a.getDeadLetter)
 	register(a, Route{ID: "dead-letter-replay", Method: post, Path: "/api/dead-letters/{id}/replay", Summary: "Enqueue a dead letter again, once (a second replay enqueues nothing)",
 		Tags: dlq, Access: TenantAdmin, Action: "dlq.replay", Redis: true, Bounded: true}, a.replayDeadLetter)
+}
+
+// registerDraftRoutes: the flow drafts (h_drafts.go). They live in the console database and
+// need no Redis, but publishing one does.
+func registerDraftRoutes(a *api, flowBody int64) {
+	drafts := []string{"flows"}
+	register(a, Route{ID: "draft-list", Method: get, Path: "/api/flows/drafts", Summary: "List the tenant's flow drafts by flow id (without their definitions)",
+		Tags: drafts, Access: TenantViewer}, a.listDrafts)
+	register(a, Route{ID: "draft-create", Method: post, Path: "/api/flows/drafts", Summary: "Create a flow's draft (409 when it has one)",
+		Tags: drafts, Access: TenantEditor, Action: "draft.create", Status: http.StatusCreated, MaxBody: flowBody}, a.createDraft)
+	register(a, Route{ID: "draft-get", Method: get, Path: "/api/flows/drafts/{id}", Summary: "Read a flow's draft with its definition (its revision is the ETag)",
+		Tags: drafts, Access: TenantViewer}, a.getDraft)
+	register(a, Route{ID: "draft-save", Method: put, Path: "/api/flows/drafts/{id}", Summary: "Save a flow's draft (If-Match: the revision it started from, else 412)",
+		Tags: drafts, Access: TenantEditor, Action: "draft.save", MaxBody: flowBody}, a.saveDraft)
+	register(a, Route{ID: "draft-delete", Method: del, Path: "/api/flows/drafts/{id}", Summary: "Delete a flow's draft (its published versions stay)",
+		Tags: drafts, Access: TenantEditor, Action: "draft.delete", Status: http.StatusNoContent}, a.deleteDraft)
+	register(a, Route{ID: "draft-publish", Method: post, Path: "/api/flows/drafts/{id}/publish", Summary: "Publish a flow's draft as an immutable version (If-Match: that revision)",
+		Tags: drafts, Access: TenantEditor, Action: "flow.publish", Redis: true, Bounded: true}, a.publishDraft)
 }
 
 // registerOperationRoutes: schedules, approvals, the cluster.

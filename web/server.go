@@ -49,6 +49,8 @@ type Settings struct {
 	Config *EffectiveConfig
 	// RedisTimeout bounds the work of a Bounded route (0: DefaultRedisTimeout).
 	RedisTimeout time.Duration
+	// Login throttles POST /api/login per client address (throttle.go; zero: the defaults).
+	Login LoginThrottle
 }
 
 // DefaultRedisTimeout bounds a Bounded route's work: well above a healthy call's milliseconds,
@@ -76,6 +78,9 @@ type Deps struct {
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk
+	// EngineSync is the start's write-back of the recorded flow versions to Redis (its last
+	// report is on /health); set with Plane.
+	EngineSync *control.EngineSync
 	// Ready is the process's readiness (/readyz); nil: ready unless draining.
 	Ready health.Prober
 	Log   zerolog.Logger
@@ -88,6 +93,17 @@ var errNoRedis = errors.New("no Redis: it was unreachable when the console start
 // errLocalMode is what a route that needs the roles answers in local mode.
 var errLocalMode = errors.New("not in local mode: Redis was unreachable when the console started, and this needs Redis and the roles " +
 	"(dead letters, schedules, the cluster, bulk jobs, event listing); restart the console once Redis answers")
+
+// publisher is what publishes flows in the console's mode (nil when it has none).
+func publisher(d Deps) control.Publisher {
+	switch {
+	case d.Plane != nil:
+		return d.Plane
+	case d.Local != nil:
+		return d.Local
+	}
+	return nil
+}
 
 // ops are the operations of the console's mode: over Redis (Plane), else local mode's.
 func (a *api) ops() control.Operations {
@@ -107,7 +123,9 @@ type api struct {
 	s        Settings
 	routes   []*Route
 	draining atomic.Bool
-	streams  *streams // the live streams: their bound, and their end at drain (h_live.go)
+	streams  *streams         // the live streams: their bound, and their end at drain (h_live.go)
+	catalog  *control.Catalog // flows with the console database: drafts, version records (h_drafts.go)
+	logins   *buckets         // the login throttle per client address (throttle.go)
 
 	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
 	// guards the last report.
@@ -151,7 +169,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures()}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newBuckets(s.Login, d.Now)}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)

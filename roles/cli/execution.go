@@ -116,17 +116,21 @@ func executionResumeCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "resume",
 		Usage:     "enqueue a resume of an execution (approval answer, event, retry …)",
-		UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--json]",
+		UsageText: "plaita execution resume ID --type continue|retry|event|timeout|cancel|approval [--data JSON|@file] [--tenant T] [--force] [--allow-flow-hash-change] [--json]",
 		Description: "The flow id and version come from the stored state. Before enqueuing, the resume is checked\n" +
 			"the way the worker will check it — against the execution's status and suspension, the published\n" +
 			"definition (an event must satisfy the wait's match), and for a retry the wake-up budgets\n" +
 			"(g1wakeups, nofail) and the step limit; a resume that would be refused is not enqueued (exit 1)\n" +
 			"and the reason and the accepted commands are printed. --force skips the check (the worker\n" +
-			"still decides). A completed or cancelled execution is always refused (exit 1).",
+			"still decides). A completed or cancelled execution is always refused (exit 1).\n" +
+			"--allow-flow-hash-change resumes an execution whose flow hash differs from the published one's in\n" +
+			"algorithm and value (flow_hash_mismatch, after an engine upgrade) when the definition is unchanged;\n" +
+			"the worker logs a WARNING and records the new hash (docs/flows.md).",
 		Flags: cliFlags(tenantFlag(),
 			&cli.StringFlag{Name: "type", Usage: "continue, retry, event, timeout, cancel or approval"},
 			&cli.StringFlag{Name: "data", Usage: "the event, the approval answer …: inline JSON, or @path"},
 			&cli.BoolFlag{Name: "force", Usage: "enqueue without checking first (the worker still refuses what does not fit)"},
+			&cli.BoolFlag{Name: "allow-flow-hash-change", Usage: "override a flow_hash_mismatch (hash algorithm and value both changed, as after an engine upgrade): only when the definition is unchanged"},
 			jsonFlag("print a JSON object saying what was done (or why not)")),
 		Action: func(ctx context.Context, cmd *cli.Command) error { return executionResume(ctx, cmd, stdout, stderr) },
 	}
@@ -228,7 +232,8 @@ func executionResume(ctx context.Context, cmd *cli.Command, stdout, stderr io.Wr
 	}
 	return withExecution(ctx, cmd, name, stderr, read, func(k *conn, id string) error {
 		force := cmd.Bool("force")
-		done, err := k.plane.Resume(ctx, control.ResumeRequest{Tenant: k.tenant, ID: id, Type: rt, Data: data, Force: force})
+		done, err := k.plane.Resume(ctx, control.ResumeRequest{Tenant: k.tenant, ID: id, Type: rt, Data: data, Force: force,
+			AllowFlowHashChange: cmd.Bool("allow-flow-hash-change")})
 		if err != nil {
 			return printResumeRefusal(name, id, rt, k.tenant, cmd.Bool("json"), stdout, stderr, err)
 		}
@@ -247,7 +252,7 @@ func executionResume(ctx context.Context, cmd *cli.Command, stdout, stderr io.Wr
 // stdout with --json) and returns its exit error; any other error as refused does.
 func printResumeRefusal(name, id string, rt engine.ResumeType, tenant string, asJSON bool, stdout, stderr io.Writer, err error) error {
 	r := control.AsRefusal(err)
-	if r == nil || (r.Code != "resume_refused" && r.Code != "retry_budget") {
+	if r == nil || (r.Code != "resume_refused" && r.Code != "retry_budget" && r.Code != "flow_hash_mismatch") {
 		return refused(name, err)
 	}
 	if asJSON {

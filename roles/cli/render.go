@@ -183,6 +183,9 @@ func writeRefusal(w io.Writer, r *control.Refusal, rt engine.ResumeType) {
 		fmt.Fprintln(w, "no resume is accepted now.")
 		writeHints(w, notes, nil)
 	}
+	if r.Code == "flow_hash_mismatch" {
+		fmt.Fprintf(w, "to unblock: %s\n", r.Unblock)
+	}
 	fmt.Fprintln(w, "(--force enqueues it anyway: the worker checks again and refuses what does not fit)")
 }
 
@@ -195,6 +198,9 @@ func refusalJSON(r *control.Refusal, rt engine.ResumeType, tenant string) map[st
 			a := map[string]any{"type": h.Type, "command": h.Command}
 			if h.Data != "" {
 				a["data"] = json.RawMessage(h.Data)
+			}
+			if h.AllowFlowHashChange {
+				a["allow_flow_hash_change"] = true
 			}
 			accepted = append(accepted, a)
 		}

@@ -66,6 +66,7 @@ var (
 	ErrAPIKeyNotFound    = classed("no such API key", store.ErrNotFound)
 	ErrDraftNotFound     = classed("no such flow draft", store.ErrNotFound)
 	ErrDraftChanged      = classed("the flow draft changed since that revision", ErrPrecondition)
+	ErrDraftExists       = classed("the flow has a draft already", ErrExists)
 	ErrVersionNotFound   = classed("no such flow version", store.ErrNotFound)
 	ErrVersionExists     = classed("flow version already published with a different definition", ErrExists)
 	ErrJobNotFound       = classed("no such job", store.ErrNotFound)

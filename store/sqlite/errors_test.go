@@ -37,6 +37,7 @@ var sentinels = map[string]struct {
 	"ErrAPIKeyNotFound":    {ErrAPIKeyNotFound, false},
 	"ErrDraftNotFound":     {ErrDraftNotFound, false},
 	"ErrDraftChanged":      {ErrDraftChanged, false},
+	"ErrDraftExists":       {ErrDraftExists, false},
 	"ErrVersionNotFound":   {ErrVersionNotFound, false},
 	"ErrVersionExists":     {ErrVersionExists, false},
 	"ErrJobNotFound":       {ErrJobNotFound, false},

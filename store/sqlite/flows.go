@@ -45,6 +45,8 @@ type DraftSave struct {
 	// with ErrDraftChanged when the draft is at another one (someone saved in between) or does
 	// not exist. 0 saves whatever is there.
 	IfRevision int64
+	// Create makes a new draft only: ErrDraftExists when the flow has one already.
+	Create bool
 }
 
 // checkDefinition refuses a definition that is empty, too large or not JSON.
@@ -106,6 +108,9 @@ func (db *DB) SaveDraft(ctx context.Context, s DraftSave) (Draft, error) {
 		err := tx.QueryRowContext(ctx, "SELECT revision FROM flows WHERE tenant = ? AND flow_id = ?", tenant, s.FlowID).Scan(&rev)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return failed("read draft "+s.FlowID, err)
+		}
+		if s.Create && err == nil {
+			return fmt.Errorf("%w: %s is at revision %d", ErrDraftExists, s.FlowID, rev)
 		}
 		if s.IfRevision > 0 && rev != s.IfRevision {
 			return fmt.Errorf("%w: %s is at revision %d, not %d", ErrDraftChanged, s.FlowID, rev, s.IfRevision)

@@ -18,8 +18,13 @@ import (
 // when it is made, and a copy of the database authenticates nobody.
 
 // Fingerprint is the short public name of a secret (a session token, an API key, the admin
-// API key): the first 12 hex digits of its sha256, for logs and audit rows.
-func Fingerprint(secret string) string { return secretHash(secret)[:12] }
+// API key): the first 16 hex digits of its sha256, for logs and audit rows (the key_fingerprint
+// of an audit row, docs/console.md "Audit"). Keys and sessions made before it was 16 keep the
+// 12 digits they were stored with: the first 12 of these.
+func Fingerprint(secret string) string { return secretHash(secret)[:FingerprintLen] }
+
+// FingerprintLen is how many hex digits of the sha256 a Fingerprint has.
+const FingerprintLen = 16
 
 func secretHash(secret string) string {
 	sum := sha256.Sum256([]byte(secret))
@@ -110,7 +115,7 @@ func (db *DB) LookupSession(ctx context.Context, token string) (Session, User, e
 	if err != nil {
 		return Session{}, User{}, failed("read a session", err)
 	}
-	s.ID, s.CreatedAt, s.ExpiresAt, s.LastSeenAt = hash[:12], fromMS(created), fromMS(expires), fromMS(seen)
+	s.ID, s.CreatedAt, s.ExpiresAt, s.LastSeenAt = hash[:FingerprintLen], fromMS(created), fromMS(expires), fromMS(seen)
 	u.LockedUntil, u.CreatedAt, u.UpdatedAt = fromMS(locked), fromMS(uCreated), fromMS(uUpdated)
 	now := db.now()
 	if !now.Before(s.ExpiresAt) {
@@ -168,8 +173,8 @@ type APIKey struct {
 	Tenant string `json:"tenant"`
 	Name   string `json:"name"`
 	Role   Role   `json:"role"`
-	// Prefix is the key's public part (plk_<id>), Fingerprint the first 12 hex digits of its
-	// sha256 (the audit's key fingerprint).
+	// Prefix is the key's public part (plk_<id>), Fingerprint the first 16 hex digits of its
+	// sha256 (the audit's key fingerprint; 12 for a key made before).
 	Prefix      string `json:"prefix"`
 	Fingerprint string `json:"fingerprint"`
 	// TenantStatus is the tenant's status when the key was read: a disabled tenant's keys are
@@ -228,7 +233,7 @@ func (db *DB) CreateAPIKey(ctx context.Context, nk NewAPIKey) (string, APIKey, e
 		if _, err := tx.ExecContext(ctx,
 			"INSERT INTO api_keys (id, tenant, name, key_hash, prefix, fingerprint, role, created_by, created_at, last_used_at, revoked_at) "+
 				"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)",
-			id, tenant, nk.Name, hash, apiKeyPrefix+idPart, hash[:12], string(nk.Role), cut(nk.CreatedBy, 254), ms(db.now())); err != nil {
+			id, tenant, nk.Name, hash, apiKeyPrefix+idPart, hash[:FingerprintLen], string(nk.Role), cut(nk.CreatedBy, 254), ms(db.now())); err != nil {
 			return dbErr("create an API key", err, nil, fmt.Errorf("%w: %s", ErrTenantNotFound, tenant))
 		}
 		var err error

@@ -98,6 +98,8 @@ func TestDrafts(t *testing.T) {
 	wantErr(t, "a stale revision", err, ErrPrecondition, ErrDraftChanged)
 	_, err = f.SaveDraft(c, DraftSave{Tenant: "acme", FlowID: "new", Definition: def, By: "ann", IfRevision: 3})
 	wantErr(t, "a revision of a draft that does not exist", err, ErrPrecondition, ErrDraftChanged)
+	_, err = f.SaveDraft(c, DraftSave{Tenant: "acme", FlowID: "order", Definition: def, By: "ann", Create: true})
+	wantErr(t, "a creation of a draft that exists", err, ErrExists, ErrDraftExists)
 	if got := must[Draft](t)(f.Draft(c, "acme", "order")); string(got.Definition) != `{"id":"order","v":2}` {
 		t.Errorf("a refused save changed the draft: %s", got.Definition)
 	}

@@ -108,6 +108,10 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 		st.Status, st.CurrentNode = state.Suspended, "ask"
 		st.Suspend = &state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: now}
 	})
+	fx.seed("ex_upgraded", "gate", "1", strings.Repeat("0", 64), func(st *state.Execution) {
+		st.Status, st.CurrentNode, st.FlowHashAlgo = state.Suspended, "ask", "sha256-canonical-json-v0" // as before an engine upgrade
+		st.Suspend = &state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: now}
+	})
 	fx.seed("ex_run", "gate", "1", hash, func(st *state.Execution) { st.Status, st.CurrentNode = state.Running, "ask" })
 	fx.seed("ex_done", "gate", "1", hash, func(st *state.Execution) { st.Status, st.EndTime = state.Completed, &now })
 	for _, id := range []string{"ex_g1", "ex_nofail"} {
@@ -126,6 +130,7 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 		{"continue of an approval", "ex_ask", "continue", "", "resume_refused"},
 		{"an event for an approval", "ex_ask", "event", `{"type":"x"}`, "resume_refused"},
 		{"approval of a running execution", "ex_run", "approval", `{"approved":true}`, "resume_refused"},
+		{"an answer across an engine upgrade", "ex_upgraded", "approval", `{"approved":true}`, "flow_hash_mismatch"},
 		{"retry past g1wakeups", "ex_g1", "retry", "", "retry_budget"},
 		{"retry past nofail", "ex_nofail", "retry", "", "retry_budget"},
 		{"resume of a completed execution", "ex_done", "retry", "", "terminal"},
@@ -159,6 +164,9 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 			}
 			if ct, at := acceptedTypes(c["accepted"]), acceptedTypes(api["accepted"]); !slices.Equal(ct, at) {
 				t.Fatalf("accepted: CLI %v, API %v", ct, at)
+			}
+			if tc.code == "flow_hash_mismatch" && (c["hint"] != api["unblock"] || c["upgrade_suspected"] != true) {
+				t.Fatalf("flow hash: CLI %v / %v; API %v", c["hint"], c["upgrade_suspected"], api["unblock"])
 			}
 			if tc.code == "retry_budget" {
 				fields, _ := api["fields"].(map[string]any)
