@@ -85,9 +85,10 @@ func Deterministic(errType string) (why string, ok bool) {
 	return why, ok
 }
 
-// deterministicFailure is Deterministic for an execution of f that ended in e: also an error
-// a fail node raised under a type of its own (params.type: "PaymentDeclined"), which a retry
-// raises again just the same.
+// deterministicFailure is Deterministic for an execution of f that ended in e: also the error
+// a fail node raises under a type of its own (params.type: "PaymentDeclined"), which a retry
+// raises again just the same. (Another error at a fail node — its message that did not
+// evaluate — is judged by its type, as at any node.)
 func deterministicFailure(f *Flow, e *state.ErrorInfo) (why string, ok bool) {
 	if e == nil {
 		return "", false
@@ -95,8 +96,10 @@ func deterministicFailure(f *Flow, e *state.ErrorInfo) (why string, ok bool) {
 	if why, ok := Deterministic(e.Type); ok {
 		return why, ok
 	}
-	if n, found := f.Node(e.Node); found && n.Type == "fail" {
-		return deterministic[ErrTypeFlowFailed], true
+	if n, found := f.Node(e.Node); found {
+		if fn, isFail := n.runner.(*failNode); isFail && fn.typ == e.Type {
+			return deterministic[ErrTypeFlowFailed], true
+		}
 	}
 	return "", false
 }

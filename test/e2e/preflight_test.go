@@ -44,14 +44,16 @@ func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
 	}
 }
 
-func TestRoleNotBuiltYetSaysSo(t *testing.T) {
+// TestDevPreflightStopsBeforeRedis: dev runs the strict preflight of every role it runs before
+// it looks for a Redis: a rejected flag or value stops it (exit 2) without a connection.
+func TestDevPreflightStopsBeforeRedis(t *testing.T) {
 	tr := newTrap(t)
 	r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url()}, "dev", "--log-level", "0")
 	if r.code != 2 || !strings.Contains(r.stderr, "--log-level") {
 		t.Fatalf("--log-level 0 must be rejected by name: exit %d, stderr:\n%s", r.code, r.stderr)
 	}
-	r = run(t, map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURRENCY": "0"}, "dev")
-	if r.code != 1 || !strings.Contains(r.stderr, "dev: not built yet") {
+	r = run(t, map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURRENCY": "0", "PLAITA_QUEUE_NAME": ""}, "dev")
+	if r.code != 2 || !strings.Contains(r.stderr, "PLAITA_QUEUE_NAME") || !strings.Contains(r.stderr, "PLAITA_WORKER_CONCURRENCY") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	if n := tr.connections(); n != 0 {
@@ -165,9 +167,9 @@ func TestEveryPreflightWarnsOnceAboutUnknownVariables(t *testing.T) {
 	tr := newTrap(t)
 	for _, cmd := range []string{"worker", "console", "filter", "schedule", "delay", "dev", "reap", "reindex", "dlq list", "status", "drain-list", "migrate"} {
 		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_WORKER_CONCURENCY": "4", "PLAITA_RETIRED_KNOB": "1"}
-		want := 1 // not built yet: the preflight passed
+		want := 0 // every command below is built: each case says where it stops
 		switch cmd {
-		case "worker", "delay", "schedule", "filter", "dlq list", "status", "reap", "reindex", "drain-list":
+		case "worker", "delay", "schedule", "filter", "dev", "dlq list", "status", "reap", "reindex", "drain-list":
 			// The built commands would go on to Redis: stop them at their preflight with a
 			// rejected value.
 			env["PLAITA_QUEUE_NAME"] = ""
@@ -213,11 +215,9 @@ func TestReclaimBudgetWarningAtStart(t *testing.T) {
 	for _, tc := range []struct {
 		cmd  string
 		code int
-	}{{"worker", 2}, {"dev", 1}} {
-		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_CLAIM_MIN_IDLE_MS": "10000"}
-		if tc.cmd == "worker" {
-			env["PLAITA_QUEUE_NAME"] = "" // stop before Redis
-		}
+	}{{"worker", 2}, {"dev", 2}} {
+		// PLAITA_QUEUE_NAME= stops both at their preflight, before Redis; the warning comes first.
+		env := map[string]string{"PLAITA_REDIS_URL": tr.url(), "PLAITA_CLAIM_MIN_IDLE_MS": "10000", "PLAITA_QUEUE_NAME": ""}
 		r := run(t, env, tc.cmd, "--log-format", "json")
 		if r.code != tc.code {
 			t.Fatalf("%s: exit %d\n%s", tc.cmd, r.code, r.stderr)
@@ -444,13 +444,9 @@ func TestRolesTable(t *testing.T) {
 			continue
 		}
 		switch f[0] {
-		case "worker", "console", "delay", "schedule", "filter", "migrate", "dlq", "status", "reap", "reindex", "drain-list":
+		case "worker", "console", "delay", "schedule", "filter", "dev", "migrate", "dlq", "status", "reap", "reindex", "drain-list":
 			if strings.Contains(line, "not built") {
 				t.Errorf("the %s is built: %q", f[0], line)
-			}
-		case "dev":
-			if !strings.HasSuffix(line, "(not built yet)") {
-				t.Errorf("--help does not mark %s: %q", f[0], line)
 			}
 		}
 	}

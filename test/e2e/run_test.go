@@ -331,21 +331,25 @@ func TestRunFailNodeExitsOne(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	id := executionID(t, r)
-	for _, want := range []string{"execution " + id + ": error", `error:     Oops at node "f": x is 42`, "--resume " + id + " --type retry"} {
+	for _, want := range []string{"execution " + id + ": error", `error:     Oops at node "f": x is 42`, "no retry", "fail node"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	// The errored execution is kept so that --type retry works; the fail node fails again.
+	if strings.Contains(r.stdout, "--type retry") {
+		t.Errorf("a retry is offered for the error its fail node raises:\n%s", r.stdout)
+	}
+	// The errored execution is kept; a retry of the fail node's own error is refused and
+	// leaves it as it is (it would end the same way).
 	if st := readState(t, stateDir, id); st.Status != "error" || st.Error == nil || st.Error.Node != "f" {
 		t.Fatalf("saved state: %+v", st)
 	}
 	r = run(t, nil, "run", flow, "--resume", id, "--type", "retry", "--state-dir", stateDir, "--quiet")
-	if r.code != 1 || !strings.Contains(r.stdout, "retry from the failed node") || !strings.Contains(r.stdout, "x is 42") {
+	if r.code != 1 || !strings.Contains(r.stderr, "resume refused") || !strings.Contains(r.stderr, "fail node") {
 		t.Fatalf("retry: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
-	if st := readState(t, stateDir, id); st.Status != "error" || st.StepCount != 3 {
-		t.Fatalf("state after the retry: %+v", st)
+	if st := readState(t, stateDir, id); st.Status != "error" || st.StepCount != 2 {
+		t.Fatalf("state after the refused retry: %+v", st)
 	}
 }
 
