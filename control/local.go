@@ -554,8 +554,10 @@ func (l *Local) WakeUp(tenant string, st *state.Execution) *WakeUp {
 	if st.Status != state.Suspended || s == nil {
 		return nil
 	}
+	// The console's runner does the delay and filter roles' work in local mode: they are alive
+	// as it is (a reader of the report, the UI's waiting panel, asks for them by name).
 	alive := WakeRole{Built: true, Alive: 1, Instances: []string{"console (local mode)"}}
-	w := &WakeUp{Kind: s.Kind, By: roleConsole, Roles: map[string]WakeRole{roleConsole: alive}}
+	w := &WakeUp{Kind: s.Kind, By: roleConsole, Roles: map[string]WakeRole{roleConsole: alive, roleDelay: alive, roleFilter: alive}}
 	now := l.now()
 	if s.Due != nil {
 		rt := engine.ResumeTimeout

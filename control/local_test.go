@@ -110,7 +110,8 @@ func TestLocalRunsADelayAndAnApproval(t *testing.T) {
 	}
 	st := f.wait(s.ExecutionID, "suspended at the delay", suspendedAt("pause"))
 	shown, _ := f.l.Show(ctx, "", s.ExecutionID)
-	if shown.WakeUp == nil || shown.WakeUp.Due == nil || shown.WakeUp.Due.Entry != "scheduled" || shown.WakeUp.By != "console" {
+	if shown.WakeUp == nil || shown.WakeUp.Due == nil || shown.WakeUp.Due.Entry != "scheduled" || shown.WakeUp.By != "console" ||
+		shown.WakeUp.Roles["delay"].Alive != 1 {
 		t.Fatalf("wake-up report of the delay: %+v", shown.WakeUp)
 	}
 	_ = st
