@@ -66,6 +66,14 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	all = append(all, r.services...)
 	var services service.Group
 	if err := services.Start(startCtx, all...); err != nil {
+		if ctx.Err() != nil {
+			// SIGTERM (or a stop) came while the role was starting: the services that had
+			// started are stopped again (Group.Start), and that is the stop asked for, not a
+			// failure of the role.
+			log.Info().Str("event", r.name+".stopped_while_starting").Str("service_error", err.Error()).
+				Msg("stop requested before the role was ready: stopped")
+			return nil
+		}
 		return fmt.Errorf("%s: %w", r.name, err)
 	}
 	if !r.selfReady {
