@@ -48,7 +48,9 @@ type DevOptions struct {
 const DemoTenant = "demo"
 
 // devRoles are the roles dev runs beside the console when it has Redis, in start order.
-var devRoles = []config.Role{config.RoleWorker, config.RoleFilter, config.RoleSchedule, config.RoleDelay}
+func devRoles() []config.Role {
+	return []config.Role{config.RoleWorker, config.RoleFilter, config.RoleSchedule, config.RoleDelay}
+}
 
 // RunDev runs plaita dev until ctx ends. base is the process's logger without a role: dev tags
 // its own lines role=dev and each role's with its name.
@@ -97,7 +99,7 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errs := make(chan error, len(devRoles)+1)
+	errs := make(chan error, len(devRoles())+1)
 	runRole := func(role config.Role, run func(context.Context) error) {
 		wg.Add(1)
 		go func() {
@@ -109,7 +111,7 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 		}()
 	}
 	if mode == "redis" {
-		for _, role := range devRoles {
+		for _, role := range devRoles() {
 			rcfg := cfg.AsWith(role, map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(role), "PLAITA_METRICS_PORT": "0"})
 			body, _ := Body(role)
 			rlog := base.With().Str("role", string(role)).Logger()
