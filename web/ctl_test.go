@@ -53,6 +53,20 @@ func TestClusterInstanceStatusAndDrain(t *testing.T) {
 			t.Fatal("the instance never got the drain")
 		}
 	}
+	// The cluster is a platform admin's: a tenant's admin and viewer are refused, and the
+	// refused drain is audited.
+	f.tenant(t, "acme")
+	for _, role := range []sqlite.Role{sqlite.RoleAdmin, sqlite.RoleViewer} {
+		k := f.key(f.apiKey(t, "acme", role))
+		k.want(t, http.StatusForbidden, http.MethodGet, "/api/cluster/instances/w-ctl/status", nil)
+		k.want(t, http.StatusForbidden, http.MethodPost, "/api/cluster/instances/w-ctl/drain", nil)
+	}
+	if stops.Load() != 1 {
+		t.Fatalf("a refused drain reached the instance: %d stops", stops.Load())
+	}
+	if row, ok := f.audited(t, "instance.drain.denied"); !ok || row.Outcome != sqlite.OutcomeDeny {
+		t.Fatalf("refused drain's audit row %+v (found %v)", row, ok)
+	}
 	row, ok := f.audited(t, "instance.drain")
 	if !ok || row.Target != "w-ctl" || row.Outcome != sqlite.OutcomeAllow {
 		t.Fatalf("audit row %+v (found %v)", row, ok)

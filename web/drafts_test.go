@@ -86,6 +86,11 @@ func TestDrafts(t *testing.T) {
 		t.Fatalf("read: %+v", d)
 	}
 	other.want(t, http.StatusNotFound, http.MethodGet, "/api/flows/drafts/ask", nil)
+	// Another tenant's key cannot act in this one, to read or to write its drafts.
+	other.want(t, http.StatusForbidden, http.MethodGet, "/api/flows/drafts/ask", nil, HeaderTenant, "acme")
+	other.want(t, http.StatusForbidden, http.MethodPut, "/api/flows/drafts/ask", map[string]any{"definition": draftDef("9")}, HeaderTenant, "acme")
+	other.want(t, http.StatusForbidden, http.MethodPost, "/api/flows/drafts/ask/publish", nil, HeaderTenant, "acme")
+	other.want(t, http.StatusForbidden, http.MethodDelete, "/api/flows/drafts/ask", nil, HeaderTenant, "acme")
 	other.want(t, http.StatusOK, http.MethodGet, "/api/flows/drafts", nil).decode(t, &list)
 	if len(list.Items) != 0 {
 		t.Fatalf("another tenant's list: %+v", list)
