@@ -322,17 +322,21 @@ func (r ListRequest) wakes(st *state.Execution) bool {
 // statuses are the statuses a listing can ask for.
 var statuses = []state.Status{state.Pending, state.Running, state.Suspended, state.Completed, state.Error, state.Cancelled}
 
-// check refuses a listing's filters that name no status or no flow, in both modes.
-func (req ListRequest) check() error {
+// check refuses a listing's filters that name no status or no flow, an empty start-time range
+// or a bad index filter, in both modes, and gives the index filters' terms.
+func (req ListRequest) check() ([]store.IndexTerm, error) {
 	if req.Status != "" && !slices.Contains(statuses, req.Status) {
-		return refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
+		return nil, refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
 	}
 	if req.FlowID != "" {
 		if err := keys.ValidName("flow id", req.FlowID); err != nil {
-			return refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
+			return nil, refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
 		}
 	}
-	return nil
+	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
+		return nil, err
+	}
+	return indexTerms(req.Index)
 }
 
 // List is a page of the tenant's executions, newest first.
@@ -341,13 +345,7 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 	if err != nil {
 		return store.Page{}, err
 	}
-	if err := req.check(); err != nil {
-		return store.Page{}, err
-	}
-	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
-		return store.Page{}, err
-	}
-	terms, err := indexTerms(req.Index)
+	terms, err := req.check()
 	if err != nil {
 		return store.Page{}, err
 	}

@@ -331,13 +331,7 @@ func (l *Local) List(ctx context.Context, tenant string, req ListRequest) (store
 	if err != nil {
 		return store.Page{}, err
 	}
-	if err := req.check(); err != nil {
-		return store.Page{}, err
-	}
-	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
-		return store.Page{}, err
-	}
-	terms, err := indexTerms(req.Index)
+	terms, err := req.check()
 	if err != nil {
 		return store.Page{}, err
 	}
