@@ -164,6 +164,17 @@ func (a *api) authenticate(ctx context.Context, hc huma.Context) (Principal, *de
 	return anonymous, nil
 }
 
+// sessionCookie reports whether a page's request carries the cookie of a live session (the
+// pages' gate: who has none is sent to log in before anything else is done for them).
+func (a *api) sessionCookie(r *http.Request) bool {
+	c, err := r.Cookie(SessionCookie)
+	if err != nil || c.Value == "" {
+		return false
+	}
+	_, _, err = a.d.DB.LookupSession(r.Context(), c.Value)
+	return err == nil
+}
+
 // headerSet is a header's value and whether the request has it at all (an empty admin key is
 // still an attempt at the admin API).
 func headerSet(hc huma.Context, name string) (string, bool) {
@@ -299,7 +310,16 @@ func checkCSRF(hc huma.Context, p Principal) *denial {
 }
 
 // secureRequest reports whether the request came over TLS, directly or through a proxy that
-// says so: the session cookie is then Secure.
+// says so: every cookie the console sets is then Secure.
 func secureRequest(hc huma.Context) bool {
-	return hc.TLS() != nil || strings.EqualFold(strings.TrimSpace(hc.Header("X-Forwarded-Proto")), "https")
+	return isSecure(hc.TLS() != nil, hc.Header("X-Forwarded-Proto"))
+}
+
+// secureHTTP is secureRequest of a page's request.
+func secureHTTP(r *http.Request) bool {
+	return isSecure(r.TLS != nil, r.Header.Get("X-Forwarded-Proto"))
+}
+
+func isSecure(tls bool, forwardedProto string) bool {
+	return tls || strings.EqualFold(strings.TrimSpace(forwardedProto), "https")
 }

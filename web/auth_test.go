@@ -68,18 +68,20 @@ func TestLoginSessionCSRFAndLogout(t *testing.T) {
 		t.Fatalf("after logout: %+v", p)
 	}
 
-	// The store's lock-out (3 failures here): 429 with Retry-After.
+	// The login guard (3 failures of one login from one network here): 429 with Retry-After,
+	// the right password too, from this network only.
 	for range 2 {
 		c.want(t, http.StatusUnauthorized, http.MethodPost, "/api/login", map[string]string{"login": "sam", "password": "nope"})
 	}
-	r = c.want(t, http.StatusTooManyRequests, http.MethodPost, "/api/login", map[string]string{"login": "sam", "password": "nope"})
-	if p := r.problem(t); p.Code != "locked" || r.header.Get("Retry-After") == "" || p.RetryAfter < 1 {
+	r = c.want(t, http.StatusUnauthorized, http.MethodPost, "/api/login", map[string]string{"login": "sam", "password": "nope"})
+	r = c.want(t, http.StatusTooManyRequests, http.MethodPost, "/api/login", map[string]string{"login": "sam", "password": "password-sam"})
+	if p := r.problem(t); p.Code != "login_throttled" || r.header.Get("Retry-After") == "" || p.RetryAfter < 1 {
 		t.Fatalf("lock-out: %+v %v", p, r.header)
 	}
-	c.want(t, http.StatusTooManyRequests, http.MethodPost, "/api/login", map[string]string{"login": "sam", "password": "password-sam"})
 	if e, ok := f.audited(t, "auth.login_failed"); !ok || e.Reason != "locked" {
 		t.Fatalf("locked audit: %+v", e)
 	}
+	f.clientFrom("127.0.0.2", nil).login(t, "sam", "password-sam")
 }
 
 func TestAdminAPIKey(t *testing.T) {

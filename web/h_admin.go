@@ -210,7 +210,7 @@ type userUpdateIn struct {
 	Body struct {
 		Password      *string `json:"password,omitempty" minLength:"8" maxLength:"1024" doc:"a new password: every session of the user ends"`
 		PlatformAdmin *bool   `json:"platform_admin,omitempty"`
-		Unlock        bool    `json:"unlock,omitempty" doc:"clear the failed logins and the lock"`
+		Unlock        bool    `json:"unlock,omitempty" doc:"clear the failed logins and the locks of the login (from every network)"`
 	}
 }
 
@@ -241,6 +241,7 @@ func (a *api) updateUser(ctx context.Context, c *Call, in *userUpdateIn) (*userO
 		if u, err = a.d.DB.UnlockUser(ctx, in.ID); err != nil {
 			return nil, err
 		}
+		a.logins.forget(u.Login)
 		c.Note("unlocked", true)
 	}
 	return &userOut{Body: u}, nil

@@ -37,10 +37,12 @@ type sessionOut struct {
 	Body      SessionInfo
 }
 
-// login checks a password (argon2id; the account locks after too many failures, and one client
-// address has so many attempts a minute: 429 with Retry-After) and starts a session: the
-// cookie, and in the body the CSRF token its writes need. It writes its own audit rows:
-// auth.login, or auth.login_failed with the reason (throttled, locked, bad_credentials).
+// login checks a password (argon2id) and starts a session: the cookie, and in the body the CSRF
+// token its writes need. The login guard (throttle.go) comes first: a client network that
+// tried too often, or a (login, network) pair with too many failures, is answered 429
+// login_throttled with Retry-After before any password is checked — the same answer whether
+// the login exists or not. It writes its own audit rows: auth.login, or auth.login_failed with
+// the reason (throttled, locked, bad_credentials).
 func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, error) {
 	c.Audit.Skip = true
 	login := in.Body.Login
@@ -53,20 +55,22 @@ func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, err
 		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: sqlite.OutcomeDeny, Reason: reason, Target: login})
 		return err
 	}
-	if ok, wait := a.logins.take(c.IP); !ok {
-		return nil, failed("throttled", newProblem(http.StatusTooManyRequests, "login_throttled",
-			"too many login attempts from this address; try again later").retryAfter(wait))
+	if refused, wait := a.logins.admit(login, c.IP); refused != "" {
+		return nil, failed(refused, newProblem(http.StatusTooManyRequests, "login_throttled",
+			"too many login attempts from this network, or too many failed ones of this login from it; try again later").retryAfter(wait))
 	}
 	u, err := a.d.DB.VerifyPassword(ctx, in.Body.Login, in.Body.Password)
 	var locked *sqlite.LockedError
 	switch {
-	case errors.As(err, &locked):
-		return nil, failed("locked", err)
-	case errors.Is(err, sqlite.ErrUnauthenticated):
+	case errors.Is(err, sqlite.ErrUnauthenticated) || errors.As(err, &locked):
+		// A lock the database keeps (an embedding that sets one) answers as a wrong password
+		// does: a different answer would say that the login exists.
+		a.logins.failed(login, c.IP)
 		return nil, failed("bad_credentials", newProblem(http.StatusUnauthorized, "bad_credentials", "wrong login or password"))
 	case err != nil:
 		return nil, err
 	}
+	a.logins.succeeded(login, c.IP)
 	ttl := a.s.SessionTTL
 	if ttl <= 0 {
 		ttl = sqlite.DefaultSessionMaxAge

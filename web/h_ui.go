@@ -3,9 +3,12 @@ package web
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
+	"io/fs"
+	"mime"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -54,7 +57,7 @@ func registerUI(a *api, e *echo.Echo) {
 		panic(err) // the templates are embedded: a parse error is a build error, caught by every test
 	}
 	u.pages = pages
-	static := http.StripPrefix("/ui/static/", http.FileServer(http.FS(ui.Static())))
+	static := http.StripPrefix("/ui/static/", http.FileServer(filesOnly{http.FS(ui.Static())}))
 	e.GET("/ui/static/*", func(c echo.Context) error {
 		c.Response().Header().Set("Cache-Control", "public, max-age=3600")
 		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
@@ -62,7 +65,7 @@ func registerUI(a *api, e *echo.Echo) {
 		return nil
 	})
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/ui/") })
-	g := e.Group("/ui", u.headers, u.sameOrigin)
+	g := e.Group("/ui", u.headers, u.gate, u.sameOrigin)
 	g.GET("", u.home)
 	g.GET("/", u.home)
 	u.authRoutes(g)
@@ -86,6 +89,80 @@ func (u *uiServer) headers(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("Cache-Control", "no-store")
 		return next(c)
 	}
+}
+
+// filesOnly serves the static files and nothing else: a directory is "not found" (http.FileServer
+// would list it).
+type filesOnly struct{ fs http.FileSystem }
+
+func (f filesOnly) Open(name string) (http.File, error) {
+	file, err := f.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		file.Close()
+		return nil, fs.ErrNotExist
+	}
+	return file, nil
+}
+
+// uiLoginPath is the one page an anonymous caller is answered.
+const uiLoginPath = "/ui/login"
+
+// gate answers an anonymous caller nothing but the login page (a page, a fragment, a form
+// post: a redirect to log in, before a byte of the body is read, so that no work is done for
+// someone who has not logged in), and bounds every page's body as the API bounds its own
+// (uiBodyLimit). A write's form is read here, within that bound: a body over it is a 413,
+// never a form read whole or silently cut.
+func (u *uiServer) gate(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r := c.Request()
+		if r.URL.Path != uiLoginPath && !u.a.sessionCookie(r) {
+			return u.fail(c, newProblem(http.StatusUnauthorized, "unauthenticated", "log in first"))
+		}
+		limit := uiBodyLimit(r.URL.Path)
+		if r.ContentLength > limit {
+			return u.fail(c, tooLarge(limit))
+		}
+		r.Body = http.MaxBytesReader(c.Response(), r.Body, limit)
+		if isRead(r.Method) {
+			return next(c)
+		}
+		var err error
+		if ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); ct == "multipart/form-data" {
+			err = r.ParseMultipartForm(limit)
+		} else {
+			err = r.ParseForm()
+		}
+		var big *http.MaxBytesError
+		switch {
+		case errors.As(err, &big):
+			return u.fail(c, tooLarge(limit))
+		case err != nil:
+			return u.fail(c, newProblem(http.StatusBadRequest, "invalid_form", "the form could not be read: %v", err))
+		}
+		return next(c)
+	}
+}
+
+func tooLarge(limit int64) *Problem {
+	return newProblem(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is larger than %d bytes", limit)
+}
+
+// uiBodyLimit bounds a page's request body: three times the bound of the API route the page
+// posts to (a URL-encoded form triples a JSON document at worst), so a form carries what the
+// API takes and no more; the login form is small.
+func uiBodyLimit(path string) int64 {
+	switch {
+	case path == uiLoginPath:
+		return 16 << 10
+	case strings.HasPrefix(path, "/ui/flows"):
+		return 3 * flowBodyLimit
+	case strings.HasPrefix(path, "/ui/events"):
+		return 3 * eventBody
+	}
+	return 3 * DefaultMaxBody
 }
 
 // sameOrigin refuses a write whose Origin (or, without one, Referer) names another site: a
@@ -161,7 +238,7 @@ func (u *uiServer) session(c echo.Context) (*uiSession, *Problem) {
 		m := info.Memberships[0]
 		s.Tenant, s.Role = m.Tenant, m.Role
 		c.Set(uiTenantKey, m.Tenant)
-		c.SetCookie(tenantCookie(m.Tenant, c.Request().TLS != nil))
+		c.SetCookie(tenantCookie(m.Tenant, secureHTTP(c.Request())))
 	}
 	return s, nil
 }
@@ -170,7 +247,8 @@ func (u *uiServer) session(c echo.Context) (*uiSession, *Problem) {
 // chose it (session).
 const uiTenantKey = "plaita.ui.tenant"
 
-// tenantCookie remembers the tenant the pages act in.
+// tenantCookie remembers the tenant the pages act in; it is Secure when the session cookie is
+// (secureHTTP).
 func tenantCookie(tenant string, secure bool) *http.Cookie {
 	return &http.Cookie{Name: uiTenantCookie, Value: tenant, Path: "/ui", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 		Secure: secure, MaxAge: 30 * 24 * 3600}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -119,26 +120,34 @@ type checkData struct {
 	Nodes    int
 	Hash     string
 	Problems []lineProblem
-	Lines    []annotatedLine
-	Notice   string
+	// Count is how many problems there are; Problems are the first shownProblems of them.
+	Count  int
+	Lines  []annotatedLine
+	Notice string
+}
+
+// check is the page's check of def with its problems.
+func check(def []byte, ps []lineProblem) *checkData {
+	d := &checkData{Count: len(ps), Problems: ps[:min(len(ps), shownProblems)]}
+	d.Lines = annotate(def, ps)
+	return d
 }
 
 // flowValidate is the editor's check: POST /api/flows/validate, its problems placed on the
 // lines of the text as typed.
 func (u *uiServer) flowValidate(c echo.Context) error {
 	def := []byte(c.FormValue("definition"))
-	d := &checkData{}
+	var d *checkData
 	if p := syntaxProblem(def); p != nil {
-		d.Problems = []lineProblem{*p}
+		d = check(def, []lineProblem{*p})
 	} else {
 		var v FlowValidation
 		if p := u.call(c, http.MethodPost, "/api/flows/validate", map[string]any{"definition": json.RawMessage(def)}, &v); p != nil {
 			return u.fail(c, p)
 		}
+		d = check(def, placeProblems(def, v.Problems))
 		d.Valid, d.FlowID, d.Nodes, d.Hash = v.Valid, v.FlowID, v.Nodes, v.Hash
-		d.Problems = placeProblems(def, v.Problems)
 	}
-	d.Lines = annotate(def, d.Problems)
 	return u.render(c, http.StatusOK, "flow_edit.html", "check", uiPage{Data: d})
 }
 
@@ -147,9 +156,7 @@ func (u *uiServer) flowValidate(c echo.Context) error {
 func (u *uiServer) flowPublish(c echo.Context) error {
 	def := []byte(c.FormValue("definition"))
 	if p := syntaxProblem(def); p != nil {
-		d := &checkData{Problems: []lineProblem{*p}}
-		d.Lines = annotate(def, d.Problems)
-		return u.render(c, http.StatusOK, "flow_edit.html", "check", uiPage{Data: d})
+		return u.render(c, http.StatusOK, "flow_edit.html", "check", uiPage{Data: check(def, []lineProblem{*p})})
 	}
 	body := map[string]any{"definition": json.RawMessage(def)}
 	if v := strings.TrimSpace(c.FormValue("version")); v != "" {
@@ -164,9 +171,7 @@ func (u *uiServer) flowPublish(c echo.Context) error {
 		for _, e := range p.Errors {
 			ps = append(ps, FlowProblem{Path: strings.TrimPrefix(strings.TrimPrefix(e.Location, "definition"), "."), Message: e.Message})
 		}
-		d := &checkData{Problems: placeProblems(def, ps)}
-		d.Lines = annotate(def, d.Problems)
-		return u.render(c, http.StatusOK, "flow_edit.html", "check", uiPage{Data: d})
+		return u.render(c, http.StatusOK, "flow_edit.html", "check", uiPage{Data: check(def, placeProblems(def, ps))})
 	}
 	c.Response().Header().Set("HX-Redirect", "/ui/flows/"+url.PathEscape(pub.FlowID)+"?version="+url.QueryEscape(pub.Version)+"&published="+string(pub.Result))
 	return c.NoContent(http.StatusOK)
@@ -202,11 +207,13 @@ type lineProblem struct {
 	Line    int
 }
 
-// annotatedLine is one line of the definition with the problems placed on it.
+// annotatedLine is one line of the definition with the problems placed on it, or (Gap) lines
+// left out.
 type annotatedLine struct {
 	N        int
 	Text     string
 	Problems []lineProblem
+	Gap      bool
 }
 
 // syntaxProblem is the problem of text that is not JSON at all, at the line of the error.
@@ -263,18 +270,67 @@ func parentPath(p string) string {
 	return ""
 }
 
+// Bounds of the annotated definition: a page about a definition grows with its problems, not
+// with its size (a megabyte of text is not sent back as tens of megabytes of markup).
+const (
+	// annotateWhole: a definition of at most this many lines is shown whole; a longer one only
+	// around its problems (annotateContext lines either side), the rest elided.
+	annotateWhole   = 2000
+	annotateContext = 3
+	// annotateLineBytes cuts a line shown (a definition on one line is one line).
+	annotateLineBytes = 400
+	// shownProblems is how many problems the list shows; the count says how many there are.
+	shownProblems = 200
+)
+
 // annotate splits def into lines with the problems placed on them; problems of no line are
-// left to the list above the text.
+// left to the list above the text. See annotateWhole for what is shown of a long definition.
 func annotate(def []byte, ps []lineProblem) []annotatedLine {
 	text := strings.Split(string(def), "\n")
-	out := make([]annotatedLine, len(text))
-	for i, t := range text {
-		out[i] = annotatedLine{N: i + 1, Text: t}
-	}
+	at := map[int][]lineProblem{}
 	for _, p := range ps {
-		if p.Line >= 1 && p.Line <= len(out) {
-			out[p.Line-1].Problems = append(out[p.Line-1].Problems, p)
+		if p.Line >= 1 && p.Line <= len(text) {
+			at[p.Line] = append(at[p.Line], p)
 		}
 	}
+	shown := func(n int) bool { return true }
+	if len(text) > annotateWhole {
+		shown = func(n int) bool {
+			for l := n - annotateContext; l <= n+annotateContext; l++ {
+				if len(at[l]) > 0 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	var out []annotatedLine
+	gap := false
+	for i, t := range text {
+		n := i + 1
+		if !shown(n) {
+			gap = true
+			continue
+		}
+		if gap {
+			out = append(out, annotatedLine{Gap: true})
+			gap = false
+		}
+		out = append(out, annotatedLine{N: n, Text: truncateBytes(t, annotateLineBytes), Problems: at[n]})
+	}
+	if gap {
+		out = append(out, annotatedLine{Gap: true})
+	}
 	return out
+}
+
+// truncateBytes cuts s to at most n bytes on a rune boundary, marking the cut.
+func truncateBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }

@@ -291,7 +291,7 @@ func newJarClient() *http.Client {
 func (f *fixture) uiLogin(t *testing.T, login, password string) *uiClient {
 	t.Helper()
 	c := &uiClient{f: f, hc: newJarClient()}
-	if res, _ := c.post(t, "/ui/login", url.Values{"login": {login}, "password": {password}}, false); res.StatusCode != http.StatusSeeOther {
+	if res, _ := c.logIn(t, login, password); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login %s: %d", login, res.StatusCode)
 	}
 	_, body := c.get(t, "/ui/executions", http.StatusOK)

@@ -41,7 +41,7 @@ func (f *fixture) uiUser(t *testing.T, login, tenant string, role sqlite.Role) *
 	jar, _ := cookiejar.New(nil)
 	c := &uiClient{f: f, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	res, _ := c.post(t, "/ui/login", url.Values{"login": {login}, "password": {"password-" + login}}, false)
+	res, _ := c.logIn(t, login, "password-"+login)
 	if res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %d", res.StatusCode)
 	}
@@ -52,6 +52,18 @@ func (f *fixture) uiUser(t *testing.T, login, tenant string, role sqlite.Role) *
 	}
 	c.csrf = m[1]
 	return c
+}
+
+// logIn posts the login form as a browser does: the page first (its form token and cookie),
+// then the form.
+func (c *uiClient) logIn(t *testing.T, login, password string) (*http.Response, string) {
+	t.Helper()
+	_, page := c.get(t, "/ui/login", http.StatusOK)
+	m := regexp.MustCompile(`<input type="hidden" name="csrf" value="([^"]+)">`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the login page has no form token: %s", page)
+	}
+	return c.post(t, "/ui/login", url.Values{"login": {login}, "password": {password}, "csrf": {m[1]}}, false)
 }
 
 func (c *uiClient) get(t *testing.T, path string, status int) (*http.Response, string) {
@@ -316,7 +328,7 @@ func TestUIWaitingPanel(t *testing.T) {
 	admin := &uiClient{f: f, hc: c.hc}
 	jar, _ := cookiejar.New(nil)
 	admin.hc = &http.Client{Jar: jar, Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	if res, _ := admin.post(t, "/ui/login", url.Values{"login": {"root"}, "password": {"root-password"}}, false); res.StatusCode != http.StatusSeeOther {
+	if res, _ := admin.logIn(t, "root", "root-password"); res.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login: %d", res.StatusCode)
 	}
 	u, _ := url.Parse(f.url + "/ui")

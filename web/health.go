@@ -11,6 +11,9 @@ import (
 
 // The console's health endpoints, on its own port: /healthz (the process runs), /readyz (it
 // takes traffic: not while starting or draining) and /health (a JSON summary for operators).
+// They answer anyone (a load balancer, a probe), so what they say names no tenant, host, path
+// or execution: /health gives counts and the kind of a failure; a platform admin's credential
+// (the admin key, a platform admin's session) gets the whole report with the errors and names.
 
 type textOut struct {
 	Status      int
@@ -64,10 +67,13 @@ type HealthReport struct {
 }
 
 // OrphanReconcile is what local mode's start-up reconcile did with the executions a stopped
-// console left running.
+// console left running: the counts, and (for a platform admin) the executions.
 type OrphanReconcile struct {
 	sqlite.ReconcileResult
-	Error string `json:"error,omitempty"`
+	ChangedCount int    `json:"changed_count"`
+	SkippedCount int    `json:"skipped_count"`
+	FailedCount  int    `json:"failed_count"`
+	Error        string `json:"error,omitempty"`
 }
 
 // TenantStatusHealth is the tenant-status reconcile on /health.
@@ -102,7 +108,57 @@ func (a *api) tenantStatusHealth() *TenantStatusHealth {
 // healthProbe bounds each dependency's probe.
 const healthProbe = 2 * time.Second
 
-func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, error) {
+func (a *api) health(ctx context.Context, c *Call, _ *struct{}) (*healthOut, error) {
+	r := a.healthReport(ctx)
+	if p, d := a.authenticate(ctx, c.hc); d != nil || !p.Platform {
+		r = r.public()
+	}
+	return &healthOut{Body: r}, nil
+}
+
+// public is what anyone may read of the report: no tenant, execution, host, address or path —
+// a failure is named by its kind ("not answering"), the lists by their counts.
+func (r HealthReport) public() HealthReport {
+	hide := func(s *DependencyState) {
+		if s.Error != "" {
+			s.Error = "not answering (the console's log and the admin's /health say why)"
+		}
+	}
+	hide(&r.Database)
+	hide(&r.Redis)
+	if r.TenantStatus != nil {
+		ts := *r.TenantStatus
+		if ts.Last != nil {
+			last := *ts.Last
+			last.Published, last.Tombstoned = nil, nil
+			if last.Error != "" {
+				last.Error = "failed (the console's log says why)"
+			}
+			ts.Last = &last
+		}
+		r.TenantStatus = &ts
+	}
+	if r.EngineSync != nil {
+		es := *r.EngineSync
+		es.WrittenSample = nil
+		if es.Error != "" {
+			es.Error = "failed (the console's log says why)"
+		}
+		r.EngineSync = &es
+	}
+	if r.Reconcile != nil {
+		rc := *r.Reconcile
+		rc.Changed, rc.Skipped, rc.Failed = nil, nil, nil
+		if rc.Error != "" {
+			rc.Error = "failed (the console's log says why)"
+		}
+		r.Reconcile = &rc
+	}
+	return r
+}
+
+// healthReport is the whole report, a platform admin's.
+func (a *api) healthReport(ctx context.Context) HealthReport {
 	probe := func(f func(context.Context) error) DependencyState {
 		pctx, cancel := context.WithTimeout(ctx, healthProbe)
 		defer cancel()
@@ -131,7 +187,7 @@ func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, err
 				"next start's orphan reconcile); dead letters, schedules, the cluster and bulk jobs answer 503. Restart the console " +
 				"once Redis answers to run on it"
 			if res, err := a.d.Local.Reconciled(); res != nil {
-				r.Reconcile = &OrphanReconcile{ReconcileResult: *res}
+				r.Reconcile = &OrphanReconcile{ReconcileResult: *res, ChangedCount: len(res.Changed), SkippedCount: len(res.Skipped), FailedCount: len(res.Failed)}
 				if err != nil {
 					r.Reconcile.Error = err.Error()
 				}
@@ -148,5 +204,5 @@ func (a *api) health(ctx context.Context, _ *Call, _ *struct{}) (*healthOut, err
 		r.EngineSync != nil && r.EngineSync.Status != control.SyncReady {
 		r.Status = "degraded"
 	}
-	return &healthOut{Body: r}, nil
+	return r
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"path/filepath"
@@ -54,6 +55,8 @@ type fixtureOptions struct {
 	dispatch, shadow bool
 	// server is a private Redis (a test that kills it), instead of the shared one.
 	server *redistest.Server
+	// redisErr is why Redis was unreachable at start (with noRedis or local).
+	redisErr error
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -62,19 +65,19 @@ var cheapPasswords = sqlite.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1, S
 
 func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	t.Helper()
-	o := fixtureOptions{settings: Settings{AdminAPIKey: testAdminKey, DeploymentEpoch: "1", Version: "test"}}
+	o := fixtureOptions{settings: Settings{AdminAPIKey: testAdminKey, DeploymentEpoch: "1", Version: "test",
+		Login: LoginThrottle{MaxFailures: 3, LockFor: time.Minute}}}
 	for _, f := range opts {
 		f(&o)
 	}
 	ctx := context.Background()
-	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"), sqlite.WithPasswordParams(cheapPasswords),
-		sqlite.WithLockout(3, time.Minute))
+	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"), sqlite.WithPasswordParams(cheapPasswords))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{db: db}
-	d := Deps{DB: db, Log: zerolog.Nop()}
+	d := Deps{DB: db, Log: zerolog.Nop(), RedisErr: o.redisErr}
 	if o.local {
 		f.local = control.NewLocal(control.LocalDeps{DB: db, Log: zerolog.Nop()})
 		if err := f.local.Runner().Start(ctx); err != nil {
@@ -142,6 +145,11 @@ func withSettings(fn func(*Settings)) func(*fixtureOptions) {
 
 func withoutRedis() func(*fixtureOptions) { return func(o *fixtureOptions) { o.noRedis = true } }
 
+// unreachable is why Redis was unreachable at start.
+func unreachable(err error) func(*fixtureOptions) {
+	return func(o *fixtureOptions) { o.redisErr = err }
+}
+
 // withLocal runs the console in local mode.
 func withLocal() func(*fixtureOptions) { return func(o *fixtureOptions) { o.local = true } }
 
@@ -170,6 +178,14 @@ func (f *fixture) client(headers map[string]string) *client {
 		headers = map[string]string{}
 	}
 	return &client{f: f, hc: &http.Client{Jar: jar, Timeout: 30 * time.Second}, headers: headers}
+}
+
+// clientFrom is a client whose connections come from ip (an address of the loopback network:
+// 127.0.0.0/8 is all local), so the console sees another client address.
+func (f *fixture) clientFrom(ip string, headers map[string]string) *client {
+	c := f.client(headers)
+	c.hc.Transport = &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}
+	return c
 }
 
 // admin is the admin key's client in tenant ("" the default).

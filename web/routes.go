@@ -10,6 +10,10 @@ const (
 	get, post, put, patch, del = http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete
 )
 
+// flowBodyLimit bounds a body that carries a flow definition: the definition's bound and room
+// for the rest.
+const flowBodyLimit = int64(engine.MaxFlowBytes) + 64<<10
+
 // registerRoutes is the API: one register call per endpoint, with who may call it, what it
 // needs and what it audits (api.go: Route). The OpenAPI document is generated from these.
 func registerRoutes(a *api) {
@@ -81,7 +85,7 @@ func registerAccountRoutes(a *api) {
 // registerFlowRoutes: flows, executions, events, dead letters.
 func registerFlowRoutes(a *api) {
 	flows := []string{"flows"}
-	flowBody := int64(engine.MaxFlowBytes) + 64<<10
+	flowBody := flowBodyLimit
 	register(a, Route{ID: "flow-list", Method: get, Path: "/api/flows", Summary: "List published flows, most recently published first",
 		Tags: flows, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.listFlows)
 	register(a, Route{ID: "flow-get", Method: get, Path: "/api/flows/{id}", Summary: "Read a published flow (a version, or the latest) and its versions",

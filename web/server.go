@@ -49,7 +49,8 @@ type Settings struct {
 	Config *EffectiveConfig
 	// RedisTimeout bounds the work of a Bounded route (0: DefaultRedisTimeout).
 	RedisTimeout time.Duration
-	// Login throttles POST /api/login per client address (throttle.go; zero: the defaults).
+	// Login guards POST /api/login per client network and per (login, network) (throttle.go;
+	// zero: the defaults).
 	Login LoginThrottle
 }
 
@@ -125,7 +126,7 @@ type api struct {
 	draining atomic.Bool
 	streams  *streams         // the live streams: their bound, and their end at drain (h_live.go)
 	catalog  *control.Catalog // flows with the console database: drafts, version records (h_drafts.go)
-	logins   *buckets         // the login throttle per client address (throttle.go)
+	logins   *loginGuard      // the login guard: per client network, per (login, network) (throttle.go)
 
 	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
 	// guards the last report.
@@ -169,12 +170,12 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newBuckets(s.Login, d.Now)}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newLoginGuard(s.Login, d.Now)}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
 	srv := &Server{api: a, echo: e, log: d.Log}
-	e.Use(requestIDMiddleware, srv.recoverMiddleware)
+	e.Use(requestIDMiddleware, noStore, srv.recoverMiddleware)
 	e.HTTPErrorHandler = srv.echoError
 	a.routes = nil
 	registerRoutes(a)
@@ -308,6 +309,18 @@ func requestIDMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		c.Response().Header().Set(HeaderRequestID, id)
 		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), requestIDKey{}, id)))
+		return next(c)
+	}
+}
+
+// noStore marks every answer as one no cache keeps and no browser sniffs into another type:
+// the API's answers carry tenants' data and credentials. The static files set their own cache
+// lifetime after it.
+func noStore(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Cache-Control", "no-store")
 		return next(c)
 	}
 }

@@ -21,11 +21,14 @@ type TenantStatusReport struct {
 	At         time.Time `json:"at"`
 	Trigger    string    `json:"trigger" enum:"start,periodic,api" doc:"what ran it"`
 	OK         bool      `json:"ok"`
-	Published  []string  `json:"published" doc:"the tenants whose status the database gave"`
-	Tombstoned []string  `json:"tombstoned" doc:"tenants Redis had and the database does not: written disabled"`
-	Epoch      string    `json:"epoch" doc:"PLAITA_DEPLOYMENT_EPOCH, written with the statuses"`
-	Error      string    `json:"error,omitempty"`
-	DurationMS int64     `json:"duration_ms"`
+	Published  []string  `json:"published,omitempty" doc:"the tenants whose status the database gave (not on the public /health)"`
+	Tombstoned []string  `json:"tombstoned,omitempty" doc:"tenants Redis had and the database does not: written disabled (not on the public /health)"`
+	// The counts of Published and Tombstoned: what the public /health says of them.
+	PublishedCount  int    `json:"published_count"`
+	TombstonedCount int    `json:"tombstoned_count"`
+	Epoch           string `json:"epoch" doc:"PLAITA_DEPLOYMENT_EPOCH, written with the statuses"`
+	Error           string `json:"error,omitempty"`
+	DurationMS      int64  `json:"duration_ms"`
 }
 
 // Triggers of a reconcile.
@@ -64,6 +67,7 @@ func (a *api) reconcileTenantStatuses(ctx context.Context, trigger string) (Tena
 		}
 	}
 	rep.DurationMS = time.Since(began).Milliseconds()
+	rep.PublishedCount, rep.TombstonedCount = len(rep.Published), len(rep.Tombstoned)
 	if err != nil {
 		rep.Error = err.Error()
 		a.d.Log.Warn().Str("event", "console.tenant_status_publish_failed").Str("trigger", trigger).Err(err).

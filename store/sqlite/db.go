@@ -100,8 +100,7 @@ type options struct {
 const (
 	DefaultReaders       = 4
 	DefaultBusyTimeout   = 5 * time.Second
-	DefaultMaxFailures   = 5                // failed logins in a row that lock an account
-	DefaultLockout       = 15 * time.Minute // how long it stays locked
+	DefaultLockout       = 15 * time.Minute // how long a locked account stays locked (WithLockout)
 	DefaultHashSlots     = 2                // concurrent argon2id computations (one per core here)
 	DefaultAuditWindow   = 60 * time.Second // denials of one key within it are one audit row
 	DefaultSessionMaxAge = 12 * time.Hour
@@ -110,7 +109,7 @@ const (
 func defaultOptions() options {
 	return options{
 		now: time.Now, readers: DefaultReaders, busyTimeout: DefaultBusyTimeout, migrate: true,
-		maxFailures: DefaultMaxFailures, lockout: DefaultLockout, password: DefaultPasswordParams(),
+		lockout: DefaultLockout, password: DefaultPasswordParams(),
 		hashSlots: DefaultHashSlots, auditWindow: DefaultAuditWindow,
 	}
 }
@@ -136,7 +135,10 @@ func WithoutMigrate() Option { return func(o *options) { o.migrate = false } }
 func MustExist() Option { return func(o *options) { o.mustExist = true } }
 
 // WithLockout sets how many failed logins in a row lock an account (maxFailures < 1: never)
-// and for how long (period <= 0: DefaultLockout). Default DefaultMaxFailures, DefaultLockout.
+// and for how long (period <= 0: DefaultLockout). Default: never. A lock of the account itself
+// lets anyone who knows a login lock its owner out, and tells them the login exists; the
+// console guards its logins per (login, client network) instead (web/throttle.go) and does not
+// set this.
 func WithLockout(maxFailures int, period time.Duration) Option {
 	return func(o *options) { o.maxFailures, o.lockout = maxFailures, period }
 }

@@ -197,10 +197,11 @@ func (db *DB) DeleteUser(ctx context.Context, id string) error {
 // VerifyPassword checks a login's password and returns the user. Every failure is
 // ErrUnauthenticated and says nothing about which part was wrong: an unknown login and a wrong
 // password are both ErrBadCredentials (and take the same time: an unknown login is checked
-// against a dummy hash); a locked account is a *LockedError and its password is not checked.
-// A wrong password counts a failed login; the one that reaches WithLockout's maximum locks the
-// account for its period (that attempt returns the *LockedError) and starts the count again. A
-// right one clears the count, and re-hashes the password when its hash has other parameters
+// against a dummy hash). With WithLockout, a locked account is a *LockedError and its password
+// is not checked, and a wrong password counts a failed login: the one that reaches the maximum
+// locks the account for its period (that attempt returns the *LockedError) and starts the count
+// again; without it (the default) nothing is counted or locked. A right password clears the
+// count, and re-hashes the password when its hash has other parameters
 // than the current ones. At most WithHashConcurrency verifications run at once; the others
 // wait (bounded by ctx).
 func (db *DB) VerifyPassword(ctx context.Context, login, password string) (User, error) {
@@ -227,7 +228,8 @@ func (db *DB) VerifyPassword(ctx context.Context, login, password string) (User,
 	}
 	u.LockedUntil, u.CreatedAt, u.UpdatedAt = fromMS(locked), fromMS(created), fromMS(updated)
 	now := db.now()
-	if u.Locked(now) {
+	lockout := db.opts.maxFailures >= 1
+	if lockout && u.Locked(now) {
 		return User{}, &LockedError{Login: l, Until: u.LockedUntil}
 	}
 	h, err := parsePasswordHash(encoded)
@@ -238,8 +240,11 @@ func (db *DB) VerifyPassword(ctx context.Context, login, password string) (User,
 	if err := db.withHashSlot(ctx, func() { ok = h.matches(password) }); err != nil {
 		return User{}, err
 	}
-	if !ok {
+	switch {
+	case !ok && lockout:
 		return User{}, db.failedLogin(ctx, u, now)
+	case !ok:
+		return User{}, ErrBadCredentials
 	}
 	if h.params != db.opts.password || u.FailedLogins != 0 || !u.LockedUntil.IsZero() {
 		set, args := "failed_logins = 0, locked_until = 0", []any{}
@@ -259,9 +264,6 @@ func (db *DB) VerifyPassword(ctx context.Context, login, password string) (User,
 // The count and the lock are one statement: concurrent failures are all counted.
 func (db *DB) failedLogin(ctx context.Context, u User, now time.Time) error {
 	maxFailures := db.opts.maxFailures
-	if maxFailures < 1 {
-		maxFailures = int(^uint(0) >> 1)
-	}
 	var count int
 	var locked int64
 	err := db.w.QueryRowContext(ctx,
