@@ -107,6 +107,8 @@ const (
 	ConsoleEngineSyncDeadline     Key[float64]  = "PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE"
 	ConsoleEngineSyncMaxVersions  Key[int]      = "PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS"
 	ConsoleMaxStreams             Key[int]      = "PLAITA_CONSOLE_MAX_STREAMS"
+	ConsoleMaxStreamsPerTenant    Key[int]      = "PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT"
+	ConsoleSessionTTL             Key[int]      = "PLAITA_CONSOLE_SESSION_TTL"
 	CredentialsFile               Key[string]   = "PLAITA_CREDENTIALS_FILE"
 	CredentialsKey                Key[string]   = "PLAITA_CREDENTIALS_KEY"
 	CredentialsKeyFile            Key[string]   = "PLAITA_CREDENTIALS_KEY_FILE"

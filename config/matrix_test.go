@@ -167,6 +167,8 @@ var matrix = map[string]row{
 	"PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE":     floatWarnRow("5"),
 	"PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS": intWarnRow("50000"),
 	"PLAITA_CONSOLE_MAX_STREAMS":              intWarnRow("256"),
+	"PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT":   intWarnRow("64"),
+	"PLAITA_CONSOLE_SESSION_TTL":              intRejectRow("43200"),
 	"PLAITA_CREDENTIALS_FILE":                 {unset: `""`, empty: `""`, zero: `"0" W`, neg: `"-5" W`, bad: `"abc" W`},
 	"PLAITA_CREDENTIALS_KEY":                  emptyTextRow,
 	"PLAITA_CREDENTIALS_KEY_FILE":             {unset: `""`, empty: `""`, zero: `"0" W`, neg: `"-5" W`, bad: `"abc" W`},

@@ -284,6 +284,11 @@ func registry() []*Var {
 			doc("Flow versions the publish backfill considers."),
 		numVar("PLAITA_CONSOLE_MAX_STREAMS", rConsole, upTo(numRule{def: 256, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
 			doc("Live streams (Server-Sent Events) one console serves at once, each on a Redis connection of its own (the client pools 1024); beyond it 503."),
+		numVar("PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT", rConsole, upTo(numRule{def: 64, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
+			doc("Live streams the callers of one tenant hold at once on one console; beyond it 503, so one tenant cannot take every stream of the console."),
+		numVar("PLAITA_CONSOLE_SESSION_TTL", rConsole, upTo(numRule{def: 43200, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+			want: "a positive integer (seconds)"}, 2592000)).
+			doc("How long a login's session lasts (seconds, at most 30 days); it ends then, or at logout."),
 		stringVar("PLAITA_CREDENTIALS_FILE", rEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
 			checked(warnRelative).doc("Credential store file."),
 		stringVar("PLAITA_CREDENTIALS_KEY", rEngine, "", keep()).timing(TimingCall).secret().defDoc("unset").

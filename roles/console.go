@@ -235,8 +235,10 @@ func consoleSettings(cfg *config.Config) web.Settings {
 	return web.Settings{
 		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
 		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version:              buildVersion(),
-		Live:                 web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg)},
+		Version: buildVersion(),
+		Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg),
+			MaxPerTenant: config.ConsoleMaxStreamsPerTenant.In(cfg)},
+		SessionTTL:           time.Duration(config.ConsoleSessionTTL.In(cfg)) * time.Second,
 		TenantStatusInterval: time.Duration(max(config.TenantStatusReconcileSeconds.In(cfg), 0)) * time.Second,
 		Config:               effectiveConfig(cfg.Report()),
 	}

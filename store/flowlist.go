@@ -132,7 +132,7 @@ func (f *Flows) Versions(ctx context.Context, tenant, flowID string) ([]FlowVers
 		return nil, transient(ErrRedis, "read versions of flow "+flowID, err)
 	}
 	if len(rows) == 0 {
-		return nil, fmt.Errorf("%w: flow %s in tenant %s (no versions in %s)", ErrFlowNotFound, flowID, sp.Tenant(), sp.FlowVersions(flowID))
+		return nil, fmt.Errorf("%w: flow %s in tenant %s has no published version", ErrFlowNotFound, flowID, sp.Tenant())
 	}
 	out := make([]FlowVersion, 0, len(rows))
 	for _, r := range rows {

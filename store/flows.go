@@ -91,7 +91,7 @@ func (f *Flows) Get(ctx context.Context, tenant, flowID, version string) ([]byte
 	b, err := f.c.Do(ctx, f.c.B().Get().Key(key).Build()).AsBytes()
 	switch {
 	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: flow %s version %q in tenant %s (%s)", ErrFlowNotFound, flowID, version, sp.Tenant(), key)
+		return nil, fmt.Errorf("%w: flow %s version %q in tenant %s", ErrFlowNotFound, flowID, version, sp.Tenant())
 	case err != nil:
 		return nil, transient(ErrRedis, "read flow "+flowID, err)
 	}
@@ -111,7 +111,7 @@ func (f *Flows) Latest(ctx context.Context, tenant, flowID string) (string, erro
 		return "", transient(ErrRedis, "read versions of flow "+flowID, err)
 	}
 	if len(vs) == 0 {
-		return "", fmt.Errorf("%w: flow %s in tenant %s (no versions in %s)", ErrFlowNotFound, flowID, sp.Tenant(), sp.FlowVersions(flowID))
+		return "", fmt.Errorf("%w: flow %s in tenant %s has no published version", ErrFlowNotFound, flowID, sp.Tenant())
 	}
 	return vs[0], nil
 }

@@ -271,6 +271,7 @@ func (a *api) transform(hc huma.Context, _ string, v any) (any, error) {
 	default:
 		return v, nil
 	}
+	a.redactProblem(p)
 	if p.RequestID == "" {
 		p.RequestID = requestID(hc.Context())
 	}
@@ -279,6 +280,31 @@ func (a *api) transform(hc huma.Context, _ string, v any) (any, error) {
 		p.Instance = u.Path
 	}
 	return p, nil
+}
+
+// redactProblem hides the names of storage keys in what a problem says (control.Redactor): a
+// refusal written for an operator's terminal may name one, an HTTP caller must not read it.
+func (a *api) redactProblem(p *Problem) {
+	r := a.redact
+	p.Detail, p.Unblock = r.String(p.Detail), r.String(p.Unblock)
+	for i := range p.Lines {
+		p.Lines[i] = r.String(p.Lines[i])
+	}
+	for _, e := range p.Errors {
+		if e != nil {
+			e.Message = r.String(e.Message)
+		}
+	}
+	for i := range p.Accepted {
+		h := &p.Accepted[i]
+		h.Command = r.String(h.Command)
+		for j := range h.Note {
+			h.Note[j] = r.String(h.Note[j])
+		}
+	}
+	for k, v := range p.Fields {
+		p.Fields[k] = r.Value(v)
+	}
 }
 
 // writeProblem answers with p from a middleware (before huma's handler runs).

@@ -75,14 +75,35 @@ func (a *api) auditCall(ctx context.Context, c *Call, err error) {
 }
 
 // auditDenial records a request the access check refused, under the route's action with
-// ".denied" (a read's denial is recorded too: who tried to read what).
+// ".denied" (a read's denial is recorded too: who tried to read what). It is recorded in the
+// trail of the tenant asked for only when the caller is someone there (a member with too small
+// a role, a platform admin); a caller who is not — another tenant's member, a key of another
+// tenant, a tenant that does not exist — is recorded in their own trail: their API key's
+// tenant's, else the platform's (tenant ""), with the tenant they asked for. The asked tenant's
+// admins must not learn the logins of other tenants from their own trail.
 func (a *api) auditDenial(ctx context.Context, c *Call, reason string) {
 	action := c.Route.Action
 	if action == "" {
 		action = c.Route.ID
 	}
-	a.audit(ctx, AuditRecord{Call: c, Action: action + ".denied", Outcome: sqlite.OutcomeDeny, Reason: reason,
-		Target: c.Route.Method + " " + c.Route.Path})
+	who, details := c, map[string]any(nil)
+	if c.Role == "" && !c.Principal.Platform && (c.Tenant != "" || c.Principal.Key != nil) {
+		own := *c
+		own.Tenant = ""
+		if c.Principal.Key != nil {
+			own.Tenant = c.Principal.Key.Tenant
+		}
+		asked := c.Tenant
+		if asked == "" && c.hc != nil { // refused before the tenant was checked: as the caller sent it
+			asked = strings.TrimSpace(c.hc.Header(HeaderTenant))
+		}
+		if asked != "" {
+			details = map[string]any{"asked_tenant": asked}
+		}
+		who = &own
+	}
+	a.audit(ctx, AuditRecord{Call: who, Action: action + ".denied", Outcome: sqlite.OutcomeDeny, Reason: reason,
+		Target: c.Route.Method + " " + c.Route.Path, Details: details})
 }
 
 // clientIP is the client's address: the connection's peer (X-Forwarded-For is not trusted: the

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"plaita/store/sqlite"
@@ -278,10 +279,25 @@ type memberOut struct{ Body sqlite.Membership }
 
 func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberOut, error) {
 	id := in.Body.UserID
-	switch {
-	case (id == "") == (in.Body.Login == ""):
+	if (id == "") == (in.Body.Login == "") {
 		return nil, newProblem(http.StatusBadRequest, "invalid_request", "name the user by user_id or by login (one of them)")
-	case id == "":
+	}
+	if !c.Principal.Platform {
+		// A tenant admin changes the roles of the tenant's members; adding a user to a tenant
+		// is a platform admin's (the user did not ask to join, and a tenant admin who could add
+		// anyone by login could also learn every login of the platform from the answers). One
+		// answer for a login that is not a member, whether it exists or not.
+		m, err := a.tenantMember(ctx, c.Tenant, id, in.Body.Login)
+		if errors.Is(err, sqlite.ErrMemberNotFound) || errors.Is(err, sqlite.ErrUserNotFound) {
+			p := newProblem(http.StatusForbidden, "not_a_member", "%s is not a member of tenant %s: a tenant admin changes the roles of "+
+				"the tenant's members, and only a platform admin adds a user to a tenant", cmpOrString(in.Body.Login, id), c.Tenant)
+			p.Unblock = "ask a platform admin to add the user (PUT /api/members with their session or the admin key)"
+			return nil, p
+		} else if err != nil {
+			return nil, err
+		}
+		id = m.UserID
+	} else if id == "" {
 		u, err := a.d.DB.UserByLogin(ctx, in.Body.Login)
 		if err != nil {
 			return nil, err
@@ -292,6 +308,18 @@ func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberO
 	c.Note("role", in.Body.Role)
 	m, err := a.d.DB.SetMembership(ctx, id, c.Tenant, in.Body.Role)
 	return &memberOut{Body: m}, err
+}
+
+// tenantMember is the membership in tenant of the user named by id or by login.
+func (a *api) tenantMember(ctx context.Context, tenant, id, login string) (sqlite.Membership, error) {
+	if id == "" {
+		u, err := a.d.DB.UserByLogin(ctx, login)
+		if err != nil {
+			return sqlite.Membership{}, err
+		}
+		id = u.ID
+	}
+	return a.d.DB.Membership(ctx, id, tenant)
 }
 
 type memberRemoveIn struct {

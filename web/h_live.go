@@ -32,14 +32,22 @@ type LiveSettings struct {
 	// MaxStreams is how many streams one console serves at once (PLAITA_CONSOLE_MAX_STREAMS;
 	// 0: DefaultMaxStreams); beyond it a stream is refused with 503 too_many_streams.
 	MaxStreams int
+	// MaxPerTenant is how many of them the callers of one tenant hold at once
+	// (PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT; 0: DefaultMaxStreamsPerTenant, never above
+	// MaxStreams): one tenant's viewers cannot take the streams of every other tenant.
+	MaxPerTenant int
 	// Heartbeat is the interval of the heartbeat comments of an idle stream (0: 15 s), Poll how
 	// long an execution stream waits for a live event before it re-reads the state (0: 3 s).
 	Heartbeat time.Duration
 	Poll      time.Duration
 }
 
-// DefaultMaxStreams is the default bound of a console's live streams.
-const DefaultMaxStreams = 256
+// DefaultMaxStreams is the default bound of a console's live streams, and
+// DefaultMaxStreamsPerTenant of one tenant's.
+const (
+	DefaultMaxStreams          = 256
+	DefaultMaxStreamsPerTenant = 64
+)
 
 // streamWriteTimeout bounds one write to a client: a client that reads nothing for that long
 // loses its stream (and its slot).
@@ -48,12 +56,17 @@ const streamWriteTimeout = 10 * time.Second
 // streamRetry is the reconnection delay the streams advise (the SSE retry field).
 const streamRetry = 3 * time.Second
 
-// streams is the console's live streams: a slot each, and a context that ends at drain.
+// streams is the console's live streams: a slot each, counted per tenant too, and a context
+// that ends at drain.
 type streams struct {
-	slots chan struct{}
-	ctx   context.Context
-	end   context.CancelFunc
-	once  sync.Once
+	max, perTenant int
+	ctx            context.Context
+	end            context.CancelFunc
+	once           sync.Once
+
+	mu       sync.Mutex
+	open     int
+	byTenant map[string]int
 }
 
 func newStreams(s LiveSettings) *streams {
@@ -61,8 +74,37 @@ func newStreams(s LiveSettings) *streams {
 	if n <= 0 {
 		n = DefaultMaxStreams
 	}
+	per := s.MaxPerTenant
+	if per <= 0 {
+		per = DefaultMaxStreamsPerTenant
+	}
 	ctx, end := context.WithCancel(context.Background())
-	return &streams{slots: make(chan struct{}, n), ctx: ctx, end: end}
+	return &streams{max: n, perTenant: min(per, n), ctx: ctx, end: end, byTenant: map[string]int{}}
+}
+
+// take takes a slot of the console's and of the tenant's: "" when it did, else which bound is
+// reached ("console" or "tenant").
+func (s *streams) take(tenant string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.byTenant[tenant] >= s.perTenant:
+		return "tenant"
+	case s.open >= s.max:
+		return "console"
+	}
+	s.open++
+	s.byTenant[tenant]++
+	return ""
+}
+
+func (s *streams) release(tenant string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.open--
+	if s.byTenant[tenant]--; s.byTenant[tenant] <= 0 {
+		delete(s.byTenant, tenant)
+	}
 }
 
 // endStreams ends every live stream (drain, stop); new ones are refused from then on.
@@ -72,17 +114,21 @@ func (a *api) endStreams() {
 	}
 }
 
-// open takes a stream's slot and returns its context, which ends with the request or at drain,
-// and the release of the slot; a Problem when the console is draining or full.
-func (a *api) open(ctx context.Context) (context.Context, func(), *Problem) {
+// open takes a stream's slot for a caller of tenant and returns its context, which ends with the
+// request or at drain, and the release of the slot; a Problem when the console is draining, or
+// full, or the tenant's callers hold their share of the streams.
+func (a *api) open(ctx context.Context, tenant string) (context.Context, func(), *Problem) {
 	if a.streams.ctx.Err() != nil {
 		return nil, nil, newProblem(http.StatusServiceUnavailable, "draining", "the console is shutting down; reconnect to another instance").retryAfter(5 * time.Second)
 	}
-	select {
-	case a.streams.slots <- struct{}{}:
-	default:
+	switch a.streams.take(tenant) {
+	case "tenant":
 		return nil, nil, newProblem(http.StatusServiceUnavailable, "too_many_streams",
-			"this console serves %d live streams already (PLAITA_CONSOLE_MAX_STREAMS); retry later, or poll GET /api/executions/{id}/timeline", cap(a.streams.slots)).
+			"this tenant's callers hold %d live streams of this console already (PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT); close one, retry later, "+
+				"or poll GET /api/executions/{id}/timeline", a.streams.perTenant).retryAfter(streamRetry)
+	case "console":
+		return nil, nil, newProblem(http.StatusServiceUnavailable, "too_many_streams",
+			"this console serves %d live streams already (PLAITA_CONSOLE_MAX_STREAMS); retry later, or poll GET /api/executions/{id}/timeline", a.streams.max).
 			retryAfter(streamRetry)
 	}
 	sctx, cancel := context.WithCancel(ctx)
@@ -90,7 +136,7 @@ func (a *api) open(ctx context.Context) (context.Context, func(), *Problem) {
 	return sctx, func() {
 		stopAfter()
 		cancel()
-		<-a.streams.slots
+		a.streams.release(tenant)
 	}, nil
 }
 
@@ -198,7 +244,7 @@ func (a *api) executionEvents(ctx context.Context, c *Call, in *executionEventsI
 	}
 	req := control.FollowRequest{Tenant: c.Tenant, ID: in.ID, After: after, Poll: a.s.Live.Poll, Heartbeat: a.s.Live.Heartbeat}
 	return &huma.StreamResponse{Body: func(hc huma.Context) {
-		sctx, release, p := a.open(ctx)
+		sctx, release, p := a.open(ctx, c.Tenant)
 		if p != nil {
 			a.writeProblem(hc, p)
 			return
@@ -245,7 +291,7 @@ func (a *api) executionStream(ctx context.Context, c *Call, in *executionStreamI
 	filter := control.StatusFilter{FlowID: in.FlowID, Status: state.Status(in.Status)}
 	tenant := c.Tenant
 	return &huma.StreamResponse{Body: func(hc huma.Context) {
-		sctx, release, p := a.open(ctx)
+		sctx, release, p := a.open(ctx, c.Tenant)
 		if p != nil {
 			a.writeProblem(hc, p)
 			return

@@ -3,13 +3,16 @@ package web
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"plaita/engine/state"
 	"plaita/store/sqlite"
 )
 
@@ -289,6 +292,101 @@ func TestPublicHealthNamesNoTenantHostOrPath(t *testing.T) {
 		}
 		if r := f.admin("").want(t, http.StatusOK, http.MethodGet, "/health", nil); !strings.Contains(string(r.raw), "10.9.8.7:6390") {
 			t.Errorf("%s: the admin's /health lacks why Redis was unreachable: %s", name, r.raw)
+		}
+	}
+}
+
+// TestStreamSlotsPerTenant: one tenant's viewers cannot hold every live stream of the console
+// (the bound was global: tenant B got 503 too_many_streams while A's viewer held them all).
+func TestStreamSlotsPerTenant(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, withSettings(func(s *Settings) { s.Live = LiveSettings{MaxStreams: 3, MaxPerTenant: 2, Heartbeat: time.Minute} }))
+	f.tenant(t, "ta")
+	f.tenant(t, "tb")
+	f.save(t, liveState("ta", "ex_a", 1, state.Suspended))
+	f.save(t, liveState("tb", "ex_b", 1, state.Suspended))
+	va, vb := f.key(f.apiKey(t, "ta", sqlite.RoleViewer)), f.key(f.apiKey(t, "tb", sqlite.RoleViewer))
+	for i := range 2 {
+		s, r := va.stream(t, "/api/executions/ex_a/events")
+		if s == nil {
+			t.Fatalf("tenant ta's stream %d: %d %s", i, r.status, r.raw)
+		}
+		s.Next(t, eventWait)
+	}
+	if _, r := va.stream(t, "/api/executions/ex_a/events"); r.status != http.StatusServiceUnavailable || r.body["code"] != "too_many_streams" ||
+		!strings.Contains(fmt.Sprint(r.body["detail"]), "PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT") {
+		t.Fatalf("tenant ta's third stream: %d %s", r.status, r.raw)
+	}
+	s, r := vb.stream(t, "/api/executions/ex_b/events")
+	if s == nil {
+		t.Fatalf("tenant tb's stream while ta holds its share: %d %s", r.status, r.raw)
+	}
+	s.Next(t, eventWait)
+}
+
+// TestRefusalsAreAuditedInTheCallersTrail: a request for another tenant is recorded in the
+// caller's own trail (the platform's for a person, the key's tenant's for a key), not in the
+// trail of the tenant asked for, whose admins would learn another tenant's logins from it.
+func TestRefusalsAreAuditedInTheCallersTrail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.tenant(t, "ta")
+	f.tenant(t, "tb")
+	alice := f.user(t, "alice-of-ta", "ta", sqlite.RoleAdmin)
+	alice.want(t, http.StatusForbidden, http.MethodGet, "/api/flows", nil, HeaderTenant, "tb")
+	key := f.key(f.apiKey(t, "ta", sqlite.RoleAdmin))
+	key.want(t, http.StatusForbidden, http.MethodGet, "/api/flows", nil, HeaderTenant, "tb")
+	admin := f.user(t, "bob-of-tb", "tb", sqlite.RoleAdmin)
+	var trail sqlite.AuditPage
+	admin.want(t, http.StatusOK, http.MethodGet, "/api/audit?limit=1000", nil, HeaderTenant, "tb").decode(t, &trail)
+	for _, e := range trail.Entries {
+		if strings.Contains(e.Actor, "alice") || strings.HasPrefix(e.Actor, "plk_") {
+			t.Fatalf("tenant tb's trail records a caller of ta: %+v", e)
+		}
+	}
+	found := map[string]string{}
+	for _, e := range f.auditRows(t) {
+		if e.Action == "flow-list.denied" {
+			found[e.Actor] = e.Tenant
+			if !strings.Contains(string(e.Details), `"asked_tenant":"tb"`) {
+				t.Errorf("the denial does not say which tenant was asked for: %+v", e)
+			}
+		}
+	}
+	if tenant, ok := found["alice-of-ta"]; !ok || tenant != "" {
+		t.Errorf("alice's refusal: recorded %t in tenant %q, want the platform's trail", ok, tenant)
+	}
+	var keyTenant string
+	for actor, tenant := range found {
+		if strings.HasPrefix(actor, "plk_") {
+			keyTenant = tenant
+		}
+	}
+	if keyTenant != "ta" {
+		t.Errorf("the key's refusal is in tenant %q's trail, want ta's (%v)", keyTenant, found)
+	}
+}
+
+// TestProblemsNameNoStorageKey: a problem says what is wrong without the key space's names
+// ("no versions in plaita:tb:flow_versions:nope" told a caller the root and other tenants'
+// prefixes). The helper's check (client.do) holds every test's problems to it as well.
+func TestProblemsNameNoStorageKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.tenant(t, "tb")
+	boss := f.admin("tb")
+	for _, call := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodGet, "/api/flows/nope", nil},
+		{http.MethodGet, "/api/flows/nope?version=3", nil},
+		{http.MethodPost, "/api/executions", map[string]any{"flow_id": "nope"}},
+		{http.MethodGet, "/api/executions/ex_nope", nil},
+	} {
+		r := boss.do(t, call.method, call.path, call.body)
+		if r.status < 400 || strings.Contains(string(r.raw), f.root) {
+			t.Errorf("%s %s: %d %s", call.method, call.path, r.status, r.raw)
 		}
 	}
 }

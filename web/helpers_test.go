@@ -267,6 +267,10 @@ func (c *client) do(t testing.TB, method, path string, body any, extra ...string
 	if res.StatusCode >= 500 && res.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("%s %s: %d %s", method, path, res.StatusCode, raw)
 	}
+	// Every problem of every test: none names a storage key (the test's key root, or the default).
+	if res.StatusCode >= 400 && (c.f.root != "" && bytes.Contains(raw, []byte(c.f.root+":")) || bytes.Contains(raw, []byte("plaita:"))) {
+		t.Errorf("%s %s: the problem names a storage key: %s", method, path, raw)
+	}
 	return out
 }
 

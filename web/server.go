@@ -127,6 +127,7 @@ type api struct {
 	streams  *streams         // the live streams: their bound, and their end at drain (h_live.go)
 	catalog  *control.Catalog // flows with the console database: drafts, version records (h_drafts.go)
 	logins   *loginGuard      // the login guard: per client network, per (login, network) (throttle.go)
+	redact   control.Redactor // hides storage keys in problems (api.go: redactProblem)
 
 	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
 	// guards the last report.
@@ -170,7 +171,11 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newLoginGuard(s.Login, d.Now)}
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newLoginGuard(s.Login, d.Now),
+		redact: control.NewRedactor("")}
+	if d.Plane != nil {
+		a.redact = d.Plane.Redactor()
+	}
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
