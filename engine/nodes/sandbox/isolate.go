@@ -58,8 +58,9 @@ const userNamespaceFix = "run plaita as a non-root user (the container image doe
 //     maps only root to root: towards files it is still root (same user, same file system, as
 //     the backends document), but it holds no capability outside its namespace and is not in
 //     the namespace of any other process, so it can read none of them — neither this process
-//     nor a root process above it, nor another child. (Without CLONE_VM, os/exec forks such a
-//     child with a copy of the page tables instead of vfork: a little slower, still one start.)
+//     nor a root process above it, nor another child. (The syscall package forks such a child —
+//     a copy of the page tables — where it would otherwise vfork: a little slower, still one
+//     start.)
 //     If the namespace cannot be created, the run fails with an IsolationError — never a run
 //     without it. A non-root process starts its child in its own namespace: the child holds no
 //     capability to begin with, and a non-dumpable non-root process could not write a new

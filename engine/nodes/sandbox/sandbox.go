@@ -173,8 +173,8 @@ func (o Options) BaseEnv(home string) []string {
 func LookPath(name string) (string, error) { return exec.LookPath(name) }
 
 // Run runs cmd and waits for it and its whole process group to end. The error is only for a
-// program that could not be started (missing executable, no temporary directory); how a
-// started program ended is in the Result (see Result.Err).
+// program that could not be started (missing executable, no temporary directory, an
+// IsolationError); how a started program ended is in the Result (see Result.Err).
 func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 	maxOut := cmd.MaxStdout
 	if maxOut <= 0 {
