@@ -37,13 +37,17 @@
 //     allow-listed environment (PATH, HOME = a fresh temporary working directory removed
 //     afterwards, LANG, LC_ALL, TZ), stdout bounded to 1 MiB, and an address-space limit from
 //     PLAITA_SANDBOX_MEMORY_MB: RLIMIT_AS (soft = hard) set by /bin/sh's ulimit -v in the child
-//     right before it execs the interpreter; for node see nodeAddressSpaceHeadroomMB. Not an
-//     isolation boundary: refused, before anything is spawned, for tenants other than the
-//     default one.
+//     right before it execs the interpreter; for node see nodeAddressSpaceHeadroomMB. The code
+//     cannot read the environment, memory or open files of the worker (package sandbox: the
+//     worker is non-dumpable, and a root worker starts the interpreter in a user namespace of
+//     its own — where it cannot create one, the node fails permanently and says how to fix it).
+//     Not an isolation boundary otherwise: the same user, file system and network as the worker,
+//     so it is refused, before anything is spawned, for tenants other than the default one.
 //   - docker: a throw-away container without network, read-only, with memory, cpu and pid
 //     limits and no capabilities (see DockerArgs); code and input go through stdin; killed by
 //     name on PLAITA_SANDBOX_DOCKER_TIMEOUT, which includes container start-up (pre-pull the
-//     images). Fails closed without a daemon.
+//     images). Fails closed without a daemon. The docker client the worker starts runs no flow
+//     code: it needs no user namespace of its own (sandbox.Command.HostUserNamespace).
 //   - restricted: an in-process JavaScript interpreter (goja) without host objects, interrupted
 //     on PLAITA_SANDBOX_TIMEOUT. js only. Memory is NOT bounded in this backend.
 package code

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -740,5 +742,18 @@ func TestHostVariablesCoverTheDockerClient(t *testing.T) {
 		if !slices.Contains(HostVariables(), k) {
 			t.Errorf("HostVariables misses the sandbox's %s", k)
 		}
+	}
+}
+
+func TestIsolationFailureIsPermanent(t *testing.T) {
+	// A run the sandbox refused for want of isolation fails the same way on every retry.
+	refused := fmt.Errorf("code node (python, subprocess): cannot start python3: %w",
+		&sandbox.IsolationError{Step: "creating a user namespace", Fix: "run as non-root", Err: syscall.EPERM})
+	if err := startFailure(refused); !engine.IsPermanent(err) || !errors.Is(err, sandbox.ErrIsolationUnavailable) {
+		t.Errorf("isolation refused: %v (permanent %v)", err, engine.IsPermanent(err))
+	}
+	other := fmt.Errorf("code node (python, subprocess): cannot start python3: %w", syscall.EAGAIN)
+	if err := startFailure(other); engine.IsPermanent(err) {
+		t.Errorf("a failed fork is retryable: %v", err)
 	}
 }

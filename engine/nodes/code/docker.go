@@ -110,6 +110,10 @@ func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
 		Stdin:   stdin,
 		Timeout: r.timeout,
 		Env:     env,
+		// The client is trusted and runs no flow code (the code runs in the container, out of
+		// the worker's reach): it needs no user namespace of its own, and so keeps working
+		// where a root worker may not create one.
+		HostUserNamespace: true,
 		// Killing the client does not stop the container: kill it by name. A container that
 		// was still being created when the client died is caught by the second, later rm -f.
 		OnKill: func() {
@@ -121,7 +125,7 @@ func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
 		},
 	})
 	if err != nil {
-		return nil, fmt.Errorf("code node (%s, docker): cannot start the docker client %q: %w", r.language, d.Bin, err)
+		return nil, startFailure(fmt.Errorf("code node (%s, docker): cannot start the docker client %q: %w", r.language, d.Bin, err))
 	}
 	return r.result(res)
 }

@@ -2,6 +2,7 @@ package code
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"plaita/engine"
@@ -69,9 +70,18 @@ func (r *runner) runSubprocess(ctx context.Context, call *engine.Call, input any
 	}
 	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: path, Args: args, Stdin: stdin, Timeout: r.timeout, MemoryMB: mem})
 	if err != nil {
-		return nil, fmt.Errorf("code node (%s, subprocess): cannot start %s: %w", r.language, path, err)
+		return nil, startFailure(fmt.Errorf("code node (%s, subprocess): cannot start %s: %w", r.language, path, err))
 	}
 	return r.result(res)
+}
+
+// startFailure marks a program that was not started for want of isolation as permanent: a retry
+// fails the same way until the operator changes how plaita runs (the error says how).
+func startFailure(err error) error {
+	if errors.Is(err, sandbox.ErrIsolationUnavailable) {
+		return engine.Permanent(err)
+	}
+	return err
 }
 
 // result turns a finished process into the node's result or error.

@@ -18,8 +18,10 @@
 // The executable runs like the code node's subprocess backend (package sandbox): its own
 // process group, killed as a whole on the timeout (param "timeout", seconds, default 60), on
 // cancellation and after it exits; an environment reduced to PATH, HOME (a fresh temporary
-// working directory, removed afterwards), LANG, LC_ALL and TZ; stdout bounded to 1 MiB. The
-// param "timeout" is read by the engine and also passed on in params and input.
+// working directory, removed afterwards), LANG, LC_ALL and TZ; stdout bounded to 1 MiB; no
+// access to the worker's environment, memory or open files (a root worker that cannot give it a
+// user namespace fails the node permanently instead of running it). The param "timeout" is read
+// by the engine and also passed on in params and input.
 //
 // External executables are installed by the operator and trusted like the worker itself: they
 // run for every tenant. Type names are restricted to [a-z0-9_-] (at most 64), so a name can never
@@ -217,7 +219,12 @@ func (r *runner) Run(ctx context.Context, call *engine.Call) (engine.Outcome, er
 	}
 	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: r.t.Path, Stdin: stdin, Timeout: r.timeout})
 	if err != nil {
-		return engine.Outcome{}, fmt.Errorf("external node %s: cannot start %s: %w", r.t.Name, r.t.Path, err)
+		err = fmt.Errorf("external node %s: cannot start %s: %w", r.t.Name, r.t.Path, err)
+		if errors.Is(err, sandbox.ErrIsolationUnavailable) {
+			// A retry fails the same way until the operator changes how plaita runs.
+			err = engine.Permanent(err)
+		}
+		return engine.Outcome{}, err
 	}
 	if err := res.Err(); err != nil {
 		return engine.Outcome{}, fmt.Errorf("external node %s (%s): %w", r.t.Name, r.t.Path, err)

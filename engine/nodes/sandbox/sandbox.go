@@ -4,9 +4,20 @@
 // working directory removed afterwards; bounded stdout and a bounded stderr tail; and, when
 // asked, an address-space limit (RLIMIT_AS) applied in the child.
 //
-// A process group is not a containment boundary: a process that calls setsid or setpgid leaves
-// the group and survives the kill, and nothing here limits the file system or the network. Use
-// the docker backend when the code is not trusted.
+// The program cannot read the environment, the memory or the open files of the process that
+// runs it (/proc/<pid>/environ, mem, fd/*; ptrace): that process is made non-dumpable before
+// every start, and when it runs as root the program starts in a new user namespace that maps
+// only root, so that it holds no capability outside it (isolate.go says why both). A root
+// process that cannot create that namespace does not run the program: Run returns an
+// IsolationError (ErrIsolationUnavailable) saying how to fix it.
+//
+// Nothing else is isolated. The program runs as the same user, with the same file system and
+// network, as the process that runs it, and reads what that user can read. Under a non-root
+// process, that includes the environment of the user's other processes that are not
+// non-dumpable: a shell that started the worker, an init such as tini in a container, another
+// program this package runs at the same time. A process group is not a containment boundary
+// either: a process that calls setsid or setpgid leaves the group and survives the kill. Use the
+// docker backend when the code is not trusted.
 package sandbox
 
 import (
@@ -76,6 +87,11 @@ type Command struct {
 	// OnKill runs once, synchronously, after the group was killed on timeout, cancellation or
 	// stdout overflow (the docker backend removes its container there).
 	OnKill func()
+	// HostUserNamespace keeps a root process's child in the process's own user namespace (see
+	// isolate). Only for a trusted program that runs no flow code: the docker client, whose code
+	// runs in a container, and which must keep working where a root process may not create user
+	// namespaces. The running process is made non-dumpable all the same.
+	HostUserNamespace bool
 }
 
 // Result is how the program ended.
@@ -157,8 +173,8 @@ func (o Options) BaseEnv(home string) []string {
 func LookPath(name string) (string, error) { return exec.LookPath(name) }
 
 // Run runs cmd and waits for it and its whole process group to end. The error is only for a
-// program that could not be started (missing executable, no temporary directory); how a
-// started program ended is in the Result (see Result.Err).
+// program that could not be started (missing executable, no temporary directory, an
+// IsolationError); how a started program ended is in the Result (see Result.Err).
 func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 	maxOut := cmd.MaxStdout
 	if maxOut <= 0 {
@@ -189,6 +205,10 @@ func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 		c.Env = o.BaseEnv(dir)
 	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	userNS, err := isolate(c.SysProcAttr, cmd.HostUserNamespace)
+	if err != nil {
+		return nil, err
+	}
 	c.Stdin = bytes.NewReader(cmd.Stdin)
 	c.WaitDelay = waitDelay
 
@@ -213,7 +233,7 @@ func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 
 	start := time.Now()
 	if err := c.Start(); err != nil {
-		return nil, err
+		return nil, startError(err, userNS)
 	}
 	mu.Lock()
 	pid = c.Process.Pid
