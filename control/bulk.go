@@ -6,14 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
-	"plaita/store"
-	"plaita/store/keys"
 	"plaita/store/sqlite"
 )
 
@@ -46,21 +46,79 @@ const (
 	MaxBulkItems = 10000
 	MaxBulkScan  = 100000
 	bulkPage     = 1000 // executions asked per listing page (each examines up to 10 × as many)
-	dlqPage      = 100  // dead letters read per page (each carries its payload)
+	dlqPage      = 100  // dead letters asked per listing page (each examines up to 10 × as many, with their payloads)
 	bulkSample   = 20
 )
 
-// BulkFilter selects the items of a bulk job. Status, FlowID and the start times select
-// executions (cancel, retry, delete); Reason, Kind and FlowID select dead letters (replay).
+// BulkFilter selects the items of a bulk job. Cancel, retry and delete select executions by
+// every filter of the executions list (ListRequest: status, flow, start times, due times,
+// indexed fields), replay selects dead letters by every filter of the dead-letters list
+// (DeadLetterFilter: reason, kind, flow); each selection is that list's own (listRequest,
+// deadLetterFilter), so a job never acts on more than the list with the same filter shows.
+// Jobs keep their filter as this JSON (the jobs table): fields are only ever added, so a job
+// stored earlier is read and resumed as it was.
 type BulkFilter struct {
 	Status        state.Status `json:"status,omitempty" enum:"pending,running,suspended,completed,error,cancelled" doc:"executions of this status"`
 	FlowID        string       `json:"flow_id,omitempty" maxLength:"200" doc:"executions (or dead letters) of this flow"`
 	StartedAfter  *time.Time   `json:"started_after,omitempty" doc:"executions started at or after this time"`
 	StartedBefore *time.Time   `json:"started_before,omitempty" doc:"executions started before this time"`
-	Reason        string       `json:"reason,omitempty" maxLength:"200" doc:"replay: dead letters of this reason"`
-	Kind          string       `json:"kind,omitempty" enum:"start,resume" doc:"replay: dead letters of this task kind"`
+	WakeAfter     *time.Time   `json:"wake_after,omitempty" doc:"suspended executions whose due time (a delay's end, a wait's or an approval's timeout) is at or after this time"`
+	WakeBefore    *time.Time   `json:"wake_before,omitempty" doc:"suspended executions whose due time is before this time"`
+	// Index is the list's index[<field>]=<value>, each value as the query gives it.
+	Index  map[string]string `json:"index,omitempty" maxProperties:"4" doc:"executions indexed under every one of these field values, as the list's index[<field>]=<value>: a value is read as JSON when it parses (17 is a number, true a boolean), else as text (ord-1)"`
+	Reason string            `json:"reason,omitempty" maxLength:"200" doc:"replay: dead letters of this reason"`
+	Kind   string            `json:"kind,omitempty" enum:"start,resume" doc:"replay: dead letters of this task kind"`
 	// Force is delete's: running and pending executions are deleted too (as DELETE ?force).
 	Force bool `json:"force,omitempty" doc:"delete only: delete running and pending executions too"`
+}
+
+// listRequest is the executions list's request with this filter: what GET /api/executions
+// with the same query lists is what cancel, retry and delete select.
+func (f BulkFilter) listRequest() ListRequest {
+	req := ListRequest{Status: f.Status, FlowID: f.FlowID}
+	for _, b := range []struct{ from, to *time.Time }{
+		{f.StartedAfter, &req.StartedAfter}, {f.StartedBefore, &req.StartedBefore}, {f.WakeAfter, &req.WakeAfter}, {f.WakeBefore, &req.WakeBefore},
+	} {
+		if b.from != nil {
+			*b.to = *b.from
+		}
+	}
+	for _, field := range slices.Sorted(maps.Keys(f.Index)) { // the order GET /api/executions gives them in
+		req.Index = append(req.Index, IndexFilter{Field: field, Value: f.Index[field]})
+	}
+	return req
+}
+
+// deadLetterFilter is the dead-letters list's filter with this one: what replay selects.
+func (f BulkFilter) deadLetterFilter() DeadLetterFilter {
+	return DeadLetterFilter{Reason: f.Reason, Kind: f.Kind, FlowID: f.FlowID}
+}
+
+// executionFields are the fields given that only executions have.
+func (f BulkFilter) executionFields() []string {
+	var out []string
+	for _, c := range []struct {
+		name  string
+		given bool
+	}{{"status", f.Status != ""}, {"started_after", f.StartedAfter != nil}, {"started_before", f.StartedBefore != nil},
+		{"wake_after", f.WakeAfter != nil}, {"wake_before", f.WakeBefore != nil}, {"index", len(f.Index) > 0}} {
+		if c.given {
+			out = append(out, c.name)
+		}
+	}
+	return out
+}
+
+// deadLetterFields are the fields given that only dead letters have.
+func (f BulkFilter) deadLetterFields() []string {
+	var out []string
+	if f.Reason != "" {
+		out = append(out, "reason")
+	}
+	if f.Kind != "" {
+		out = append(out, "kind")
+	}
+	return out
 }
 
 // BulkRequest is one bulk operation asked of a tenant.
@@ -104,39 +162,72 @@ func bulkAction(kind string) BulkAction {
 	return ""
 }
 
-// checkBulk refuses a request whose action is unknown or whose filter names fields the action
-// does not select by.
+// checkBulk refuses a request whose action is unknown, or whose filter the action's selection
+// cannot honour: a field of the other kind of item (named), or a value the list would refuse.
+// Dropping such a field would select more than the list with that filter shows.
 func (p *Plane) checkBulk(req BulkRequest) (string, error) {
 	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
 		return "", err
 	}
 	f := req.Filter
-	if !slices.Contains(BulkActions, req.Action) {
-		return "", refuse(Invalid, "invalid_action", nil, "action %q: use cancel, retry, delete or replay", req.Action)
-	}
-	if f.FlowID != "" {
-		if err := keys.ValidName("flow id", f.FlowID); err != nil {
-			return "", refuse(Invalid, "invalid_filter", err, "filter.flow_id: %v", err)
-		}
-	}
-	if f.Status != "" && !slices.Contains(statuses, f.Status) {
-		return "", refuse(Invalid, "invalid_filter", nil, "filter.status %q: use one of %v", f.Status, statuses)
-	}
-	executionsOnly := f.Status != "" || f.StartedAfter != nil || f.StartedBefore != nil
 	switch {
-	case req.Action == BulkReplay && executionsOnly:
-		return "", refuse(Invalid, "invalid_filter", nil, "replay selects dead letters: filter by reason, kind and flow_id, not by status or start time")
-	case req.Action != BulkReplay && (f.Reason != "" || f.Kind != ""):
-		return "", refuse(Invalid, "invalid_filter", nil, "%s selects executions: filter by status, flow_id and start time; reason and kind are replay's", req.Action)
-	case f.Force && req.Action != BulkDelete:
-		return "", refuse(Invalid, "invalid_filter", nil, "force is delete's")
-	case f.Kind != "" && f.Kind != string(queue.KindStart) && f.Kind != string(queue.KindResume):
-		return "", refuse(Invalid, "invalid_filter", nil, "filter.kind %q: use start or resume", f.Kind)
+	case !slices.Contains(BulkActions, req.Action):
+		return "", refuse(Invalid, "invalid_action", nil, "action %q: use cancel, retry, delete or replay", req.Action)
 	case req.MaxItems < 0 || req.MaxItems > MaxBulkItems:
 		return "", refuse(Invalid, "invalid_max_items", nil, "max_items %d: use 1 to %d (0: %d)", req.MaxItems, MaxBulkItems, MaxBulkItems)
+	case f.Force && req.Action != BulkDelete:
+		return "", filterField("force", "force is delete's; %s takes no force", req.Action)
+	}
+	if req.Action == BulkReplay {
+		if names := f.executionFields(); len(names) > 0 {
+			return "", filterField(names[0], "replay selects dead letters, by reason, kind and flow_id: %s %s the executions list's, not a dead letter's",
+				strings.Join(names, ", "), isAre(len(names)))
+		}
+		return tenant, f.deadLetterFilter().check()
+	}
+	if names := f.deadLetterFields(); len(names) > 0 {
+		return "", filterField(names[0], "%s selects executions, by the executions list's filters (status, flow_id, start and due times, index): %s %s the dead letters'",
+			req.Action, strings.Join(names, ", "), isAre(len(names)))
+	}
+	if _, err := f.listRequest().check(); err != nil {
+		return "", listFilterRefusal(err)
 	}
 	return tenant, nil
+}
+
+// filterField is the refusal of a filter naming the field it cannot take.
+func filterField(field, format string, a ...any) *Refusal {
+	r := refuse(Invalid, "invalid_filter", nil, "filter."+field+": "+format, a...)
+	r.Fields = map[string]any{"field": field}
+	return r
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// listFilterRefusal is the list's refusal of a filter as a job's: the code every refused
+// filter of a job has, the field it names as the filter's (an index field is under index).
+func listFilterRefusal(err error) error {
+	r := AsRefusal(err)
+	if r == nil {
+		return err
+	}
+	field := map[string]string{"invalid_status": "status", "invalid_flow_id": "flow_id", "invalid_time_range": "started_before",
+		"invalid_index_filter": "index"}[r.Code]
+	if field == "" {
+		return err
+	}
+	out := refuse(Invalid, "invalid_filter", err, "filter.%s: %s", field, r.Message)
+	out.Fields = map[string]any{"field": field}
+	if name, ok := r.Fields["field"].(string); ok && field == "index" {
+		out.Fields["index_field"] = name
+	}
+	return out
 }
 
 // BulkSelect finds what a filter matches, within the bounds (a dry run reports it; a run
@@ -160,19 +251,22 @@ func (p *Plane) BulkSelect(ctx context.Context, req BulkRequest) (BulkSelection,
 	return sel, nil
 }
 
+// selectExecutions pages through the list with the filter (the store's listing ListRequest
+// gives, as Plane.List reads it) until the bounds.
 func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection) error {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return err
 	}
-	match := func(st *state.Execution) bool {
-		return (f.Status == "" || st.Status == f.Status) && (f.FlowID == "" || st.FlowID == f.FlowID) &&
-			(f.StartedAfter == nil || !st.StartTime.Before(*f.StartedAfter)) && (f.StartedBefore == nil || st.StartTime.Before(*f.StartedBefore))
-	}
-	cursor := ""
+	list := f.listRequest()
+	list.Limit = bulkPage
 	// A listing page examines at most bulkPage × 10 index members: MaxBulkScan bounds the pages.
 	for pages := 0; pages < MaxBulkScan/(bulkPage*10); pages++ {
-		page, err := ts.List(ctx, store.ListRequest{Cursor: cursor, Limit: bulkPage, Match: match})
+		sr, err := list.storeRequest()
+		if err != nil {
+			return listFilterRefusal(err)
+		}
+		page, err := ts.List(ctx, sr)
 		if err != nil {
 			return fmt.Errorf("select executions: %w", err)
 		}
@@ -183,7 +277,7 @@ func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilte
 			}
 			sel.Items = append(sel.Items, s.ExecutionID)
 		}
-		if cursor = page.NextCursor; cursor == "" {
+		if list.Cursor = page.NextCursor; list.Cursor == "" {
 			return nil
 		}
 	}
@@ -191,26 +285,24 @@ func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilte
 	return nil
 }
 
+// selectDeadLetters pages through the dead-letters list with the filter (Plane.DeadLetterPage,
+// the tenant's entries of the filter's reason, kind and flow) until the bounds.
 func (p *Plane) selectDeadLetters(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection) error {
-	before := ""
-	for scanned := 0; scanned < MaxBulkScan; {
-		es, next, err := p.d.Queue.DLQPage(ctx, before, dlqPage)
+	list := DeadLetterList{Tenant: tenant, Filter: f.deadLetterFilter(), Limit: dlqPage}
+	// A page examines at most 10 × dlqPage entries: MaxBulkScan bounds the pages.
+	for pages := 0; pages < MaxBulkScan/(dlqPage*10); pages++ {
+		page, err := p.DeadLetterPage(ctx, list)
 		if err != nil {
 			return fmt.Errorf("select dead letters: %w", err)
 		}
-		scanned += len(es)
-		for _, e := range es {
-			if !sameTenant(e.TenantID, tenant) || (f.Reason != "" && e.Reason != f.Reason) || (f.Kind != "" && e.Kind != f.Kind) ||
-				(f.FlowID != "" && payloadFlow(e.Payload) != f.FlowID) {
-				continue
-			}
+		for _, e := range page.Items {
 			if len(sel.Items) == sel.MaxItems {
 				sel.Truncated = true
 				return nil
 			}
 			sel.Items = append(sel.Items, e.ID)
 		}
-		if before = next; before == "" {
+		if list.Cursor = page.NextCursor; list.Cursor == "" {
 			return nil
 		}
 	}

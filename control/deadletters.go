@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"plaita/queue"
+	"plaita/store/keys"
 )
 
 // Dead letters (the DLQ stream beside the task queue): list them, show one, replay one exactly
@@ -19,14 +20,47 @@ func (p *Plane) DeadLetters(ctx context.Context, tenant string, all bool, limit 
 }
 
 // DeadLetterList asks for a page of dead letters, newest first: of Tenant (every tenant's when
-// All), older than Cursor ("" = from the newest; else the NextCursor of the page before), at
-// most Limit (1 to 1000).
+// All), of the Filter's reason, kind and flow, older than Cursor ("" = from the newest; else
+// the NextCursor of the page before), at most Limit (1 to 1000).
 type DeadLetterList struct {
 	Tenant string
 	All    bool
+	Filter DeadLetterFilter
 	Cursor string
 	Limit  int
 }
+
+// DeadLetterFilter keeps the dead letters of a reason, a task kind and a flow ("": any). The
+// list and a bulk replay's selection (bulk.go) both test an entry with matches, so a replay
+// acts on exactly what the list with the same filter shows.
+type DeadLetterFilter struct {
+	Reason string
+	Kind   string // start | resume
+	FlowID string
+}
+
+// check refuses a kind that is none and a flow id that cannot be one.
+func (f DeadLetterFilter) check() error {
+	if f.Kind != "" && f.Kind != string(queue.KindStart) && f.Kind != string(queue.KindResume) {
+		r := refuse(Invalid, "invalid_filter", nil, "kind %q: use start or resume", f.Kind)
+		r.Fields = map[string]any{"field": "kind"}
+		return r
+	}
+	if f.FlowID != "" {
+		if err := keys.ValidName("flow id", f.FlowID); err != nil {
+			r := refuse(Invalid, "invalid_filter", err, "%v", err)
+			r.Fields = map[string]any{"field": "flow_id"}
+			return r
+		}
+	}
+	return nil
+}
+
+func (f DeadLetterFilter) matches(e queue.DLQEntry) bool {
+	return (f.Reason == "" || e.Reason == f.Reason) && (f.Kind == "" || e.Kind == f.Kind) && (f.FlowID == "" || payloadFlow(e.Payload) == f.FlowID)
+}
+
+func (f DeadLetterFilter) any() bool { return f != DeadLetterFilter{} }
 
 // DeadLetterPage is a page of dead letters; NextCursor is "" on the last one.
 type DeadLetterPage struct {
@@ -48,8 +82,11 @@ func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLet
 	if err != nil {
 		return DeadLetterPage{}, err
 	}
+	if err := req.Filter.check(); err != nil {
+		return DeadLetterPage{}, err
+	}
 	read := limit
-	if !req.All {
+	if !req.All || req.Filter.any() {
 		read = 10 * limit
 	}
 	es, err := p.d.Queue.ListDLQBefore(ctx, req.Cursor, read)
@@ -62,7 +99,7 @@ func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLet
 	out := DeadLetterPage{TenantID: tenant, AllTenants: req.All, Items: []queue.DLQEntry{}}
 	more := len(es) == read // the stream may hold older entries
 	for i, e := range es {
-		if !req.All && !sameTenant(e.TenantID, tenant) {
+		if !req.All && !sameTenant(e.TenantID, tenant) || !req.Filter.matches(e) {
 			continue
 		}
 		out.Items = append(out.Items, e)

@@ -323,14 +323,16 @@ func (r ListRequest) wakes(st *state.Execution) bool {
 var statuses = []state.Status{state.Pending, state.Running, state.Suspended, state.Completed, state.Error, state.Cancelled}
 
 // check refuses a listing's filters that name no status or no flow, an empty start-time range
-// or a bad index filter, in both modes, and gives the index filters' terms.
+// or a bad index filter, in both modes and for a bulk job's selection (bulk.go), and gives the
+// index filters' terms. Its messages name the filter, not a front end's spelling of it: the
+// CLI, the API's list and POST /api/jobs all show them.
 func (req ListRequest) check() ([]store.IndexTerm, error) {
 	if req.Status != "" && !slices.Contains(statuses, req.Status) {
-		return nil, refuse(Invalid, "invalid_status", nil, "--status %q: use one of %v", req.Status, statuses)
+		return nil, refuse(Invalid, "invalid_status", nil, "status %q: use one of %v", req.Status, statuses)
 	}
 	if req.FlowID != "" {
 		if err := keys.ValidName("flow id", req.FlowID); err != nil {
-			return nil, refuse(Invalid, "invalid_flow_id", err, "--flow: %v", err)
+			return nil, refuse(Invalid, "invalid_flow_id", err, "%v", err)
 		}
 	}
 	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
@@ -339,21 +341,36 @@ func (req ListRequest) check() ([]store.IndexTerm, error) {
 	return indexTerms(req.Index)
 }
 
+// matches is the list's test of one state beyond what the store's listing applies itself (the
+// start-time range and the index terms): its status, its flow and its due time.
+func (req ListRequest) matches(st *state.Execution) bool {
+	return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID) && req.wakes(st)
+}
+
+// storeRequest checks the filters and gives the store's listing that applies every one of
+// them. A page of the list and a bulk job's selection (bulk.go) both read through it, so a job
+// acts on exactly what the list with the same filter shows.
+func (req ListRequest) storeRequest() (store.ListRequest, error) {
+	terms, err := req.check()
+	if err != nil {
+		return store.ListRequest{}, err
+	}
+	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore, Index: terms}
+	if req.Status != "" || req.FlowID != "" || !req.WakeBefore.IsZero() || !req.WakeAfter.IsZero() {
+		sr.Match = req.matches
+	}
+	return sr, nil
+}
+
 // List is a page of the tenant's executions, newest first.
 func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store.Page, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return store.Page{}, err
 	}
-	terms, err := req.check()
+	sr, err := req.storeRequest()
 	if err != nil {
 		return store.Page{}, err
-	}
-	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore, Index: terms}
-	if req.Status != "" || req.FlowID != "" || !req.WakeBefore.IsZero() || !req.WakeAfter.IsZero() {
-		sr.Match = func(st *state.Execution) bool {
-			return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID) && req.wakes(st)
-		}
 	}
 	page, err := ts.List(ctx, sr)
 	if errors.Is(err, store.ErrInvalid) {

@@ -379,7 +379,8 @@ func (l *Local) List(ctx context.Context, tenant string, req ListRequest) (store
 const localListExamine = 10000
 
 // localListed is whether st passes the filters the database cannot apply exactly: the start
-// time to the nanosecond, and the indexed fields.
+// time to the nanosecond, and the indexed fields; then the list's own test (status, flow, due
+// time), as the cluster's list applies it.
 func localListed(st *state.Execution, req ListRequest, terms []store.IndexTerm) bool {
 	if !req.StartedAfter.IsZero() && st.StartTime.Before(req.StartedAfter) || !req.StartedBefore.IsZero() && !st.StartTime.Before(req.StartedBefore) {
 		return false
@@ -389,7 +390,7 @@ func localListed(st *state.Execution, req ListRequest, terms []store.IndexTerm) 
 			return false
 		}
 	}
-	return req.wakes(st)
+	return req.matches(st)
 }
 
 // Cancel ends an execution: a suspended one at once (through the runner), a running one at

@@ -16,6 +16,9 @@ import (
 
 type deadLetterListIn struct {
 	AllTenants bool   `query:"all_tenants" doc:"platform admins: every tenant's dead letters"`
+	Reason     string `query:"reason" maxLength:"200" doc:"only dead letters of this reason"`
+	Kind       string `query:"kind" enum:"start,resume" doc:"only dead letters of this task kind"`
+	FlowID     string `query:"flow_id" maxLength:"200" doc:"only dead letters of a task of this flow (as its payload names it)"`
 	Cursor     string `query:"cursor" maxLength:"64" doc:"the next_cursor of the page before"`
 	Limit      int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
 }
@@ -34,7 +37,8 @@ func (a *api) listDeadLetters(ctx context.Context, c *Call, in *deadLetterListIn
 	if err := allTenants(c, in.AllTenants); err != nil {
 		return nil, err
 	}
-	page, err := a.d.Plane.DeadLetterPage(ctx, control.DeadLetterList{Tenant: c.Tenant, All: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit})
+	page, err := a.d.Plane.DeadLetterPage(ctx, control.DeadLetterList{Tenant: c.Tenant, All: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit,
+		Filter: control.DeadLetterFilter{Reason: in.Reason, Kind: in.Kind, FlowID: in.FlowID}})
 	return &deadLetterListOut{Body: page}, err
 }
 

@@ -2,22 +2,26 @@ package web
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+
+	"github.com/danielgtaylor/huma/v2"
 
 	"plaita/control"
 	"plaita/store/sqlite"
 )
 
 // Bulk jobs (docs/console.md, "Bulk jobs"): an adapter over control.Bulk. POST /api/jobs
-// counts what a filter matches (dry_run) or creates a job that the console's runner applies
-// item by item through the single-item operations; the job's progress and its per-item
+// counts what a filter matches (dry_run) — exactly what the list with that filter shows — or
+// creates a job that the console's runner applies item by item through the single-item
+// operations; the job's progress and its per-item
 // failures, with the refusal codes, are read back; a job can be cancelled. Everything is in
 // the caller's tenant; the job is audited once, when it is created, not per item.
 
 type jobCreateIn struct {
 	Body struct {
 		Action   control.BulkAction `json:"action" enum:"cancel,retry,delete,replay" doc:"cancel, retry or delete executions; replay dead letters"`
-		Filter   control.BulkFilter `json:"filter,omitempty" doc:"what to act on; every field given must match"`
+		Filter   control.BulkFilter `json:"filter,omitempty" doc:"what to act on, as the list's filter (GET /api/executions, GET /api/dead-letters): every field given must match; a field the action does not select by is a 400 naming it"`
 		DryRun   bool               `json:"dry_run,omitempty" doc:"count what the filter matches and create nothing"`
 		MaxItems int                `json:"max_items,omitempty" minimum:"0" maximum:"10000" doc:"act on at most this many (0: 10000)"`
 	}
@@ -51,6 +55,12 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 	}
 	sel, job, err := a.d.Jobs.Submit(ctx, control.BulkRequest{Tenant: c.Tenant, Action: b.Action, Filter: b.Filter, MaxItems: b.MaxItems},
 		b.DryRun, c.Principal.Actor)
+	if r := control.AsRefusal(err); r != nil && r.Code == "invalid_filter" && r.Fields["field"] != nil {
+		// Name the field refused where huma names the body's fields it refuses.
+		p := fromRefusal(r)
+		p.Errors = append(p.Errors, &huma.ErrorDetail{Location: fmt.Sprintf("body.filter.%v", r.Fields["field"]), Message: r.Message})
+		return nil, p
+	}
 	if err != nil {
 		return nil, err
 	}

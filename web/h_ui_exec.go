@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
+	"maps"
 	"mime"
 	"net/http"
 	"net/url"
@@ -83,14 +84,20 @@ type listData struct {
 	FlowID string
 	// The start and due times as the form gives them (2006-01-02T15:04, UTC).
 	StartedAfter, StartedBefore, WakeAfter, WakeBefore string
-	Limit                                              int
-	Next                                               string // the next page's URL
-	First                                              bool
-	Query                                              string // the filter as a query string, without cursor (the live rows', the bulk form's)
-	Follow                                             string // the status stream the first page follows
-	Deleted                                            string // an execution the page's last action deleted
-	Via                                                string // what asked for the rows: sse or poll (the page's own record)
-	Problem                                            *Problem
+	// Index are the indexed fields' filters (index[<field>]=<value>), by field.
+	Index   []control.IndexFilter
+	Limit   int
+	Next    string // the next page's URL
+	First   bool
+	Query   string // the filter as a query string, without cursor (the live rows')
+	Follow  string // the status stream the first page follows
+	Deleted string // an execution the page's last action deleted
+	Via     string // what asked for the rows: sse or poll (the page's own record)
+	Problem *Problem
+	// Bulk is the filter the "all matching" form carries: the query the rows were read with,
+	// less the page's place. BulkRefused says why the form is not offered instead.
+	Bulk        url.Values
+	BulkRefused string
 }
 
 var statuses = []string{"pending", "running", "suspended", "completed", "error", "cancelled"}
@@ -107,7 +114,8 @@ func formTime(v string) (string, bool) {
 }
 
 // listQuery reads the list's filter from the page's query: the API's query, and the form as
-// it was filled in (a time that does not parse is left out, and said).
+// it was filled in (a time that does not parse is left out, and said). An indexed field comes
+// as index[<field>]=<value> (the API's spelling), or from the form's index=<field>=<value>.
 func listQuery(c echo.Context) (listData, url.Values) {
 	d := listData{Status: c.QueryParam("status"), FlowID: strings.TrimSpace(c.QueryParam("flow_id")), Limit: 50, Deleted: c.QueryParam("deleted")}
 	if n, err := strconv.Atoi(c.QueryParam("limit")); err == nil && n > 0 && n <= 500 {
@@ -137,6 +145,31 @@ func listQuery(c echo.Context) (listData, url.Values) {
 			d.Problem = newProblem(http.StatusBadRequest, "invalid_time", "%s %q is not a time (2006-01-02T15:04, UTC): left out", f.name, v)
 		}
 	}
+	index := map[string]string{}
+	for k, vs := range c.QueryParams() {
+		if field, ok := indexParam(k); ok && len(vs) > 0 {
+			if v := strings.TrimSpace(vs[0]); v != "" {
+				index[field] = v
+			}
+		}
+	}
+	for _, add := range c.QueryParams()["index"] {
+		if add = strings.TrimSpace(add); add == "" {
+			continue
+		}
+		f, err := control.ParseIndexFilter(add)
+		if err != nil {
+			if d.Problem == nil {
+				d.Problem = newProblem(http.StatusBadRequest, "invalid_index_filter", "indexed field %q: write field=value (order_id=ord-1): left out", add)
+			}
+			continue
+		}
+		index[f.Field] = strings.TrimSpace(f.Value)
+	}
+	for _, field := range slices.Sorted(maps.Keys(index)) {
+		d.Index = append(d.Index, control.IndexFilter{Field: field, Value: index[field]})
+		q.Set("index["+field+"]", index[field])
+	}
 	return d, q
 }
 
@@ -158,6 +191,11 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 	}
 	d.First = list.Get("cursor") == ""
 	d.Query = q.Encode()
+	d.Bulk, d.BulkRefused = listFilterQuery(q)
+	if d.Problem != nil && d.BulkRefused == "" {
+		// The rows are read without the filter that was left out: not what was asked for.
+		d.BulkRefused = "A filter above was left out (" + d.Problem.Detail + "): correct it to act on all matching."
+	}
 	if d.List.NextCursor != "" {
 		list.Set("cursor", d.List.NextCursor)
 		d.Next = "/ui/executions?" + list.Encode()

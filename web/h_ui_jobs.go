@@ -2,8 +2,10 @@ package web
 
 import (
 	"errors"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -15,11 +17,14 @@ import (
 // errNoJob: POST /api/jobs answered a run without its job.
 var errNoJob = errors.New("ui: POST /api/jobs created no job")
 
-// Bulk actions by query (docs/console.md, "Bulk jobs"): a form names an action and the filter
-// of the page it is on — the executions list's status, flow and start times, or a dead
-// letter's reason, kind and flow; POST /api/jobs with dry_run counts what it matches, the page
-// shows the count and a sample and asks; the confirmed POST creates the job, whose page
-// follows its progress (GET /api/jobs/{id}) and lists its failures with their codes.
+// Bulk actions by query (docs/console.md, "Bulk jobs"): a list page's form carries an action
+// and the page's own filter — the query the page read its rows with (listFilterQuery): the
+// executions list's status, flow, start and due times and indexed fields, or the dead letters'
+// reason, kind and flow. POST /api/jobs with dry_run counts what it matches, which is what the
+// list shows; the page shows the count and a sample and asks; the confirmed POST creates the
+// job, whose page follows its progress (GET /api/jobs/{id}) and lists its failures with their
+// codes. A filter field the job cannot take is refused by name, never dropped: without it the
+// job would act on more than the list shows.
 
 func (u *uiServer) jobRoutes(g *echo.Group) {
 	g.GET("/jobs", u.jobsPage)
@@ -30,20 +35,45 @@ func (u *uiServer) jobRoutes(g *echo.Group) {
 	g.POST("/jobs/:id/cancel", u.cancelJob)
 }
 
-// jobFilterFields are the form fields a job's filter is read from (the names of
-// control.BulkFilter's JSON fields).
-var jobFilterFields = []string{"status", "flow_id", "started_after", "started_before", "reason", "kind"}
+// jobFilterFields are the list query parameters a job's filter takes as they are (they are
+// the names of control.BulkFilter's JSON fields); index[<field>] goes to its index.
+var jobFilterFields = []string{"status", "flow_id", "started_after", "started_before", "wake_after", "wake_before", "reason", "kind"}
 
-// jobForm is the form's action and filter as POST /api/jobs's body (the time fields as the
-// list's form gives them, read as UTC).
-func jobForm(c echo.Context) (map[string]any, *Problem) {
+// jobFormFields are the bulk form's own fields besides the filter.
+var jobFormFields = []string{"csrf", "action", "force"}
+
+// indexParam reads index[<field>] (the lists' query spelling of an indexed field).
+func indexParam(k string) (string, bool) {
+	if f, ok := strings.CutPrefix(k, "index["); ok && strings.HasSuffix(f, "]") && len(f) > 1 {
+		return strings.TrimSuffix(f, "]"), true
+	}
+	return "", false
+}
+
+// jobFilter reads a list's filter, as its query gives it, as POST /api/jobs's filter (the
+// times read as UTC, as the list's form gives them). A parameter that is no filter a job
+// takes, or one given twice, is refused by name.
+func jobFilter(q url.Values) (map[string]any, *Problem) {
 	filter := map[string]any{}
-	for _, k := range jobFilterFields {
-		v := strings.TrimSpace(c.FormValue(k))
-		if v == "" {
-			continue
+	index := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		if len(q[k]) > 1 {
+			return nil, newProblem(http.StatusBadRequest, "invalid_filter", "filter %s is given %d times: a list takes one value", k, len(q[k]))
 		}
-		if strings.HasPrefix(k, "started_") {
+		v := strings.TrimSpace(q.Get(k))
+		field, isIndex := indexParam(k)
+		switch {
+		case isIndex:
+			if v != "" {
+				index[field] = v
+			}
+			continue
+		case !slices.Contains(jobFilterFields, k):
+			return nil, newProblem(http.StatusBadRequest, "filter_not_bulk",
+				"the list's filter %s is not one a bulk job can select by: without it the job would act on more than the list shows; list without it to act on all matching", k)
+		case v == "":
+			continue
+		case strings.HasPrefix(k, "started_") || strings.HasPrefix(k, "wake_"):
 			t, ok := formTime(v)
 			if !ok {
 				return nil, newProblem(http.StatusBadRequest, "invalid_filter", "%s %q is not a time (2006-01-02T15:04, UTC)", k, v)
@@ -52,10 +82,53 @@ func jobForm(c echo.Context) (map[string]any, *Problem) {
 		}
 		filter[k] = v
 	}
-	if c.FormValue("force") == "true" {
+	if len(index) > 0 {
+		filter["index"] = index
+	}
+	return filter, nil
+}
+
+// jobForm is the form's action and filter as POST /api/jobs's body, and its fields as they
+// were (carried to the confirmation). Only the form's body is read: a query on the POST is
+// none of the list's.
+func jobForm(c echo.Context) (map[string]any, url.Values, *Problem) {
+	if err := c.Request().ParseForm(); err != nil {
+		return nil, nil, newProblem(http.StatusBadRequest, "invalid_form", "the form cannot be read: %v", err)
+	}
+	fields, q := url.Values{}, url.Values{}
+	for k, v := range c.Request().PostForm {
+		switch {
+		case k == "csrf":
+		case slices.Contains(jobFormFields, k):
+			fields[k] = v
+		default:
+			fields[k], q[k] = v, v
+		}
+	}
+	filter, p := jobFilter(q)
+	if p != nil {
+		return nil, nil, p
+	}
+	if fields.Get("force") == "true" {
 		filter["force"] = true
 	}
-	return map[string]any{"action": c.FormValue("action"), "filter": filter}, nil
+	return map[string]any{"action": fields.Get("action"), "filter": filter}, fields, nil
+}
+
+// listFilterQuery is a list page's filter, the query it read its rows with less the page's
+// place (cursor, limit): what its bulk form carries. refused says why the page offers no bulk
+// action — a filter a job cannot take ("" when it can take them all).
+func listFilterQuery(q url.Values) (filter url.Values, refused string) {
+	filter = url.Values{}
+	for k, v := range q {
+		if k != "cursor" && k != "limit" {
+			filter[k] = v
+		}
+	}
+	if _, p := jobFilter(filter); p != nil {
+		return filter, p.Detail
+	}
+	return filter, ""
 }
 
 // jobPreviewData is a dry run's answer, with the form that confirms it.
@@ -67,7 +140,7 @@ type jobPreviewData struct {
 
 // jobPreview counts what the form's filter matches (a dry run) and asks to confirm.
 func (u *uiServer) jobPreview(c echo.Context) error {
-	body, p := jobForm(c)
+	body, fields, p := jobForm(c)
 	if p != nil {
 		return u.fail(c, p)
 	}
@@ -77,18 +150,13 @@ func (u *uiServer) jobPreview(c echo.Context) error {
 		return u.fail(c, p)
 	}
 	s, _ := u.session(c)
-	d := jobPreviewData{S: s, Sel: out.Selection, Fields: url.Values{"action": {c.FormValue("action")}}}
-	for _, k := range append(jobFilterFields, "force") {
-		if v := strings.TrimSpace(c.FormValue(k)); v != "" {
-			d.Fields.Set(k, v)
-		}
-	}
+	d := jobPreviewData{S: s, Sel: out.Selection, Fields: fields}
 	return u.render(c, http.StatusOK, "jobs.html", "preview", uiPage{S: s, Data: d})
 }
 
 // createJob creates the confirmed job and opens its page.
 func (u *uiServer) createJob(c echo.Context) error {
-	body, p := jobForm(c)
+	body, _, p := jobForm(c)
 	if p != nil {
 		return u.fail(c, p)
 	}

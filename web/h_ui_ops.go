@@ -62,6 +62,11 @@ type pagedData[T any] struct {
 	Next   string
 	First  bool
 	Filter string
+	// Query is the list's filter as the API's query, less the page's place (cursor, limit):
+	// the filter form's values, and what a bulk form carries; BulkRefused says why a bulk
+	// action is not offered on it (listFilterQuery).
+	Query       url.Values
+	BulkRefused string
 	// Unavailable says why the list cannot be read while the rest of the page works (the
 	// events page in local mode: publishing works, listing needs Redis).
 	Unavailable string
@@ -78,6 +83,7 @@ func pagedList[T any](u *uiServer, c echo.Context, api, self string, q url.Value
 		q[k] = v
 	}
 	d := pagedData[T]{First: q.Get("cursor") == "", Filter: q.Get("type")}
+	d.Query, d.BulkRefused = listFilterQuery(q)
 	if p := u.call(c, http.MethodGet, api+"?"+q.Encode(), nil, &d.Page); p != nil {
 		return u.fail(c, p)
 	}
@@ -91,8 +97,17 @@ func (u *uiServer) approvalsPage(c echo.Context) error {
 		"approvals.html", uiPage{Title: "Approvals", Nav: "approvals"})
 }
 
+// deadLettersPage lists the tenant's dead letters of a reason, a kind and a flow when the
+// page's query gives them (GET /api/dead-letters's filter): its bulk replay acts on what it
+// lists.
 func (u *uiServer) deadLettersPage(c echo.Context) error {
-	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", url.Values{"limit": {"50"}}, func(p *control.DeadLetterPage) string { return p.NextCursor },
+	q := url.Values{"limit": {"50"}}
+	for _, k := range []string{"reason", "kind", "flow_id"} {
+		if v := strings.TrimSpace(c.QueryParam(k)); v != "" {
+			q.Set(k, v)
+		}
+	}
+	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", q, func(p *control.DeadLetterPage) string { return p.NextCursor },
 		"deadletters.html", uiPage{Title: "Dead letters", Nav: "deadletters"})
 }
 
