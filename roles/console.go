@@ -166,7 +166,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if err := db.MarkServed(startCtx, sqlite.ServedCluster, config.MaskURL(redisURL)); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
+		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, db, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
 		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
@@ -339,10 +339,11 @@ func buildVersion() string {
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes
 // go to PLAITA_CONSOLE_TASK_QUEUE; flows are parsed with the node types a worker of this
 // environment sets up (the console's own code backend default, docker, is for running code in
-// local mode, which is not built yet; without a docker daemon it would refuse every flow).
-func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
+// local mode; without a docker daemon it would refuse every flow); the executions a console
+// ran in local mode on this database are listed and shown beside Redis's, read-only.
+func consoleRedis(cfg *config.Config, c rueidis.Client, db *sqlite.DB, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
 	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true})
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true, LocalRuns: db.Executions()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -210,3 +210,107 @@ func TestConsoleWaitingForRedisStopsOnSIGTERM(t *testing.T) {
 		t.Fatalf("exit: %v\n%s", con.p.err, tail(con.p.stderr.String(), 20))
 	}
 }
+
+// TestConsoleOnRedisShowsItsLocalExecutions: the executions a console ran in local mode are
+// listed and shown by the console that runs on Redis afterwards, beside Redis's and marked
+// local, a page at a time without a gap or a repeat; a cancel of one is refused by name.
+func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "console.db")
+	down := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
+	con := startModeConsole(t, db, down, nil)
+	if m := con.mode(t); m != "local" {
+		t.Fatalf("mode %q on a new database without Redis", m)
+	}
+	ask := `{"id": "ask", "version": "1", "start": "ask", "nodes": [
+	  {"id": "ask", "type": "approval", "params": {"message": "ok?"}, "next": "done"}, {"id": "done", "type": "end"}]}`
+	for _, def := range []string{modeFlow, ask} {
+		if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(def)}); code != http.StatusCreated {
+			t.Fatalf("publish: %d %v", code, body)
+		}
+	}
+	local, asks := map[string]bool{}, map[string]bool{}
+	var waiting string
+	for i := range 5 {
+		flow := []string{"hello", "ask"}[i%2]
+		code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": flow})
+		if code != http.StatusCreated {
+			t.Fatalf("local start: %d %v", code, body)
+		}
+		id := fmt.Sprint(body["execution_id"])
+		local[id] = true
+		if flow == "ask" {
+			waiting, asks[id] = id, true
+			con.waitExecution(t, id, "the approval", statusOf("suspended"))
+		} else {
+			con.waitExecution(t, id, "completed", statusOf("completed"))
+		}
+	}
+	con.p.stop(t)
+
+	srv := redistest.StartServer(t)
+	con = startModeConsole(t, db, srv.URL(), nil)
+	if m := con.mode(t); m != "redis" {
+		t.Fatalf("mode %q with Redis", m)
+	}
+	worker := spawn(t, map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_LOG_FORMAT": "json", "PLAITA_CODE_BACKEND": "subprocess"}, "worker")
+	drainAtEnd(t, worker, "worker")
+	onRedis := con.startFlow(t, "hello", nil)
+	con.waitExecution(t, onRedis, "completed on Redis", statusOf("completed"))
+
+	seen := map[string]int{}
+	cursor := ""
+	for pages := 0; ; pages++ {
+		if pages > 50 {
+			t.Fatal("no end to the listing")
+		}
+		path := "/api/executions?limit=2"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		code, body := con.call(t, http.MethodGet, path, nil)
+		if code != http.StatusOK {
+			t.Fatalf("list: %d %v", code, body)
+		}
+		items, _ := body["items"].([]any)
+		for _, it := range items {
+			m := it.(map[string]any)
+			id := fmt.Sprint(m["execution_id"])
+			seen[id]++
+			if local[id] != (m["runtime"] == "local") {
+				t.Fatalf("%s listed with runtime %v", id, m["runtime"])
+			}
+		}
+		next, _ := body["next_cursor"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if len(seen) != len(local)+1 || seen[onRedis] != 1 {
+		t.Fatalf("listed %v; want the %d local ones and %s, once each", seen, len(local), onRedis)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("%s listed %d times", id, n)
+		}
+	}
+	code, body := con.call(t, http.MethodGet, "/api/executions/"+waiting, nil)
+	if code != http.StatusOK || body["runtime"] != "local" || body["read_only"] == nil || body["execution"] == nil {
+		t.Fatalf("read a local execution: %d %v", code, body)
+	}
+	code, body = con.call(t, http.MethodPost, "/api/executions/"+waiting+"/cancel", nil)
+	if code != http.StatusConflict || body["code"] != "ran_in_local_mode" {
+		t.Fatalf("cancel of a local execution on Redis: %d %v", code, body)
+	}
+	code, body = con.call(t, http.MethodGet, "/api/executions?status=suspended", nil)
+	items, _ := body["items"].([]any)
+	if code != http.StatusOK || len(items) != len(asks) {
+		t.Fatalf("suspended ones: %d %v", code, body)
+	}
+	for _, it := range items {
+		if !asks[fmt.Sprint(it.(map[string]any)["execution_id"])] {
+			t.Fatalf("suspended ones: %v", items)
+		}
+	}
+	con.p.stop(t)
+}
