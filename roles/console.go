@@ -152,8 +152,11 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			"redelivery, no dead letters, schedules or cluster; restart the console once Redis answers to run on it"
 		if served {
 			ev = ev.Bool("served_with_redis", true).Time("served_with_redis_since", servedCluster.First)
-			msg += "; this database has served with Redis (PLAITA_CONSOLE_LOCAL_FALLBACK allows local mode here): the executions in " +
-				"Redis are out of sight until then"
+			allows := "PLAITA_CONSOLE_LOCAL_FALLBACK allows local mode here"
+			if o.local {
+				allows = "plaita dev chose local mode"
+			}
+			msg += "; this database has served with Redis (" + allows + "): the executions in Redis are out of sight until then"
 		}
 		ev.Msg(msg)
 		if err := db.MarkServed(startCtx, sqlite.ServedLocal, db.Location().Path); err != nil {
