@@ -7,7 +7,8 @@
 // (live.go, timeline.go); bulk jobs by filter that apply those same operations item by item
 // (bulk.go, bulk_runner.go); the console's own record of flows — drafts, who published each
 // version — and its write-back to Redis (catalog.go, engine_sync.go); local mode, the same
-// operations in the console's process when Redis is unreachable (local.go, operations.go).
+// operations in the console's process when Redis is unreachable (local.go, operations.go), and
+// the executions it ran, listed and shown read-only by the cluster's plane (local_runs.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,
