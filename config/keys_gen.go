@@ -94,6 +94,7 @@ const (
 	ConsoleHost                   Key[string]   = "PLAITA_CONSOLE_HOST"
 	ConsolePort                   Key[int]      = "PLAITA_CONSOLE_PORT"
 	ConsoleRedisURL               Key[string]   = "PLAITA_CONSOLE_REDIS_URL"
+	ConsoleLocalFallback          Key[bool]     = "PLAITA_CONSOLE_LOCAL_FALLBACK"
 	ConsoleDBURL                  Key[string]   = "PLAITA_CONSOLE_DB_URL"
 	ConsoleEnv                    Key[string]   = "PLAITA_CONSOLE_ENV"
 	ConsoleAdminAPIKey            Key[string]   = "PLAITA_CONSOLE_ADMIN_API_KEY"

@@ -158,6 +158,7 @@ var matrix = map[string]row{
 	"PLAITA_CONSOLE_ENV":                      freeTextRow(`"dev"`),
 	"PLAITA_CONSOLE_ADMIN_API_KEY":            emptyTextRow,
 	"PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN":     strictBoolRow("false W R"),
+	"PLAITA_CONSOLE_LOCAL_FALLBACK":           strictBoolRow("false W R"),
 	"PLAITA_CONSOLE_ADMIN_PASSWORD":           emptyTextRow,
 	"PLAITA_CONSOLE_RECONCILE_ORPHANS":        {unset: `"suspend"`, empty: `"suspend" W`, def: `"suspend"`, zero: `"suspend" W`, neg: `"suspend" W`, bad: `"suspend" W`},
 	"PLAITA_CONSOLE_SECRET_ID":                emptyTextRow,

@@ -260,7 +260,9 @@ func registry() []*Var {
 		numVar("PLAITA_CONSOLE_PORT", rConsole, upTo(numRule{def: 8080, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a port number 1-65535"}, 65535)).flag("port").doc("Console listen port."),
 		identityVar("PLAITA_CONSOLE_REDIS_URL", rConsole, defaultRedisURL).secretURL().validated(redisURLProblem).
-			doc("Console Redis; unreachable → local mode (loud)."),
+			doc("Console Redis; unreachable at start → local mode (loud), unless the database has served with Redis: then the console waits for it."),
+		boolVarBad("PLAITA_CONSOLE_LOCAL_FALLBACK", rConsole, KindStrictBool, false, to(0).R()).
+			doc("Allow local mode when Redis is unreachable at start on a database that has served with Redis (its executions in Redis are then out of sight); off: the console waits for Redis, not ready."),
 		stringVar("PLAITA_CONSOLE_DB_URL", rConsole, "sqlite:///./plaita_console.db", dflt().W()).validated(dbURLProblem).
 			doc("Console SQLite database."),
 		stringVar("PLAITA_CONSOLE_ENV", rConsole, "dev", dflt()).timing(TimingRequest).

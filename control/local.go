@@ -322,10 +322,10 @@ func (l *Local) Show(ctx context.Context, tenant, id string) (Shown, error) {
 	if err != nil {
 		return Shown{}, err
 	}
-	return Shown{Execution: st, WakeUp: l.WakeUp(tenant, st)}, nil
+	return Shown{Execution: st, WakeUp: l.WakeUp(tenant, st), Runtime: RuntimeLocal}, nil
 }
 
-// List is a page of the tenant's executions, newest first.
+// List is a page of the tenant's executions, newest first, each marked runtime local.
 func (l *Local) List(ctx context.Context, tenant string, req ListRequest) (store.Page, error) {
 	tenant, err := l.Tenant(tenant)
 	if err != nil {
@@ -339,58 +339,15 @@ func (l *Local) List(ctx context.Context, tenant string, req ListRequest) (store
 	if limit <= 0 {
 		limit = sqlite.DefaultLimit
 	}
-	q := sqlite.ExecutionQuery{Tenant: tenant, Status: req.Status, FlowID: req.FlowID, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore,
-		ListOptions: sqlite.ListOptions{Cursor: req.Cursor}}
-	out := store.Page{Items: []store.Summary{}}
-	// The rows a page examines are bounded, as a Redis listing's are: a selective filter gives
-	// a short page with the cursor of what is left.
-	for examined := 0; len(out.Items) < limit && examined < localListExamine; {
-		q.Limit = min(limit-len(out.Items), sqlite.MaxLimit)
-		page, err := l.x.List(ctx, q)
-		switch {
-		case errors.Is(err, sqlite.ErrBadCursor):
-			return store.Page{}, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
-		case errors.Is(err, store.ErrInvalid):
-			return store.Page{}, refuse(Invalid, "invalid_limit", err, "%v", err)
-		case err != nil:
-			return store.Page{}, err
-		}
-		for _, e := range page.Items {
-			examined++
-			st, err := l.x.Load(ctx, e.ExecutionID)
-			if err != nil {
-				out.Skipped++ // deleted since, or unreadable: the execution's own read says which
-				continue
-			}
-			if localListed(st, req, terms) {
-				out.Items = append(out.Items, store.SummaryOf(st))
-			}
-		}
-		out.NextCursor, q.Cursor = page.Next, page.Next
-		if page.Next == "" {
-			break
-		}
+	page, err := listLocalRuns(ctx, l.x, tenant, req, terms, req.Cursor, limit, localListExamine)
+	if err != nil {
+		return store.Page{}, err
 	}
-	out.Degraded = out.Skipped > 0
+	out := store.Page{Items: page.items, NextCursor: page.next, Skipped: page.skipped, Degraded: page.skipped > 0}
+	if out.Items == nil {
+		out.Items = []store.Summary{}
+	}
 	return out, nil
-}
-
-// localListExamine bounds the rows one local listing reads.
-const localListExamine = 10000
-
-// localListed is whether st passes the filters the database cannot apply exactly: the start
-// time to the nanosecond, and the indexed fields; then the list's own test (status, flow, due
-// time), as the cluster's list applies it.
-func localListed(st *state.Execution, req ListRequest, terms []store.IndexTerm) bool {
-	if !req.StartedAfter.IsZero() && st.StartTime.Before(req.StartedAfter) || !req.StartedBefore.IsZero() && !st.StartTime.Before(req.StartedBefore) {
-		return false
-	}
-	for _, t := range terms {
-		if st.Index[t.Field] != t.Value {
-			return false
-		}
-	}
-	return req.matches(st)
 }
 
 // Cancel ends an execution: a suspended one at once (through the runner), a running one at

@@ -7,7 +7,8 @@
 // (live.go, timeline.go); bulk jobs by filter that apply those same operations item by item
 // (bulk.go, bulk_runner.go); the console's own record of flows — drafts, who published each
 // version — and its write-back to Redis (catalog.go, engine_sync.go); local mode, the same
-// operations in the console's process when Redis is unreachable (local.go, operations.go).
+// operations in the console's process when Redis is unreachable (local.go, operations.go), and
+// the executions it ran, listed and shown read-only by the cluster's plane (local_runs.go).
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,
@@ -26,6 +27,7 @@ import (
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/store/sqlite"
 )
 
 // Deps is what the operations work on; a front end builds it once from its configuration.
@@ -70,6 +72,10 @@ type Deps struct {
 	// Live is what the workers publish for live views (Follow, FollowStatus); nil: those
 	// operations poll the state only.
 	Live *store.LiveEvents
+	// LocalRuns are the executions a console ran in local mode, in the console database
+	// (local_runs.go): listed and shown beside Redis's, marked runtime "local", and refused to
+	// every write; nil: none (the CLI).
+	LocalRuns *sqlite.Executions
 }
 
 // Plane runs the operations. It is safe for concurrent use.

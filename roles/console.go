@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,15 +44,21 @@ const (
 // platform admin is created from PLAITA_CONSOLE_ADMIN_PASSWORD when there is no user; Redis
 // (PLAITA_CONSOLE_REDIS_URL) is connected and every tenant's status is published from the
 // database, the authority (store.Redis.SyncTenantStatuses: tenants Redis knows and the
-// database does not become disabled tombstones). Redis unreachable: the console starts
-// anyway, says so loudly and on /health, and its Redis-backed routes answer 503 (local mode,
-// executions on SQLite, is not built yet).
+// database does not become disabled tombstones); the database records that it served with
+// Redis (sqlite.ServedCluster).
+//
+// Redis unreachable at start: a database that never served with Redis gets local mode
+// (executions in this process on the database, said loudly and on /health); one that did
+// waits for Redis instead — not ready, its port answering 503 (web.Waiting) — unless
+// PLAITA_CONSOLE_LOCAL_FALLBACK allows local mode: local mode there would answer starts that
+// no worker runs and no cluster listing shows (waitForRedis).
 //
 // Start order (service.Group): metrics server → registry (status running; not without Redis)
 // → the engine sync (with Redis; once, within PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE) → the bulk
 // jobs' runner (with Redis) → the periodic tenant-status reconcile (every
 // PLAITA_TENANT_STATUS_RECONCILE_SECONDS; 0 = off, with a warning) → the HTTP server on
-// PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT, then ready.
+// PLAITA_CONSOLE_HOST:PLAITA_CONSOLE_PORT (taking the port over from the waiting server, when
+// the console waited), then ready.
 // Shutdown: not ready and the status draining → the API refuses writes (503 draining) and
 // ends its live streams, the bulk jobs' runner finishes the batch in hand and releases its
 // jobs (the next console resumes them) → status stopping → the HTTP server shuts down
@@ -63,8 +70,11 @@ func runConsole(ctx context.Context, cfg *config.Config, log zerolog.Logger) err
 
 // consoleOptions are what plaita dev changes in the console it runs.
 type consoleOptions struct {
-	// local runs local mode without trying Redis: dev found none.
+	// local runs local mode without trying Redis: dev decided so (it found none, or was told
+	// to use none); the database's record of serving with Redis does not make it wait.
 	local bool
+	// localWhy is why dev runs local mode (the error the console reports on /health).
+	localWhy string
 	// seed runs once the console's operations exist, before the tenant statuses are published
 	// and before it serves (dev's demo tenant, admin and flows).
 	seed func(ctx context.Context, db *sqlite.DB, ops control.Operations) error
@@ -73,16 +83,16 @@ type consoleOptions struct {
 }
 
 func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger, o consoleOptions) error {
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	db, err := sqlite.Open(startCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
+	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelOpen()
+	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
 	if err != nil {
 		return fmt.Errorf("console: database: %w", err)
 	}
 	defer db.Close()
 	log.Info().Str("event", "console.database").Str("path", db.Location().Path).Msg("console database open and migrated")
 	if pw := config.ConsoleAdminPassword.In(cfg); pw != "" {
-		u, created, err := db.EnsureBootstrapAdmin(startCtx, BootstrapAdminLogin, pw)
+		u, created, err := db.EnsureBootstrapAdmin(openCtx, BootstrapAdminLogin, pw)
 		if err != nil {
 			return fmt.Errorf("console: PLAITA_CONSOLE_ADMIN_PASSWORD: %w", err)
 		}
@@ -91,27 +101,75 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		}
 	}
 	set := metrics.NewSet()
-	deps := web.Deps{DB: db, Log: log}
+	ready := health.NewReadiness()
+	metricsSrv := health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log)
+	var metricsService service.Service = metricsSrv
+	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
+	redisURL := config.ConsoleRedisURL.In(cfg)
+	deps := web.Deps{DB: db, Log: log, Ready: ready}
 	var registry *presence.Registry
 	var local *control.Local
 	var ctlChannel *store.Control
+	var waiting *web.Waiting
 	var c rueidis.Client
 	if o.local {
-		err = errors.New("plaita dev found no Redis answering at PLAITA_REDIS_URL")
+		err = errors.New(cmp.Or(o.localWhy, "plaita dev runs local mode"))
 	} else {
-		c, err = RedisClient(config.ConsoleRedisURL.In(cfg))
+		c, err = RedisClient(redisURL)
 	}
+	var servedCluster sqlite.Served
+	served := false
+	if err != nil {
+		var rerr error
+		if servedCluster, served, rerr = db.ServedIn(openCtx, sqlite.ServedCluster); rerr != nil {
+			return fmt.Errorf("console: %w", rerr)
+		}
+		if served && !o.local && !config.ConsoleLocalFallback.In(cfg) {
+			// The database served with Redis: local mode here would split the system (docs/console.md).
+			if c, waiting, err = waitForRedis(ctx, db, servedCluster, redisURL, addr, ready, metricsSrv, err, log); err != nil {
+				return err
+			}
+			if c == nil {
+				log.Info().Str("event", "console.stopped").Msg("console stopped while it waited for Redis")
+				return nil
+			}
+			defer metricsSrv.Stop(context.Background()) // safe twice: the role stops it too
+			defer waiting.Stop(context.Background())
+			metricsService = alreadyRunning{metricsSrv}
+		}
+	}
+	cancelOpen()
+	// The start's own budget begins now: a console that waited for Redis starts afresh.
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	if err != nil {
 		deps.RedisErr = err
 		local = consoleLocal(cfg, db, log)
 		deps.Local = local
-		log.Warn().Str("event", "console.local_mode").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").Str("database", db.Location().Path).
-			Str("orphans", config.ConsoleReconcileOrphans.In(cfg)).
-			Msg("LOCAL MODE: Redis is unreachable, so executions run in this process on the console database — one process, no " +
-				"redelivery, no dead letters, schedules or cluster; restart the console once Redis answers to run on it")
+		ev := log.Warn().Str("event", "console.local_mode").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").Str("database", db.Location().Path).
+			Str("orphans", config.ConsoleReconcileOrphans.In(cfg))
+		msg := "LOCAL MODE: Redis is unreachable, so executions run in this process on the console database — one process, no " +
+			"redelivery, no dead letters, schedules or cluster; restart the console once Redis answers to run on it"
+		if served {
+			ev = ev.Bool("served_with_redis", true).Time("served_with_redis_since", servedCluster.First)
+			allows := "PLAITA_CONSOLE_LOCAL_FALLBACK allows local mode here"
+			if o.local {
+				allows = "plaita dev chose local mode"
+			}
+			msg += "; this database has served with Redis (" + allows + "): the executions in Redis are out of sight until then"
+		}
+		ev.Msg(msg)
+		if err := db.MarkServed(startCtx, sqlite.ServedLocal, db.Location().Path); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
 	} else {
 		defer c.Close()
-		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, set, log); err != nil {
+		// Recorded before anything is served: from now on this database does not get local
+		// mode by itself.
+		if err := db.MarkServed(startCtx, sqlite.ServedCluster, config.MaskURL(redisURL)); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, db, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
 		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
@@ -123,16 +181,17 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(c, keys.DefaultRoot)
 	}
-	ready := health.NewReadiness()
-	deps.Ready = ready
 	srv := web.New(deps, consoleSettings(cfg))
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
 			Msg("no admin API key: tenant and user management answers 503 except to a platform admin's session")
 	}
-	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
-	r := roleProcess{name: "console", ready: ready, server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log),
-		registry: registry, control: ctlChannel, services: consoleServices(deps, srv.Service(addr), log),
+	httpService := srv.Service(addr)
+	if waiting != nil {
+		httpService = &takeOver{waiting: waiting, srv: srv}
+	}
+	r := roleProcess{name: "console", ready: ready, server: metricsService,
+		registry: registry, control: ctlChannel, services: consoleServices(deps, httpService, log),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
@@ -285,10 +344,11 @@ func buildVersion() string {
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes
 // go to PLAITA_CONSOLE_TASK_QUEUE; flows are parsed with the node types a worker of this
 // environment sets up (the console's own code backend default, docker, is for running code in
-// local mode, which is not built yet; without a docker daemon it would refuse every flow).
-func consoleRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
+// local mode; without a docker daemon it would refuse every flow); the executions a console
+// ran in local mode on this database are listed and shown beside Redis's, read-only.
+func consoleRedis(cfg *config.Config, c rueidis.Client, db *sqlite.DB, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
 	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true})
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true, LocalRuns: db.Executions()})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -68,15 +68,15 @@ func newLiveStack(t *testing.T, live web.LiveSettings) *liveStack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plane, rs, err := consoleRedis(ccfg, c, metrics.NewSet(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
 	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	plane, rs, err := consoleRedis(ccfg, c, db, metrics.NewSet(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
 	jobs := control.NewBulk(plane, db, control.BulkSettings{Runner: "console-live"})
 	api := web.New(web.Deps{DB: db, Plane: plane, Redis: rs, Jobs: jobs, Log: zerolog.Nop()}, web.Settings{AdminAPIKey: liveKey, Live: live})
 	var consoles service.Group

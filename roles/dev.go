@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -20,10 +21,13 @@ import (
 	"plaita/store/sqlite"
 )
 
-// plaita dev: every role in one process, for a laptop (docs/dev.md). With a Redis answering at
-// PLAITA_REDIS_URL, dev runs the console, worker, filter, schedule and delay roles on it — the
-// production code paths, one process. With none, it runs the console in local mode
-// (docs/console.md): executions in its own process on its database. An embedded
+// plaita dev: every role in one process, for a laptop (docs/dev.md). On a Redis, dev runs the
+// console, worker, filter, schedule and delay roles on it — the production code paths, one
+// process; without one, the console in local mode (docs/console.md): executions in its own
+// process on its database. It uses a Redis only when told to (--redis-url, PLAITA_REDIS_URL,
+// REDIS_URL), or when the one answering at the default URL holds nothing but plaita's keys: it
+// seeds what it runs on (tenants, an admin, flow versions, a consumer group), and a Redis that
+// merely answers on localhost may be somebody else's (chooseDevRedis). An embedded
 // Redis-compatible server (miniredis) was measured for that second case and not chosen: the
 // role suites fail on it (its XCLAIM ignores the min idle time, TTLs do not run down by
 // themselves, RESP3 clients cannot mix commands with a subscription, XPENDING takes no
@@ -42,6 +46,11 @@ type DevOptions struct {
 	Flows fs.FS
 	// Stdout is where the URL and the admin's password are printed.
 	Stdout io.Writer
+	// RedisFlag: the Redis URL came from --redis-url: dev runs on it or not at all (a Redis
+	// given in the environment that does not answer gives local mode, said on the first line).
+	RedisFlag bool
+	// Program is how the commands dev prints invoke plaita ("": "plaita").
+	Program string
 }
 
 // DemoTenant is the tenant plaita dev seeds beside the default one.
@@ -67,9 +76,14 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 		return fmt.Errorf("dev: --state-dir: %w", err)
 	}
 	redisURL := config.RedisURL.In(cfg)
+	// Told: the flag, or the environment (PLAITA_REDIS_URL, its fallback REDIS_URL).
+	choice := chooseDevRedis(ctx, redisURL, cfg.IsSet("PLAITA_REDIS_URL"), RedisClient)
+	if o.RedisFlag && !choice.Answered {
+		return fmt.Errorf("dev: --redis-url %s: %w; start that Redis, or run %s dev without --redis-url for local mode",
+			config.MaskURL(redisURL), choice.Err, cmp.Or(o.Program, "plaita"))
+	}
 	mode := "local"
-	if c, err := RedisClient(redisURL); err == nil {
-		c.Close()
+	if choice.Use {
 		mode = "redis"
 	}
 	state := "in memory: a temporary directory removed when dev stops (--state-dir DIR keeps it): " + dir
@@ -79,12 +93,12 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	if mode == "redis" {
 		state = "executions in Redis; the console database " + state
 	}
-	where := "executions run in this process on the console database (local mode): no Redis answers at PLAITA_REDIS_URL (" + config.MaskURL(redisURL) + ")"
-	if mode == "redis" {
-		where = "every role runs in this process on the Redis at PLAITA_REDIS_URL (" + config.MaskURL(redisURL) + ")"
+	where := choice.where(cmp.Or(o.Program, "plaita"))
+	ev := log.Warn().Str("event", "dev.mode").Str("mode", mode).Str("state", state).Str("redis_url", config.MaskURL(redisURL)).Bool("redis_told", choice.Told)
+	if len(choice.Survey.Foreign) > 0 {
+		ev = ev.Strs("redis_foreign_keys", choice.Survey.Foreign).Int64("redis_keys", choice.Survey.Keys)
 	}
-	log.Warn().Str("event", "dev.mode").Str("mode", mode).Str("state", state).
-		Msgf("plaita dev — NOT FOR PRODUCTION: one process, a demo admin; %s; state %s", where, state)
+	ev.Msgf("plaita dev — NOT FOR PRODUCTION: one process, a demo admin; %s; state %s", where, state)
 
 	values := map[string]string{
 		"PLAITA_CONSOLE_DB_URL":     "sqlite:///" + filepath.Join(dir, "console.db"),
@@ -122,8 +136,11 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	ccfg := cfg.AsWith(config.RoleConsole, values)
 	clog := base.With().Str("role", string(config.RoleConsole)).Logger()
 	seed := &devSeed{flows: o.Flows, stdout: o.Stdout, log: log, adminSet: config.ConsoleAdminPassword.In(ccfg) != ""}
+	if !choice.Use && choice.Answered {
+		seed.note = where // a Redis it did not use: said again beside the URL
+	}
 	runRole(config.RoleConsole, func(ctx context.Context) error {
-		return runConsoleWith(ctx, ccfg, clog, consoleOptions{local: mode == "local", seed: seed.run, serving: seed.serving})
+		return runConsoleWith(ctx, ccfg, clog, consoleOptions{local: mode == "local", localWhy: choice.why(), seed: seed.run, serving: seed.serving})
 	})
 	wg.Wait()
 	close(errs)
@@ -136,6 +153,7 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 
 // devSeed is dev's demo: the demo tenant, the admin, the flows; then the URL.
 type devSeed struct {
+	note     string // printed with the URL: the Redis dev found and left alone
 	flows    fs.FS
 	stdout   io.Writer
 	log      zerolog.Logger
@@ -218,5 +236,9 @@ func (d *devSeed) serving(addr string) {
 	default:
 		fmt.Fprintf(d.stdout, "  log in with the users the kept state already has (its admin's password was printed when it was made)\n")
 	}
-	fmt.Fprintf(d.stdout, "  tenants: default and %s, each with the demo flows; stop with Ctrl-C\n\n", DemoTenant)
+	fmt.Fprintf(d.stdout, "  tenants: default and %s, each with the demo flows; stop with Ctrl-C\n", DemoTenant)
+	if d.note != "" {
+		fmt.Fprintf(d.stdout, "  %s\n", d.note)
+	}
+	fmt.Fprintln(d.stdout)
 }

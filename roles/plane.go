@@ -17,6 +17,7 @@ import (
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/store/sqlite"
 )
 
 // PlaneOptions are what the front ends of the control plane build it with differently.
@@ -36,6 +37,9 @@ type PlaneOptions struct {
 	// Dispatch turns capacity dispatch of starts on (the console): each start's decision goes
 	// to the dispatch ledger, and the target is set unless PLAITA_CONSOLE_DISPATCH_SHADOW.
 	Dispatch bool
+	// LocalRuns are the executions a console ran in local mode (the console's database): the
+	// console lists and shows them beside Redis's, read-only (control/local_runs.go).
+	LocalRuns *sqlite.Executions
 }
 
 // NewPlane builds the control plane from the configuration — the stores, the producer with
@@ -88,6 +92,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
 		Live:          store.NewLiveEvents(c, keys.DefaultRoot),
+		LocalRuns:     o.LocalRuns,
 	}), nil
 }
 

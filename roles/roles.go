@@ -49,7 +49,7 @@ func Table() []Spec {
 			[]string{DepRedis, DepMetrics}, true},
 		{config.RoleDelay, "wakes executions whose delay or timeout is due",
 			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleDev, "every role above in one process, for a laptop: on PLAITA_REDIS_URL, or in local mode without Redis",
+		{config.RoleDev, "every role above in one process, for a laptop: on the Redis it is given (or a default one holding only plaita's keys), else in local mode",
 			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, true},
 	}
 }

@@ -23,7 +23,7 @@ import (
 type roleProcess struct {
 	name     string // the role: in errors and in the `<role>.status_write_failed` event
 	ready    *health.Readiness
-	server   *health.Server
+	server   service.Service    // the metrics server (health.Server)
 	registry *presence.Registry // nil: the role has no registry presence (the console without Redis)
 	// control is the control channels' store: with a registry presence, the instance listens on
 	// its channel (`plaita ctl`, the console's drain route); nil: no channel.

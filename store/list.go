@@ -74,7 +74,10 @@ type Summary struct {
 	Error       *state.ErrorInfo `json:"error,omitempty"`
 	// Index: the values it is listed by (state.Execution.Index).
 	Index map[string]string `json:"index,omitempty"`
-	State *state.Execution  `json:"-"` // only with ListRequest.States
+	// Runtime is "local" for an execution a console ran in local mode (its state is in the
+	// console database, not here; the control plane marks it); "" for one of this store.
+	Runtime string           `json:"runtime,omitempty" doc:"local: it ran in the console's local mode (its state is in the console database; read-only on Redis)"`
+	State   *state.Execution `json:"-"` // only with ListRequest.States
 }
 
 // Page is one page of a listing.
@@ -94,6 +97,17 @@ type cursor struct {
 func (c cursor) encode() string {
 	b, _ := json.Marshal(c)
 	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// ListCursorAfter is the cursor of the page that starts right after s, an item of a page of
+// this listing: a caller that returns only part of a page (one that merges it with another
+// source) goes on from the last item it returned.
+func ListCursorAfter(s Summary) string {
+	score := 0.0
+	if !s.StartTime.IsZero() {
+		score = float64(s.StartTime.UnixMilli()) // the index's score (indexScore)
+	}
+	return cursor{Score: score, Member: s.ExecutionID}.encode()
 }
 
 func decodeCursor(s string) (cursor, error) {

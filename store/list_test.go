@@ -207,6 +207,35 @@ func TestListPaginationWithTiesInsertsAndDeletes(t *testing.T) {
 	}
 }
 
+// A page cut after any of its items goes on, from ListCursorAfter of that item, with the next
+// item: ties of start time included, and after the item itself was deleted.
+func TestListCursorAfter(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	seed(t, f, "ex_a", 6, base, time.Second)
+	seed(t, f, "ex_t", 6, base.Add(3*time.Second), 0) // six at one ms, among the others
+	full, err := f.ts.List(ctx(t), store.ListRequest{Limit: 100})
+	if err != nil || len(full.Items) != 12 {
+		t.Fatalf("list: %d %v", len(full.Items), err)
+	}
+	for k := range full.Items[:len(full.Items)-1] {
+		p, err := f.ts.List(ctx(t), store.ListRequest{Cursor: store.ListCursorAfter(full.Items[k]), Limit: 100})
+		if err != nil || len(p.Items) != len(full.Items)-k-1 || p.Items[0].ExecutionID != full.Items[k+1].ExecutionID {
+			t.Fatalf("after item %d (%s): %d items from %v, %v", k, full.Items[k].ExecutionID, len(p.Items), p.Items, err)
+		}
+	}
+	// The item gone: the page starts at the next one all the same.
+	gone := full.Items[4]
+	if err := f.c.Do(ctx(t), f.c.B().Zrem().Key(f.ts.Space().Index()).Member(gone.ExecutionID).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := f.ts.List(ctx(t), store.ListRequest{Cursor: store.ListCursorAfter(gone), Limit: 1}); err != nil || len(p.Items) != 1 ||
+		p.Items[0].ExecutionID != full.Items[5].ExecutionID {
+		t.Fatalf("after a deleted item: %+v %v", p.Items, err)
+	}
+}
+
 func TestListBadCursor(t *testing.T) {
 	t.Parallel()
 	f := setup(t, nil)

@@ -9,6 +9,8 @@
 // tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
 // periodically and POST /api/cluster/tenant-status/reconcile runs on request. h_ctl.go asks one
 // instance of the cluster over its control channel (status, drain), as `plaita ctl` does.
+// waiting.go is what the console serves on its port while it waits for Redis at start (a
+// database that has served with Redis gets no local mode): 503 everywhere, with the reason.
 //
 // # Adding an endpoint
 //

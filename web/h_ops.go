@@ -317,6 +317,8 @@ type ExecutionView struct {
 	Branches  []engine.Branch      `json:"branches,omitempty" doc:"why each branch was taken, oldest first: the reason each branching step recorded and the node it went to (view state)"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
 	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
+	Runtime   string               `json:"runtime,omitempty" enum:"local" doc:"local: it ran in the console's local mode (its state is in the console database)"`
+	ReadOnly  string               `json:"read_only,omitempty" doc:"why this console changes nothing of it (one that ran in local mode, on a console running on Redis): every write is refused with ran_in_local_mode"`
 }
 
 type executionViewOut struct{ Body ExecutionView }
@@ -331,9 +333,9 @@ func (a *api) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	d := a.ops().Detail(ctx, c.Tenant, shown.Execution)
+	d := control.DetailShown(ctx, a.ops(), c.Tenant, shown)
 	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers,
-		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches}
+		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches, Runtime: shown.Runtime, ReadOnly: shown.ReadOnly}
 	return &executionViewOut{Body: v}, nil
 }
 

@@ -57,6 +57,9 @@ type fixtureOptions struct {
 	server *redistest.Server
 	// redisErr is why Redis was unreachable at start (with noRedis or local).
 	redisErr error
+	// localRuns: the plane reads the console database's local executions too, as the
+	// console's does.
+	localRuns bool
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -117,7 +120,7 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 			Events: f.events, Schedules: store.NewSchedules(f.c, f.root),
 			Registry: store.NewRegistry(f.c, f.root), Control: store.NewControl(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
-			Live: store.NewLiveEvents(f.c, f.root)})
+			Live: store.NewLiveEvents(f.c, f.root), LocalRuns: localRuns(o.localRuns, db)})
 		d.Plane, d.Redis = f.plane, f.redis
 		d.Jobs = control.NewBulk(f.plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
 		if err := d.Jobs.Start(ctx); err != nil {
@@ -156,6 +159,16 @@ func withLocal() func(*fixtureOptions) { return func(o *fixtureOptions) { o.loca
 // withServer runs the console on a private Redis.
 func withServer(srv *redistest.Server) func(*fixtureOptions) {
 	return func(o *fixtureOptions) { o.server = srv }
+}
+
+// withLocalRuns makes the plane list and show the console database's local executions.
+func withLocalRuns() func(*fixtureOptions) { return func(o *fixtureOptions) { o.localRuns = true } }
+
+func localRuns(on bool, db *sqlite.DB) *sqlite.Executions {
+	if !on {
+		return nil
+	}
+	return db.Executions()
 }
 
 // withDispatch turns capacity dispatch on: shadow records the decisions only.

@@ -17,17 +17,24 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 	spec := roles.Lookup(config.RoleDev)
 	flags := logFlags()
 	for _, f := range config.Flags(config.RoleDev) {
-		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
+		usage := f.Usage
+		if f.Name == "redis-url" {
+			usage = "run every role on this Redis (it must answer), whatever keys it holds; without it, dev uses PLAITA_REDIS_URL or " +
+				"REDIS_URL when set, else the Redis at redis://localhost:6379/0 only when that holds nothing but plaita's keys (overrides PLAITA_REDIS_URL)"
+		}
+		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: usage})
 	}
 	flags = append(flags, &cli.StringFlag{Name: "state-dir",
 		Usage: "keep the state (the console database; in local mode the executions too) in this directory across restarts (default: in memory, gone when dev stops)"})
 	return &cli.Command{
 		Name:  string(config.RoleDev),
 		Usage: helpUsage(spec.Summary, spec.Built),
-		UsageText: "plaita dev [--state-dir DIR] [flags]\n\n" +
-			"Runs the console, worker, filter, schedule and delay in one process on the Redis at PLAITA_REDIS_URL, or, when none\n" +
-			"answers there, the console in local mode (executions in this process). Seeds a demo tenant, an admin (its password\n" +
-			"printed once) and the example flows, and prints the URL. Not for production.",
+		UsageText: "plaita dev [--state-dir DIR] [--redis-url URL] [flags]\n\n" +
+			"Runs the console, worker, filter, schedule and delay in one process on a Redis, or the console in local mode\n" +
+			"(executions in this process). It uses the Redis it is given (--redis-url, PLAITA_REDIS_URL or REDIS_URL; one given\n" +
+			"with --redis-url must answer), or the one answering at redis://localhost:6379/0 when that holds nothing but plaita's\n" +
+			"keys; a Redis holding other keys is left untouched (the first line says so and how to choose). Seeds a demo tenant,\n" +
+			"an admin (its password printed once) and the example flows, and prints the URL. Not for production.",
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {
@@ -37,7 +44,9 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if err := roles.RunDev(ctx, cfg, log, roles.DevOptions{StateDir: cmd.String("state-dir"), Flows: flows, Stdout: stdout}); err != nil {
+			_, redisFlag := setFlag(cmd, "redis-url")
+			if err := roles.RunDev(ctx, cfg, log, roles.DevOptions{StateDir: cmd.String("state-dir"), Flows: flows, Stdout: stdout,
+				RedisFlag: redisFlag, Program: program()}); err != nil {
 				log.Error().Str("role", string(config.RoleDev)).Err(err).Str("event", "role.failed").Msg("stopped with an error")
 				return &exitError{code: ExitFailure, err: err}
 			}

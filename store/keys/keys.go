@@ -493,6 +493,18 @@ func (s Space) ExecutionID(key string) string {
 	return id
 }
 
+// IsOwnKey reports whether key is in plaita's key space under root ("" = DefaultRoot): a key
+// under the root's prefix (every family above, every tenant's), or one whose hash tag opens
+// with it (package queue's markers beside the default dead-letter stream,
+// {plaita:flow:queue:dlq}:lettered:…). plaita dev tells a Redis of its own from somebody
+// else's by it (store.SurveyKeys).
+func IsOwnKey(root, key string) bool {
+	if root == "" {
+		root = DefaultRoot
+	}
+	return strings.HasPrefix(key, root+":") || strings.HasPrefix(key, "{"+root+":")
+}
+
 // IsMechanismKey reports whether key is a mechanism key of any tenant under root: lease,
 // fence, fence generation, cancel, counters, the index and its markers, tombstones. Such a key
 // must never be read as an execution state.

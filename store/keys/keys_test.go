@@ -224,3 +224,24 @@ func TestSubscriptionBucketsAreOneSegmentPerTerm(t *testing.T) {
 		t.Errorf("paths: %s", k)
 	}
 }
+
+func TestIsOwnKey(t *testing.T) {
+	sp, err := For("", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := []string{sp.Index(), "plaita:flow:queue", "plaita:tenant_status", "{plaita:flow:queue:dlq}:lettered:plaita:flow:queue:1-0", "plaita:execution:{ex_1}"}
+	for _, k := range own {
+		if !IsOwnKey("", k) {
+			t.Errorf("%q is plaita's", k)
+		}
+	}
+	for _, k := range []string{"plaita", "plaitax:1", "session:42", "{plaita}:x", "", "Plaita:flow:queue", "other:plaita:x"} {
+		if IsOwnKey("", k) {
+			t.Errorf("%q is not plaita's", k)
+		}
+	}
+	if !IsOwnKey("t1", "t1:execution:index") || IsOwnKey("t1", "plaita:execution:index") {
+		t.Error("another root")
+	}
+}

@@ -33,7 +33,10 @@
 //   - flows: SaveDraft, Draft, ListDrafts, DeleteDraft, RecordVersion, FlowVersion,
 //     ListVersions, AllVersions;
 //   - local executions: Executions() — Save, Load (store.Storage), LoadGeneration, SaveIf,
-//     Delete, RequestCancel, Cancelled, List, ReconcileOrphans.
+//     Delete, RequestCancel, Cancelled, List (ExecutionCursorAfter: a cursor after any row),
+//     ReconcileOrphans;
+//   - how the database was served: MarkServed, ServedIn (cluster: a console started on it
+//     with Redis; local: one ran local mode on it).
 //
 // Lists take ListOptions (an opaque cursor and a bounded limit) and return a Page; the audit
 // has its own query (before_id, limit 1..1000, default 200).

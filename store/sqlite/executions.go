@@ -188,6 +188,13 @@ type ExecutionQuery struct {
 	ListOptions
 }
 
+// ExecutionCursorAfter is the cursor of the List page that starts right after the row
+// (startedAt, id): a caller that returns only part of a page (one that merges it with another
+// source) goes on from the last row it returned.
+func ExecutionCursorAfter(startedAt time.Time, id string) string {
+	return encodeCursor("executions", strconv.FormatInt(ms(startedAt), 10), id)
+}
+
 // List pages a tenant's local executions, newest start first.
 func (x *Executions) List(ctx context.Context, q ExecutionQuery) (Page[ExecutionSummary], error) {
 	tenant, err := NormalizeTenant(q.Tenant)
@@ -241,7 +248,7 @@ func (x *Executions) List(ctx context.Context, q ExecutionQuery) (Page[Execution
 	}
 	return page(rows, limit, "executions", func(e ExecutionSummary) []string {
 		return []string{strconv.FormatInt(ms(e.StartedAt), 10), e.ExecutionID}
-	}), nil
+	}), nil // the key ExecutionCursorAfter writes
 }
 
 // OrphanMode is what ReconcileOrphans does with an execution left running by a console that

@@ -43,7 +43,7 @@ func TestOpenMigratesAnEmptyDatabaseAndReopensIt(t *testing.T) {
 	if v := f.version(); v != (SchemaVersion{Version: Latest()}) || Latest() < 2 {
 		t.Fatalf("version %+v, latest %d", v, Latest())
 	}
-	for _, table := range []string{"tenants", "users", "memberships", "sessions", "api_keys", "audit", "flows", "flow_versions", "jobs", "local_executions", "job_items"} {
+	for _, table := range []string{"tenants", "users", "memberships", "sessions", "api_keys", "audit", "flows", "flow_versions", "jobs", "local_executions", "job_items", "console_served"} {
 		if _, ok := f.schema()["table "+table]; !ok {
 			t.Errorf("no table %s", table)
 		}
@@ -204,6 +204,17 @@ var seeds = map[uint]struct {
 			}
 			if p, err := f.JobItems(c, "acme", "job_seed", "", ListOptions{}); err != nil || len(p.Items) != 2 || p.Items[0].Result != "cancel_requested" || p.Items[1].State != ItemPending {
 				t.Errorf("seeded items: %+v %v", p, err)
+			}
+		},
+	},
+	4: {
+		sql: []string{
+			"INSERT INTO console_served (mode, detail, first_at, last_at) VALUES ('cluster', 'redis://redis:6379/0', 1000, 2000)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			s, ok, err := f.ServedIn(ctx(t), ServedCluster)
+			if err != nil || !ok || s.Detail != "redis://redis:6379/0" || s.First.UnixMilli() != 1000 || s.Last.UnixMilli() != 2000 {
+				t.Errorf("seeded served record: %+v %v %v", s, ok, err)
 			}
 		},
 	},
