@@ -39,9 +39,11 @@ const (
 func waitForRedis(ctx context.Context, db *sqlite.DB, served sqlite.Served, url, addr string, ready *health.Readiness,
 	metricsSrv *health.Server, cause error, log zerolog.Logger) (rueidis.Client, *web.Waiting, error) {
 	masked := config.MaskURL(url)
-	ready.SetNotReady(fmt.Sprintf("waiting for Redis at %s (PLAITA_CONSOLE_REDIS_URL): this console database has served with Redis "+
+	// The reason is public (/readyz, /health, every refused request): it names the variable, not
+	// the host; the log line below has the address.
+	ready.SetNotReady(fmt.Sprintf("waiting for Redis (PLAITA_CONSOLE_REDIS_URL): this console database has served with Redis "+
 		"(since %s), so the console does not run local mode while Redis is unreachable — PLAITA_CONSOLE_LOCAL_FALLBACK=1 allows it",
-		masked, served.First.UTC().Format(time.RFC3339)))
+		served.First.UTC().Format(time.RFC3339)))
 	waiting := web.NewWaiting(db, ready, buildVersion(), log)
 	wait := &redisWait{url: url, connect: RedisClient, first: redisWaitFirst, max: redisWaitMax, got: make(chan rueidis.Client, 1)}
 	bg := context.Background()

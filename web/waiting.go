@@ -78,7 +78,9 @@ func (w *Waiting) health(c echo.Context) error {
 	start := time.Now()
 	db := DependencyState{OK: true}
 	if err := w.db.Ping(ctx); err != nil {
-		db = DependencyState{Error: err.Error()}
+		// Public: the kind of the failure, not the database's path (the log has it).
+		w.log.Warn().Str("event", "console.database_unanswered").Err(err).Msg("the console database does not answer")
+		db = DependencyState{Error: "not answering (the console's log says why)"}
 	}
 	db.LatencyMS = time.Since(start).Milliseconds()
 	r := HealthReport{Status: "degraded", Version: w.version, Mode: "waiting_for_redis", Reason: w.reason(), Database: db,
