@@ -145,11 +145,7 @@ type Server struct {
 	echo *echo.Echo
 	log  zerolog.Logger
 
-	svc     service.Base
-	mu      sync.Mutex
-	srv     *http.Server
-	addr    string
-	stopped bool
+	httpd service.HTTP
 }
 
 // New builds the API over d; nothing listens yet.
@@ -180,6 +176,9 @@ func New(d Deps, s Settings) *Server {
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
 	srv := &Server{api: a, echo: e, log: d.Log}
+	srv.httpd = service.HTTP{Name: "console http", OnFailure: func(err error) {
+		d.Log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's HTTP server stopped serving")
+	}}
 	e.Use(requestIDMiddleware, noStore, srv.recoverMiddleware)
 	e.HTTPErrorHandler = srv.echoError
 	a.routes = nil
@@ -241,55 +240,17 @@ func (h *httpService) Start(ctx context.Context) error {
 func (h *httpService) Stop(ctx context.Context) { h.s.stop(ctx) }
 
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped {
-		ln.Close()
-		return fmt.Errorf("console http: %w", service.ErrStopped)
-	}
-	srv := &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
-		WriteTimeout: 120 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
-	if err := s.svc.Run(ctx, func(ctx context.Context) {
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		var err error
-		select {
-		case err = <-served:
-		case <-ctx.Done():
-			_ = srv.Close()
-			err = <-served
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's HTTP server stopped serving")
-		}
-	}); err != nil {
-		ln.Close()
-		return fmt.Errorf("console http: %w", err)
-	}
-	s.srv, s.addr = srv, ln.Addr().String()
-	return nil
+	return s.httpd.Serve(ctx, ln, &http.Server{Handler: s.echo, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second,
+		WriteTimeout: 120 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10})
 }
 
 func (s *Server) stop(ctx context.Context) {
-	s.mu.Lock()
-	s.stopped = true
-	srv := s.srv
-	s.mu.Unlock()
 	s.api.endStreams() // a stream would hold the graceful shutdown until its deadline
-	if srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-	}
-	s.svc.Stop(ctx)
+	s.httpd.Stop(ctx)
 }
 
 // Addr is the address served ("" before Start).
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+func (s *Server) Addr() string { return s.httpd.Addr() }
 
 // ---- echo middleware and errors ----
 

@@ -3,12 +3,10 @@ package web
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -33,11 +31,7 @@ type Waiting struct {
 	version string
 	log     zerolog.Logger
 
-	svc     service.Base
-	mu      sync.Mutex
-	srv     *http.Server
-	addr    string
-	stopped bool
+	httpd service.HTTP
 }
 
 // waitingRetryAfter is the Retry-After of a request refused while waiting: the console tries
@@ -48,6 +42,9 @@ const waitingRetryAfter = 5 * time.Second
 // for); the database answers /health's probe.
 func NewWaiting(db *sqlite.DB, ready health.Prober, version string, log zerolog.Logger) *Waiting {
 	w := &Waiting{echo: echo.New(), db: db, ready: ready, version: cmpOrString(version, "dev"), log: log}
+	w.httpd = service.HTTP{Name: "console waiting server", OnFailure: func(err error) {
+		log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's waiting server stopped serving")
+	}}
 	e := w.echo
 	e.HideBanner, e.HidePort = true, true
 	e.Use(requestIDMiddleware)
@@ -118,9 +115,7 @@ func (s *waitingService) Start(ctx context.Context) error { return s.w.start(ctx
 func (s *waitingService) Stop(ctx context.Context)        { s.w.Stop(ctx) }
 
 func (w *Waiting) start(ctx context.Context, addr string) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.stopped {
+	if w.httpd.Stopped() {
 		return fmt.Errorf("console waiting server: %w", service.ErrStopped)
 	}
 	var lc net.ListenConfig
@@ -128,47 +123,13 @@ func (w *Waiting) start(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("console http: listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: w.echo, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
-		IdleTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
-	if err := w.svc.Run(ctx, func(ctx context.Context) {
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		var err error
-		select {
-		case err = <-served:
-		case <-ctx.Done():
-			_ = srv.Close()
-			err = <-served
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			w.log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's waiting server stopped serving")
-		}
-	}); err != nil {
-		ln.Close()
-		return fmt.Errorf("console waiting server: %w", err)
-	}
-	w.srv, w.addr = srv, ln.Addr().String()
-	return nil
+	return w.httpd.Serve(ctx, ln, &http.Server{Handler: w.echo, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10})
 }
 
 // Addr is the address served ("" before Start).
-func (w *Waiting) Addr() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.addr
-}
+func (w *Waiting) Addr() string { return w.httpd.Addr() }
 
 // Stop closes the waiting server's port (the requests in flight finish, bounded by ctx); safe
 // twice and before Start.
-func (w *Waiting) Stop(ctx context.Context) {
-	w.mu.Lock()
-	w.stopped = true
-	srv := w.srv
-	w.mu.Unlock()
-	if srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-	}
-	w.svc.Stop(ctx)
-}
+func (w *Waiting) Stop(ctx context.Context) { w.httpd.Stop(ctx) }

@@ -3,13 +3,11 @@ package health
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -30,8 +28,9 @@ const ScrapeTimeout = 3 * time.Second
 // Prober says ready, else 503 with a one-line reason). Port 0 means off: the service runs and
 // serves nothing.
 type Server struct {
-	// svc runs the serving goroutine and makes Stop safe twice and before Start.
-	svc service.Base
+	// off is the idle service of port 0 (the lifecycle is the same either way); httpd serves.
+	off   service.Base
+	httpd service.HTTP
 
 	host       string
 	port       int
@@ -39,11 +38,6 @@ type Server struct {
 	prober     Prober
 	log        zerolog.Logger
 	collectors []Collector
-
-	mu      sync.Mutex
-	srv     *http.Server
-	addr    string
-	stopped bool // checked before listening: a Start after Stop must not bind the port
 }
 
 // New builds the endpoint for host ("" = 0.0.0.0) and port (0 = off). prober nil = always
@@ -52,7 +46,11 @@ func New(host string, port int, set *metrics.Set, prober Prober, log zerolog.Log
 	if host == "" {
 		host = "0.0.0.0"
 	}
-	return &Server{host: host, port: port, set: set, prober: prober, log: log}
+	s := &Server{host: host, port: port, set: set, prober: prober, log: log}
+	s.httpd = service.HTTP{Name: "health endpoint", OnFailure: func(err error) {
+		log.Error().Str("event", "health.failed").Err(err).Msg("metrics and health endpoint stopped serving")
+	}}
+	return s
 }
 
 // AddCollector registers a collector run before every /metrics write; call before Start.
@@ -142,16 +140,13 @@ func (s *Server) serveReady(w http.ResponseWriter, _ *http.Request) {
 // Stop, so that the lifecycle (a second Start, a Start after Stop) is the same either way.
 func (s *Server) Start(ctx context.Context) error {
 	if s.port == 0 {
-		if err := s.svc.Run(ctx, func(ctx context.Context) { <-ctx.Done() }); err != nil {
+		if err := s.off.Run(ctx, func(ctx context.Context) { <-ctx.Done() }); err != nil {
 			return fmt.Errorf("health endpoint: %w", err)
 		}
 		s.log.Info().Str("event", "health.off").Msg("metrics and health endpoint off (port 0)")
 		return nil
 	}
-	s.mu.Lock()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if stopped {
+	if s.httpd.Stopped() { // a Start after Stop must not bind the port
 		return fmt.Errorf("health endpoint: %w", service.ErrStopped)
 	}
 	var lc net.ListenConfig
@@ -167,8 +162,6 @@ func (s *Server) Start(ctx context.Context) error {
 func (s *Server) Serve(ln net.Listener) error { return s.serve(context.Background(), ln) }
 
 func (s *Server) serve(ctx context.Context, ln net.Listener) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -176,54 +169,19 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       60 * time.Second,
 	}
-	if s.stopped {
-		ln.Close()
-		return fmt.Errorf("health endpoint: %w", service.ErrStopped)
+	if err := s.httpd.Serve(ctx, ln, srv); err != nil {
+		return err
 	}
-	if err := s.svc.Run(ctx, func(ctx context.Context) { s.run(ctx, srv, ln) }); err != nil {
-		ln.Close()
-		return fmt.Errorf("health endpoint: %w", err)
-	}
-	s.srv, s.addr = srv, ln.Addr().String()
-	s.log.Info().Str("event", "health.listen").Str("addr", s.addr).Msg("serving /metrics, /healthz, /readyz")
+	s.log.Info().Str("event", "health.listen").Str("addr", s.httpd.Addr()).Msg("serving /metrics, /healthz, /readyz")
 	return nil
 }
 
-// run serves until Stop. Stop shuts the server down gracefully first; the cancelled context
-// closes it when Stop gave up on the graceful shutdown.
-func (s *Server) run(ctx context.Context, srv *http.Server, ln net.Listener) {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	var err error
-	select {
-	case err = <-served:
-	case <-ctx.Done():
-		_ = srv.Close()
-		err = <-served
-	}
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		s.log.Error().Str("event", "health.failed").Err(err).Msg("metrics and health endpoint stopped serving")
-	}
-}
-
 // Addr is the bound address ("" when off or not started).
-func (s *Server) Addr() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.addr
-}
+func (s *Server) Addr() string { return s.httpd.Addr() }
 
 // Stop shuts the endpoint down gracefully: a scrape in flight finishes, unless ctx ends first
 // and its connection is closed. Safe to call twice or without Start.
 func (s *Server) Stop(ctx context.Context) {
-	s.mu.Lock()
-	s.stopped = true
-	srv := s.srv
-	s.mu.Unlock()
-	if srv != nil {
-		if err := srv.Shutdown(ctx); err != nil {
-			_ = srv.Close()
-		}
-	}
-	s.svc.Stop(ctx)
+	s.httpd.Stop(ctx)
+	s.off.Stop(ctx)
 }
