@@ -390,3 +390,19 @@ func TestProblemsNameNoStorageKey(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionTTLSetting: a login lasts SessionTTL (PLAITA_CONSOLE_SESSION_TTL), not a fixed 12 h.
+func TestSessionTTLSetting(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, withSettings(func(s *Settings) { s.SessionTTL = 90 * time.Second }))
+	if _, err := f.db.CreateUser(context.Background(), sqlite.NewUser{Login: "sam", Password: "password-sam"}); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	r := f.client(nil).login(t, "sam", "password-sam")
+	var s SessionInfo
+	r.decode(t, &s)
+	if !strings.Contains(r.header.Get("Set-Cookie"), "Max-Age=90") || s.ExpiresAt.Before(before.Add(89*time.Second)) || s.ExpiresAt.After(time.Now().Add(91*time.Second)) {
+		t.Fatalf("a 90 s session: cookie %q, expires %s", r.header.Get("Set-Cookie"), s.ExpiresAt)
+	}
+}
