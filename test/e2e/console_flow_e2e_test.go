@@ -39,16 +39,18 @@ func TestConsoleRunsAFlowWithEveryRoleE2E(t *testing.T) {
 	if ev := st.Next(t, 30*time.Second); ev.Event != "snapshot" {
 		t.Fatalf("first event %+v", ev)
 	}
-	// suspension waits until the execution's view says it waits for kind (the stream's
-	// suspended entry is written with the state: the view reads the same state).
+	// suspension waits until the execution's view says it waits for kind: a worker publishes a
+	// live entry before it saves the state (control/live.go), so the stream's suspended entry
+	// may come a moment before the state that the view reads.
 	suspension := func(kind string) map[string]any {
 		t.Helper()
-		_, view := con.call(t, http.MethodGet, "/api/executions/"+id, nil)
-		ex, _ := view["execution"].(map[string]any)
-		sus, _ := ex["suspend"].(map[string]any)
-		if ex["status"] != "suspended" || sus["kind"] != kind {
-			t.Fatalf("want suspended at %s: %v\n%s", kind, view, s.logs())
-		}
+		var view map[string]any
+		waitFor(t, "the view to say suspended at "+kind, 10*time.Second, func() bool {
+			_, view = con.call(t, http.MethodGet, "/api/executions/"+id, nil)
+			ex, _ := view["execution"].(map[string]any)
+			sus, _ := ex["suspend"].(map[string]any)
+			return ex["status"] == "suspended" && sus["kind"] == kind
+		}, s.procs...)
 		return view
 	}
 
