@@ -10,16 +10,23 @@ install:
     CGO_ENABLED=0 go install -trimpath .
     @echo "installed $(go env GOPATH)/bin/plaita"
 
-# Run every test (Redis-backed suites use PLAITA_TEST_REDIS_URL, default redis://127.0.0.1:6379/15).
+# Run the default tier: unit tests, contract suites and the in-process cluster's scenarios
+# (Redis-backed suites use PLAITA_TEST_REDIS_URL, default redis://127.0.0.1:6379/15).
 test:
     go test ./...
+
+# Run the process-level tier: the binary under kill -9, drains, Redis restarts, dev, the browser.
+e2e:
+    go test -tags e2e -timeout 30m ./test/e2e
 
 # gofmt, go vet and staticcheck; fails on any finding.
 lint:
     @out="$(gofmt -l .)"; if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
     go vet ./...
-    go vet -tags chaos ./...
+    go vet -tags e2e ./...
+    go vet -tags e2e,chaos ./...
     go tool staticcheck ./...
+    go tool staticcheck -tags e2e ./test/e2e
 
 # Regenerate docs/configuration.md and config/keys_gen.go from the registry.
 generate:
@@ -54,7 +61,7 @@ fuzz time="60s":
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
 chaos:
-    go test -tags chaos -run TestChaos -count=1 -v -timeout 30m ./test/e2e
+    go test -tags e2e,chaos -run TestChaos -count=1 -v -timeout 30m ./test/e2e
 
 # Executor throughput on a 100-node linear flow, with allocations.
 bench:

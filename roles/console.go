@@ -190,7 +190,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	if waiting != nil {
 		httpService = &takeOver{waiting: waiting, srv: srv}
 	}
-	r := roleProcess{name: "console", ready: ready, server: metricsService,
+	r := roleProcess{name: "console", ready: ready, server: metricsService, addr: srv.Addr,
 		registry: registry, control: ctlChannel, services: consoleServices(deps, httpService, log),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")

@@ -38,6 +38,9 @@ type roleProcess struct {
 	drain    func(context.Context)
 	drainFor time.Duration
 	stopFor  time.Duration // bounds stopping the services
+	// addr is the address the role serves for its callers (the console's API); nil: its
+	// metrics server's (roles.Hooks).
+	addr func() string
 }
 
 // errStopRequested is why a role drains when a stop came on its control channel.
@@ -64,6 +67,7 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 		}
 	}
 	all = append(all, r.services...)
+	r.hearReady(ctx)
 	var services service.Group
 	if err := services.Start(startCtx, all...); err != nil {
 		if ctx.Err() != nil {
@@ -108,6 +112,34 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	defer cancelStop()
 	services.Stop(stopCtx)
 	return nil
+}
+
+// hearReady tells the hooks of ctx (a role run in process by a test) when the role is ready.
+func (r roleProcess) hearReady(ctx context.Context) {
+	h := hooksOf(ctx)
+	if h.Ready == nil {
+		return
+	}
+	go func() {
+		select {
+		case <-r.ready.BecameReady():
+		case <-ctx.Done():
+			return
+		}
+		addr := ""
+		switch s := r.server.(type) {
+		case *health.Server:
+			addr = s.Addr()
+		case alreadyRunning:
+			if hs, ok := s.Service.(*health.Server); ok {
+				addr = hs.Addr()
+			}
+		}
+		if r.addr != nil {
+			addr = r.addr()
+		}
+		h.Ready(ReadyRole{Role: r.name, Addr: addr})
+	}()
 }
 
 // roleInstance is what a role's process says about itself in the registry (`plaita execution

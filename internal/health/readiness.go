@@ -18,17 +18,29 @@ type Readiness struct {
 	mu     sync.Mutex
 	ready  bool
 	reason string
+	first  chan struct{} // closed the first time the process is ready
 }
 
 // NewReadiness starts not ready with the reason "starting".
-func NewReadiness() *Readiness { return &Readiness{reason: "starting"} }
+func NewReadiness() *Readiness { return &Readiness{reason: "starting", first: make(chan struct{})} }
 
 // SetReady marks the process ready.
 func (r *Readiness) SetReady() {
 	r.mu.Lock()
+	if !r.ready && r.first != nil {
+		select {
+		case <-r.first:
+		default:
+			close(r.first)
+		}
+	}
 	r.ready, r.reason = true, ""
 	r.mu.Unlock()
 }
+
+// BecameReady is closed the first time the process is ready: a signal for whoever waits on a
+// role run in process (roles.Hooks), where no probe asks /readyz.
+func (r *Readiness) BecameReady() <-chan struct{} { return r.first }
 
 // SetNotReady marks the process not ready, with a one-line reason.
 func (r *Readiness) SetNotReady(reason string) {

@@ -55,10 +55,65 @@ func ExitCode(err error, stderr io.Writer) int {
 // Option is what the binary gives the command tree beside its output.
 type Option func(*options)
 
-type options struct{ demoFlows fs.FS }
+type options struct {
+	demoFlows fs.FS
+	// env is the whole environment the commands read (nil: the process's); program names
+	// plaita in the commands printed ("": found from the executable, program.go).
+	env     map[string]string
+	program string
+}
 
 // WithDemoFlows are the flows plaita dev publishes (the binary's testdata/flows).
 func WithDemoFlows(flows fs.FS) Option { return func(o *options) { o.demoFlows = flows } }
+
+// WithEnv runs the command tree on env instead of the process's environment: the
+// configuration and the host variables it reads (HOME, XDG_STATE_HOME). Tests run the commands
+// in process, in parallel, each with its own environment.
+func WithEnv(env map[string]string) Option { return func(o *options) { o.env = env } }
+
+// WithProgram is how the commands printed invoke plaita (tests: "plaita").
+func WithProgram(name string) Option { return func(o *options) { o.program = name } }
+
+// optionsKey is where the root command keeps its options (Command.Metadata).
+const optionsKey = "plaita.options"
+
+// optionsOf are the options of cmd's command tree.
+func optionsOf(cmd *cli.Command) *options {
+	if cmd != nil {
+		if root := cmd.Root(); root != nil {
+			if o, ok := root.Metadata[optionsKey].(*options); ok {
+				return o
+			}
+		}
+	}
+	return &options{}
+}
+
+// load runs the configuration's loader on the command tree's environment.
+func (o *options) load(role config.Role, flags map[string]string) (*config.Config, error) {
+	opts := []config.Option{config.WithFlags(flags)}
+	if o.env != nil {
+		opts = append(opts, config.WithEnv(o.env))
+	}
+	return config.Load(role, true, opts...)
+}
+
+// hostEnv is a host variable (not plaita configuration) of the command tree's environment.
+func (o *options) hostEnv(name string) (string, bool) {
+	if o.env != nil {
+		v, ok := o.env[name]
+		return v, ok
+	}
+	return config.HostEnv(name)
+}
+
+// programName is how the commands printed invoke plaita.
+func (o *options) programName() string {
+	if o.program != "" {
+		return o.program
+	}
+	return program()
+}
 
 // App builds the command tree. stdout and stderr are parameters so tests can read them.
 func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
@@ -74,6 +129,7 @@ func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
 			"Every role runs the strict configuration preflight first; `plaita doctor` runs it alone.",
 		Writer:    stdout,
 		ErrWriter: stderr,
+		Metadata:  map[string]any{optionsKey: &o},
 		// main owns the exit: the CLI library must never call os.Exit itself.
 		ExitErrHandler: func(context.Context, *cli.Command, error) {},
 		// The library's own --version prints through a package-level printer; these flags

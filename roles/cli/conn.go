@@ -19,11 +19,12 @@ import (
 // conn is a command over the shared Redis: its configuration, its --tenant and, once dialled,
 // the control plane every operation goes through (package control: the console uses the same).
 type conn struct {
-	cfg    *config.Config
-	log    zerolog.Logger
-	tenant string
-	c      rueidis.Client
-	plane  *control.Plane
+	cfg     *config.Config
+	log     zerolog.Logger
+	tenant  string
+	program string // how the commands printed invoke plaita
+	c       rueidis.Client
+	plane   *control.Plane
 }
 
 // connect runs the preflight of role and connects to PLAITA_REDIS_URL for the --tenant.
@@ -47,7 +48,7 @@ func prepare(cmd *cli.Command, name string, role config.Role, stderr io.Writer) 
 	if err != nil {
 		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
 	}
-	return &conn{cfg: cfg, log: log, tenant: sp.Tenant()}, nil
+	return &conn{cfg: cfg, log: log, tenant: sp.Tenant(), program: optionsOf(cmd).programName()}, nil
 }
 
 // dial is connect's second half: the client and the control plane over it.
@@ -56,7 +57,7 @@ func (k *conn) dial(name string) error {
 	if err != nil {
 		return cliFail(name, "%v", err)
 	}
-	plane, err := newPlane(k.cfg, c, k.log)
+	plane, err := newPlane(k.cfg, c, k.log, k.program)
 	if err != nil {
 		c.Close()
 		return cliFail(name, "%v", err)
@@ -73,8 +74,8 @@ func (k *conn) close() {
 
 // newPlane builds the control plane the way the console does (roles.NewPlane), enqueuing on
 // PLAITA_QUEUE_NAME, with hints that name this program.
-func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger) (*control.Plane, error) {
-	return roles.NewPlane(cfg, c, log, roles.PlaneOptions{Program: program(), NodeLog: nodeSetupLog(log)})
+func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, program string) (*control.Plane, error) {
+	return roles.NewPlane(cfg, c, log, roles.PlaneOptions{Program: program, NodeLog: nodeSetupLog(log)})
 }
 
 // stateBound is the bound of a document that becomes part of an execution state (a start's

@@ -46,7 +46,7 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 			}
 			_, redisFlag := setFlag(cmd, "redis-url")
 			if err := roles.RunDev(ctx, cfg, log, roles.DevOptions{StateDir: cmd.String("state-dir"), Flows: flows, Stdout: stdout,
-				RedisFlag: redisFlag, Program: program()}); err != nil {
+				RedisFlag: redisFlag, Program: optionsOf(cmd).programName()}); err != nil {
 				log.Error().Str("role", string(config.RoleDev)).Err(err).Str("event", "role.failed").Msg("stopped with an error")
 				return &exitError{code: ExitFailure, err: err}
 			}

@@ -46,7 +46,7 @@ func doctorCommand(stdout, stderr io.Writer) *cli.Command {
 				}
 				role = r
 			}
-			cfg, loadErr := config.Load(role, true, config.WithFlags(overrides(cmd, role)))
+			cfg, loadErr := optionsOf(cmd).load(role, overrides(cmd, role))
 			report := doctorReport{Report: cfg.Report()}
 			if cmd.Bool("redis") && loadErr == nil {
 				report.Redis = checkRedisKeys(ctx, cfg)

@@ -308,7 +308,7 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "degraded: %d index member(s) skipped (invalid, missing or corrupt; `plaita reindex` rebuilds the index)\n", page.Skipped)
 	}
 	if page.NextCursor != "" {
-		fmt.Fprintf(stdout, "next page:\n  %s execution list%s --limit %d --cursor %s\n", program(), listFilterFlags(cmd, k.tenant), req.Limit, control.ShellQuote(page.NextCursor))
+		fmt.Fprintf(stdout, "next page:\n  %s execution list%s --limit %d --cursor %s\n", k.program, listFilterFlags(cmd, k.tenant), req.Limit, control.ShellQuote(page.NextCursor))
 	}
 	return nil
 }

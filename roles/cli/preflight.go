@@ -30,7 +30,7 @@ func preflightAs(cmd *cli.Command, role config.Role, tag string, effective zerol
 		return nil, zerolog.Nop(), &exitError{code: ExitRejected, err: err}
 	}
 	// The logger needs the level the configuration names, so it is built after loading.
-	cfg, loadErr := config.Load(role, true, config.WithFlags(overrides(cmd, role)))
+	cfg, loadErr := optionsOf(cmd).load(role, overrides(cmd, role))
 	level := zerolog.InfoLevel
 	if lvl, perr := zerolog.ParseLevel(config.LogLevel.In(cfg)); perr == nil {
 		level = lvl

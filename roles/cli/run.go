@@ -16,7 +16,6 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/nodes"
@@ -72,6 +71,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 
 // flowRun is one invocation of `plaita run`.
 type flowRun struct {
+	program     string // how the commands printed invoke plaita
 	flowPath    string
 	stateDir    string
 	stateDirSet bool // --state-dir was given: the resume command repeats it
@@ -92,7 +92,7 @@ func usageError(format string, args ...any) error {
 
 // newFlowRun checks the arguments and flags; every mistake here is bad usage (exit 2).
 func newFlowRun(ctx context.Context, cmd *cli.Command, bound docBound) (*flowRun, error) {
-	r := &flowRun{asJSON: cmd.Bool("json"), mem: store.NewMemory()}
+	r := &flowRun{asJSON: cmd.Bool("json"), mem: store.NewMemory(), program: optionsOf(cmd).programName()}
 	switch cmd.Args().Len() {
 	case 0:
 		return nil, usageError("name the flow file: plaita run FLOW.json")
@@ -136,7 +136,7 @@ func newFlowRun(ctx context.Context, cmd *cli.Command, bound docBound) (*flowRun
 		}
 	}
 	r.stateDirSet = cmd.IsSet("state-dir")
-	if r.stateDir, err = resolveStateDir(cmd.String("state-dir"), r.stateDirSet); err != nil {
+	if r.stateDir, err = resolveStateDir(optionsOf(cmd), cmd.String("state-dir"), r.stateDirSet); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -179,8 +179,19 @@ func jsonError(data []byte, err error) string {
 	return fmt.Sprintf("%s at line %d, column %d", se.Error(), line, col)
 }
 
+// userHome is $HOME of the command tree's environment (os.UserHomeDir of the process's).
+func userHome(o *options) (string, error) {
+	if o.env == nil {
+		return os.UserHomeDir()
+	}
+	if h, _ := o.hostEnv("HOME"); h != "" {
+		return h, nil
+	}
+	return "", errors.New("$HOME is not defined")
+}
+
 // resolveStateDir applies the default: $XDG_STATE_HOME/plaita/run, else ~/.local/state/plaita/run.
-func resolveStateDir(flag string, set bool) (string, error) {
+func resolveStateDir(o *options, flag string, set bool) (string, error) {
 	if set {
 		if flag == "" {
 			return "", usageError("--state-dir must not be empty")
@@ -188,10 +199,10 @@ func resolveStateDir(flag string, set bool) (string, error) {
 		return flag, nil
 	}
 	// The XDG base directory spec says a relative XDG_STATE_HOME is to be ignored.
-	if x, _ := config.HostEnv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
+	if x, _ := o.hostEnv("XDG_STATE_HOME"); x != "" && filepath.IsAbs(x) {
 		return filepath.Join(x, "plaita", "run"), nil
 	}
-	home, err := os.UserHomeDir()
+	home, err := userHome(o)
 	if err != nil {
 		return "", usageError("no state directory: $XDG_STATE_HOME and $HOME are unset; pass --state-dir (%v)", err)
 	}
@@ -423,7 +434,7 @@ func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string,
 
 // runCommand is the shell command that starts a new execution of this flow.
 func (r *flowRun) runCommand() string {
-	parts := []string{program(), "run", control.ShellQuote(r.flowPath)}
+	parts := []string{r.program, "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
 		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}
@@ -432,7 +443,7 @@ func (r *flowRun) runCommand() string {
 
 // resumeCommand is the exact shell command that resumes the execution.
 func (r *flowRun) resumeCommand(id, rt, data string) string {
-	parts := []string{program(), "run", control.ShellQuote(r.flowPath)}
+	parts := []string{r.program, "run", control.ShellQuote(r.flowPath)}
 	if r.stateDirSet {
 		parts = append(parts, "--state-dir", control.ShellQuote(r.stateDir))
 	}

@@ -104,7 +104,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		warnFlow(k.log, arg, started.Flow)
 	}
 	if started.WorkersAlive == 0 {
-		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (%s worker)\n", started.ExecutionID, program())
+		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (%s worker)\n", started.ExecutionID, k.program)
 	}
 	if !cmd.Bool("wait") {
 		if cmd.Bool("json") {

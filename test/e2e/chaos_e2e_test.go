@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -41,7 +43,7 @@ import (
 // where a fault caught its step in flight (or, on a starved machine, where its worker stopped
 // the run itself, having lost the lease).
 //
-// TestChaosShort (every `go test`) runs a few hundred executions; TestChaos (`-tags chaos`,
+// TestChaosShort (every `go test -tags e2e`) runs a few hundred executions; TestChaos (`-tags e2e,chaos`,
 // `just chaos`) a few thousand. One body, runChaos, serves both.
 
 // chaosSize is the size of one run.

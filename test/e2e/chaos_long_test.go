@@ -1,4 +1,4 @@
-//go:build chaos
+//go:build e2e && chaos
 
 package e2e
 
@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// TestChaos is the long mode of the chaos suite (`go test -tags chaos -run TestChaos`, or
+// TestChaos is the long mode of the chaos suite (`go test -tags e2e,chaos -run TestChaos`, or
 // `just chaos`): a few thousand executions, PLAITA_CHAOS_EXECUTIONS to change how many. It
 // takes minutes; the summary goes to stdout as well.
 func TestChaos(t *testing.T) {

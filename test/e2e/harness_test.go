@@ -1,3 +1,5 @@
+//go:build e2e
+
 // Package e2e holds the binary's end-to-end and chaos suites: they build the real plaita binary
 // and run it the way an operator does, against private redis-servers.
 //
@@ -314,15 +316,6 @@ func (p *proc) metric(name string) int {
 		}
 	}
 	return 0
-}
-
-// sumMetric adds up a counter over processes.
-func sumMetric(ps []*proc, name string) int {
-	n := 0
-	for _, p := range ps {
-		n += p.metric(name)
-	}
-	return n
 }
 
 // logs is the stderr of every process, for a failure message.
@@ -831,15 +824,6 @@ func mustContain(t *testing.T, what, got string, wants ...string) {
 	for _, w := range wants {
 		if !strings.Contains(got, w) {
 			t.Errorf("%s lacks %q:\n%s", what, w, got)
-		}
-	}
-}
-
-func mustNotContain(t *testing.T, what, got string, nots ...string) {
-	t.Helper()
-	for _, n := range nots {
-		if strings.Contains(got, n) {
-			t.Errorf("%s has %q:\n%s", what, n, got)
 		}
 	}
 }

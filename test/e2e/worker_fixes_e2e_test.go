@@ -1,3 +1,5 @@
+//go:build e2e
+
 package e2e
 
 import (
@@ -187,18 +189,5 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 	w := e.spawn("worker", nil)
 	if st := e.waitTerminal(id, 20*time.Second, w); st.Status != state.Completed {
 		t.Fatalf("status %s", st.Status)
-	}
-}
-
-// The log node logs through the process logger with the execution and node ids.
-func TestRunShowsTheLogNode(t *testing.T) {
-	r := run(t, nil, "run", repoFlow(t, "hello.json"))
-	if r.code != 0 {
-		t.Fatalf("exit %d\n%s", r.code, r.stderr)
-	}
-	for _, want := range []string{`"event":"flow.log"`, `"node":"announce"`, `"message":"hello says: Hello, world!"`, `"execution_id":"ex_`} {
-		if !strings.Contains(r.stderr, want) {
-			t.Errorf("no %s in stderr:\n%s", want, r.stderr)
-		}
 	}
 }

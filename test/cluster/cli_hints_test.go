@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"strings"
@@ -69,6 +69,7 @@ func hintCommand(t *testing.T, out, label string) ([]string, bool) {
 // worker: the event command that `start --wait` and `execution show` print is the one the
 // worker takes, and a step-limited execution gets no retry command.
 func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 	s.start("worker", nil)

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -38,6 +38,7 @@ func padded(orderID string, n int) string {
 // re-claims it on later reconcile passes; the execution keeps waiting, and a matching event
 // within the bound still wakes it.
 func TestE2EFilterResumeOverTheInputBoundIsRefusedOnce(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "1"}))
 	s.start("worker", policyBound)
 	filter := s.start("filter", policyBound)
@@ -85,6 +86,7 @@ func TestE2EFilterResumeOverTheInputBoundIsRefusedOnce(t *testing.T) {
 // A schedule whose input is over the schedule role's input bound enqueues no start: each tick
 // is recorded as skipped with the bound in its reason, logged and counted, and none is fired.
 func TestE2EScheduleFireOverTheInputBoundIsSkipped(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_CHECK_INTERVAL": "0.2"}))
 	s.start("worker", policyBound)
 	first := s.startFlow(repoFlow(t, "hello.json"), "acme", "{}") // publishes the flow (and starts it once)

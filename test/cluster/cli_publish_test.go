@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -18,6 +18,7 @@ const shipV1 = `{"id": "ship", "version": "v1", "start": "ask", "nodes": [
 // Publishing the same definition again is a no-op; a different one is refused before anything is
 // enqueued, so executions suspended on the published definition can still be resumed.
 func TestCLIPublishedVersionIsImmutable(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 	s.start("worker", nil)

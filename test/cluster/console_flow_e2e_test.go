@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -16,13 +16,14 @@ import (
 // in order — then the stream's end. The execution's view says why each branch went where it
 // went, and who answered.
 func TestConsoleRunsAFlowWithEveryRoleE2E(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "1"}))
 	con := s.startConsole(nil)
 	for _, role := range []string{"worker", "filter", "delay"} {
 		s.start(role, nil)
 	}
 	def := `{"id":"fulfil","version":"1","start":"pause","nodes":[
-		{"id":"pause","type":"delay","params":{"seconds":1},"next":"paid"},
+		{"id":"pause","type":"delay","params":{"seconds":4},"next":"paid"},
 		{"id":"paid","type":"wait_event","params":{"event_type":"order.paid","match":"EVENT.order == INPUT.order","timeout":3600},"next":"big"},
 		{"id":"big","type":"condition","params":{"expr":"INPUT.amount > 100"},"branches":{"true":"ask","false":"done"}},
 		{"id":"ask","type":"approval","params":{"message":"ship order {{ INPUT.order }}?","on_reject":"done"},"next":"done"},
@@ -58,7 +59,7 @@ func TestConsoleRunsAFlowWithEveryRoleE2E(t *testing.T) {
 	if events[0] != "started" {
 		t.Fatalf("entries %v", events)
 	}
-	suspension("delay") // nothing but the delay role wakes it
+	suspension("delay") // nothing but the delay role wakes it (in 4 s: time for the view to be read, however loaded the machine)
 	last, _ = readUntil(t, st, last, "resumed", s.procs...)
 	last, _ = readUntil(t, st, last, "suspended", s.procs...)
 	view := suspension("event")

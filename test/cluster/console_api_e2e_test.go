@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"bytes"
@@ -92,6 +92,7 @@ func acceptedTypes(v any) []string {
 // resume` and POST /api/executions/{id}/resume — the same code, the same reason, the same
 // resumes accepted instead, the same counter key and unblock hint; neither enqueues anything.
 func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
+	t.Parallel()
 	fx := newResumeFixture(t)
 	con := fx.startConsole(nil)
 	def := `{"id":"gate","version":"1","start":"ask","nodes":[
@@ -191,6 +192,7 @@ func TestConsoleAPIAndCLIRefuseTheSameResumes(t *testing.T) {
 // it to its approval, the approval is listed and answered over the API, and it completes with
 // who answered in its result.
 func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
 	s.start("worker", nil)
@@ -260,6 +262,7 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 // publish` / `plaita schedule add` and by the API with the same words (one control operation
 // behind both); and the console lists itself in GET /api/services with its metrics address.
 func TestConsoleAPIAndCLIRefuseTheSameEdits(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
 	if r := run(t, s.env, "event", "publish", "paid", "--id", "evt-1", "--data", `{"a":1}`, "--quiet"); r.code != 0 {

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -32,6 +32,7 @@ func decodeAction(t *testing.T, r result) actionJSON {
 // TestCLIExecutionJSONAndCancelTwice: every execution subcommand takes --json; a second cancel
 // of a cancelled execution is a success that says so.
 func TestCLIExecutionJSONAndCancelTwice(t *testing.T) {
+	t.Parallel()
 	fx := newResumeFixture(t)
 	orderHash := fx.publishVersion("order", "1", orderFlow)
 	fx.seed("ex-wait", "order", "1", orderHash, suspendedOrder)
@@ -78,6 +79,7 @@ func TestCLIExecutionJSONAndCancelTwice(t *testing.T) {
 
 // TestCLILogFlagsEverywhere: run, start and every execution subcommand take the log flags.
 func TestCLILogFlagsEverywhere(t *testing.T) {
+	t.Parallel()
 	fx := newResumeFixture(t)
 	orderHash := fx.publishVersion("order", "1", orderFlow)
 	fx.seed("ex-a", "order", "1", orderHash, suspendedOrder)

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 // `plaita status` against a stack the test builds step by step: each step changes one count and
 // the status says so, and exits 1 exactly while something needs attention.
 func TestE2EStatus(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	status := func() (control.ClusterStatus, result) {
 		t.Helper()

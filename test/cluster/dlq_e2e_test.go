@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -13,6 +13,7 @@ import (
 // dead-lettered; the dead letter is listed for its tenant only, shown with its payload, and once
 // the flow is published a replay runs it — once: a second replay enqueues nothing.
 func TestE2EDLQCommands(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	s.start("worker", nil)
 	id := s.enqueue("late")

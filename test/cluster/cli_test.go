@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 // show, resume, cancel, delete, and their refusals.
 
 func TestCLIStartWaitListShowDelete(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 	s.start("worker", nil)
@@ -117,6 +118,7 @@ func TestCLIStartWaitListShowDelete(t *testing.T) {
 }
 
 func TestCLIApprovalResumeAndCancel(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 	s.start("worker", nil)
@@ -168,6 +170,7 @@ func TestCLIApprovalResumeAndCancel(t *testing.T) {
 }
 
 func TestCLIErrors(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 

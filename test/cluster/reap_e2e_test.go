@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -17,6 +17,7 @@ import (
 // zombie (running, no lease, no task: its task was dead-lettered) is reaped — after a dry run
 // that writes nothing and alerts nothing — with one zombie_reaped alert.
 func TestE2EReap(t *testing.T) {
+	t.Parallel()
 	slow := newPathServer(t, map[string]time.Duration{"/slow": 6 * time.Second})
 	var mu sync.Mutex
 	var alerts []map[string]any
@@ -94,6 +95,7 @@ func TestE2EReap(t *testing.T) {
 // `plaita reindex` after the index was lost and left with garbage: every execution is listed
 // again and the listing is no longer degraded.
 func TestE2EReindex(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	s.start("worker", nil)
 	s.publish("hi", `{"id":"hi","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"hi"}}]}`)

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"strings"
@@ -7,6 +7,7 @@ import (
 
 // TestRunHintsAreAccepted: what `plaita run` prints to do next is accepted when run.
 func TestRunHintsAreAccepted(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 
 	// payment-wait.json: the event command satisfies the flow's own match.

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 // TestRunStartupLogs: `plaita run` prints its result and the flow's own log lines, not the
 // worker's start-up lines; they are debug detail of the run, tagged role=run.
 func TestRunStartupLogs(t *testing.T) {
+	t.Parallel()
 	flow := repoFlow(t, "hello.json")
 	r := run(t, nil, "run", flow, "--state-dir", t.TempDir(), "--log-format", "json")
 	if r.code != 0 {

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -85,6 +85,7 @@ func wantStreamEnd(t *testing.T, s *testutil.SSEStream, last int) {
 }
 
 func TestConsoleLiveStreamE2E(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
 	s.start("worker", nil)
@@ -138,6 +139,7 @@ func TestConsoleLiveStreamE2E(t *testing.T) {
 // draining, and the console exits at once instead of waiting for them (its graceful shutdown
 // would otherwise wait for every open stream until its deadline).
 func TestConsoleDrainEndsLiveStreamsE2E(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	con := s.startConsole(nil)
 	s.start("worker", nil)

@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -123,6 +123,7 @@ func failedAt(typ string) func(*state.Execution) {
 // published definition and refuses, before enqueuing, what the worker would refuse — saying why
 // and what would be accepted. --force skips the advice.
 func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
+	t.Parallel()
 	fx := newResumeFixture(t)
 	orderHash := fx.publishVersion("order", "1", orderFlow)
 	failHash := fx.publishVersion("boom", "1", failFlow)
@@ -231,6 +232,7 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 // TestCLIShowHintsAreAccepted: `execution show` prints only commands the resume check accepts,
 // and says what to do instead when there is none.
 func TestCLIShowHintsAreAccepted(t *testing.T) {
+	t.Parallel()
 	fx := newResumeFixture(t)
 	orderHash := fx.publishVersion("order", "1", orderFlow)
 	failHash := fx.publishVersion("boom", "1", failFlow)

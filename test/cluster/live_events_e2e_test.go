@@ -1,4 +1,4 @@
-package e2e
+package cluster
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 // subscription of the execution channels (PSUBSCRIBE plaita:execution_events:*) and the tenant's
 // status channel. Each hears the terminal event of every execution started after it subscribed.
 func TestE2ELiveEventsReachPatternAndStatusSubscribers(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	s.start("worker", nil)
 	s.publish("quick", `{"id":"quick","start":"a","nodes":[{"id":"a","type":"log","params":{"message":"hi"},"next":"done"},{"id":"done","type":"end"}]}`)
@@ -50,12 +51,23 @@ func TestE2ELiveEventsReachPatternAndStatusSubscribers(t *testing.T) {
 		}
 		return n == 1 && subs == 1
 	})
-	// The worker re-reads who listens every second; a watched start proves it has.
-	first := s.enqueue("quick")
+	// The worker re-reads who listens every second: a start heard on both proves it has. One
+	// start is not enough (it may run before the re-read): another goes every 200 ms until one is.
+	var probes []string
+	var last time.Time
 	waitFor(t, "the worker publishes to the new subscribers", 30*time.Second, func() bool {
 		mu.Lock()
-		defer mu.Unlock()
-		return completed["pattern"][first] && completed["status"][first]
+		for _, id := range probes {
+			if completed["pattern"][id] && completed["status"][id] {
+				mu.Unlock()
+				return true
+			}
+		}
+		mu.Unlock()
+		if time.Since(last) > 200*time.Millisecond {
+			probes, last = append(probes, s.enqueue("quick")), time.Now()
+		}
+		return false
 	}, s.procs...)
 
 	const n = 200
