@@ -266,6 +266,15 @@ func run(t *testing.T, env map[string]string, args ...string) result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
+	// Exactly env, and a HOME of the test's (test/e2e gives its processes the same): the
+	// developer's own PLAITA_* variables cannot leak into a command.
+	env = maps.Clone(env)
+	if env == nil {
+		env = map[string]string{}
+	}
+	if _, ok := env["HOME"]; !ok {
+		env["HOME"] = t.TempDir()
+	}
 	var stdout, stderr bytes.Buffer
 	err := cli.App(&stdout, &stderr, cli.WithEnv(env), cli.WithProgram("plaita")).Run(ctx, append([]string{"plaita"}, args...))
 	code := cli.ExitCode(err, &stderr)

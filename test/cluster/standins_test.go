@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -65,4 +67,44 @@ func (s *pathServer) waitSeen(t *testing.T, path string, timeout time.Duration, 
 			t.Fatalf("the server never saw %s\n%s", path, logs(ps))
 		}
 	}
+}
+
+// trap is a TCP listener standing in for Redis; it counts every connection it gets.
+type trap struct {
+	ln    net.Listener
+	conns atomic.Int32
+	done  chan struct{}
+}
+
+func newTrap(t *testing.T) *trap {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &trap{ln: ln, done: make(chan struct{})}
+	go func() {
+		defer close(tr.done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			tr.conns.Add(1)
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-tr.done })
+	return tr
+}
+
+func (tr *trap) url() string { return "redis://" + tr.ln.Addr().String() + "/0" }
+
+// connections drains the accept queue and returns how many connections arrived. Call it after
+// the process has exited: every handshake it completed is then queued, and Accept returns
+// queued connections before the deadline fires.
+func (tr *trap) connections() int {
+	tr.ln.(*net.TCPListener).SetDeadline(time.Now().Add(300 * time.Millisecond))
+	<-tr.done
+	return int(tr.conns.Load())
 }

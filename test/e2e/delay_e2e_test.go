@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -22,29 +21,6 @@ import (
 func newDelayStack(t *testing.T) *stack {
 	t.Helper()
 	return newStack(t, withTimeout(3*time.Minute), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
-}
-
-// showText is `plaita execution show` (text).
-func (d *stack) showText(id string) string {
-	d.t.Helper()
-	r := run(d.t, d.env, "execution", "show", id, "--quiet")
-	if r.code != 0 {
-		d.t.Fatalf("show %s: exit %d\n%s", id, r.code, r.stderr)
-	}
-	return r.stdout
-}
-
-// wakeUp is `plaita execution show --json`'s wake_up object.
-func (d *stack) wakeUp(id string) map[string]any {
-	d.t.Helper()
-	r := run(d.t, d.env, "execution", "show", id, "--json", "--quiet")
-	var out struct {
-		WakeUp map[string]any `json:"wake_up"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &out) != nil {
-		d.t.Fatalf("show --json %s: exit %d\n%s%s", id, r.code, r.stdout, r.stderr)
-	}
-	return out.WakeUp
 }
 
 // entriesAdded is how many entries were ever added to the task stream (XINFO STREAM

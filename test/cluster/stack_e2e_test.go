@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package cluster
 
 import (
 	"encoding/json"
@@ -112,6 +110,7 @@ func stackOutput(t *testing.T, sh stackShown) map[string]any {
 }
 
 func TestE2EStackRunsEverySuspendingTestdataFlow(t *testing.T) {
+	t.Parallel()
 	s := newStackE2E(t)
 	worker := s.start("worker", nil)
 	filter := s.filter(nil) // ready: it listens for event notifications

@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package cluster
 
 import (
 	"context"
@@ -55,6 +53,7 @@ func (d *stack) dlqFor(id string) []map[string]string {
 }
 
 func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	d.start("worker", nil)
 	d.start("delay", nil)
@@ -90,6 +89,7 @@ func TestE2EWakeupAttacksDelayOverflowIsRefused(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	d.start("worker", nil)
 	d.start("delay", nil)
@@ -132,6 +132,7 @@ func TestE2EWakeupAttacksDelayUntilOutOfRangeEndsInError(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	// The state an older worker saved for `"until": "0001-01-01T00:00:00Z"`: suspended at the
 	// delay node with the zero time as its due time, and no delay-queue entry (none can hold
@@ -185,6 +186,7 @@ func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
 }
 
 func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	first := d.start("worker", nil)
 	id := d.startFlow(delayFlowFile(t, "nap-gone", 1), "", "")

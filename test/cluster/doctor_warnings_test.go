@@ -1,6 +1,4 @@
-//go:build e2e
-
-package e2e
+package cluster
 
 import (
 	"slices"
@@ -9,6 +7,7 @@ import (
 )
 
 func TestDoctorShowsUnknownVariables(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{"PLAITA_WORKER_CONCURENCY": "4", "PLAITA_CONSOLE_ADMIN_API_KY": "k-hunter9"}
 	rep, r := doctor(t, env, "--all")
 	if r.code != 0 || !rep.OK {
@@ -46,6 +45,7 @@ func TestDoctorShowsUnknownVariables(t *testing.T) {
 }
 
 func TestDoctorShowsTheReclaimBudgetCheck(t *testing.T) {
+	t.Parallel()
 	rep, r := doctor(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "10000"}, "--role", "worker")
 	if r.code != 0 || len(rep.Warnings) != 1 {
 		t.Fatalf("exit %d, warnings %+v", r.code, rep.Warnings)
@@ -68,6 +68,7 @@ func TestDoctorShowsTheReclaimBudgetCheck(t *testing.T) {
 }
 
 func TestDoctorCodeBackendPerRole(t *testing.T) {
+	t.Parallel()
 	for role, want := range map[string][2]any{
 		"worker":  {"subprocess", []any{"docker", "subprocess"}},
 		"console": {"docker", []any{"docker"}},
