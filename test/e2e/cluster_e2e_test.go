@@ -102,6 +102,7 @@ func (e *clusterE2E) statesPerNode() map[string]int {
 }
 
 func TestE2EClusterTwoWorkers(t *testing.T) {
+	t.Parallel()
 	e := newClusterE2E(t, 180*time.Second)
 	hs := newFlakyServer(t, "/flaky", map[string]time.Duration{"/slow": 3 * time.Second})
 

@@ -29,6 +29,7 @@ func from(ip string) *http.Client {
 }
 
 func TestConsoleHoldsAgainstAnOutsider(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": "the-admin-password"})
 	if code, body := con.call(t, http.MethodPost, "/api/tenants", map[string]string{"slug": "secret-acme"}); code != http.StatusCreated {

@@ -60,6 +60,7 @@ func statusOf(want string) func(map[string]any) bool {
 }
 
 func TestConsoleLocalModeRunsAndReconcilesOrphans(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "console.db")
 	con := startLocalConsole(t, db, nil)
 	if code, h := con.call(t, http.MethodGet, "/health", nil); code != http.StatusOK || h["mode"] != "local" {

@@ -106,6 +106,7 @@ const modeFlow = `{"id": "hello", "version": "1", "start": "done", "nodes": [{"i
 // written to local_executions), one waiting line in the log; Redis started again, the console
 // becomes ready by itself and a start goes to Redis.
 func TestConsoleThatServedWithRedisWaitsForIt(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	db := filepath.Join(t.TempDir(), "console.db")
 	con := startModeConsole(t, db, srv.URL(), nil)
@@ -171,6 +172,7 @@ func TestConsoleThatServedWithRedisWaitsForIt(t *testing.T) {
 // with Redis gets local mode again when Redis is unreachable; a database that never saw Redis
 // gets it without the setting.
 func TestConsoleLocalFallbackSetting(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	db := filepath.Join(t.TempDir(), "console.db")
 	con := startModeConsole(t, db, srv.URL(), nil)
@@ -192,6 +194,7 @@ func TestConsoleLocalFallbackSetting(t *testing.T) {
 // TestConsoleWaitingForRedisStopsOnSIGTERM: SIGTERM while the console waits for Redis ends it
 // at once with status 0.
 func TestConsoleWaitingForRedisStopsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	db := filepath.Join(t.TempDir(), "console.db")
 	con := startModeConsole(t, db, srv.URL(), nil)
@@ -217,6 +220,7 @@ func TestConsoleWaitingForRedisStopsOnSIGTERM(t *testing.T) {
 // listed and shown by the console that runs on Redis afterwards, beside Redis's and marked
 // local, a page at a time without a gap or a repeat; a cancel of one is refused by name.
 func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
+	t.Parallel()
 	db := filepath.Join(t.TempDir(), "console.db")
 	down := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	con := startModeConsole(t, db, down, nil)

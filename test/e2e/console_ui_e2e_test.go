@@ -30,6 +30,7 @@ import (
 const uiAdminPassword = "browser-test-password"
 
 func TestConsoleUIInTheBrowser(t *testing.T) {
+	t.Parallel()
 	s := newStack(t)
 	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
 	// Four at once: a node in its retry back-off holds a worker's slot while it waits.

@@ -66,6 +66,7 @@ func (s *stack) stillWaiting(ids ...string) {
 // reconcile pass, taking over the claims the dead one left pending) wakes every wait, each once
 // and by its own event.
 func TestE2ECorrelationFilterKill9MidBurst(t *testing.T) {
+	t.Parallel()
 	s := newFilterStack(t, nil)
 	s.start("worker", map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
 	a := s.filter(nil)
@@ -116,6 +117,7 @@ func TestE2ECorrelationFilterKill9MidBurst(t *testing.T) {
 // waits are back with the data, the filter subscribes again, and the events published after
 // it wake the correlated waits and the uncorrelated one, each once.
 func TestE2ECorrelationSurvivesARedisRestart(t *testing.T) {
+	t.Parallel()
 	s := newFilterStack(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "2"},
 		"--appendonly", "yes", "--appendfsync", "always")
 	s.start("worker", nil)

@@ -20,6 +20,7 @@ import (
 // and a delay role answers and stops the same way. An unknown instance, and the stopped one, are
 // exit 1 with a message that says so.
 func TestE2ECtlStatusAndStop(t *testing.T) {
+	t.Parallel()
 	slow := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	s := newStack(t, withEnv(cliEnv()))
 	worker := s.spawn("worker", map[string]string{"PLAITA_INSTANCE_ID": "w-ctl-1"})
@@ -110,6 +111,7 @@ func TestE2ECtlStatusAndStop(t *testing.T) {
 // drains (its /readyz says 503 as soon as SIGTERM arrives, while the step in flight finishes),
 // 1 when nothing answers; the default URL is the role's own /readyz on PLAITA_METRICS_PORT.
 func TestE2EProbe(t *testing.T) {
+	t.Parallel()
 	slow := newPathServer(t, map[string]time.Duration{"/slow": 4 * time.Second})
 	s := newStack(t, withEnv(cliEnv()))
 	worker := s.start("worker", nil)

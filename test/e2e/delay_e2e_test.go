@@ -73,6 +73,7 @@ func delayFlowFile(t *testing.T, id string, seconds float64) string {
 // The delay role killed with kill -9 while the entry waits, and started again: the resume is
 // sent exactly once.
 func TestE2EDelayRoleKill9AndRestartFiresOnce(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	d.start("worker", nil)
 	first := d.start("delay", nil)
@@ -103,6 +104,7 @@ func TestE2EDelayRoleKill9AndRestartFiresOnce(t *testing.T) {
 // about a second, across several passes), and one of them is killed with kill -9 once sending
 // has begun and replaced: every execution is resumed exactly once.
 func TestE2EDelayRolesRacingOneKilledWhileSendingFireEachOnce(t *testing.T) {
+	t.Parallel()
 	d := newDelayStack(t)
 	d.start("worker", nil)
 	flow := delayFlowFile(t, "nap2many", 2)
@@ -138,6 +140,7 @@ func TestE2EDelayRolesRacingOneKilledWhileSendingFireEachOnce(t *testing.T) {
 // reads it, and PLAITA_CHECK_INTERVAL=0 by every role that reads that: exit 2, the variable
 // named, no connection made.
 func TestE2EDelayQueueAndCheckIntervalPreflight(t *testing.T) {
+	t.Parallel()
 	tr := newTrap(t)
 	for _, tc := range []struct {
 		variable, value, want string
@@ -163,6 +166,7 @@ func TestE2EDelayQueueAndCheckIntervalPreflight(t *testing.T) {
 // recognised as that very resume (its mark), and the execution goes on from its checkpoint to
 // completion — without a second resume and without a second wake-up sent.
 func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
+	t.Parallel()
 	d := newStack(t, withTimeout(3*time.Minute), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
 	flow := writeFile(t, "nap-then-slow.json", `{"id":"nap-then-slow","version":"1","start":"nap","nodes":[
@@ -196,6 +200,7 @@ func TestE2EWorkerKilledAfterTheWakeupTheRedeliveryFinishes(t *testing.T) {
 // Redis restarts (with its data) while a delay waits: the delay role and the worker reconnect
 // and the execution completes, resumed once.
 func TestE2EDelayRoleSurvivesARedisRestart(t *testing.T) {
+	t.Parallel()
 	d := newStack(t, withTimeout(3*time.Minute), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
 	d.start("worker", nil)
 	delayRole := d.start("delay", nil)

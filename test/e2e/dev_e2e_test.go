@@ -70,6 +70,7 @@ func (c *console) startFlow(t *testing.T, flow string, input any) string {
 }
 
 func TestDevWithoutRedisRunsTheDemo(t *testing.T) {
+	t.Parallel()
 	nowhere := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	d := startDev(t, nowhere)
 	if m := devMode(t, d.p); m["mode"] != "local" || !strings.HasPrefix(fmt.Sprint(m["state"]), "in memory") ||
@@ -167,6 +168,7 @@ func TestDevWithoutRedisRunsTheDemo(t *testing.T) {
 }
 
 func TestDevStateDirKeepsADelayAcrossARestart(t *testing.T) {
+	t.Parallel()
 	nowhere := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	dir := t.TempDir()
 	d := startDev(t, nowhere, "--state-dir", dir)
@@ -189,6 +191,7 @@ func TestDevStateDirKeepsADelayAcrossARestart(t *testing.T) {
 }
 
 func TestDevWithRedisRunsEveryRoleOnIt(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	d := startDev(t, srv.URL())
 	if m := devMode(t, d.p); m["mode"] != "redis" {

@@ -31,6 +31,7 @@ func spawnDevArgs(t *testing.T, args ...string) *devProc {
 }
 
 func TestDevRunsOnTheRedisItIsGiven(t *testing.T) {
+	t.Parallel()
 	srv := redistest.StartServer(t)
 	rc := srv.Client(t)
 	ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 // the List or the processing list, and the progress is logged. An item that cannot become a
 // task is set aside and makes the command exit 1.
 func TestE2EDrainListSurvivesKill9(t *testing.T) {
+	t.Parallel()
 	const list, stream = "plaita:flow:queue", "plaita:flow:queue:v2"
 	s := newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_QUEUE_NAME": stream}))
 	push := func(items []string) {

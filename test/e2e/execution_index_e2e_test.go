@@ -41,6 +41,7 @@ func (s *stack) listJSON(args ...string) (ids []string, items []store.Summary, n
 // state and runs it to the end: the execution is indexed once, under its start time, and listed
 // once.
 func TestE2EIndexedStartRedeliveredAfterKill9(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	def := writeFile(t, "slow.json", `{"id": "slow-shop", "start": "slow", "index": ["order_id"], "nodes": [

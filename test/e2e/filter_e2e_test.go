@@ -45,6 +45,7 @@ func (s *stack) filter(extra map[string]string) *proc {
 // after it (its start-up reconcile pass, taking over the claims the dead one left pending)
 // resumes every execution, each once.
 func TestE2EFilterKill9MidFlightLosesNoWakeUp(t *testing.T) {
+	t.Parallel()
 	s := newFilterStack(t, nil)
 	s.start("worker", map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
 	a := s.filter(nil)
@@ -95,6 +96,7 @@ func TestE2EFilterKill9MidFlightLosesNoWakeUp(t *testing.T) {
 // A Redis restart: the filter subscribes again by itself (and reconciles what it may have
 // missed) and goes on waking executions.
 func TestE2EFilterSurvivesARedisRestart(t *testing.T) {
+	t.Parallel()
 	// A run cut by the restart is redelivered after the claim idle time, its lease expired.
 	s := newFilterStack(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "1000", "PLAITA_LEASE_TTL_SECONDS": "2"},
 		"--appendonly", "yes", "--appendfsync", "always")

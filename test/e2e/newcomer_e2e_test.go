@@ -18,6 +18,7 @@ import (
 // The commands plaita prints can be run as printed: `plaita …` when that is the binary on PATH,
 // the binary's own path when it is not (once always `plaita`, "command not found").
 func TestNewcomerPrintedCommandsNameTheProgramAsRun(t *testing.T) {
+	t.Parallel()
 	stateDir := t.TempDir()
 	flow := repoFlow(t, "expense-approval.json")
 	approve := regexp.MustCompile(`(?m)^    (.*) run .* --resume .* --type approval`)
@@ -43,6 +44,7 @@ func TestNewcomerPrintedCommandsNameTheProgramAsRun(t *testing.T) {
 
 // Every role's /metrics carries # TYPE lines (promtool checks the rest in .ci/run).
 func TestNewcomerMetricsCarryTypes(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	for _, role := range []string{"worker", "filter", "schedule", "delay"} {
 		p := s.start(role, nil)
@@ -60,6 +62,7 @@ func TestNewcomerMetricsCarryTypes(t *testing.T) {
 
 // The README's roles table and `plaita roles` say the same of what each role needs.
 func TestNewcomerReadmeRolesTableMatchesTheBinary(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile(repoRoot + "/README.md")
 	if err != nil {
 		t.Fatal(err)

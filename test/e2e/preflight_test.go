@@ -16,6 +16,7 @@ import (
 // these commands may reach Redis: a trap stands in for it and counts the connections.
 
 func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
+	t.Parallel()
 	tr := newTrap(t)
 	r := run(t, map[string]string{
 		"PLAITA_REDIS_URL":   tr.url(),
@@ -48,6 +49,7 @@ func TestWorkerRejectsBadConfigurationBeforeConnecting(t *testing.T) {
 // TestDevPreflightStopsBeforeRedis: dev runs the strict preflight of every role it runs before
 // it looks for a Redis: a rejected flag or value stops it (exit 2) without a connection.
 func TestDevPreflightStopsBeforeRedis(t *testing.T) {
+	t.Parallel()
 	tr := newTrap(t)
 	r := run(t, map[string]string{"PLAITA_REDIS_URL": tr.url()}, "dev", "--log-level", "0")
 	if r.code != 2 || !strings.Contains(r.stderr, "--log-level") {
@@ -67,6 +69,7 @@ func TestDevPreflightStopsBeforeRedis(t *testing.T) {
 // rejected configuration it exits 2 with the aggregated message, and never reaches Redis. A
 // command added to the tree without an entry here fails the test.
 func TestEveryRoleRunsThePreflight(t *testing.T) {
+	t.Parallel()
 	tr := newTrap(t)
 	flow := repoFlow(t, "hello.json")
 	args := map[string][]string{

@@ -20,6 +20,7 @@ import (
 // TestRunInterrupt stops a long loop with SIGINT (Ctrl-C): the state is saved at the last
 // step boundary, and the execution can then be cancelled.
 func TestRunInterrupt(t *testing.T) {
+	t.Parallel()
 	flow := writeFile(t, "loop.json", `{"id": "loop", "start": "init", "max_steps": 10000000, "nodes": [
 	  {"id": "init", "type": "set", "params": {"vars": {"i": 0}}, "next": "inc"},
 	  {"id": "inc", "type": "set", "params": {"vars": {"i": "{{ VARS.i + 1 }}"}}, "next": "check"},

@@ -105,6 +105,7 @@ func checkPeek(t *testing.T, r result, secret string) {
 }
 
 func TestCodeNodeCannotReadPlaitasEnvironment(t *testing.T) {
+	t.Parallel()
 	t.Run("as this user", func(t *testing.T) {
 		secret := randomSecret(t)
 		flow := writeFile(t, "peek.json", peekFlow(t))

@@ -152,6 +152,7 @@ func onceEach(t *testing.T, got map[time.Time]int) []time.Time {
 // per tick over 10 ticks — one stream entry per tick, and one execution per tick once a worker
 // runs them. Both processes register, serve /readyz and count their starts.
 func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	port := redistest.FreePort(t)
@@ -211,6 +212,7 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 
 // The role's endpoints and registry record while it runs.
 func TestE2EScheduleHealthAndRegistry(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	port := redistest.FreePort(t)
 	a := e.spawn("schedule", map[string]string{"PLAITA_INSTANCE_ID": "sched-h", "PLAITA_METRICS_PORT": strconv.Itoa(port)})
@@ -266,6 +268,7 @@ func TestE2EScheduleHealthAndRegistry(t *testing.T) {
 // A disabled tenant's schedule does not fire (its ticks are recorded as skipped); another
 // tenant's beside it does. Active again, it fires from then on, never the skipped ticks.
 func TestE2EScheduleDisabledTenantDoesNotFire(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	e.publishFile("acme", "hello.json")
 	e.publishFile("beta", "hello.json")
@@ -302,6 +305,7 @@ func TestE2EScheduleDisabledTenantDoesNotFire(t *testing.T) {
 // After both schedule processes stop for five seconds, the schedule fires once for the ticks
 // it missed (the newest), not five times.
 func TestE2EScheduleAfterAStopFiresOnceForTheMissedTicks(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	rec := e.addSchedule("catchup", "--cron", "* * * * * *", "--flow", "hello")
@@ -348,6 +352,7 @@ func TestE2EScheduleAfterAStopFiresOnceForTheMissedTicks(t *testing.T) {
 // enqueued (the task stream is unwritable for a moment), whose pending claims the survivor
 // completes after the claim grace.
 func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	e.publishFile("default", "hello.json")
 	rec := e.addSchedule("k9", "--cron", "* * * * * *", "--flow", "hello")
@@ -415,6 +420,7 @@ func TestE2EScheduleKill9LosesNoTickAndFiresNoneTwice(t *testing.T) {
 // input: the worker runs its start to the delay node (a delay-queue entry for run_at), and a
 // continue completes it with the report named in the input.
 func TestE2EScheduledReportRunsFromASchedule(t *testing.T) {
+	t.Parallel()
 	e := newScheduleE2E(t, nil)
 	e.publishFile("acme", "scheduled-report.json")
 	e.start("worker", nil)
@@ -480,6 +486,7 @@ func TestE2EScheduledReportRunsFromASchedule(t *testing.T) {
 // role that reads it — the schedule role, dev, and the schedule subcommands — before any
 // connection.
 func TestE2ECheckIntervalZeroIsRejected(t *testing.T) {
+	t.Parallel()
 	tr := newTrap(t)
 	cases := [][]string{{"schedule"}, {"dev"}, {"schedule", "list"}, {"schedule", "add", "x", "--cron", "* * * * *", "--flow", "f"}}
 	for _, bad := range []string{"0", "-1", "abc", ""} {
@@ -506,6 +513,7 @@ func TestE2ECheckIntervalZeroIsRejected(t *testing.T) {
 // The editing subcommands: their output (text and --json), their exit statuses, and what they
 // refuse.
 func TestE2EScheduleCLI(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
 	env := s.env
 	ok := func(args ...string) string {

@@ -43,6 +43,7 @@ type versionOutput struct {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	modVersion, settings := buildSettings(t)
 	want := versionOutput{Version: modVersion, Commit: "unknown", Modified: "unknown", Go: runtime.Version(), Engine: "plaita-go/1", TaskSchema: 1}
 	if want.Version == "(devel)" || want.Version == "" {

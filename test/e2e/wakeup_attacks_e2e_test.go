@@ -76,6 +76,7 @@ func (s *attackStack) wakes(data string) state.Execution {
 // data or a flow file is refused at the bound within moments (it once grew to 4.3 GB in 4 s),
 // and a read that blocks ends at SIGTERM.
 func TestE2EAttackReadsAreBoundedAndInterruptible(t *testing.T) {
+	t.Parallel()
 	s := newAttackStack(t, nil)
 	flow := writeFile(t, "attack.json", attackFlow)
 	stateDir := t.TempDir()
@@ -139,6 +140,7 @@ func hasOpen(pid int, path string) bool {
 // earlier build) stops the worker at start and `plaita doctor --redis` names it, instead of
 // every dead letter failing with WRONGTYPE and staying pending for good.
 func TestE2EAttackFlowKeysCannotBeTheQueueKeys(t *testing.T) {
+	t.Parallel()
 	s := newFilterStack(t, map[string]string{"PLAITA_QUEUE_NAME": "plaita:flow:jobs"})
 	jobs := writeFile(t, "jobs.json", `{"id":"jobs","version":"dlq","start":"done","nodes":[{"id":"done","type":"end"}]}`)
 	r := run(t, s.env, "start", jobs, "--quiet")

@@ -42,6 +42,7 @@ const (
 // their tenant at once (not the next periodic pass: the interval is the default 300 s), every
 // wait wakes, and the drops are reported in a line per burst with their count.
 func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
+	t.Parallel()
 	s := newFilterStack(t, map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "300"})
 	s.start("worker", map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"})
 	ids := make([]string, burstWaits)

@@ -35,6 +35,7 @@ func slowFlow(url string) string {
 }
 
 func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 2 * time.Second})
 	e.publish("slow", slowFlow(hs.URL))
@@ -71,6 +72,7 @@ func TestE2ECrashKill9ReplaysTheSlowStepAtMostOnce(t *testing.T) {
 }
 
 func TestE2EDrainFinishesTheStepAndDeregisters(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(90*time.Second))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("slow", slowFlow(hs.URL))
@@ -129,6 +131,7 @@ func TestE2EDrainFinishesTheStepAndDeregisters(t *testing.T) {
 }
 
 func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
 		"PLAITA_WORKER_DRAIN_TIMEOUT": "1"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
@@ -171,6 +174,7 @@ func TestE2EDrainTimeoutLeavesTheMessagePending(t *testing.T) {
 }
 
 func TestE2EDefect004NaNIsAStateSerializationError(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(60*time.Second))
 	e.publish("nan", `{"id":"nan","start":"bad","nodes":[
 		{"id":"bad","type":"set","params":{"vars":{"x":"{{ 0.0 / 0.0 }}"}},"next":"done"},
@@ -207,6 +211,7 @@ const shortFlow = `{"id":"short","start":"a","nodes":[
 	{"id":"done","type":"end","params":{"output":"{{ VARS.y }}"}}]}`
 
 func TestE2ERedisRestartMidRun(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
 		"PLAITA_WORKER_CONCURRENCY": "1"}), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
 	e.publish("short", shortFlow)
@@ -260,6 +265,7 @@ func TestE2ERedisRestartMidRun(t *testing.T) {
 }
 
 func TestE2EThroughputThreeWorkers(t *testing.T) {
+	t.Parallel()
 	const total = 1000
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
 	e.publish("one", `{"id":"one","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"ok"}}]}`)

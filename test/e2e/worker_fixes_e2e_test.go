@@ -72,6 +72,7 @@ const resumeSlowFlow = `{"id":"rs","start":"wait","nodes":[
 // step; the redelivery must continue from the checkpoint (it was acked as a stale carrier and
 // the execution stayed running for ever).
 func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(90*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("rs", strings.ReplaceAll(resumeSlowFlow, "URL", hs.URL))
@@ -110,6 +111,7 @@ func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
 // holders' leases spend no deliveries, so the execution completes and nothing is dead-lettered
 // (it once reached the DLQ as max_deliveries=5 while its state stayed running).
 func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "300", "PLAITA_LEASE_TTL_SECONDS": "4"}))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 3 * time.Second})
 	e.publish("one", `{"id":"one","start":"call","nodes":[
@@ -144,6 +146,7 @@ func TestE2ETwoCrashesOnOneExecutionDoNotDeadLetterIt(t *testing.T) {
 // and the redelivery meets a lease held by this very instance. It is taken over at once instead
 // of being waited out as a live holder until the delivery budget is gone.
 func TestE2ERedisRestartLeavesOwnLeaseThatIsTakenOver(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "2000", "PLAITA_LEASE_TTL_SECONDS": "120"}), withRedisArgs("--appendonly", "yes", "--appendfsync", "always"))
 	hs := newPathServer(t, map[string]time.Duration{"/slow": 4 * time.Second})
 	e.publish("one", `{"id":"one","start":"call","nodes":[
@@ -170,6 +173,7 @@ func TestE2ERedisRestartLeavesOwnLeaseThatIsTakenOver(t *testing.T) {
 // A producer whose budget differs from the workers' (here PLAITA_LEASE_TTL_SECONDS): its fresh
 // message runs at once; only config_family gates a first delivery.
 func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(60*time.Second))
 	e.publish("short", shortFlow)
 	producer, err := config.Load(config.RoleWorker, true, config.WithEnv(map[string]string{

@@ -61,6 +61,7 @@ func (e *stack) hset(key, field, value string) {
 // then proven current and the status rule decides (without the Redis epoch the non-default
 // tenant would be held, VerdictHold, and never dead-lettered).
 func TestE2ETenantDisabledStartIsDeadLetteredThenReenabledRuns(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(60*time.Second), withEnv(map[string]string{"PLAITA_DEPLOYMENT_EPOCH": "7", "PLAITA_TENANT_STATUS_EPOCH_STRICT": "1",
 		"PLAITA_CLAIM_MIN_IDLE_MS": "500"}))
 	sp := keys.MustFor("", "")

@@ -41,6 +41,7 @@ func spawnLimitedWorker(t *testing.T, env map[string]string, limitKiB int) *proc
 // the bomb ends in error naming the node whose result crossed PLAITA_EXECUTION_STATE_MAX_BYTES
 // (permanent: acked once, no redelivery, nothing dead-lettered).
 func TestE2EStateSizeBoundKeepsTheWorkerAlive(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
 	e.publish("bomb", bombFlowJSON())
 	e.publish("short", shortFlow)
@@ -77,6 +78,7 @@ func TestE2EStateSizeBoundKeepsTheWorkerAlive(t *testing.T) {
 // after PLAITA_MAX_DELIVERIES it reaches the dead-letter stream, and its execution is ended in
 // error instead of staying running.
 func TestE2EAMessageThatCrashesWorkersIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_MAX_DELIVERIES": "3", "PLAITA_CLAIM_MIN_IDLE_MS": "300",
 		"PLAITA_LEASE_TTL_SECONDS": "2"}))
 	hs := newPathServer(t, map[string]time.Duration{"/crash": 30 * time.Second})

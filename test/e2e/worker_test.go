@@ -19,6 +19,7 @@ import (
 // TestWorkerRunsAFlowAndDrainsOnSIGTERM runs the real binary against a private Redis: a
 // published flow and an enqueued start run to completion, then SIGTERM drains and exits 0.
 func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, withTimeout(60*time.Second), withEnv(cliEnv()))
 	c, ctx, cfg := s.c, s.ctx, s.cfg
 
