@@ -37,8 +37,11 @@ func TestDispatchReadAheadIsNotReclaimed(t *testing.T) {
 		d := f.depth(t)
 		return d.Pending == 2
 	})
+	// A sibling tries to reclaim, every 100 ms, as long as the slow run holds the runner (1.5 s:
+	// five times the minimum idle time), and until the read-ahead start has been refreshed.
 	sibling := "w2"
-	for ran := time.Now(); time.Since(ran) < 1200*time.Millisecond; time.Sleep(100 * time.Millisecond) {
+	attempts := 0
+	for {
 		ds, err := f.q.Reclaim(dctx(t), sibling, 10)
 		if err != nil {
 			t.Fatal(err)
@@ -46,8 +49,15 @@ func TestDispatchReadAheadIsNotReclaimed(t *testing.T) {
 		if len(ds) > 0 {
 			t.Fatalf("a sibling reclaimed %d delivery(ies) held here (first %s)", len(ds), ds[0].ID)
 		}
+		attempts++
+		if st, err := f.ts(t).Load(dctx(t), slow.ExecutionID); err == nil && st.Status == state.Completed {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	f.waitState(t, slow.ExecutionID, statusIs(state.Completed))
+	if attempts < 5 {
+		t.Fatalf("only %d reclaim attempts while the slow run held the runner", attempts)
+	}
 	st := f.waitState(t, next.ExecutionID, statusIs(state.Completed))
 	if st.Status != state.Completed {
 		t.Fatalf("next: %s", st.Status)
