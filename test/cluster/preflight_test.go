@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The preflight, the logging flags, doctor and the roles table, through the binary. None of
+// The preflight, the logging flags, doctor and the roles table, through the command tree. None of
 // these commands may reach Redis: a trap stands in for it and counts the connections.
 
 func TestWorkerFlagsGoThroughTheEnvRules(t *testing.T) {

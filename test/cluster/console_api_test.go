@@ -21,7 +21,7 @@ import (
 	"plaita/store/keys"
 )
 
-// The console's HTTP API from the binary: `plaita console` on the stack's Redis, driven over
+// The console's HTTP API with the roles in process: `plaita console` on the stack's Redis, driven over
 // HTTP with the admin key, beside the CLI and a worker.
 
 const consoleAdminKey = "e2e-admin-key"

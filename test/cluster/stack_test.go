@@ -15,7 +15,7 @@ import (
 // The full-stack acceptance: every testdata flow that suspends (reminder-delay, payment-wait,
 // expense-approval, scheduled-report) runs to completion on one private Redis with the four
 // roles that wake executions — `plaita worker`, `plaita filter`, `plaita schedule` and
-// `plaita delay` — started from the binary, and driven only by the binary's CLI (`plaita
+// `plaita delay` — started in process, and driven only by the CLI (`plaita
 // start`, `plaita event publish`, `plaita execution resume|show|list`, `plaita schedule
 // add|show|disable|delete`). The testdata files are used as they are.
 

@@ -12,7 +12,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Event correlation with real processes (docs/events.md, "Correlation"): `plaita worker` and
+// Event correlation with the roles in process (docs/events.md, "Correlation"): `plaita worker` and
 // `plaita filter` on a private redis-server, driven through the CLI. A wait_event whose match
 // has a conjunct EVENT.<path> == <value not read from EVENT> is indexed under that value, and
 // an event is checked only against the waits of its values and the uncorrelated waits of its

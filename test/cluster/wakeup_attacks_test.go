@@ -11,7 +11,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Inputs that once broke the wake-up path, each through the binary with a real worker, filter
+// Inputs that once broke the wake-up path, each with a worker, filter
 // and delay role on a private Redis. The setup of each: a wait_event flow matching
 // EVENT.k == INPUT.k, started with {"k":"u"} and left waiting.
 

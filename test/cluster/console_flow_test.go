@@ -9,7 +9,7 @@ import (
 )
 
 // TestConsoleRunsAFlowWithEveryRoleE2E: `plaita console`, `plaita worker`, `plaita filter` and
-// `plaita delay` from the binary, one private Redis. A flow published over the API and started
+// `plaita delay` in process, one private Redis. A flow published over the API and started
 // over it is followed over Server-Sent Events from its start to its end: a delay the delay role
 // wakes, a wait for an event published over POST /api/events that the filter delivers, an
 // approval answered over POST /api/approvals/{id}, and completed — each timeline entry once,

@@ -12,7 +12,7 @@ import (
 	"plaita/queue"
 )
 
-// Acceptance scenarios of the delay role: real `plaita worker` and `plaita delay` processes on
+// Acceptance scenarios of the delay role: `plaita worker` and `plaita delay` in process on
 // a private redis-server, driven through the CLI (`plaita start`, `plaita execution show`).
 // Redis is read only to count what reached it (stream entries added, delay-queue members).
 

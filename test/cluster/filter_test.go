@@ -13,7 +13,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Acceptance of the filter role with real processes: `plaita worker` and `plaita filter` on a
+// Acceptance of the filter role in process: `plaita worker` and `plaita filter` on a
 // private Redis, driven only through the CLI (`plaita start FLOW.json` publishes and starts,
 // `plaita event publish`, `plaita execution show --json`). Filters serve /metrics on a free
 // port: their counters are the positive signals the tests wait for.

@@ -19,7 +19,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Issue [wakeup-attacks], the delay and timeout path, through the binary: `plaita worker` and
+// Issue [wakeup-attacks], the delay and timeout path, in process: `plaita worker` and
 // `plaita delay` on a private redis-server, driven through the CLI (docs/delay.md,
 // docs/flows.md "Delays and timeouts").
 //

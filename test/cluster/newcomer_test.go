@@ -9,7 +9,7 @@ import (
 	"plaita/engine/state"
 )
 
-// What a new user trips over in the first hour, through the binary: commands printed the way
+// What a new user trips over in the first hour, through the command tree: commands printed the way
 // they can be run, a queued execution that looked missing, events that vanished without a word,
 // uneven flags, a bench that wrote into the live key space, expression errors in Go's words,
 // /metrics without types.

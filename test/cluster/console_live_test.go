@@ -11,7 +11,7 @@ import (
 	"plaita/internal/testutil"
 )
 
-// The console's live stream from the binary: `plaita console` and `plaita worker` on the
+// The console's live stream with the roles in process: `plaita console` and `plaita worker` on the
 // stack's Redis; a flow published and started over the API is followed over Server-Sent Events
 // to its approval, answered over the API, and followed to its end; a reconnect with
 // Last-Event-ID gets the rest, each entry once.

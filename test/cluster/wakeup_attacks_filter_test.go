@@ -14,7 +14,7 @@ import (
 	"plaita/store/keys"
 )
 
-// Wake-up attacks on the filter role (docs/events.md), through the binary: a worker and a
+// Wake-up attacks on the filter role (docs/events.md), in process: a worker and a
 // filter on a private Redis. One index member that no execution can have must not stall the
 // reconciler, and a burst of events past the listener's queue must not leave its waits to the
 // next periodic reconcile pass.
