@@ -78,15 +78,19 @@ func (p *Plane) AddSchedule(ctx context.Context, s store.Schedule) (ScheduleAdde
 	return out, nil
 }
 
-// checkSchedule normalizes a definition (the spec trimmed, no version = latest) and checks it
-// the way a create and an update do, before anything is written.
-func (p *Plane) checkSchedule(s *store.Schedule) error {
+// CheckSchedule normalizes a definition (the spec trimmed, no version = latest) and checks
+// what can be checked without the cluster: its id, cron spec and time zone, flow and version,
+// and that its input is JSON. The CLI checks a schedule with it before it connects, and every
+// create and update runs it again (checkSchedule): the one place a cron spec is judged.
+func CheckSchedule(s *store.Schedule) error {
 	s.Cron = strings.TrimSpace(s.Cron)
 	if s.FlowVersion == "" {
 		s.FlowVersion = store.LatestVersion
 	}
-	if err := keys.ValidName("schedule id", s.ID); err != nil {
-		return refuse(Invalid, "invalid_schedule", err, "%v", err)
+	if s.ID != "" { // none yet: AddSchedule gives it one
+		if err := keys.ValidName("schedule id", s.ID); err != nil {
+			return refuse(Invalid, "invalid_schedule", err, "%v", err)
+		}
 	}
 	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
 		return refuse(Invalid, "invalid_cron", err, "--cron/--tz: %v", err)
@@ -99,12 +103,21 @@ func (p *Plane) checkSchedule(s *store.Schedule) error {
 			return refuse(Invalid, "invalid_schedule", err, "--version: %v (or %s)", err, store.LatestVersion)
 		}
 	}
+	if len(s.Input) > 0 && !json.Valid(s.Input) {
+		return refuse(Invalid, "invalid_input", nil, "--input is not JSON")
+	}
+	return nil
+}
+
+// checkSchedule is CheckSchedule with the plane's bound on the input (a start must be able to
+// carry it).
+func (p *Plane) checkSchedule(s *store.Schedule) error {
+	if err := CheckSchedule(s); err != nil {
+		return err
+	}
 	if limit := p.d.StateMaxBytes; limit > 0 && len(s.Input) > limit {
 		return refuse(Invalid, "invalid_input", nil,
 			"--input is %d bytes, above the %d-byte bound (PLAITA_EXECUTION_STATE_MAX_BYTES): no start could carry it", len(s.Input), limit)
-	}
-	if len(s.Input) > 0 && !json.Valid(s.Input) {
-		return refuse(Invalid, "invalid_input", nil, "--input is not JSON")
 	}
 	return nil
 }

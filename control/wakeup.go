@@ -2,8 +2,8 @@ package control
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"plaita/engine"
@@ -126,8 +126,9 @@ func (p *Plane) dueReport(ctx context.Context, tenant string, st *state.Executio
 	}
 	// A due time the queue refuses was never written (the worker's Schedule refuses it too):
 	// nothing is looked up, and nothing is said to have been sent.
-	if err := queue.CheckDelayDue(*s.Due); err != nil {
-		d.Entry, d.Unschedulable = "missing", strings.TrimPrefix(err.Error(), queue.ErrBadDelayEntry.Error()+": ")
+	var bad *queue.DueRangeError
+	if err := queue.CheckDelayDue(*s.Due); errors.As(err, &bad) {
+		d.Entry, d.Unschedulable = "missing", bad.Reason
 		d.Text = fmt.Sprintf("no delay-queue entry, and none can be written: %s; nothing will %s: `%s`", d.Unschedulable, what, command)
 		return d
 	}

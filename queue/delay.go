@@ -96,17 +96,24 @@ const (
 	MaxDelayDueMillis = 253402300799999 // 9999-12-31T23:59:59.999Z
 )
 
-// CheckDelayDue says whether t can be a due time on the delay queue: nil, or an
-// ErrBadDelayEntry naming the bound it is past.
+// DueRangeError is a due time the delay queue cannot hold: Reason says which bound it is past,
+// for a reader (the wake-up report shows it as it is). It is an ErrBadDelayEntry.
+type DueRangeError struct{ Reason string }
+
+func (e *DueRangeError) Error() string { return ErrBadDelayEntry.Error() + ": " + e.Reason }
+func (e *DueRangeError) Unwrap() error { return ErrBadDelayEntry }
+
+// CheckDelayDue says whether t can be a due time on the delay queue: nil, or a *DueRangeError
+// naming the bound it is past.
 func CheckDelayDue(t time.Time) error {
 	lo, hi := time.UnixMilli(MinDelayDueMillis).UTC(), time.UnixMilli(MaxDelayDueMillis).UTC()
 	switch {
 	case t.IsZero():
-		return fmt.Errorf("%w: due time %s is the zero time", ErrBadDelayEntry, t.UTC().Format(time.RFC3339))
+		return &DueRangeError{Reason: fmt.Sprintf("due time %s is the zero time", t.UTC().Format(time.RFC3339))}
 	case t.Before(lo):
-		return fmt.Errorf("%w: due time %s is before %s", ErrBadDelayEntry, t.UTC().Format(time.RFC3339Nano), lo.Format(time.RFC3339))
+		return &DueRangeError{Reason: fmt.Sprintf("due time %s is before %s", t.UTC().Format(time.RFC3339Nano), lo.Format(time.RFC3339))}
 	case t.After(hi):
-		return fmt.Errorf("%w: due time %s is after %s", ErrBadDelayEntry, t.UTC().Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))
+		return &DueRangeError{Reason: fmt.Sprintf("due time %s is after %s", t.UTC().Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano))}
 	}
 	return nil
 }

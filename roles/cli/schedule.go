@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/control"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -195,8 +196,8 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	}
 	s := store.Schedule{ID: id, Cron: cmd.String("cron"), TimeZone: cmd.String("tz"),
 		Enabled: !cmd.Bool("disabled"), FlowID: cmd.String("flow"), FlowVersion: cmd.String("version")}
-	if _, err := store.ParseCron(strings.TrimSpace(s.Cron), s.TimeZone); err != nil {
-		return cliUsage(name, "--cron/--tz: %v", err)
+	if err := control.CheckSchedule(&s); err != nil {
+		return refused(name, err) // before any connection: a bad spec is refused without Redis
 	}
 	k, err := prepare(cmd, name, config.RoleSchedule, stderr)
 	if err != nil {
