@@ -25,7 +25,8 @@ type InstanceRequest struct {
 	ID   string        // the instance id (PLAITA_INSTANCE_ID), as `plaita status` lists it
 	Wait time.Duration // for its answer (≤ 0: DefaultAnswerWait)
 	From string        // who asks, for the instance's log ("ctl@host", "console:admin")
-	// Graceful is the runbook's `stop --graceful`: accepted; every stop drains.
+	// Graceful is `stop --graceful` as operators' scripts write it: accepted; every stop drains
+	// (docs/operations.md).
 	Graceful bool
 	// GoneWait, for a stop: after the answer, wait up to this long for the instance to leave the
 	// registry (0: do not wait).

@@ -1,5 +1,5 @@
-// Package roles wires plaita's service roles (worker, console, filter, schedule, delay; dev
-// once built): typed settings from the configuration (roles/settings), the role's services
+// Package roles wires plaita's service roles (worker, console, filter, schedule, delay) and
+// plaita dev, which runs them in one process: typed settings from the configuration (roles/settings), the role's services
 // from roles/<role>/ and internal/, and one lifecycle for all of them (serve.go). The commands
 // that run them, and the operator commands, are in roles/cli; what the roles do is in
 // roles/<role>/, engine/, store/ and queue/.

@@ -34,8 +34,8 @@ const ReplyTTL = time.Minute
 type ControlRequest struct {
 	ID string `json:"id"` // names the reply List
 	Op string `json:"op"` // status | stop
-	// Graceful is the runbook's `stop --graceful`: accepted and recorded; a stop always drains,
-	// as SIGTERM does.
+	// Graceful is `stop --graceful` as operators' scripts write it: accepted and recorded; a stop
+	// always drains, as SIGTERM does.
 	Graceful bool      `json:"graceful,omitempty"`
 	From     string    `json:"from,omitempty"` // who asked: "ctl@host", "console:<login>"
 	At       time.Time `json:"at"`

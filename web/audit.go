@@ -11,7 +11,7 @@ import (
 	"plaita/store/sqlite"
 )
 
-// The audit trail (issue [console-api] §2.7, store/sqlite/audit.go): every write and every
+// The audit trail (docs/console.md, "Audit"; store/sqlite/audit.go): every write and every
 // denial. A row names the actor, how it authenticated (actor kind), the credential's
 // fingerprint when it was a key, the request id and the client address, so that "which key did
 // what, when, to which tenant" has an answer; denials are coalesced by the store per (action,

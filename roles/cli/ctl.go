@@ -25,7 +25,7 @@ func ctlCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 			"status: its role, registry status, whether it drains, its uptime and, for a worker, its tasks in flight.\n" +
 			"stop: a drain, as SIGTERM does — no new work, in-flight work finishes (past PLAITA_WORKER_DRAIN_TIMEOUT it is\n" +
 			"left pending for another worker), then the instance deregisters and exits 0. --graceful is accepted for the\n" +
-			"runbook's form: every stop is graceful. INSTANCE is the id `plaita status` lists (PLAITA_INSTANCE_ID).\n" +
+			"form operators' scripts use: every stop is graceful. INSTANCE is the id `plaita status` lists (PLAITA_INSTANCE_ID).\n" +
 			"Exit status: 0 answered; 1 unknown instance, no answer in time, or failure; 2 bad usage or configuration.",
 		Action: subcommandsOnly,
 		Commands: []*cli.Command{
@@ -42,7 +42,7 @@ func ctlCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				Name:      "stop",
 				Usage:     "ask an instance to drain and exit (as SIGTERM does)",
 				UsageText: "plaita ctl stop [--graceful] [--wait] INSTANCE [--timeout D] [--json]",
-				Flags: cliFlags(&cli.BoolFlag{Name: "graceful", Usage: "accepted for the runbook's form: a stop always drains"},
+				Flags: cliFlags(&cli.BoolFlag{Name: "graceful", Usage: "accepted for the form operators' scripts use: a stop always drains"},
 					&cli.BoolFlag{Name: "wait", Usage: "after the answer, wait (within --timeout) until the instance has left the registry"},
 					timeout, jsonFlag("print the answer as JSON (durations in nanoseconds)")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {

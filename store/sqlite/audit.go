@@ -14,7 +14,7 @@ import (
 	"plaita/store/keys"
 )
 
-// The audit trail: every write and every denial of the console (issue [console-api] §7).
+// The audit trail: every write and every denial of the console (docs/console.md, "Audit").
 // Denials are coalesced so that traffic nobody is allowed to send cannot grow the table by
 // its request count: a denial of the same (action, actor, ip, tenant, reason) as a denial
 // recorded less than the window ago (WithAuditWindow, 60 s by default) adds one to that row's
@@ -159,7 +159,7 @@ func auditDetails(d json.RawMessage) (string, error) {
 	return buf.String(), nil
 }
 
-// Audit page limits (the runbook's: default 200, at most 1000).
+// Audit page limits: default 200, at most 1000 (docs/console.md, "Audit").
 const (
 	DefaultAuditLimit = 200
 	MaxAuditLimit     = 1000
