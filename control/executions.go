@@ -43,6 +43,9 @@ type Started struct {
 	MessageID   string `json:"message_id"`
 	// WorkersAlive is how many workers the registry knows alive: with none, nothing runs it yet.
 	WorkersAlive int `json:"workers_alive"`
+	// Replayed: the idempotency key named an execution that exists already; nothing was
+	// enqueued (StartOnce).
+	Replayed bool `json:"replayed"`
 	// Dispatch is the capacity-dispatch decision, when capacity dispatch is on.
 	Dispatch *DispatchDecision `json:"dispatch,omitempty"`
 	// EnqueueRetries is how many times the start was sent again after the connection failed

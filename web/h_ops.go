@@ -2,8 +2,6 @@ package web
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -179,11 +177,9 @@ type startIn struct {
 }
 
 // ExecutionStarted is a start enqueued (or, for a retried Idempotency-Key, the one enqueued
-// before).
+// before: replayed).
 type ExecutionStarted struct {
 	control.Started
-	// Replayed: the Idempotency-Key named an execution that exists already; nothing was enqueued.
-	Replayed bool `json:"replayed"`
 }
 
 type startOut struct {
@@ -191,56 +187,26 @@ type startOut struct {
 	Body   ExecutionStarted
 }
 
-// idempotentID is the execution id of an Idempotency-Key in a tenant: a pure function of the
-// two, so a retry, however late and on whichever console, names the same execution, and a
-// worker given its start twice continues the one it created.
-func idempotentID(tenant, key string) string {
-	sum := sha256.Sum256([]byte("plaita-idempotency\x00" + tenant + "\x00" + key))
-	return "ex_" + hex.EncodeToString(sum[:12])
-}
-
 func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startOut, error) {
 	req := control.StartRequest{Tenant: c.Tenant, FlowID: in.Body.FlowID, Version: in.Body.Version, Input: in.Body.Input}
 	if k := in.IdempotencyKey; k != "" {
-		req.ExecutionID = idempotentID(c.Tenant, k)
 		c.Note("idempotency_key", sqlite.Fingerprint(k))
-		shown, err := a.ops().Show(ctx, c.Tenant, req.ExecutionID)
-		switch r := control.AsRefusal(err); {
-		case err == nil:
-			return a.replayed(c, req, shown)
-		case r != nil && r.Class == control.NotFound:
-		default:
-			return nil, err
-		}
+		c.Audit.Target = control.IdempotentID(c.Tenant, k)
 	}
-	s, err := a.ops().Start(ctx, req)
+	s, err := control.StartOnce(ctx, a.ops(), req, in.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}
 	c.Audit.Target = s.ExecutionID
+	if s.Replayed {
+		c.Note("replayed", true)
+		return &startOut{Status: http.StatusOK, Body: ExecutionStarted{Started: s}}, nil
+	}
 	c.Note("flow", s.FlowID+"@"+s.FlowVersion)
 	if s.EnqueueRetries > 0 {
 		c.Note("enqueue_retries", s.EnqueueRetries) // the connection failed under the first XADD
 	}
 	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: s}}, nil
-}
-
-// replayed answers a retried Idempotency-Key with the execution it names; a key reused for
-// another flow is a 409.
-func (a *api) replayed(c *Call, req control.StartRequest, shown control.Shown) (*startOut, error) {
-	out := ExecutionStarted{Started: control.Started{ExecutionID: req.ExecutionID, TenantID: c.Tenant, Queue: a.ops().QueueName()}, Replayed: true}
-	if st := shown.Execution; st != nil {
-		if st.FlowID != req.FlowID || (req.Version != "" && st.FlowVersion != req.Version) {
-			return nil, newProblem(http.StatusConflict, "idempotency_key_reused",
-				"the Idempotency-Key was used for execution %s of flow %s version %s; use a new key for another start", st.ExecutionID, st.FlowID, st.FlowVersion)
-		}
-		out.FlowID, out.FlowVersion = st.FlowID, st.FlowVersion
-	} else {
-		out.FlowID, out.FlowVersion = req.FlowID, req.Version
-	}
-	c.Audit.Target = req.ExecutionID
-	c.Note("replayed", true)
-	return &startOut{Status: http.StatusOK, Body: out}, nil
 }
 
 type executionListIn struct {

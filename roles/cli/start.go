@@ -20,6 +20,9 @@ import (
 // `plaita start FLOW.json|FLOW_ID`: control.Start publishes a file's flow (an immutable version:
 // control/flows.go) and enqueues an execution of it; --wait follows it to its end.
 
+// maxIdempotencyKey bounds --idempotency-key as the API bounds its Idempotency-Key header.
+const maxIdempotencyKey = 255
+
 // startDefaultTimeout bounds --wait when --timeout is not given.
 const startDefaultTimeout = 60 * time.Second
 
@@ -27,7 +30,7 @@ func startCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "start",
 		Usage:     "publish (from a file) or pick a published flow and enqueue a new execution of it",
-		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--wait] [--timeout SECONDS] [--json]",
+		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--idempotency-key KEY] [--wait] [--timeout SECONDS] [--json]",
 		Description: "A FLOW.json file is validated and published first (its \"version\" field, else the first 12 hex\n" +
 			"characters of its hash, is the version); a FLOW_ID starts the published --version, else the most\n" +
 			"recently published one. The execution id is printed; a worker runs it.\n\n" +
@@ -38,6 +41,7 @@ func startCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "version", Usage: "the flow version to start (a FLOW_ID), or to publish the file as"},
 			tenantFlag(),
 			&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
+			&cli.StringFlag{Name: "idempotency-key", Usage: "name this start: a retry with the same key (here or over the console's API) makes no second execution"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until the execution completes, fails, is cancelled or suspends"},
 			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
 			jsonFlag("print a JSON object (with --wait: the execution state) instead of text"),
@@ -64,6 +68,10 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	req := control.StartRequest{Version: cmd.String("version"), FlowID: arg}
 	if cmd.IsSet("version") && req.Version == "" {
 		return cliUsage(name, "--version must not be empty")
+	}
+	key := cmd.String("idempotency-key")
+	if cmd.IsSet("idempotency-key") && (key == "" || len(key) > maxIdempotencyKey) {
+		return cliUsage(name, "--idempotency-key must be 1 to %d bytes", maxIdempotencyKey)
 	}
 	isFile := false
 	if fi, err := os.Stat(arg); err == nil && !fi.IsDir() {
@@ -93,7 +101,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	}
 	defer k.close()
 
-	started, err := k.plane.Start(ctx, req)
+	started, err := control.StartOnce(ctx, k.plane, req, key)
 	if r := control.AsRefusal(err); r != nil && isFile && r.Code != "invalid_input" {
 		return refused(name, fmt.Errorf("%s: %w", arg, err)) // the file's refusal: name the file
 	} else if err != nil {
@@ -103,7 +111,9 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		logPublished(k, started)
 		warnFlow(k.log, arg, started.Flow)
 	}
-	if started.WorkersAlive == 0 {
+	if started.Replayed {
+		fmt.Fprintf(stderr, "plaita: start: the idempotency key names execution %s, started before: nothing was enqueued\n", started.ExecutionID)
+	} else if started.WorkersAlive == 0 {
 		fmt.Fprintf(stderr, "plaita: start: no worker is registered: execution %s waits in the queue until one runs (%s worker)\n", started.ExecutionID, k.program)
 	}
 	if !cmd.Bool("wait") {

@@ -1,0 +1,60 @@
+package control
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// Starts that a client retries: the console's Idempotency-Key and `plaita start
+// --idempotency-key` name a start, so that a retry — however late, on whichever console or
+// host — makes no second execution (docs/console.md, POST /api/executions).
+
+// IdempotentID is the execution id of an idempotency key in a tenant (canonical, "default" for
+// the default one): a pure function of the two, so every retry names the same execution, and a
+// worker given its start twice continues the one it created.
+func IdempotentID(tenant, key string) string {
+	sum := sha256.Sum256([]byte("plaita-idempotency\x00" + tenant + "\x00" + key))
+	return "ex_" + hex.EncodeToString(sum[:12])
+}
+
+// StartOnce is ops.Start for a start named by key ("" : a plain start). When the execution the
+// key names exists already, nothing is enqueued: the answer is that execution, Replayed — or, if
+// it is of another flow or version, a Conflict refusal idempotency_key_reused.
+func StartOnce(ctx context.Context, ops Operations, req StartRequest, key string) (Started, error) {
+	if key == "" {
+		return ops.Start(ctx, req)
+	}
+	tenant, err := ops.Tenant(req.Tenant)
+	if err != nil {
+		return Started{}, err
+	}
+	req.Tenant, req.ExecutionID = tenant, IdempotentID(tenant, key)
+	shown, err := ops.Show(ctx, tenant, req.ExecutionID)
+	switch r := AsRefusal(err); {
+	case err == nil:
+	case r != nil && r.Class == NotFound:
+		return ops.Start(ctx, req)
+	default:
+		return Started{}, err
+	}
+	flowID := req.FlowID
+	if len(req.Definition) > 0 { // a definition to publish: its id is the flow's
+		f, err := ops.ParseFlow(req.Definition)
+		if err != nil {
+			return Started{}, refuse(Invalid, "invalid_flow", err, "%v", err)
+		}
+		flowID = f.ID
+	}
+	out := Started{ExecutionID: req.ExecutionID, TenantID: tenant, Queue: ops.QueueName(), Replayed: true,
+		FlowID: flowID, FlowVersion: req.Version}
+	if st := shown.Execution; st != nil {
+		if st.FlowID != flowID || (req.Version != "" && st.FlowVersion != req.Version) {
+			return Started{}, refuse(Conflict, "idempotency_key_reused", nil,
+				"the idempotency key was used for execution %s of flow %s version %s; use a new key for another start",
+				st.ExecutionID, st.FlowID, st.FlowVersion)
+		}
+		out.FlowID, out.FlowVersion = st.FlowID, st.FlowVersion
+	}
+	return out, nil
+}
