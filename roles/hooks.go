@@ -2,9 +2,9 @@ package roles
 
 import "context"
 
-// Hooks are what a test hears of the roles it runs in process (test/cluster runs the role
-// bodies of the binary as goroutines): the signals that stand in for a probe of /readyz. A
-// binary sets none; a role reads them from the context it runs with (WithHooks).
+// Hooks are what a test hears of the roles it runs in process (test/e2e's default build runs
+// the role bodies of the binary as goroutines): the signals that stand in for a probe of
+// /readyz. A binary sets none; a role reads them from the context it runs with (WithHooks).
 type Hooks struct {
 	// Ready hears a role once it is ready: the console once it serves, a worker once it
 	// consumes, the filter once it is subscribed.

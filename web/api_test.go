@@ -421,7 +421,8 @@ func TestFlowsAndExecutions(t *testing.T) {
 }
 
 // TestResumeRefusalsCarryTheHint: an exhausted retry budget is a 409 that says why, which
-// counter, its key and how to unblock it — what the CLI prints too (test/cluster compares them).
+// counter, its key and how to unblock it — what the CLI prints too (test/e2e's
+// cli_hints_inproc_test.go compares them).
 func TestResumeRefusalsCarryTheHint(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

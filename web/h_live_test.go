@@ -17,8 +17,8 @@ import (
 
 // The live streams' protocol over real HTTP against a real Redis, with the test in the
 // worker's place (it saves states and publishes live events; roles/console_live_test.go and
-// test/cluster follow a real worker): event ids, Last-Event-ID, heartbeats, the stream bound, the
-// drain, access and tenant isolation, and the polling fallback.
+// test/e2e's in-process scenarios follow a real worker): event ids, Last-Event-ID, heartbeats,
+// the stream bound, the drain, access and tenant isolation, and the polling fallback.
 
 const eventWait = 10 * time.Second
 

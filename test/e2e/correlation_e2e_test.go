@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,46 +18,6 @@ import (
 // an event is checked only against the waits of its values and the uncorrelated waits of its
 // type. Every test ends with every matching wait woken exactly once — by its own event: the
 // flows end with the tag of the event that woke them — and no other.
-
-// corrFlow is a flow waiting for an event of type typ with match, ending with the waking
-// event's tag.
-func corrFlow(id, typ, match string) string {
-	m, _ := json.Marshal(match)
-	return fmt.Sprintf(`{"id":%q,"start":"w","nodes":[
-	{"id":"w","type":"wait_event","params":{"event_type":%q,"match":%s},"next":"done"},
-	{"id":"done","type":"end","params":{"output":"{{ EVENT.tag }}"}}]}`, id, typ, m)
-}
-
-// corrStart publishes def and starts it with input; warned says whether the start logged a
-// validation warning for the wait's match.
-func (s *stack) corrStart(name, def, input string) (id string, warned bool) {
-	s.t.Helper()
-	out, r := startFile(s.t, s.env, writeFile(s.t, name+".json", def), "--input", input)
-	if r.code != 0 {
-		s.t.Fatalf("start %s: exit %d\n%s", name, r.code, r.stderr)
-	}
-	return out.ExecutionID, strings.Contains(r.stderr, `"event":"flow.warning"`) && strings.Contains(r.stderr, `"path":"nodes[0].params.match"`)
-}
-
-// wokenBy waits until the execution completed and checks that exactly one resume was applied,
-// by the event tagged tag.
-func (s *stack) wokenBy(id, tag string) {
-	s.t.Helper()
-	st := s.waitStatus(id, "", state.Completed, 60*time.Second)
-	if st.Output != tag || resumes(st) != 1 {
-		s.t.Fatalf("%s: woken with %v after %d resumes, want once by %s\n%s", id, st.Output, resumes(st), tag, s.logs())
-	}
-}
-
-// stillWaiting checks that the executions are still suspended.
-func (s *stack) stillWaiting(ids ...string) {
-	s.t.Helper()
-	for _, id := range ids {
-		if st := s.show(id, ""); st.Status != state.Suspended {
-			s.t.Fatalf("%s is %s (output %v): woken by an event that is not its own", id, st.Status, st.Output)
-		}
-	}
-}
 
 // kill -9 of a filter in the middle of a burst — events of the waits' values and of values no
 // wait has, of one type — loses no wake-up and doubles none: the next filter (its start-up

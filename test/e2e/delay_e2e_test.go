@@ -3,72 +3,16 @@
 package e2e
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"plaita/config"
 	"plaita/engine/state"
-	"plaita/queue"
 )
 
 // Acceptance scenarios of the delay role: real `plaita worker` and `plaita delay` processes on
 // a private redis-server, driven through the CLI (`plaita start`, `plaita execution show`).
 // Redis is read only to count what reached it (stream entries added, delay-queue members).
-
-// newDelayStack is the delay suite's stack: four consumers per worker.
-func newDelayStack(t *testing.T) *stack {
-	t.Helper()
-	return newStack(t, withTimeout(3*time.Minute), withEnv(map[string]string{"PLAITA_WORKER_CONCURRENCY": "4"}))
-}
-
-// entriesAdded is how many entries were ever added to the task stream (XINFO STREAM
-// entries-added): every start and every resume that reached it, whether or not it was deleted
-// after it was acked.
-func (d *stack) entriesAdded() int64 {
-	d.t.Helper()
-	m, err := d.c.Do(d.ctx, d.c.B().XinfoStream().Key(config.QueueName.In(d.cfg)).Build()).AsMap()
-	if err != nil {
-		d.t.Fatalf("xinfo stream: %v", err)
-	}
-	v := m["entries-added"]
-	n, err := v.AsInt64()
-	if err != nil {
-		d.t.Fatalf("entries-added: %v", err)
-	}
-	return n
-}
-
-func (d *stack) scheduledKey() string { return queue.DelayScheduledKey(config.DelayQueue.In(d.cfg)) }
-
-func (d *stack) scheduled() []string {
-	d.t.Helper()
-	ms, err := d.c.Do(d.ctx, d.c.B().Zrange().Key(d.scheduledKey()).Min("0").Max("-1").Build()).AsStrSlice()
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return ms
-}
-
-// fired counts the delay.fired lines for execution id in the logs of procs.
-func fired(id string, procs ...*proc) int {
-	n := 0
-	for _, p := range procs {
-		for _, l := range logLines(p.stderr.String(), "delay.fired") {
-			if l["execution_id"] == id {
-				n++
-			}
-		}
-	}
-	return n
-}
-
-func delayFlowFile(t *testing.T, id string, seconds float64) string {
-	return writeFile(t, id+".json", fmt.Sprintf(`{"id":%q,"version":"1","start":"nap","nodes":[
-	 {"id":"nap","type":"delay","params":{"seconds":%v},"next":"done"},
-	 {"id":"done","type":"end","params":{"output":{"due":"{{ NODE.nap.due }}","resumed_at":"{{ NODE.nap.resumed_at }}"}}}]}`, id, seconds))
-}
 
 // The delay role killed with kill -9 while the entry waits, and started again: the resume is
 // sent exactly once.

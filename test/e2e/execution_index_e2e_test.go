@@ -3,38 +3,18 @@
 package e2e
 
 import (
-	"encoding/json"
 	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"plaita/engine/state"
-	"plaita/store"
 	"plaita/store/keys"
 )
 
 // Executions listed by the INPUT fields their flow indexes and by start time, through the
 // binary: `plaita execution list --index FIELD=VALUE --started-after --started-before`
 // (docs/flows.md, "Indexed fields").
-
-// listJSON runs `plaita execution list ARGS --json` and returns the ids, the summaries and the
-// next cursor.
-func (s *stack) listJSON(args ...string) (ids []string, items []store.Summary, next string) {
-	s.t.Helper()
-	out := s.cli(append([]string{"execution", "list", "--json"}, args...)...)
-	var page struct {
-		Items      []store.Summary `json:"items"`
-		NextCursor string          `json:"next_cursor"`
-	}
-	if err := json.Unmarshal([]byte(out), &page); err != nil {
-		s.t.Fatalf("execution list --json: %v\n%s", err, out)
-	}
-	for _, it := range page.Items {
-		ids = append(ids, it.ExecutionID)
-	}
-	return ids, page.Items, page.NextCursor
-}
 
 // A start whose first step calls out writes its state, and indexes it, before that step; the
 // worker is killed in the step and the start is redelivered to another worker, which finds the

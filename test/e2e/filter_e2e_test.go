@@ -16,31 +16,6 @@ import (
 // `plaita event publish`, `plaita execution show --json`). Filters serve /metrics on a free
 // port: their counters are the positive signals the tests wait for.
 
-// approvalFlow waits for an order.approved event of the input's order, then ends with the
-// event's data.
-const approvalFlow = `{"id":"approve","start":"wait","nodes":[
-	{"id":"wait","type":"wait_event","params":{"event_type":"order.approved","match":"EVENT.order_id == INPUT.order_id"},"next":"done"},
-	{"id":"done","type":"end","params":{"output":{"order_id":"{{ EVENT.order_id }}","by":"{{ EVENT.by ?? '' }}"}}}]}`
-
-// newFilterStack is the filter suite's stack (the CLI suites' environment, a reconcile pass a
-// second: a test waiting for the reconciler waits seconds, not minutes), extra on top.
-func newFilterStack(t *testing.T, extra map[string]string, redisArgs ...string) *stack {
-	t.Helper()
-	return newStack(t, withEnv(cliEnv()), withEnv(map[string]string{"PLAITA_EVENT_RECONCILE_INTERVAL": "1"}), withEnv(extra),
-		withRedisArgs(redisArgs...))
-}
-
-// filter starts a filter and waits until it is ready (/readyz: it listens for notifications).
-func (s *stack) filter(extra map[string]string) *proc {
-	s.t.Helper()
-	p := s.start("filter", extra)
-	waitFor(s.t, "the filter is ready", 60*time.Second, func() bool {
-		code, _ := p.get("/readyz")
-		return code == http.StatusOK
-	}, s.procs...)
-	return p
-}
-
 // kill -9 of a filter while it delivers a burst of events loses no wake-up: the filter started
 // after it (its start-up reconcile pass, taking over the claims the dead one left pending)
 // resumes every execution, each once.

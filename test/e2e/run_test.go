@@ -15,7 +15,7 @@ import (
 )
 
 // `plaita run` interrupted by SIGINT, as a process (the rest of run's tests run in process:
-// test/cluster).
+// run_inproc_test.go).
 
 // TestRunInterrupt stops a long loop with SIGINT (Ctrl-C): the state is saved at the last
 // step boundary, and the execution can then be cancelled.

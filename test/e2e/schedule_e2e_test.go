@@ -48,26 +48,6 @@ func (e *stack) publishFile(tenant, name string) {
 	e.cli("start", path, "--tenant", tenant)
 }
 
-func (e *stack) addSchedule(args ...string) store.ScheduleRecord {
-	e.t.Helper()
-	out := e.cli(append([]string{"schedule", "add"}, append(args, "--json")...)...)
-	var rec store.ScheduleRecord
-	if err := json.Unmarshal([]byte(out), &rec); err != nil {
-		e.t.Fatalf("schedule add --json does not parse: %v\n%s", err, out)
-	}
-	return rec
-}
-
-func (e *stack) showSchedule(tenant, id string) store.ScheduleRecord {
-	e.t.Helper()
-	out := e.cli("schedule", "show", id, "--tenant", tenant, "--json")
-	var rec store.ScheduleRecord
-	if err := json.Unmarshal([]byte(out), &rec); err != nil {
-		e.t.Fatalf("schedule show --json does not parse: %v\n%s", err, out)
-	}
-	return rec
-}
-
 func compactJSON(t *testing.T, raw []byte) string {
 	t.Helper()
 	var b bytes.Buffer
@@ -75,16 +55,6 @@ func compactJSON(t *testing.T, raw []byte) string {
 		t.Fatalf("%s: %v", raw, err)
 	}
 	return b.String()
-}
-
-// ticks maps the execution ids of rec's starts to their ticks, for every whole second from its
-// creation to a minute from now.
-func ticks(rec store.ScheduleRecord) map[string]time.Time {
-	out := map[string]time.Time{}
-	for t := rec.CreatedAt.Truncate(time.Second); t.Before(time.Now().Add(time.Minute)); t = t.Add(time.Second) {
-		out[schedule.ExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, t)] = t
-	}
-	return out
 }
 
 // starts counts the schedule's starts in the task stream, per tick.

@@ -3,7 +3,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,66 +10,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"plaita/engine/state"
 )
 
 // Inputs that once broke the wake-up path, each through the binary with a real worker, filter
 // and delay role on a private Redis. The setup of each: a wait_event flow matching
 // EVENT.k == INPUT.k, started with {"k":"u"} and left waiting.
-
-const attackFlow = `{"id":"attack","start":"wait","nodes":[
-	{"id":"wait","type":"wait_event","params":{"event_type":"T","match":"EVENT.k == INPUT.k"},"next":"done"},
-	{"id":"done","type":"end","params":{"output":{"k":"{{ EVENT.k }}","n":"{{ EVENT.n ?? 0 }}"}}}]}`
-
-// attackStack is a filter suite's stack with the three roles running and one execution
-// waiting.
-type attackStack struct {
-	*stack
-	waiting string // the execution waiting for a T event with k == "u"
-}
-
-func newAttackStack(t *testing.T, extra map[string]string) *attackStack {
-	t.Helper()
-	s := &attackStack{stack: newFilterStack(t, extra)}
-	s.start("worker", nil)
-	s.filter(nil)
-	s.start("delay", nil)
-	s.waiting = s.startDef("attack", attackFlow, "", `{"k":"u"}`)
-	s.waitStatus(s.waiting, "", state.Suspended, 60*time.Second)
-	return s
-}
-
-// refused runs the binary and wants exit code with want in stderr.
-func (s *attackStack) refused(code int, want string, args ...string) result {
-	s.t.Helper()
-	r := run(s.t, s.env, append(args, "--quiet")...)
-	if r.code != code || !strings.Contains(r.stderr, want) {
-		s.t.Fatalf("%.200q: exit %d, stderr %q; want exit %d and %q", strings.Join(args, " "), r.code, r.stderr, code, want)
-	}
-	return r
-}
-
-// events is how many events the tenant has (`plaita event list --json`).
-func (s *attackStack) events() int {
-	s.t.Helper()
-	r := run(s.t, s.env, "event", "list", "--json", "--quiet")
-	var page struct {
-		Events []json.RawMessage `json:"events"`
-	}
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &page) != nil {
-		s.t.Fatalf("event list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
-	return len(page.Events)
-}
-
-// wakes publishes a good event and waits for the waiting execution to complete: what was
-// refused before left the wait intact.
-func (s *attackStack) wakes(data string) state.Execution {
-	s.t.Helper()
-	s.publishEvent("T", data)
-	return s.waitStatus(s.waiting, "", state.Completed, 60*time.Second)
-}
 
 // Every @file read is bounded by what it feeds: /dev/zero as an event's data, an input, resume
 // data or a flow file is refused at the bound within moments (it once grew to 4.3 GB in 4 s),

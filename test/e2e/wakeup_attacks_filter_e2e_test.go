@@ -23,11 +23,6 @@ import (
 // reconciler, and a burst of events past the listener's queue must not leave its waits to the
 // next periodic reconcile pass.
 
-// keyFlow waits for a k.set event whose k is the input's.
-const keyFlow = `{"id":"wait-k","start":"wait","nodes":[
-	{"id":"wait","type":"wait_event","params":{"event_type":"k.set","match":"EVENT.k == INPUT.k"},"next":"done"},
-	{"id":"done","type":"end","params":{"output":{"k":"{{ EVENT.k }}"}}}]}`
-
 // burstWaits and burstEvents size the burst: 20 executions wait for k.set events of their
 // own key, and 20,000 k.set events are published as fast as the test can, the one matching
 // wait i being the 1,000·i+500th. Every other event is checked against every wait still

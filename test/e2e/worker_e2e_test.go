@@ -205,11 +205,6 @@ func TestE2EDefect004NaNIsAStateSerializationError(t *testing.T) {
 	}
 }
 
-const shortFlow = `{"id":"short","start":"a","nodes":[
-	{"id":"a","type":"set","params":{"vars":{"x":"1"}},"next":"b"},
-	{"id":"b","type":"set","params":{"vars":{"y":"{{ VARS.x }}2"}},"next":"done"},
-	{"id":"done","type":"end","params":{"output":"{{ VARS.y }}"}}]}`
-
 func TestE2ERedisRestartMidRun(t *testing.T) {
 	t.Parallel()
 	e := newStack(t, withTimeout(120*time.Second), withEnv(map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500", "PLAITA_LEASE_TTL_SECONDS": "2",
