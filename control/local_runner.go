@@ -143,8 +143,11 @@ func (r *localRunner) Stop(ctx context.Context) {
 // the orphans and arms the timers before it runs jobs; its Stop drains.
 func (l *Local) Runner() service.Service { return l.run }
 
+// ReconcileResult is what an orphan reconcile of local mode did.
+type ReconcileResult = sqlite.ReconcileResult
+
 // Reconciled is what the start-up orphan reconcile did, for /health (nil before it ran).
-func (l *Local) Reconciled() (*sqlite.ReconcileResult, error) {
+func (l *Local) Reconciled() (*ReconcileResult, error) {
 	l.run.mu.Lock()
 	defer l.run.mu.Unlock()
 	return l.run.reconciled, l.run.reconErr

@@ -106,7 +106,8 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	var metricsService service.Service = metricsSrv
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	redisURL := config.ConsoleRedisURL.In(cfg)
-	deps := web.Deps{DB: db, Log: log, Ready: ready}
+	deps := web.Deps{Log: log, Ready: ready}
+	var redisStore *store.Redis
 	var registry *presence.Registry
 	var local *control.Local
 	var ctlChannel *store.Control
@@ -169,7 +170,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if err := db.MarkServed(startCtx, sqlite.ServedCluster, config.MaskURL(redisURL)); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		if deps.Plane, deps.Redis, err = consoleRedis(cfg, c, db, set, log); err != nil {
+		if deps.Plane, redisStore, err = consoleRedis(cfg, c, db, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
 		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
@@ -181,6 +182,8 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(c, keys.DefaultRoot)
 	}
+	deps.Accounts = control.NewAccounts(db, redisStore, deps.Plane, control.AccountsSettings{Epoch: config.DeploymentEpoch.In(cfg), Log: log})
+	deps.Catalog = control.NewCatalog(db, publisher(deps.Plane, local))
 	srv := web.New(deps, consoleSettings(cfg))
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
@@ -212,7 +215,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			return fmt.Errorf("console: %w", err)
 		}
 	}
-	if deps.Redis != nil {
+	if redisStore != nil {
 		// A failure is logged (and on /health): the console still serves, the workers keep the
 		// statuses they had until the next reconcile.
 		_, _ = srv.ReconcileTenantStatuses(startCtx, web.TriggerStart)
@@ -293,8 +296,8 @@ func (e *engineSync) Stop(context.Context) { e.stopped.Store(true) }
 func consoleSettings(cfg *config.Config) web.Settings {
 	return web.Settings{
 		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
-		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg), DeploymentEpoch: config.DeploymentEpoch.In(cfg),
-		Version: buildVersion(),
+		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg),
+		Version:            buildVersion(),
 		Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg),
 			MaxPerTenant: config.ConsoleMaxStreamsPerTenant.In(cfg)},
 		SessionTTL:           time.Duration(config.ConsoleSessionTTL.In(cfg)) * time.Second,
@@ -339,6 +342,18 @@ func buildVersion() string {
 		return info.Main.Version
 	}
 	return "devel"
+}
+
+// publisher is what publishes flows in the console's mode: the plane over Redis, else local
+// mode's.
+func publisher(plane *control.Plane, local *control.Local) control.Publisher {
+	switch {
+	case plane != nil:
+		return plane
+	case local != nil:
+		return local
+	}
+	return nil // not an interface holding a nil *Local: the catalog tells "none" by nil
 }
 
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes

@@ -78,7 +78,8 @@ func newLiveStack(t *testing.T, live web.LiveSettings) *liveStack {
 		t.Fatal(err)
 	}
 	jobs := control.NewBulk(plane, db, control.BulkSettings{Runner: "console-live"})
-	api := web.New(web.Deps{DB: db, Plane: plane, Redis: rs, Jobs: jobs, Log: zerolog.Nop()}, web.Settings{AdminAPIKey: liveKey, Live: live})
+	api := web.New(web.Deps{Accounts: control.NewAccounts(db, rs, plane, control.AccountsSettings{Log: zerolog.Nop()}),
+		Catalog: control.NewCatalog(db, plane), Plane: plane, Jobs: jobs, Log: zerolog.Nop()}, web.Settings{AdminAPIKey: liveKey, Live: live})
 	var consoles service.Group
 	if err := consoles.Start(ctx, service.Named{Name: "jobs", Service: jobs}, service.Named{Name: "http", Service: api.Service("127.0.0.1:0")}); err != nil {
 		t.Fatal(err)

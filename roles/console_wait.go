@@ -44,7 +44,7 @@ func waitForRedis(ctx context.Context, db *sqlite.DB, served sqlite.Served, url,
 	ready.SetNotReady(fmt.Sprintf("waiting for Redis (PLAITA_CONSOLE_REDIS_URL): this console database has served with Redis "+
 		"(since %s), so the console does not run local mode while Redis is unreachable — PLAITA_CONSOLE_LOCAL_FALLBACK=1 allows it",
 		served.First.UTC().Format(time.RFC3339)))
-	waiting := web.NewWaiting(db, ready, buildVersion(), log)
+	waiting := web.NewWaiting(db.Ping, ready, buildVersion(), log)
 	wait := &redisWait{url: url, connect: RedisClient, first: redisWaitFirst, max: redisWaitMax, got: make(chan rueidis.Client, 1)}
 	bg := context.Background()
 	stopAll := func() {

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/danielgtaylor/huma/v2"
+	"plaita/model"
 
-	"plaita/store/sqlite"
+	"github.com/danielgtaylor/huma/v2"
 )
 
 // Route is one endpoint: where it is, who may call it, what it needs and what it audits. Every
@@ -59,7 +59,7 @@ type Call struct {
 	// Tenant is the tenant the request acts in ("default" for the default tenant; "" for a
 	// route that is not tenant-scoped) and Role the caller's role there.
 	Tenant    string
-	Role      sqlite.Role
+	Role      model.Role
 	RequestID string
 	IP        string
 	Secure    bool // TLS, or X-Forwarded-Proto: https

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"plaita/control"
 	"strings"
 	"testing"
 	"time"
+
+	"plaita/control"
+	"plaita/model"
 
 	"plaita/engine"
 	"plaita/engine/state"
@@ -96,12 +98,12 @@ func TestTenantsAndMembers(t *testing.T) {
 		t.Fatalf("published %q", s)
 	}
 	boss.want(t, http.StatusOK, http.MethodPatch, "/api/tenants/acme", map[string]string{"name": "Acme Inc"})
-	var list sqlite.Page[sqlite.Tenant]
+	var list control.Page[model.Tenant]
 	boss.want(t, http.StatusOK, http.MethodGet, "/api/tenants?limit=1", nil).decode(t, &list)
-	if len(list.Items) != 1 || list.Next == "" {
+	if len(list.Items) != 1 || list.NextCursor == "" {
 		t.Fatalf("page: %+v", list)
 	}
-	boss.want(t, http.StatusOK, http.MethodGet, "/api/tenants?cursor="+list.Next, nil)
+	boss.want(t, http.StatusOK, http.MethodGet, "/api/tenants?cursor="+list.NextCursor, nil)
 	if p := boss.want(t, http.StatusBadRequest, http.MethodGet, "/api/tenants?cursor=forged", nil).problem(t); p.Code != "invalid_cursor" {
 		t.Fatalf("bad cursor: %+v", p)
 	}
@@ -252,9 +254,9 @@ func TestRoleBoundaries(t *testing.T) {
 	if len(list.Items) != 0 {
 		t.Fatalf("globex lists acme's executions: %+v", list)
 	}
-	var audit sqlite.AuditPage
+	var audit control.Page[model.AuditEntry]
 	globex.want(t, http.StatusOK, http.MethodGet, "/api/audit", nil).decode(t, &audit)
-	for _, e := range audit.Entries {
+	for _, e := range audit.Items {
 		if e.Tenant != "globex" {
 			t.Fatalf("globex reads a row of %q: %+v", e.Tenant, e)
 		}
@@ -517,21 +519,21 @@ func TestAuditTrail(t *testing.T) {
 	for i := range 5 {
 		admin.want(t, http.StatusCreated, http.MethodPost, "/api/api-keys", map[string]string{"name": fmt.Sprint("k", i), "role": "viewer"})
 	}
-	var p1, p2 sqlite.AuditPage
+	var p1, p2 control.Page[model.AuditEntry]
 	admin.want(t, http.StatusOK, http.MethodGet, "/api/audit?limit=3", nil).decode(t, &p1)
-	if len(p1.Entries) != 3 || p1.NextBeforeID == 0 || p1.Entries[0].Action != "api_key.create" {
+	if len(p1.Items) != 3 || p1.NextCursor == "" || p1.Items[0].Action != "api_key.create" {
 		t.Fatalf("page 1: %+v", p1)
 	}
-	admin.want(t, http.StatusOK, http.MethodGet, fmt.Sprintf("/api/audit?limit=3&before_id=%d", p1.NextBeforeID), nil).decode(t, &p2)
-	if len(p2.Entries) == 0 || p2.Entries[0].ID >= p1.Entries[2].ID {
+	admin.want(t, http.StatusOK, http.MethodGet, "/api/audit?limit=3&cursor="+p1.NextCursor, nil).decode(t, &p2)
+	if len(p2.Items) == 0 || p2.Items[0].ID >= p1.Items[2].ID {
 		t.Fatalf("page 2: %+v", p2)
 	}
 	// Each read is itself a row.
 	admin.want(t, http.StatusOK, http.MethodGet, "/api/audit?limit=1", nil).decode(t, &p1)
-	if p1.Entries[0].Action != "audit.read" || !strings.Contains(string(p1.Entries[0].Details), `"rows":3`) {
-		t.Fatalf("the read is not audited: %+v", p1.Entries[0])
+	if p1.Items[0].Action != "audit.read" || !strings.Contains(string(p1.Items[0].Details), `"rows":3`) {
+		t.Fatalf("the read is not audited: %+v", p1.Items[0])
 	}
-	for _, q := range []string{"?limit=0", "?limit=1001", "?before_id=-1", "?limit=x"} {
+	for _, q := range []string{"?limit=0", "?limit=1001", "?cursor=-1", "?cursor=x", "?before_id=5", "?limit=x"} {
 		admin.want(t, http.StatusBadRequest, http.MethodGet, "/api/audit"+q, nil)
 	}
 	admin.want(t, http.StatusForbidden, http.MethodGet, "/api/audit?all_tenants=true", nil)

@@ -6,9 +6,9 @@ import (
 	"net"
 	"strings"
 
-	"github.com/danielgtaylor/huma/v2"
+	"plaita/model"
 
-	"plaita/store/sqlite"
+	"github.com/danielgtaylor/huma/v2"
 )
 
 // The audit trail (docs/console.md, "Audit"; store/sqlite/audit.go): every write and every
@@ -22,7 +22,7 @@ import (
 type AuditRecord struct {
 	Call    *Call
 	Action  string
-	Outcome sqlite.Outcome
+	Outcome model.Outcome
 	Reason  string
 	Target  string
 	Tenant  string // "" is the call's tenant
@@ -53,7 +53,7 @@ func (a *api) audit(ctx context.Context, rec AuditRecord) {
 	}
 	// The audit row must be written even when the request was cancelled (a client that hung up
 	// after its write went through).
-	_, err = a.d.DB.AppendAudit(context.WithoutCancel(ctx), sqlite.AuditEntry{
+	err = a.d.Accounts.AppendAudit(context.WithoutCancel(ctx), model.AuditEntry{
 		Actor: c.Principal.Actor, ActorKind: c.Principal.Kind, Tenant: tenant, Action: rec.Action, Target: rec.Target,
 		Outcome: rec.Outcome, Reason: rec.Reason, IP: c.IP, RequestID: c.RequestID, Details: raw,
 	})
@@ -66,10 +66,10 @@ func (a *api) audit(ctx context.Context, rec AuditRecord) {
 // auditCall records a write a handler ran: allowed when it succeeded, denied with the problem's
 // code when it failed.
 func (a *api) auditCall(ctx context.Context, c *Call, err error) {
-	rec := AuditRecord{Call: c, Action: c.Route.Action, Outcome: sqlite.OutcomeAllow, Target: c.Audit.Target,
+	rec := AuditRecord{Call: c, Action: c.Route.Action, Outcome: model.OutcomeAllow, Target: c.Audit.Target,
 		Tenant: c.Audit.Tenant, Details: c.Audit.Details}
 	if err != nil {
-		rec.Outcome, rec.Reason = sqlite.OutcomeDeny, problemFor(err).Code
+		rec.Outcome, rec.Reason = model.OutcomeDeny, problemFor(err).Code
 	}
 	a.audit(ctx, rec)
 }
@@ -102,7 +102,7 @@ func (a *api) auditDenial(ctx context.Context, c *Call, reason string) {
 		}
 		who = &own
 	}
-	a.audit(ctx, AuditRecord{Call: who, Action: action + ".denied", Outcome: sqlite.OutcomeDeny, Reason: reason,
+	a.audit(ctx, AuditRecord{Call: who, Action: action + ".denied", Outcome: model.OutcomeDeny, Reason: reason,
 		Target: c.Route.Method + " " + c.Route.Path, Details: details})
 }
 

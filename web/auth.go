@@ -9,10 +9,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/danielgtaylor/huma/v2"
+	"plaita/control"
+	"plaita/model"
 
-	"plaita/store/keys"
-	"plaita/store/sqlite"
+	"github.com/danielgtaylor/huma/v2"
 )
 
 // Who may call what (docs/console.md, "Auth"). A request carries at most one credential, taken
@@ -42,14 +42,14 @@ func (a Access) String() string {
 }
 
 // role is the tenant role an access needs ("" for the others).
-func (a Access) role() sqlite.Role {
+func (a Access) role() model.Role {
 	switch a {
 	case TenantViewer:
-		return sqlite.RoleViewer
+		return model.RoleViewer
 	case TenantEditor:
-		return sqlite.RoleEditor
+		return model.RoleEditor
 	case TenantAdmin:
-		return sqlite.RoleAdmin
+		return model.RoleAdmin
 	}
 	return ""
 }
@@ -65,14 +65,14 @@ const (
 
 // Principal is who a request is.
 type Principal struct {
-	Kind sqlite.ActorKind
+	Kind model.ActorKind
 	// Actor names it in audit rows: a login, an API key's prefix, the admin key's fingerprint.
 	Actor string
 	// Fingerprint is the credential's public name: an API key's or the admin key's (the
 	// audit's key fingerprint); "" for a session.
 	Fingerprint string
-	User        *sqlite.User // a session's user
-	Key         *sqlite.APIKey
+	User        *model.User // a session's user
+	Key         *model.APIKey
 	// Platform: a platform admin user or the admin key.
 	Platform bool
 	// token is the session token (logout, CSRF); cookie: the credential came in a cookie.
@@ -80,7 +80,7 @@ type Principal struct {
 	cookie bool
 }
 
-var anonymous = Principal{Kind: sqlite.ActorAnonymous, Actor: "anonymous"}
+var anonymous = Principal{Kind: model.ActorAnonymous, Actor: "anonymous"}
 
 // denial is a refused request: its problem and the audit reason.
 type denial struct {
@@ -127,39 +127,39 @@ func (a *api) authenticate(ctx context.Context, hc huma.Context) (Principal, *de
 		case adminKeyOff:
 			return anonymous, adminOff()
 		case adminKeyInsecure:
-			return Principal{Kind: sqlite.ActorAdminKey, Actor: "insecure-admin", Platform: true}, nil
+			return Principal{Kind: model.ActorAdminKey, Actor: "insecure-admin", Platform: true}, nil
 		}
 		if subtle.ConstantTimeCompare([]byte(v), []byte(a.s.AdminAPIKey)) != 1 {
 			return anonymous, deny(http.StatusUnauthorized, "bad_admin_key", "%s does not match PLAITA_CONSOLE_ADMIN_API_KEY", HeaderAdminKey)
 		}
-		fp := sqlite.Fingerprint(v)
-		return Principal{Kind: sqlite.ActorAdminKey, Actor: "admin-key:" + fp, Fingerprint: fp, Platform: true}, nil
+		fp := control.Fingerprint(v)
+		return Principal{Kind: model.ActorAdminKey, Actor: "admin-key:" + fp, Fingerprint: fp, Platform: true}, nil
 	}
 	if auth := hc.Header("Authorization"); auth != "" {
 		token, ok := strings.CutPrefix(auth, "Bearer ")
 		if !ok {
 			return anonymous, deny(http.StatusUnauthorized, "bad_authorization", "Authorization: use Bearer plk_… (a tenant API key)")
 		}
-		k, err := a.d.DB.AuthenticateAPIKey(ctx, strings.TrimSpace(token))
+		k, err := a.d.Accounts.AuthenticateAPIKey(ctx, strings.TrimSpace(token))
 		switch {
-		case errors.Is(err, sqlite.ErrUnauthenticated):
+		case errors.Is(err, control.ErrUnauthenticated):
 			return anonymous, deny(http.StatusUnauthorized, "bad_api_key", "the API key is unknown, malformed or revoked")
 		case err != nil:
 			return anonymous, &denial{p: problemFor(err), reason: "error"}
 		}
 		// The fingerprint from the key itself: a key stored with a shorter one (before it had 16
 		// digits) is named in the audit as every other is.
-		return Principal{Kind: sqlite.ActorAPIKey, Actor: k.Prefix, Fingerprint: sqlite.Fingerprint(strings.TrimSpace(token)), Key: &k}, nil
+		return Principal{Kind: model.ActorAPIKey, Actor: k.Prefix, Fingerprint: control.Fingerprint(strings.TrimSpace(token)), Key: &k}, nil
 	}
 	if c, err := huma.ReadCookie(hc, SessionCookie); err == nil && c.Value != "" {
-		_, u, err := a.d.DB.LookupSession(ctx, c.Value)
+		u, err := a.d.Accounts.SessionUser(ctx, c.Value)
 		switch {
-		case errors.Is(err, sqlite.ErrUnauthenticated):
+		case errors.Is(err, control.ErrUnauthenticated):
 			return anonymous, deny(http.StatusUnauthorized, "session_expired", "the session is unknown or expired: log in again")
 		case err != nil:
 			return anonymous, &denial{p: problemFor(err), reason: "error"}
 		}
-		return Principal{Kind: sqlite.ActorUser, Actor: u.Login, User: &u, Platform: u.PlatformAdmin, token: c.Value, cookie: true}, nil
+		return Principal{Kind: model.ActorUser, Actor: u.Login, User: &u, Platform: u.PlatformAdmin, token: c.Value, cookie: true}, nil
 	}
 	return anonymous, nil
 }
@@ -171,7 +171,7 @@ func (a *api) sessionCookie(r *http.Request) bool {
 	if err != nil || c.Value == "" {
 		return false
 	}
-	_, _, err = a.d.DB.LookupSession(r.Context(), c.Value)
+	_, err = a.d.Accounts.SessionUser(r.Context(), c.Value)
 	return err == nil
 }
 
@@ -189,12 +189,12 @@ func headerSet(hc huma.Context, name string) (string, bool) {
 
 // authorize decides whether p may call r, and in which tenant: the tenant and the role it
 // acts with there.
-func (a *api) authorize(ctx context.Context, hc huma.Context, r *Route, p Principal) (string, sqlite.Role, *denial) {
+func (a *api) authorize(ctx context.Context, hc huma.Context, r *Route, p Principal) (string, model.Role, *denial) {
 	need := r.Access
 	if need == Public {
 		return "", "", nil
 	}
-	if p.Kind == sqlite.ActorAnonymous {
+	if p.Kind == model.ActorAnonymous {
 		if need == Platform && a.s.adminKey() == adminKeyOff {
 			return "", "", adminOff()
 		}
@@ -220,7 +220,7 @@ func (a *api) authorize(ctx context.Context, hc huma.Context, r *Route, p Princi
 	if d != nil {
 		return tenant, "", d
 	}
-	if status == sqlite.TenantDisabled && (!p.Platform || !isRead(hc.Method())) {
+	if status == model.TenantDisabled && (!p.Platform || !isRead(hc.Method())) {
 		return tenant, role, deny(http.StatusForbidden, "tenant_disabled", "tenant %s is disabled", tenant)
 	}
 	if !role.AtLeast(need.role()) {
@@ -229,7 +229,7 @@ func (a *api) authorize(ctx context.Context, hc huma.Context, r *Route, p Princi
 	return tenant, role, nil
 }
 
-func roleName(r sqlite.Role) string {
+func roleName(r model.Role) string {
 	if r == "" {
 		return "none"
 	}
@@ -242,7 +242,7 @@ func (a *api) requestTenant(hc huma.Context, p Principal) (string, *denial) {
 	asked := strings.TrimSpace(hc.Header(HeaderTenant))
 	var tenant string
 	if asked != "" {
-		t, err := sqlite.NormalizeTenant(asked)
+		t, err := control.NormalizeTenant(asked)
 		if err != nil {
 			return "", deny(http.StatusBadRequest, "invalid_tenant", "%s %q: %v", HeaderTenant, asked, err)
 		}
@@ -255,27 +255,27 @@ func (a *api) requestTenant(hc huma.Context, p Principal) (string, *denial) {
 		return p.Key.Tenant, nil
 	}
 	if tenant == "" {
-		tenant = keys.DefaultTenant
+		tenant = control.DefaultTenant
 	}
 	return tenant, nil
 }
 
 // tenantRole is p's role in tenant and the tenant's status.
-func (a *api) tenantRole(ctx context.Context, p Principal, tenant string) (sqlite.Role, sqlite.TenantStatus, *denial) {
+func (a *api) tenantRole(ctx context.Context, p Principal, tenant string) (model.Role, model.TenantStatus, *denial) {
 	if p.Key != nil {
 		return p.Key.Role, p.Key.TenantStatus, nil
 	}
 	if p.Platform {
-		t, err := a.d.DB.Tenant(ctx, tenant)
-		if errors.Is(err, sqlite.ErrTenantNotFound) {
+		t, err := a.d.Accounts.Tenant(ctx, tenant)
+		if errors.Is(err, control.ErrTenantNotFound) {
 			return "", "", deny(http.StatusNotFound, "tenant_not_found", "no tenant %s", tenant)
 		} else if err != nil {
 			return "", "", &denial{p: problemFor(err), reason: "error"}
 		}
-		return sqlite.RoleAdmin, t.Status, nil
+		return model.RoleAdmin, t.Status, nil
 	}
-	m, err := a.d.DB.Membership(ctx, p.User.ID, tenant)
-	if errors.Is(err, sqlite.ErrMemberNotFound) || errors.Is(err, sqlite.ErrTenantNotFound) {
+	m, err := a.d.Accounts.Membership(ctx, p.User.ID, tenant)
+	if errors.Is(err, control.ErrMemberNotFound) || errors.Is(err, control.ErrTenantNotFound) {
 		// One answer for "no such tenant" and "not yours": a member of one tenant learns
 		// nothing of the others.
 		return "", "", deny(http.StatusForbidden, "not_a_member", "you are not a member of tenant %s", tenant)

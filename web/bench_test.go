@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/control"
 	"plaita/engine/state"
 	"plaita/store"
 	"plaita/store/sqlite"
@@ -151,7 +152,7 @@ func BenchmarkLogin(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { db.Close() })
-	f.srv.api.d.DB = db
+	f.srv.api.d.Accounts = control.NewAccounts(db, nil, nil, control.AccountsSettings{})
 	if _, err := db.CreateUser(ctx, sqlite.NewUser{Login: "bench", Password: "password-bench"}); err != nil {
 		b.Fatal(err)
 	}

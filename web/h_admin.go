@@ -5,49 +5,31 @@ import (
 	"errors"
 	"net/http"
 
-	"plaita/store/sqlite"
+	"plaita/control"
+	"plaita/model"
 )
 
 // Tenants and users (platform admins), members and API keys (a tenant's admins): adapters over
-// store/sqlite. A tenant's status is the database's; every change is published to Redis
-// (store.Redis.PublishTenantStatus) where the workers, the filter and the schedule role read it.
+// control.Accounts. A tenant's status is the database's; every change is published to Redis
+// where the workers, the filter and the schedule role read it.
 
 type pageIn struct {
-	Cursor string `query:"cursor" maxLength:"2048" doc:"the next of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Cursor string `query:"cursor" maxLength:"2048" doc:"the next_cursor of the page before"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50" doc:"items per page"`
 }
 
-func (p pageIn) options() sqlite.ListOptions {
-	return sqlite.ListOptions{Cursor: p.Cursor, Limit: p.Limit}
+func (p pageIn) request() control.PageRequest {
+	return control.PageRequest{Cursor: p.Cursor, Limit: p.Limit}
 }
 
 type slugIn struct {
 	Slug string `path:"slug" minLength:"1" maxLength:"64"`
 }
 
-// Published says whether a tenant status reached Redis.
-type Published struct {
-	OK    bool   `json:"ok"`
-	Error string `json:"error,omitempty" doc:"why not: the database has the status; a restart of the console publishes every tenant's"`
-}
-
-// publishStatus copies a tenant's status to Redis.
-func (a *api) publishStatus(ctx context.Context, c *Call, t sqlite.Tenant) Published {
-	if a.d.Redis == nil {
-		return Published{Error: errNoRedis.Error()}
-	}
-	if err := a.d.Redis.PublishTenantStatus(ctx, t.Slug, string(t.Status), a.s.DeploymentEpoch); err != nil {
-		a.d.Log.Warn().Str("event", "console.tenant_status_publish_failed").Str("tenant", t.Slug).Str("status", string(t.Status)).
-			Str("request_id", c.RequestID).Err(err).Msg("tenant status not published to Redis")
-		return Published{Error: err.Error()}
-	}
-	return Published{OK: true}
-}
-
-type tenantListOut struct{ Body sqlite.Page[sqlite.Tenant] }
+type tenantListOut struct{ Body control.Page[model.Tenant] }
 
 func (a *api) listTenants(ctx context.Context, _ *Call, in *pageIn) (*tenantListOut, error) {
-	p, err := a.d.DB.ListTenants(ctx, in.options())
+	p, err := a.d.Accounts.ListTenants(ctx, in.request())
 	return &tenantListOut{Body: p}, err
 }
 
@@ -59,32 +41,24 @@ type tenantCreateIn struct {
 }
 
 // TenantChanged is a tenant after a change, and whether Redis has its status.
-type TenantChanged struct {
-	Tenant    sqlite.Tenant       `json:"tenant"`
-	Changed   bool                `json:"changed"`
-	Previous  sqlite.TenantStatus `json:"previous,omitempty"`
-	Published Published           `json:"published"`
-	// SchedulesDisabled are the schedules a disable turned off.
-	SchedulesDisabled []string `json:"schedules_disabled,omitempty"`
-	SchedulesError    string   `json:"schedules_error,omitempty"`
-}
+type TenantChanged = control.TenantChange
 
 type tenantChangedOut struct{ Body TenantChanged }
 
 func (a *api) createTenant(ctx context.Context, c *Call, in *tenantCreateIn) (*tenantChangedOut, error) {
 	c.Audit.Target, c.Audit.Tenant = in.Body.Slug, ""
-	t, err := a.d.DB.CreateTenant(ctx, sqlite.NewTenant{Slug: in.Body.Slug, Name: in.Body.Name})
+	ch, err := a.d.Accounts.CreateTenant(ctx, in.Body.Slug, in.Body.Name, c.RequestID)
 	if err != nil {
 		return nil, err
 	}
-	c.Audit.Tenant = t.Slug
-	return &tenantChangedOut{Body: TenantChanged{Tenant: t, Changed: true, Published: a.publishStatus(ctx, c, t)}}, nil
+	c.Audit.Tenant = ch.Tenant.Slug
+	return &tenantChangedOut{Body: ch}, nil
 }
 
-type tenantOut struct{ Body sqlite.Tenant }
+type tenantOut struct{ Body model.Tenant }
 
 func (a *api) getTenant(ctx context.Context, _ *Call, in *slugIn) (*tenantOut, error) {
-	t, err := a.d.DB.Tenant(ctx, in.Slug)
+	t, err := a.d.Accounts.Tenant(ctx, in.Slug)
 	return &tenantOut{Body: t}, err
 }
 
@@ -97,65 +71,46 @@ type tenantRenameIn struct {
 
 func (a *api) renameTenant(ctx context.Context, c *Call, in *tenantRenameIn) (*tenantOut, error) {
 	c.Audit.Target = in.Slug
-	t, err := a.d.DB.RenameTenant(ctx, in.Slug, in.Body.Name)
+	t, err := a.d.Accounts.RenameTenant(ctx, in.Slug, in.Body.Name)
 	if err == nil {
 		c.Audit.Tenant = t.Slug
 	}
 	return &tenantOut{Body: t}, err
 }
 
-// setTenantStatus enables or disables a tenant: the database first (the authority: a disabled
-// tenant's sessions and keys are refused from the next request on), then Redis, then — on
-// disable — its schedules.
+// setTenantStatus enables or disables a tenant (control.Accounts.SetTenantStatus: the
+// database, then Redis, then on disable its schedules).
 func (a *api) setTenantStatus(enable bool) func(context.Context, *Call, *slugIn) (*tenantChangedOut, error) {
-	status := sqlite.TenantDisabled
-	if enable {
-		status = sqlite.TenantActive
-	}
 	return func(ctx context.Context, c *Call, in *slugIn) (*tenantChangedOut, error) {
 		c.Audit.Target = in.Slug
-		ch, err := a.d.DB.SetTenantStatus(ctx, in.Slug, status)
+		ch, err := a.d.Accounts.SetTenantStatus(ctx, in.Slug, enable, c.RequestID)
 		if err != nil {
 			return nil, err
 		}
 		c.Audit.Tenant = ch.Tenant.Slug
-		out := TenantChanged{Tenant: ch.Tenant, Changed: ch.Changed, Previous: ch.Previous, Published: a.publishStatus(ctx, c, ch.Tenant)}
-		if !enable && a.d.Plane != nil {
-			ids, err := a.d.Plane.DisableSchedules(ctx, ch.Tenant.Slug)
-			out.SchedulesDisabled = ids
-			if err != nil {
-				out.SchedulesError = err.Error()
-				a.d.Log.Warn().Str("event", "console.tenant_schedules_failed").Str("tenant", ch.Tenant.Slug).Err(err).
-					Msg("not every schedule of the disabled tenant was disabled (the schedule role refuses its ticks anyway)")
-			}
-		}
 		c.Note("changed", ch.Changed)
-		c.Note("published", out.Published.OK)
-		c.Note("schedules_disabled", len(out.SchedulesDisabled))
-		return &tenantChangedOut{Body: out}, nil
+		c.Note("published", ch.Published.OK)
+		c.Note("schedules_disabled", len(ch.SchedulesDisabled))
+		return &tenantChangedOut{Body: ch}, nil
 	}
 }
 
 func (a *api) deleteTenant(ctx context.Context, c *Call, in *slugIn) (*struct{}, error) {
 	c.Audit.Target = in.Slug
-	if err := a.d.DB.DeleteTenant(ctx, in.Slug); err != nil {
+	slug, err := a.d.Accounts.DeleteTenant(ctx, in.Slug, c.RequestID)
+	if err != nil {
 		return nil, err
 	}
-	if slug, err := sqlite.NormalizeTenant(in.Slug); err == nil {
-		c.Audit.Tenant = slug
-		// It was disabled, and stays so in Redis: a tombstone, so that a stale "active" cannot
-		// re-admit it.
-		a.publishStatus(ctx, c, sqlite.Tenant{Slug: slug, Status: sqlite.TenantDisabled})
-	}
+	c.Audit.Tenant = slug
 	return &struct{}{}, nil
 }
 
 // ---- users ----
 
-type userListOut struct{ Body sqlite.Page[sqlite.User] }
+type userListOut struct{ Body control.Page[model.User] }
 
 func (a *api) listUsers(ctx context.Context, _ *Call, in *pageIn) (*userListOut, error) {
-	p, err := a.d.DB.ListUsers(ctx, in.options())
+	p, err := a.d.Accounts.ListUsers(ctx, in.request())
 	return &userListOut{Body: p}, err
 }
 
@@ -168,11 +123,11 @@ type userCreateIn struct {
 	}
 }
 
-type userOut struct{ Body sqlite.User }
+type userOut struct{ Body model.User }
 
 func (a *api) createUser(ctx context.Context, c *Call, in *userCreateIn) (*userOut, error) {
 	c.Audit.Target = in.Body.Login
-	u, err := a.d.DB.CreateUser(ctx, sqlite.NewUser{Login: in.Body.Login, Name: in.Body.Name, Password: in.Body.Password,
+	u, err := a.d.Accounts.CreateUser(ctx, control.NewUser{Login: in.Body.Login, Name: in.Body.Name, Password: in.Body.Password,
 		PlatformAdmin: in.Body.PlatformAdmin})
 	if err == nil {
 		c.Audit.Target = u.ID
@@ -188,21 +143,18 @@ type userIDIn struct {
 
 // UserShown is a user with their memberships.
 type UserShown struct {
-	sqlite.User
-	Memberships []sqlite.Membership `json:"memberships"`
+	model.User
+	Memberships []model.Membership `json:"memberships"`
 }
 
 type userShownOut struct{ Body UserShown }
 
 func (a *api) getUser(ctx context.Context, _ *Call, in *userIDIn) (*userShownOut, error) {
-	u, err := a.d.DB.User(ctx, in.ID)
+	u, err := a.d.Accounts.User(ctx, in.ID)
 	if err != nil {
 		return nil, err
 	}
-	ms, err := a.d.DB.UserMemberships(ctx, u.ID)
-	if ms == nil {
-		ms = []sqlite.Membership{}
-	}
+	ms, err := a.d.Accounts.UserMemberships(ctx, u.ID)
 	return &userShownOut{Body: UserShown{User: u, Memberships: ms}}, err
 }
 
@@ -217,35 +169,23 @@ type userUpdateIn struct {
 
 func (a *api) updateUser(ctx context.Context, c *Call, in *userUpdateIn) (*userOut, error) {
 	c.Audit.Target = in.ID
-	u, err := a.d.DB.User(ctx, in.ID)
+	up, err := a.d.Accounts.UpdateUser(ctx, in.ID, control.UserUpdate{Password: in.Body.Password, PlatformAdmin: in.Body.PlatformAdmin,
+		Unlock: in.Body.Unlock})
 	if err != nil {
 		return nil, err
 	}
-	if p := in.Body.Password; p != nil {
-		if u, err = a.d.DB.SetPassword(ctx, in.ID, *p); err != nil {
-			return nil, err
-		}
-		n, err := a.d.DB.DeleteUserSessions(ctx, in.ID)
-		if err != nil {
-			return nil, err
-		}
+	if in.Body.Password != nil {
 		c.Note("password", "changed")
-		c.Note("sessions_ended", n)
+		c.Note("sessions_ended", up.SessionsEnded)
 	}
 	if v := in.Body.PlatformAdmin; v != nil {
-		if u, err = a.d.DB.SetPlatformAdmin(ctx, in.ID, *v); err != nil {
-			return nil, err
-		}
 		c.Note("platform_admin", *v)
 	}
 	if in.Body.Unlock {
-		if u, err = a.d.DB.UnlockUser(ctx, in.ID); err != nil {
-			return nil, err
-		}
-		a.logins.forget(u.Login)
+		a.logins.forget(up.User.Login)
 		c.Note("unlocked", true)
 	}
-	return &userOut{Body: u}, nil
+	return &userOut{Body: up.User}, nil
 }
 
 func (a *api) deleteUser(ctx context.Context, c *Call, in *userIDIn) (*struct{}, error) {
@@ -253,29 +193,29 @@ func (a *api) deleteUser(ctx context.Context, c *Call, in *userIDIn) (*struct{},
 	if c.Principal.User != nil && c.Principal.User.ID == in.ID {
 		return nil, newProblem(http.StatusConflict, "self_delete", "you cannot delete yourself: another platform admin can")
 	}
-	return &struct{}{}, a.d.DB.DeleteUser(ctx, in.ID)
+	return &struct{}{}, a.d.Accounts.DeleteUser(ctx, in.ID)
 }
 
 // ---- members ----
 
 type memberListOut struct {
-	Body sqlite.Page[sqlite.Membership]
+	Body control.Page[model.Membership]
 }
 
 func (a *api) listMembers(ctx context.Context, c *Call, in *pageIn) (*memberListOut, error) {
-	p, err := a.d.DB.ListMembers(ctx, c.Tenant, in.options())
+	p, err := a.d.Accounts.ListMembers(ctx, c.Tenant, in.request())
 	return &memberListOut{Body: p}, err
 }
 
 type memberSetIn struct {
 	Body struct {
-		UserID string      `json:"user_id,omitempty" maxLength:"64" doc:"the user, by id (or give login)"`
-		Login  string      `json:"login,omitempty" maxLength:"254" doc:"the user, by login (or give user_id)"`
-		Role   sqlite.Role `json:"role" enum:"viewer,editor,admin"`
+		UserID string     `json:"user_id,omitempty" maxLength:"64" doc:"the user, by id (or give login)"`
+		Login  string     `json:"login,omitempty" maxLength:"254" doc:"the user, by login (or give user_id)"`
+		Role   model.Role `json:"role" enum:"viewer,editor,admin"`
 	}
 }
 
-type memberOut struct{ Body sqlite.Membership }
+type memberOut struct{ Body model.Membership }
 
 func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberOut, error) {
 	id := in.Body.UserID
@@ -287,8 +227,8 @@ func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberO
 		// is a platform admin's (the user did not ask to join, and a tenant admin who could add
 		// anyone by login could also learn every login of the platform from the answers). One
 		// answer for a login that is not a member, whether it exists or not.
-		m, err := a.tenantMember(ctx, c.Tenant, id, in.Body.Login)
-		if errors.Is(err, sqlite.ErrMemberNotFound) || errors.Is(err, sqlite.ErrUserNotFound) {
+		m, err := a.d.Accounts.MemberOf(ctx, c.Tenant, id, in.Body.Login)
+		if errors.Is(err, control.ErrMemberNotFound) || errors.Is(err, control.ErrUserNotFound) {
 			p := newProblem(http.StatusForbidden, "not_a_member", "%s is not a member of tenant %s: a tenant admin changes the roles of "+
 				"the tenant's members, and only a platform admin adds a user to a tenant", cmpOrString(in.Body.Login, id), c.Tenant)
 			p.Unblock = "ask a platform admin to add the user (PUT /api/members with their session or the admin key)"
@@ -298,7 +238,7 @@ func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberO
 		}
 		id = m.UserID
 	} else if id == "" {
-		u, err := a.d.DB.UserByLogin(ctx, in.Body.Login)
+		u, err := a.d.Accounts.UserByLogin(ctx, in.Body.Login)
 		if err != nil {
 			return nil, err
 		}
@@ -306,20 +246,8 @@ func (a *api) setMember(ctx context.Context, c *Call, in *memberSetIn) (*memberO
 	}
 	c.Audit.Target, c.Audit.Tenant = id, c.Tenant
 	c.Note("role", in.Body.Role)
-	m, err := a.d.DB.SetMembership(ctx, id, c.Tenant, in.Body.Role)
+	m, err := a.d.Accounts.SetMembership(ctx, id, c.Tenant, in.Body.Role)
 	return &memberOut{Body: m}, err
-}
-
-// tenantMember is the membership in tenant of the user named by id or by login.
-func (a *api) tenantMember(ctx context.Context, tenant, id, login string) (sqlite.Membership, error) {
-	if id == "" {
-		u, err := a.d.DB.UserByLogin(ctx, login)
-		if err != nil {
-			return sqlite.Membership{}, err
-		}
-		id = u.ID
-	}
-	return a.d.DB.Membership(ctx, id, tenant)
 }
 
 type memberRemoveIn struct {
@@ -328,29 +256,29 @@ type memberRemoveIn struct {
 
 func (a *api) removeMember(ctx context.Context, c *Call, in *memberRemoveIn) (*struct{}, error) {
 	c.Audit.Target, c.Audit.Tenant = in.UserID, c.Tenant
-	return &struct{}{}, a.d.DB.RemoveMembership(ctx, in.UserID, c.Tenant)
+	return &struct{}{}, a.d.Accounts.RemoveMembership(ctx, in.UserID, c.Tenant)
 }
 
 // ---- API keys ----
 
-type apiKeyListOut struct{ Body sqlite.Page[sqlite.APIKey] }
+type apiKeyListOut struct{ Body control.Page[model.APIKey] }
 
 func (a *api) listAPIKeys(ctx context.Context, c *Call, in *pageIn) (*apiKeyListOut, error) {
-	p, err := a.d.DB.ListAPIKeys(ctx, c.Tenant, in.options())
+	p, err := a.d.Accounts.ListAPIKeys(ctx, c.Tenant, in.request())
 	return &apiKeyListOut{Body: p}, err
 }
 
 type apiKeyCreateIn struct {
 	Body struct {
-		Name string      `json:"name" minLength:"1" maxLength:"200"`
-		Role sqlite.Role `json:"role" enum:"viewer,editor,admin"`
+		Name string     `json:"name" minLength:"1" maxLength:"200"`
+		Role model.Role `json:"role" enum:"viewer,editor,admin"`
 	}
 }
 
 // APIKeyCreated is a new key: Key is shown here once, and never again.
 type APIKeyCreated struct {
-	Key    string        `json:"key" doc:"the key: send it as Authorization: Bearer <key>; it is not shown again"`
-	APIKey sqlite.APIKey `json:"api_key"`
+	Key    string       `json:"key" doc:"the key: send it as Authorization: Bearer <key>; it is not shown again"`
+	APIKey model.APIKey `json:"api_key"`
 }
 
 type apiKeyCreatedOut struct{ Body APIKeyCreated }
@@ -359,7 +287,7 @@ func (a *api) createAPIKey(ctx context.Context, c *Call, in *apiKeyCreateIn) (*a
 	if !c.Role.AtLeast(in.Body.Role) {
 		return nil, newProblem(http.StatusForbidden, "forbidden", "a key cannot have more than your role (%s)", c.Role)
 	}
-	key, k, err := a.d.DB.CreateAPIKey(ctx, sqlite.NewAPIKey{Tenant: c.Tenant, Name: in.Body.Name, Role: in.Body.Role, CreatedBy: c.Principal.Actor})
+	key, k, err := a.d.Accounts.CreateAPIKey(ctx, control.NewAPIKey{Tenant: c.Tenant, Name: in.Body.Name, Role: in.Body.Role, CreatedBy: c.Principal.Actor})
 	if err != nil {
 		return nil, err
 	}
@@ -373,24 +301,26 @@ type apiKeyIDIn struct {
 	ID string `path:"id" minLength:"1" maxLength:"64"`
 }
 
-type apiKeyOut struct{ Body sqlite.APIKey }
+type apiKeyOut struct{ Body model.APIKey }
 
 func (a *api) revokeAPIKey(ctx context.Context, c *Call, in *apiKeyIDIn) (*apiKeyOut, error) {
 	c.Audit.Target = in.ID
-	k, err := a.d.DB.RevokeAPIKey(ctx, c.Tenant, in.ID)
+	k, err := a.d.Accounts.RevokeAPIKey(ctx, c.Tenant, in.ID)
 	return &apiKeyOut{Body: k}, err
 }
 
 // ---- audit ----
 
 type auditIn struct {
-	Limit    int   `query:"limit" minimum:"1" maximum:"1000" default:"200"`
-	BeforeID int64 `query:"before_id" minimum:"0" doc:"the next_before_id of the page before (0: from the newest)"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"200" doc:"rows per page"`
+	Cursor string `query:"cursor" maxLength:"32" doc:"the next_cursor of the page before (none: from the newest)"`
 	// AllTenants is a platform admin's: every tenant's rows and the platform's.
 	AllTenants bool `query:"all_tenants" doc:"platform admins: every tenant's rows and the platform's"`
 }
 
-type auditOut struct{ Body sqlite.AuditPage }
+type auditOut struct {
+	Body control.Page[model.AuditEntry]
+}
 
 // listAudit reads the tenant's audit rows; the read itself is audited (audit.read, with the
 // query and the row count).
@@ -398,8 +328,8 @@ func (a *api) listAudit(ctx context.Context, c *Call, in *auditIn) (*auditOut, e
 	if in.AllTenants && !c.Principal.Platform {
 		return nil, newProblem(http.StatusForbidden, "forbidden", "all_tenants is for platform admins")
 	}
-	p, err := a.d.DB.ListAudit(ctx, sqlite.AuditQuery{Tenant: c.Tenant, AllTenants: in.AllTenants, BeforeID: in.BeforeID, Limit: in.Limit})
-	c.Note("query", map[string]any{"limit": in.Limit, "before_id": in.BeforeID, "all_tenants": in.AllTenants})
-	c.Note("rows", len(p.Entries))
+	p, err := a.d.Accounts.ListAudit(ctx, control.AuditRequest{Tenant: c.Tenant, AllTenants: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit})
+	c.Note("query", map[string]any{"limit": in.Limit, "cursor": in.Cursor, "all_tenants": in.AllTenants})
+	c.Note("rows", len(p.Items))
 	return &auditOut{Body: p}, err
 }

@@ -6,7 +6,8 @@ import (
 	"net/http"
 	"time"
 
-	"plaita/store/sqlite"
+	"plaita/control"
+	"plaita/model"
 )
 
 type loginIn struct {
@@ -18,15 +19,15 @@ type loginIn struct {
 
 // SessionInfo is who a caller is.
 type SessionInfo struct {
-	Kind     sqlite.ActorKind `json:"kind" doc:"user, api_key or admin_key"`
-	Actor    string           `json:"actor"`
-	Platform bool             `json:"platform_admin"`
-	User     *sqlite.User     `json:"user,omitempty"`
+	Kind     model.ActorKind `json:"kind" doc:"user, api_key or admin_key"`
+	Actor    string          `json:"actor"`
+	Platform bool            `json:"platform_admin"`
+	User     *model.User     `json:"user,omitempty"`
 	// Memberships are a user's tenants and roles.
-	Memberships []sqlite.Membership `json:"memberships,omitempty"`
+	Memberships []model.Membership `json:"memberships,omitempty"`
 	// Tenant and Role are an API key's.
-	Tenant string      `json:"tenant,omitempty"`
-	Role   sqlite.Role `json:"role,omitempty"`
+	Tenant string     `json:"tenant,omitempty"`
+	Role   model.Role `json:"role,omitempty"`
 	// CSRFToken goes in X-CSRF-Token with every write made with the session cookie.
 	CSRFToken string    `json:"csrf_token,omitempty"`
 	ExpiresAt time.Time `json:"expires_at,omitzero"`
@@ -46,23 +47,23 @@ type sessionOut struct {
 func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, error) {
 	c.Audit.Skip = true
 	login := in.Body.Login
-	if l, err := sqlite.NormalizeLogin(login); err == nil {
+	if l, err := control.NormalizeLogin(login); err == nil {
 		login = l
 	}
 	failed := func(reason string, err error) error {
 		who := *c
-		who.Principal = Principal{Kind: sqlite.ActorAnonymous, Actor: login}
-		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: sqlite.OutcomeDeny, Reason: reason, Target: login})
+		who.Principal = Principal{Kind: model.ActorAnonymous, Actor: login}
+		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: model.OutcomeDeny, Reason: reason, Target: login})
 		return err
 	}
 	if refused, wait := a.logins.admit(login, c.IP); refused != "" {
 		return nil, failed(refused, newProblem(http.StatusTooManyRequests, "login_throttled",
 			"too many login attempts from this network, or too many failed ones of this login from it; try again later").retryAfter(wait))
 	}
-	u, err := a.d.DB.VerifyPassword(ctx, in.Body.Login, in.Body.Password)
-	var locked *sqlite.LockedError
+	u, err := a.d.Accounts.VerifyPassword(ctx, in.Body.Login, in.Body.Password)
+	var locked *control.LockedError
 	switch {
-	case errors.Is(err, sqlite.ErrUnauthenticated) || errors.As(err, &locked):
+	case errors.Is(err, control.ErrUnauthenticated) || errors.As(err, &locked):
 		// A lock the database keeps (an embedding that sets one) answers as a wrong password
 		// does: a different answer would say that the login exists.
 		a.logins.failed(login, c.IP)
@@ -73,24 +74,24 @@ func (a *api) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, err
 	a.logins.succeeded(login, c.IP)
 	ttl := a.s.SessionTTL
 	if ttl <= 0 {
-		ttl = sqlite.DefaultSessionMaxAge
+		ttl = control.DefaultSessionMaxAge
 	}
-	token, s, err := a.d.DB.CreateSession(ctx, u.ID, ttl, sqlite.SessionMeta{IP: c.IP, UserAgent: c.hc.Header("User-Agent")})
+	s, err := a.d.Accounts.CreateSession(ctx, u.ID, ttl, model.SessionMeta{IP: c.IP, UserAgent: c.hc.Header("User-Agent")})
 	if err != nil {
 		return nil, err
 	}
-	ms, err := a.d.DB.UserMemberships(ctx, u.ID)
+	ms, err := a.d.Accounts.UserMemberships(ctx, u.ID)
 	if err != nil {
 		return nil, err
 	}
-	c.Principal = Principal{Kind: sqlite.ActorUser, Actor: u.Login, User: &u, Platform: u.PlatformAdmin}
-	a.audit(ctx, AuditRecord{Call: c, Action: "auth.login", Outcome: sqlite.OutcomeAllow, Target: u.Login,
+	c.Principal = Principal{Kind: model.ActorUser, Actor: u.Login, User: &u, Platform: u.PlatformAdmin}
+	a.audit(ctx, AuditRecord{Call: c, Action: "auth.login", Outcome: model.OutcomeAllow, Target: u.Login,
 		Details: map[string]any{"session": s.ID}})
 	return &sessionOut{
-		SetCookie: http.Cookie{Name: SessionCookie, Value: token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
+		SetCookie: http.Cookie{Name: SessionCookie, Value: s.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode,
 			Secure: c.Secure, Expires: s.ExpiresAt, MaxAge: int(ttl / time.Second)},
-		Body: SessionInfo{Kind: sqlite.ActorUser, Actor: u.Login, Platform: u.PlatformAdmin, User: &u, Memberships: ms,
-			CSRFToken: csrfToken(token), ExpiresAt: s.ExpiresAt},
+		Body: SessionInfo{Kind: model.ActorUser, Actor: u.Login, Platform: u.PlatformAdmin, User: &u, Memberships: ms,
+			CSRFToken: csrfToken(s.Token), ExpiresAt: s.ExpiresAt},
 	}, nil
 }
 
@@ -102,7 +103,7 @@ type logoutOut struct {
 // the cookie.
 func (a *api) logout(ctx context.Context, c *Call, _ *struct{}) (*logoutOut, error) {
 	if c.Principal.token != "" {
-		if err := a.d.DB.DeleteSession(ctx, c.Principal.token); err != nil {
+		if err := a.d.Accounts.DeleteSession(ctx, c.Principal.token); err != nil {
 			return nil, err
 		}
 	}
@@ -116,7 +117,7 @@ func (a *api) session(ctx context.Context, c *Call, _ *struct{}) (*sessionInfoOu
 	p := c.Principal
 	info := SessionInfo{Kind: p.Kind, Actor: p.Actor, Platform: p.Platform, User: p.User}
 	if p.User != nil {
-		ms, err := a.d.DB.UserMemberships(ctx, p.User.ID)
+		ms, err := a.d.Accounts.UserMemberships(ctx, p.User.ID)
 		if err != nil {
 			return nil, err
 		}

@@ -83,7 +83,7 @@ type reconcileOut struct{ Body TenantStatusReport }
 
 // reconcileTenantStatusesNow republishes every tenant's status from the database now.
 func (a *api) reconcileTenantStatusesNow(ctx context.Context, c *Call, _ *struct{}) (*reconcileOut, error) {
-	rep, err := a.reconcileTenantStatuses(ctx, TriggerAPI)
+	rep, err := a.d.Accounts.ReconcileTenantStatuses(ctx, TriggerAPI)
 	c.Note("published", len(rep.Published))
 	c.Note("tombstoned", rep.Tombstoned)
 	return &reconcileOut{Body: rep}, err

@@ -17,8 +17,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"plaita/store/keys"
-	"plaita/store/sqlite"
+	"plaita/control"
+	"plaita/model"
 	"plaita/web/ui"
 	"plaita/web/ui/graph"
 )
@@ -196,14 +196,14 @@ type uiSession struct {
 	Login    string
 	Platform bool
 	Tenant   string
-	Role     sqlite.Role
+	Role     model.Role
 	CSRF     string
 	Tenants  []string // the tenants the switcher offers
 }
 
 // CanEdit and IsAdmin decide which buttons a page shows; the API decides what is allowed.
-func (s *uiSession) CanEdit() bool { return s != nil && s.Role.AtLeast(sqlite.RoleEditor) }
-func (s *uiSession) IsAdmin() bool { return s != nil && s.Role.AtLeast(sqlite.RoleAdmin) }
+func (s *uiSession) CanEdit() bool { return s != nil && s.Role.AtLeast(model.RoleEditor) }
+func (s *uiSession) IsAdmin() bool { return s != nil && s.Role.AtLeast(model.RoleAdmin) }
 
 // session is the caller's session from GET /api/session; nil with the API's problem when there
 // is none (a 401 sends the browser to the login page).
@@ -212,7 +212,7 @@ func (u *uiServer) session(c echo.Context) (*uiSession, *Problem) {
 	if p := u.call(c, http.MethodGet, "/api/session", nil, &info); p != nil {
 		return nil, p
 	}
-	if info.Kind != sqlite.ActorUser || info.User == nil {
+	if info.Kind != model.ActorUser || info.User == nil {
 		return nil, newProblem(http.StatusUnauthorized, "unauthenticated", "the web UI is for people who log in")
 	}
 	s := &uiSession{Login: info.Actor, Platform: info.Platform, CSRF: info.CSRFToken, Tenant: u.tenant(c)}
@@ -223,8 +223,8 @@ func (u *uiServer) session(c echo.Context) (*uiSession, *Problem) {
 		}
 	}
 	if s.Platform {
-		s.Role = sqlite.RoleAdmin
-		var page sqlite.Page[sqlite.Tenant]
+		s.Role = model.RoleAdmin
+		var page control.Page[model.Tenant]
 		if u.call(c, http.MethodGet, "/api/tenants?limit=500", nil, &page) == nil {
 			s.Tenants = s.Tenants[:0]
 			for _, t := range page.Items {
@@ -262,7 +262,7 @@ func (u *uiServer) tenant(c echo.Context) string {
 	if t := u.tenantCookie(c); t != "" {
 		return t
 	}
-	return keys.DefaultTenant
+	return control.DefaultTenant
 }
 
 func (u *uiServer) tenantCookie(c echo.Context) string {
@@ -270,7 +270,7 @@ func (u *uiServer) tenantCookie(c echo.Context) string {
 	if err != nil {
 		return ""
 	}
-	t, err := sqlite.NormalizeTenant(ck.Value)
+	t, err := control.NormalizeTenant(ck.Value)
 	if err != nil {
 		return ""
 	}

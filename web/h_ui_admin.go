@@ -3,12 +3,12 @@ package web
 import (
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
-	"plaita/store/sqlite"
+	"plaita/control"
+	"plaita/model"
 )
 
 // Tenants and users (platform admins), the tenant's members and API keys (its admins) and the
@@ -37,7 +37,7 @@ func listPage[T any](u *uiServer, c echo.Context, path, file, title, nav string)
 	if s == nil {
 		return err
 	}
-	var page sqlite.Page[T]
+	var page control.Page[T]
 	if p := u.call(c, http.MethodGet, path+"?limit=500", nil, &page); p != nil {
 		return u.fail(c, p)
 	}
@@ -54,7 +54,7 @@ func (u *uiServer) done(c echo.Context, p *Problem, back string) error {
 }
 
 func (u *uiServer) tenantsPage(c echo.Context) error {
-	return listPage[sqlite.Tenant](u, c, "/api/tenants", "tenants.html", "Tenants", "tenants")
+	return listPage[model.Tenant](u, c, "/api/tenants", "tenants.html", "Tenants", "tenants")
 }
 
 func (u *uiServer) createTenant(c echo.Context) error {
@@ -78,7 +78,7 @@ func (u *uiServer) setTenantStatus(c echo.Context) error {
 }
 
 func (u *uiServer) usersPage(c echo.Context) error {
-	return listPage[sqlite.User](u, c, "/api/users", "users.html", "Users", "users")
+	return listPage[model.User](u, c, "/api/users", "users.html", "Users", "users")
 }
 
 func (u *uiServer) createUser(c echo.Context) error {
@@ -112,7 +112,7 @@ func (u *uiServer) deleteUser(c echo.Context) error {
 }
 
 func (u *uiServer) membersPage(c echo.Context) error {
-	return listPage[sqlite.Membership](u, c, "/api/members", "members.html", "Members", "members")
+	return listPage[model.Membership](u, c, "/api/members", "members.html", "Members", "members")
 }
 
 func (u *uiServer) setMember(c echo.Context) error {
@@ -125,7 +125,7 @@ func (u *uiServer) removeMember(c echo.Context) error {
 }
 
 func (u *uiServer) apiKeysPage(c echo.Context) error {
-	return listPage[sqlite.APIKey](u, c, "/api/api-keys", "apikeys.html", "API keys", "apikeys")
+	return listPage[model.APIKey](u, c, "/api/api-keys", "apikeys.html", "API keys", "apikeys")
 }
 
 // createAPIKey creates a key (POST /api/api-keys) and shows it: this answer is the only place
@@ -149,10 +149,10 @@ func (u *uiServer) auditPage(c echo.Context) error {
 		return err
 	}
 	q := url.Values{"limit": {"100"}}
-	if b, err := strconv.ParseInt(c.QueryParam("before_id"), 10, 64); err == nil && b > 0 {
-		q.Set("before_id", strconv.FormatInt(b, 10))
+	if cur := c.QueryParam("cursor"); cur != "" {
+		q.Set("cursor", cur)
 	}
-	var page sqlite.AuditPage
+	var page control.Page[model.AuditEntry]
 	if p := u.call(c, http.MethodGet, "/api/audit?"+q.Encode(), nil, &page); p != nil {
 		return u.fail(c, p)
 	}

@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/labstack/echo/v4"
+	"plaita/control"
+	"plaita/model"
 
-	"plaita/store/sqlite"
+	"github.com/labstack/echo/v4"
 )
 
 // Logging in and out, and choosing the tenant: POST /api/login and /api/logout in process, the
@@ -97,7 +98,7 @@ func (u *uiServer) loginSubmit(c echo.Context) error {
 	// The pages act in the default tenant when the user has it (or is a platform admin), else
 	// in their first.
 	tenant := "default"
-	if !info.Platform && len(info.Memberships) > 0 && !slices.ContainsFunc(info.Memberships, func(m sqlite.Membership) bool { return m.Tenant == tenant }) {
+	if !info.Platform && len(info.Memberships) > 0 && !slices.ContainsFunc(info.Memberships, func(m model.Membership) bool { return m.Tenant == tenant }) {
 		tenant = info.Memberships[0].Tenant
 	}
 	c.SetCookie(tenantCookie(tenant, secureHTTP(c.Request())))
@@ -128,7 +129,7 @@ func (u *uiServer) switchTenant(c echo.Context) error {
 	if subtle.ConstantTimeCompare([]byte(csrf(c)), []byte(s.CSRF)) != 1 {
 		return u.fail(c, newProblem(http.StatusForbidden, "csrf", "the form's CSRF token does not match the session's: reload the page"))
 	}
-	t, err := sqlite.NormalizeTenant(c.FormValue("tenant"))
+	t, err := control.NormalizeTenant(c.FormValue("tenant"))
 	if err != nil || (!s.Platform && !slices.Contains(s.Tenants, t)) {
 		return u.fail(c, newProblem(http.StatusForbidden, "not_a_member", "you are not a member of tenant %s", c.FormValue("tenant")))
 	}

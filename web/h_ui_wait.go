@@ -10,7 +10,7 @@ import (
 
 	"plaita/control"
 	"plaita/engine/state"
-	"plaita/store/sqlite"
+	"plaita/model"
 )
 
 // waitPanel is the "why is this waiting?" panel of a non-terminal execution: the one cause,
@@ -186,9 +186,9 @@ func (u *uiServer) tenantDisabled(c echo.Context, s *uiSession) bool {
 	if !s.Platform {
 		return false
 	}
-	var t sqlite.Tenant
+	var t model.Tenant
 	if p := u.call(c, http.MethodGet, "/api/tenants/"+url.PathEscape(s.Tenant), nil, &t); p != nil {
 		return false
 	}
-	return t.Status == sqlite.TenantDisabled
+	return t.Status == model.TenantDisabled
 }

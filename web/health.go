@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"plaita/control"
-	"plaita/store/sqlite"
 )
 
 // The console's health endpoints, on its own port: /healthz (the process runs), /readyz (it
@@ -69,7 +68,7 @@ type HealthReport struct {
 // OrphanReconcile is what local mode's start-up reconcile did with the executions a stopped
 // console left running: the counts, and (for a platform admin) the executions.
 type OrphanReconcile struct {
-	sqlite.ReconcileResult
+	control.ReconcileResult
 	ChangedCount int    `json:"changed_count"`
 	SkippedCount int    `json:"skipped_count"`
 	FailedCount  int    `json:"failed_count"`
@@ -94,7 +93,7 @@ type healthOut struct{ Body HealthReport }
 
 // tenantStatusHealth says how the tenant statuses in Redis are kept.
 func (a *api) tenantStatusHealth() *TenantStatusHealth {
-	h := &TenantStatusHealth{IntervalSeconds: int64(a.s.TenantStatusInterval / time.Second), Last: a.lastTenantStatus()}
+	h := &TenantStatusHealth{IntervalSeconds: int64(a.s.TenantStatusInterval / time.Second), Last: a.d.Accounts.LastTenantStatus()}
 	switch {
 	case h.IntervalSeconds == 0:
 		h.Warning = "the periodic tenant-status reconcile is off (PLAITA_TENANT_STATUS_RECONCILE_SECONDS=0): after a Redis-only restore, " +
@@ -170,9 +169,9 @@ func (a *api) healthReport(ctx context.Context) HealthReport {
 		}
 		return s
 	}
-	r := HealthReport{Status: "ok", Version: a.s.Version, Mode: "redis", Database: probe(a.d.DB.Ping)}
+	r := HealthReport{Status: "ok", Version: a.s.Version, Mode: "redis", Database: probe(a.d.Accounts.PingDB)}
 	r.Ready, r.Reason = a.ready()
-	if a.d.Redis == nil {
+	if !a.d.Accounts.HasRedis() {
 		r.Mode = "no-redis"
 		r.Redis = DependencyState{Error: "unreachable at start"}
 		if a.d.RedisErr != nil {
@@ -194,7 +193,7 @@ func (a *api) healthReport(ctx context.Context) HealthReport {
 			}
 		}
 	} else {
-		r.Redis = probe(a.d.Redis.Ping)
+		r.Redis = probe(a.d.Accounts.PingRedis)
 		r.TenantStatus = a.tenantStatusHealth()
 		if a.d.EngineSync != nil {
 			r.EngineSync = a.d.EngineSync.Last()

@@ -48,6 +48,7 @@ type fixture struct {
 
 type fixtureOptions struct {
 	settings Settings
+	epoch    string // PLAITA_DEPLOYMENT_EPOCH
 	noRedis  bool
 	// local runs the console in local mode (no Redis; executions on the database).
 	local bool
@@ -68,7 +69,7 @@ var cheapPasswords = sqlite.PasswordParams{MemoryKiB: 64, Time: 1, Threads: 1, S
 
 func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	t.Helper()
-	o := fixtureOptions{settings: Settings{AdminAPIKey: testAdminKey, DeploymentEpoch: "1", Version: "test",
+	o := fixtureOptions{epoch: "1", settings: Settings{AdminAPIKey: testAdminKey, Version: "test",
 		Login: LoginThrottle{MaxFailures: 3, LockFor: time.Minute}}}
 	for _, f := range opts {
 		f(&o)
@@ -80,7 +81,7 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 	}
 	t.Cleanup(func() { db.Close() })
 	f := &fixture{db: db}
-	d := Deps{DB: db, Log: zerolog.Nop(), RedisErr: o.redisErr}
+	d := Deps{Log: zerolog.Nop(), RedisErr: o.redisErr}
 	if o.local {
 		f.local = control.NewLocal(control.LocalDeps{DB: db, Log: zerolog.Nop()})
 		if err := f.local.Runner().Start(ctx); err != nil {
@@ -121,12 +122,21 @@ func newFixture(t testing.TB, opts ...func(*fixtureOptions)) *fixture {
 			Registry: store.NewRegistry(f.c, f.root), Control: store.NewControl(f.c, f.root), Delay: delay, Queue: f.q, Dispatch: dispatch,
 			Producer: queue.NewProducer(f.c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(f.c, f.root), LocalRuns: localRuns(o.localRuns, db)})
-		d.Plane, d.Redis = f.plane, f.redis
+		d.Plane = f.plane
 		d.Jobs = control.NewBulk(f.plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
 		if err := d.Jobs.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Jobs.Stop(context.Background()) })
+	}
+	d.Accounts = control.NewAccounts(db, f.redis, f.plane, control.AccountsSettings{Epoch: o.epoch, Log: zerolog.Nop()})
+	switch {
+	case f.plane != nil:
+		d.Catalog = control.NewCatalog(db, f.plane)
+	case f.local != nil:
+		d.Catalog = control.NewCatalog(db, f.local)
+	default:
+		d.Catalog = control.NewCatalog(db, nil)
 	}
 	f.srv = New(d, o.settings)
 	svc := f.srv.Service("127.0.0.1:0")

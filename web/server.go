@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"regexp"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +20,6 @@ import (
 	"plaita/control"
 	"plaita/internal/health"
 	"plaita/internal/service"
-	"plaita/store"
-	"plaita/store/sqlite"
 )
 
 // Settings are the console's knobs, from the configuration (roles/console.go).
@@ -34,9 +31,7 @@ type Settings struct {
 	// X-Admin-API-Key value; with neither it answers 503).
 	AdminAPIKey        string
 	AllowInsecureAdmin bool
-	// DeploymentEpoch is PLAITA_DEPLOYMENT_EPOCH, written with every tenant status.
-	DeploymentEpoch string
-	// SessionTTL is how long a login lasts (0: sqlite.DefaultSessionMaxAge).
+	// SessionTTL is how long a login lasts (0: control.DefaultSessionMaxAge).
 	SessionTTL time.Duration
 	// Version is the binary's, in the OpenAPI document and /health.
 	Version string
@@ -67,11 +62,14 @@ func (s Settings) redisTimeout() time.Duration {
 
 // Deps are what the API works on.
 type Deps struct {
-	DB *sqlite.DB
-	// Plane and Redis are the control plane and the store over Redis; both nil when Redis was
-	// unreachable at start (RedisErr says why): the routes that need them answer 503.
+	// Accounts are the console's tenants, users, members, API keys, sessions and audit trail
+	// (the console's database, with Redis when it has one).
+	Accounts *control.Accounts
+	// Catalog is the console's record of flows: drafts, who published each version.
+	Catalog *control.Catalog
+	// Plane is the control plane over Redis; nil when Redis was unreachable at start (RedisErr
+	// says why): the routes that need it answer 503.
 	Plane    *control.Plane
-	Redis    *store.Redis
 	RedisErr error
 	// Local is local mode's control plane (executions in this process, on the database), set
 	// when Redis was unreachable at start: the routes marked Local are served by it.
@@ -89,22 +87,11 @@ type Deps struct {
 }
 
 // errNoRedis is what a route that needs Redis answers while the console has none.
-var errNoRedis = errors.New("no Redis: it was unreachable when the console started; restart the console once Redis answers")
+var errNoRedis = control.ErrNoRedis
 
 // errLocalMode is what a route that needs the roles answers in local mode.
 var errLocalMode = errors.New("not in local mode: Redis was unreachable when the console started, and this needs Redis and the roles " +
 	"(dead letters, schedules, the cluster, bulk jobs, event listing); restart the console once Redis answers")
-
-// publisher is what publishes flows in the console's mode (nil when it has none).
-func publisher(d Deps) control.Publisher {
-	switch {
-	case d.Plane != nil:
-		return d.Plane
-	case d.Local != nil:
-		return d.Local
-	}
-	return nil
-}
 
 // ops are the operations of the console's mode: over Redis (Plane), else local mode's.
 func (a *api) ops() control.Operations {
@@ -129,10 +116,6 @@ type api struct {
 	logins   *loginGuard      // the login guard: per client network, per (login, network) (throttle.go)
 	redact   control.Redactor // hides storage keys in problems (api.go: redactProblem)
 
-	// The tenant-status reconcile (tenantstatus.go): tsRun keeps two from overlapping, tsMu
-	// guards the last report.
-	tsRun, tsMu sync.Mutex
-	tsLast      *TenantStatusReport
 	// scrapes counts, by part, the reads GET /api/metrics could not make (h_cluster.go);
 	// scrapeWarnAt is when a degraded scrape was last logged (Unix seconds).
 	scrapes      scrapeFailures
@@ -167,7 +150,7 @@ func New(d Deps, s Settings) *Server {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: control.NewCatalog(d.DB, publisher(d)), logins: newLoginGuard(s.Login, d.Now),
+	a := &api{d: d, s: s, scrapes: newScrapeFailures(), catalog: d.Catalog, logins: newLoginGuard(s.Login, d.Now),
 		redact: control.NewRedactor("")}
 	if d.Plane != nil {
 		a.redact = d.Plane.Redactor()

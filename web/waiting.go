@@ -14,7 +14,6 @@ import (
 
 	"plaita/internal/health"
 	"plaita/internal/service"
-	"plaita/store/sqlite"
 )
 
 // Waiting is what the console serves on its port while it waits for Redis at its start
@@ -26,7 +25,7 @@ import (
 // answers, the console stops it and serves the API on the same address.
 type Waiting struct {
 	echo    *echo.Echo
-	db      *sqlite.DB
+	pingDB  func(context.Context) error // the console database's probe
 	ready   health.Prober
 	version string
 	log     zerolog.Logger
@@ -40,8 +39,8 @@ const waitingRetryAfter = 5 * time.Second
 
 // NewWaiting builds the waiting server: ready's reason says why (and what Redis it waits
 // for); the database answers /health's probe.
-func NewWaiting(db *sqlite.DB, ready health.Prober, version string, log zerolog.Logger) *Waiting {
-	w := &Waiting{echo: echo.New(), db: db, ready: ready, version: cmpOrString(version, "dev"), log: log}
+func NewWaiting(pingDB func(context.Context) error, ready health.Prober, version string, log zerolog.Logger) *Waiting {
+	w := &Waiting{echo: echo.New(), pingDB: pingDB, ready: ready, version: cmpOrString(version, "dev"), log: log}
 	w.httpd = service.HTTP{Name: "console waiting server", OnFailure: func(err error) {
 		log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's waiting server stopped serving")
 	}}
@@ -74,7 +73,7 @@ func (w *Waiting) health(c echo.Context) error {
 	defer cancel()
 	start := time.Now()
 	db := DependencyState{OK: true}
-	if err := w.db.Ping(ctx); err != nil {
+	if err := w.pingDB(ctx); err != nil {
 		// Public: the kind of the failure, not the database's path (the log has it).
 		w.log.Warn().Str("event", "console.database_unanswered").Err(err).Msg("the console database does not answer")
 		db = DependencyState{Error: "not answering (the console's log says why)"}

@@ -29,7 +29,7 @@ func TestWaitingServerRefusesEverything(t *testing.T) {
 	defer db.Close()
 	ready := health.NewReadiness()
 	ready.SetNotReady("waiting for Redis at redis://127.0.0.1:1/0 (PLAITA_CONSOLE_REDIS_URL)")
-	w := NewWaiting(db, ready, "v-test", zerolog.Nop())
+	w := NewWaiting(db.Ping, ready, "v-test", zerolog.Nop())
 	svc := w.Service("127.0.0.1:0")
 	if err := svc.Start(ctx); err != nil {
 		t.Fatal(err)

@@ -21,49 +21,6 @@ import (
 // suppressed count instead of writing a row. The window is fixed from the row's first denial:
 // a steady flood writes one row per key per window. Allowed actions are never coalesced.
 
-// Outcome is whether the action was allowed.
-type Outcome string
-
-const (
-	OutcomeAllow Outcome = "allow"
-	OutcomeDeny  Outcome = "deny"
-)
-
-// ActorKind is who acted.
-type ActorKind string
-
-const (
-	ActorUser      ActorKind = "user"      // a session's user (Actor: the login)
-	ActorAPIKey    ActorKind = "api_key"   // a tenant API key (Actor: its prefix)
-	ActorAdminKey  ActorKind = "admin_key" // PLAITA_CONSOLE_ADMIN_API_KEY (Actor: its Fingerprint)
-	ActorSystem    ActorKind = "system"    // the console itself (reconciles, start-up)
-	ActorAnonymous ActorKind = "anonymous" // no credential, or one that did not authenticate
-)
-
-// AuditEntry is one row of the audit trail.
-type AuditEntry struct {
-	ID int64 `json:"id"`
-	// At is when the action happened (AppendAudit: the zero time is the clock's now); LastAt
-	// is the newest denial coalesced into the row (At when there is none).
-	At        time.Time `json:"at"`
-	LastAt    time.Time `json:"last_at"`
-	Actor     string    `json:"actor"`
-	ActorKind ActorKind `json:"actor_kind"`
-	// Tenant is the tenant acted in or on (a member operation: the target tenant); "" is a
-	// platform action. It is stored as given: the default tenant is "default".
-	Tenant    string  `json:"tenant"`
-	Action    string  `json:"action"` // e.g. flow.publish, auth.login_failed, dlq.replay.denied
-	Target    string  `json:"target,omitempty"`
-	Outcome   Outcome `json:"outcome"`
-	Reason    string  `json:"reason,omitempty"`
-	IP        string  `json:"ip,omitempty"`
-	RequestID string  `json:"request_id,omitempty"`
-	// Details is a JSON object ({} when empty); one above MaxAuditDetails bytes is replaced by
-	// {"details_dropped_bytes": n}.
-	Details    json.RawMessage `json:"details"`
-	Suppressed int             `json:"suppressed"` // denials coalesced into this row
-}
-
 // Bounds of an audit row. Text fields above their bound are cut, not refused: an audit write
 // must not fail on a long user agent or reason.
 const (

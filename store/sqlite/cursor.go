@@ -6,15 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
+
+	"plaita/store"
 )
 
 // Every list is paged by an opaque cursor (keyset pagination: the sort key of the last row of
 // the page, never an offset) with a bounded limit.
 
-// Page limits of every list but the audit's (which has its own, ListAudit).
+// Page limits of every list but the audit's (which has its own, ListAudit): the one policy
+// of every list (store.DefaultListLimit, store.MaxListLimit).
 const (
-	DefaultLimit = 50
-	MaxLimit     = 500
+	DefaultLimit = store.DefaultListLimit
+	MaxLimit     = store.MaxListLimit
 )
 
 // ListOptions pages a list.

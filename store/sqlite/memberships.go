@@ -5,57 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
-)
-
-// Role is what a member (or an API key) may do in one tenant: viewer < editor < admin.
-// Platform administration is a user flag (User.PlatformAdmin), not a role.
-type Role string
-
-const (
-	RoleViewer Role = "viewer" // reads
-	RoleEditor Role = "editor" // and writes flows, executions, events, schedules
-	RoleAdmin  Role = "admin"  // and manages the tenant's members and keys
 )
 
 // ParseRole reads viewer, editor or admin.
 func ParseRole(s string) (Role, error) {
-	if r := Role(s); r.rank() > 0 {
+	if r := Role(s); r.Valid() {
 		return r, nil
 	}
 	return "", invalid("role %q: use viewer, editor or admin", s)
-}
-
-func (r Role) rank() int {
-	switch r {
-	case RoleViewer:
-		return 1
-	case RoleEditor:
-		return 2
-	case RoleAdmin:
-		return 3
-	}
-	return 0
-}
-
-// AtLeast reports whether r allows what min allows (an unknown role allows nothing, and no
-// role is at least an unknown one).
-func (r Role) AtLeast(min Role) bool { return min.rank() > 0 && r.rank() >= min.rank() }
-
-// Compare orders roles: negative when r is below o, 0 equal, positive above (unknown roles are
-// below viewer).
-func (r Role) Compare(o Role) int { return r.rank() - o.rank() }
-
-// Membership is a user's role in a tenant, with the tenant's status (a disabled tenant's
-// members are refused at once) and the user's login.
-type Membership struct {
-	UserID       string       `json:"user_id"`
-	Login        string       `json:"login"`
-	Tenant       string       `json:"tenant"`
-	Role         Role         `json:"role"`
-	TenantStatus TenantStatus `json:"tenant_status"`
-	CreatedAt    time.Time    `json:"created_at"`
-	UpdatedAt    time.Time    `json:"updated_at"`
 }
 
 const membershipSelect = "SELECT m.user_id, u.login, m.tenant, m.role, t.status, m.created_at, m.updated_at " +

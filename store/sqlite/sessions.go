@@ -53,12 +53,6 @@ type Session struct {
 	UserAgent  string    `json:"user_agent,omitempty"`
 }
 
-// SessionMeta is what a session records of the login request (cut to 64 and 512 bytes).
-type SessionMeta struct {
-	IP        string
-	UserAgent string
-}
-
 // CreateSession starts a session of a user for ttl (ttl <= 0: DefaultSessionMaxAge) and returns
 // its token, once: only its sha256 is stored. The token is "pls_" and 52 base32 characters.
 func (db *DB) CreateSession(ctx context.Context, userID string, ttl time.Duration, meta SessionMeta) (string, Session, error) {
@@ -166,28 +160,6 @@ func (db *DB) ExpireSessions(ctx context.Context) (int64, error) {
 
 // apiKeyPrefix starts every API key: plk_<26 base32 id>_<52 base32 secret>.
 const apiKeyPrefix = "plk_"
-
-// APIKey is a tenant's API key (its secret is never stored).
-type APIKey struct {
-	ID     string `json:"id"`
-	Tenant string `json:"tenant"`
-	Name   string `json:"name"`
-	Role   Role   `json:"role"`
-	// Prefix is the key's public part (plk_<id>), Fingerprint the first 16 hex digits of its
-	// sha256 (the audit's key fingerprint; 12 for a key made before).
-	Prefix      string `json:"prefix"`
-	Fingerprint string `json:"fingerprint"`
-	// TenantStatus is the tenant's status when the key was read: a disabled tenant's keys are
-	// refused by the console.
-	TenantStatus TenantStatus `json:"tenant_status"`
-	CreatedBy    string       `json:"created_by,omitempty"`
-	CreatedAt    time.Time    `json:"created_at"`
-	LastUsedAt   time.Time    `json:"last_used_at,omitzero"`
-	RevokedAt    time.Time    `json:"revoked_at,omitzero"`
-}
-
-// Revoked reports whether the key was revoked.
-func (k APIKey) Revoked() bool { return !k.RevokedAt.IsZero() }
 
 // NewAPIKey is what CreateAPIKey takes.
 type NewAPIKey struct {

@@ -6,19 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
 	"plaita/store/keys"
-)
-
-// TenantStatus is a tenant's status, the one the console publishes to Redis (store/tenant.go).
-type TenantStatus string
-
-const (
-	TenantActive   TenantStatus = "active"
-	TenantDisabled TenantStatus = "disabled"
 )
 
 // ParseTenantStatus reads "active" or "disabled".
@@ -28,19 +19,6 @@ func ParseTenantStatus(s string) (TenantStatus, error) {
 		return st, nil
 	}
 	return "", invalid("tenant status %q: use active or disabled", s)
-}
-
-// Tenant is one tenant. The database is the authority on which tenants exist and their status;
-// Redis holds what the console published of it.
-type Tenant struct {
-	Slug   string       `json:"slug"`
-	Name   string       `json:"name"`
-	Status TenantStatus `json:"status"`
-	// StatusEpoch counts the tenant's status changes (1 at creation): the order of the
-	// database's status writes, for a reconcile to tell which one is newer.
-	StatusEpoch int64     `json:"status_epoch"`
-	CreatedAt   time.Time `json:"created_at"`
-	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // NewTenant is what CreateTenant takes.

@@ -11,21 +11,6 @@ import (
 	"unicode/utf8"
 )
 
-// User is one console user. The password hash never leaves the package.
-type User struct {
-	ID            string    `json:"id"`
-	Login         string    `json:"login"` // lower-cased
-	Name          string    `json:"name"`
-	PlatformAdmin bool      `json:"platform_admin"`
-	FailedLogins  int       `json:"failed_logins"`         // failed logins since the last success or lock
-	LockedUntil   time.Time `json:"locked_until,omitzero"` // zero: not locked
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
-}
-
-// Locked reports whether the account is locked at now.
-func (u User) Locked(now time.Time) bool { return now.Before(u.LockedUntil) }
-
 // NewUser is what CreateUser takes.
 type NewUser struct {
 	Login         string // an e-mail address or a name: 1 to 254 printable characters, no spaces

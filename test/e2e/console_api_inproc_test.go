@@ -193,7 +193,7 @@ func TestConsoleAPIRunsAFlowWithAWorker(t *testing.T) {
 	// The audit trail has the publish, the start and the resume, with the admin key's fingerprint.
 	_, audit := con.call(t, http.MethodGet, "/api/audit?limit=20", nil)
 	var actions []string
-	for _, e := range audit["entries"].([]any) {
+	for _, e := range audit["items"].([]any) {
 		actions = append(actions, fmt.Sprint(e.(map[string]any)["action"]))
 	}
 	for _, want := range []string{"flow.publish", "execution.start", "approval.answer"} {
