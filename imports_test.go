@@ -59,8 +59,27 @@ var importRules = []rule{
 	{"plaita/internal", []string{"plaita/roles", "plaita/config", "plaita/control"}, "support packages serve the roles"},
 }
 
-// importViolations lists every broken rule, with the import chain that breaks it, and every
-// package outside roles/ and main that imports the configuration (the loader).
+// directRule forbids the packages of the trees in from to import any package of the forbidden
+// trees themselves; they may reach them through the packages they do import.
+type directRule struct {
+	from      []string
+	forbidden []string
+	why       string
+}
+
+var directRules = []directRule{
+	{
+		from: []string{ // the front ends, one tree a line
+			"plaita/roles/cli",
+		},
+		forbidden: []string{"plaita/store", "plaita/store/sqlite", "plaita/store/keys", "plaita/queue"},
+		why:       "a front end reaches state through control/, whose Plane roles.NewPlane builds; never a storage package",
+	},
+}
+
+// importViolations lists every broken rule, with the import chain that breaks it, every direct
+// import a directRule forbids, and every package outside roles/ and main that imports the
+// configuration (the loader).
 func importViolations(imports map[string][]string, under func(pkg, tree string) bool) []string {
 	var out []string
 	pkgs := make([]string, 0, len(imports))
@@ -68,6 +87,18 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 		pkgs = append(pkgs, p)
 	}
 	slices.Sort(pkgs)
+	for _, r := range directRules {
+		for _, p := range pkgs {
+			if !slices.ContainsFunc(r.from, func(tree string) bool { return under(p, tree) }) {
+				continue
+			}
+			for _, q := range imports[p] {
+				if slices.ContainsFunc(r.forbidden, func(tree string) bool { return under(q, tree) }) {
+					out = append(out, "forbidden: "+p+" → "+q+" ("+r.why+")")
+				}
+			}
+		}
+	}
 	for _, r := range importRules {
 		for _, p := range pkgs {
 			if !under(p, r.from) {
@@ -145,16 +176,28 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/queue":        {"plaita/store", "plaita/config"},
 		"plaita/config":       nil,
 		"plaita/web":          {"github.com/redis/rueidis"},
+		// The CLI imports storage directly (a sub-package of its tree too); through control it
+		// may.
+		"plaita/roles/cli":      {"plaita/control", "plaita/store/keys"},
+		"plaita/roles/cli/sub":  {"plaita/queue"},
+		"plaita/control":        {"plaita/store", "plaita/queue"},
+		"plaita/roles/settings": {"plaita/store"},
 	}
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
-	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis"} {
+	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis",
+		"plaita/roles/cli → plaita/store/keys", "plaita/roles/cli/sub → plaita/queue"} {
 		found := false
 		for _, v := range got {
 			found = found || strings.Contains(v, want)
 		}
 		if !found {
 			t.Errorf("no violation %q in %q", want, got)
+		}
+	}
+	for _, v := range got {
+		if strings.Contains(v, "plaita/roles/cli → plaita/control") || strings.Contains(v, "plaita/roles/settings") {
+			t.Errorf("a direct rule reported a path through control, or a package outside its trees: %q", v)
 		}
 	}
 }

@@ -14,8 +14,6 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // approvalCommand is `plaita approval list|approve|reject`: control's pending approvals and
@@ -59,8 +57,8 @@ func approvalCommand(stdout, stderr io.Writer) *cli.Command {
 					if cmd.Args().Len() > 0 {
 						return cliUsage(name, "takes no arguments")
 					}
-					if l := cmd.Int("limit"); l < 1 || l > store.MaxListLimit {
-						return cliUsage(name, "--limit %d: use 1–%d", l, store.MaxListLimit)
+					if l := cmd.Int("limit"); l < 1 || l > control.MaxListLimit {
+						return cliUsage(name, "--limit %d: use 1–%d", l, control.MaxListLimit)
 					}
 					return withConn(ctx, cmd, name, stderr, func(k *conn) error {
 						page, err := k.plane.Approvals(ctx, k.tenant, cmd.String("cursor"), int(cmd.Int("limit")))
@@ -72,7 +70,7 @@ func approvalCommand(stdout, stderr io.Writer) *cli.Command {
 								"next_cursor": page.NextCursor, "pruned": page.Pruned, "skipped": page.Skipped})
 						}
 						next := []string{"approval", "list", "--cursor", page.NextCursor}
-						if k.tenant != keys.DefaultTenant {
+						if k.tenant != control.DefaultTenant {
 							next = append(next, "--tenant", k.tenant)
 						}
 						writeApprovals(stdout, page, k.plane.Command(next...))
@@ -92,7 +90,7 @@ func approvalAnswer(ctx context.Context, cmd *cli.Command, verb string, approved
 		return cliUsage(name, "name one execution id: plaita approval %s ID", verb)
 	}
 	id := cmd.Args().First()
-	if err := keys.ValidID(id); err != nil {
+	if err := control.ValidID(id); err != nil {
 		return cliUsage(name, "%q is not an execution id: %v", id, err)
 	}
 	by := cmd.String("by")
@@ -119,7 +117,7 @@ func approvalAnswer(ctx context.Context, cmd *cli.Command, verb string, approved
 	return nil
 }
 
-func writeApprovals(w io.Writer, page store.ApprovalPage, next string) {
+func writeApprovals(w io.Writer, page control.ApprovalPage, next string) {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "EXECUTION\tFLOW\tNODE\tWAITING SINCE\tTIMES OUT\tMESSAGE")

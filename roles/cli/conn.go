@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"io"
 
 	"github.com/redis/rueidis"
@@ -12,8 +13,6 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/roles"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // conn is a command over the shared Redis: its configuration, its --tenant and, once dialled,
@@ -44,11 +43,11 @@ func prepare(cmd *cli.Command, name string, role config.Role, stderr io.Writer) 
 	if err != nil {
 		return nil, err
 	}
-	sp, err := keys.For(keys.DefaultRoot, cmd.String("tenant"))
-	if err != nil {
-		return nil, cliUsage(name, "--tenant %q: %v", cmd.String("tenant"), err)
+	tenant := cmd.String("tenant")
+	if err := control.ValidTenant(tenant); err != nil {
+		return nil, cliUsage(name, "--tenant %q: %v", tenant, err)
 	}
-	return &conn{cfg: cfg, log: log, tenant: sp.Tenant(), program: optionsOf(cmd).programName()}, nil
+	return &conn{cfg: cfg, log: log, tenant: cmp.Or(tenant, control.DefaultTenant), program: optionsOf(cmd).programName()}, nil
 }
 
 // dial is connect's second half: the client and the control plane over it.
@@ -92,7 +91,7 @@ func stateBound(cfg *config.Config) docBound {
 var flowBound = docBound{Max: engine.MaxFlowBytes, What: "the flow definition bound"}
 
 // eventBound is the bound of an event's data.
-var eventBound = docBound{Max: store.MaxEventDataBytes, What: "the event data bound"}
+var eventBound = docBound{Max: control.MaxEventDataBytes, What: "the event data bound"}
 
 // refused is an error of a control operation as the command's exit: an Invalid refusal is bad
 // usage (2), any other refusal or failure is a failure (1). A refusal's unblock hint follows its

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
-	"plaita/queue"
+	"plaita/control"
 	"plaita/roles"
 )
 
@@ -111,7 +111,7 @@ func dlqReplay(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 		if cmd.Bool("json") {
 			return writeJSON(stdout, res)
 		}
-		if res.Status == queue.ReplayAlreadyReplayed {
+		if res.Status == control.ReplayAlreadyReplayed {
 			fmt.Fprintf(stdout, "dead letter %s: already replayed (as %s); nothing enqueued\n", res.DLQID, res.QueueID)
 			return nil
 		}
@@ -134,7 +134,7 @@ func withConn(ctx context.Context, cmd *cli.Command, name string, stderr io.Writ
 	return fn(k)
 }
 
-func writeDeadLetters(w io.Writer, es []queue.DLQEntry) {
+func writeDeadLetters(w io.Writer, es []control.DeadLetter) {
 	var b bytes.Buffer
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DLQ ID\tDEAD-LETTERED\tTENANT\tKIND\tEXECUTION\tREASON\tDELIVERIES")
@@ -147,7 +147,7 @@ func writeDeadLetters(w io.Writer, es []queue.DLQEntry) {
 	fmt.Fprintf(w, "%d dead letter(s)\n", len(es))
 }
 
-func writeDeadLetter(w io.Writer, e queue.DLQEntry) {
+func writeDeadLetter(w io.Writer, e control.DeadLetter) {
 	fmt.Fprintf(w, "dead letter %s\n", e.ID)
 	fmt.Fprintf(w, "  reason:     %s\n", e.Reason)
 	if e.Detail != "" {

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
-	"plaita/queue"
+	"plaita/control"
 	"plaita/roles"
 )
 
@@ -112,7 +112,7 @@ func checkRedisKeys(ctx context.Context, cfg *config.Config) *redisCheck {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := queue.CheckStreamKeys(ctx, c, config.QueueName.In(cfg), config.DLQKey.In(cfg)); err != nil {
+	if err := control.CheckQueueKeys(ctx, c, config.QueueName.In(cfg), config.DLQKey.In(cfg)); err != nil {
 		rc.Problem = err.Error()
 		return rc
 	}

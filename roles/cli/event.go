@@ -13,8 +13,6 @@ import (
 
 	"plaita/config"
 	"plaita/control"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // eventCommand publishes and lists events (docs/events.md) through control, as the console
@@ -48,7 +46,7 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita event list [--type T] [--tenant T] [--limit N] [--cursor C] [--json]",
 				Flags: cliFlags(tenantFlag(),
 					&cli.StringFlag{Name: "type", Usage: "only events of this type"},
-					&cli.IntFlag{Name: "limit", Value: 50, Usage: fmt.Sprintf("events to list (1–%d)", store.MaxEventList)},
+					&cli.IntFlag{Name: "limit", Value: 50, Usage: fmt.Sprintf("events to list (1–%d)", control.MaxEventList)},
 					&cli.StringFlag{Name: "cursor", Usage: "the next page (next_cursor of the previous one)"},
 					jsonFlag("print the page as JSON: events, expired, corrupt")),
 				Action: func(ctx context.Context, cmd *cli.Command) error { return eventList(ctx, cmd, stdout, stderr) },
@@ -63,12 +61,12 @@ func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 		return cliUsage(name, "name one event type: plaita event publish TYPE [--data JSON]")
 	}
 	typ := cmd.Args().First()
-	if err := keys.ValidName("event type", typ); err != nil {
+	if err := control.ValidName("event type", typ); err != nil {
 		return cliUsage(name, "%v", err)
 	}
 	id := cmd.String("id")
 	if cmd.IsSet("id") {
-		if err := keys.ValidID(id); err != nil {
+		if err := control.ValidID(id); err != nil {
 			return cliUsage(name, "--id %q: %v", id, err)
 		}
 	}
@@ -86,7 +84,7 @@ func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 		return err
 	}
 	defer k.close()
-	ev, err := k.plane.PublishEvent(ctx, store.Event{ID: id, Type: typ, TenantID: k.tenant, Data: data})
+	ev, err := k.plane.PublishEvent(ctx, control.Event{ID: id, Type: typ, TenantID: k.tenant, Data: data})
 	if err != nil {
 		return refused(name, err)
 	}
@@ -111,13 +109,13 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 	}
 	typ := cmd.String("type")
 	if cmd.IsSet("type") {
-		if err := keys.ValidName("event type", typ); err != nil {
+		if err := control.ValidName("event type", typ); err != nil {
 			return cliUsage(name, "%v", err)
 		}
 	}
 	limit := cmd.Int("limit")
-	if limit < 1 || limit > store.MaxEventList {
-		return cliUsage(name, "--limit %d: use 1 to %d", limit, store.MaxEventList)
+	if limit < 1 || limit > control.MaxEventList {
+		return cliUsage(name, "--limit %d: use 1 to %d", limit, control.MaxEventList)
 	}
 	k, err := connect(cmd, name, config.RoleWorker, stderr)
 	if err != nil {
@@ -132,7 +130,7 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 		return writeJSON(stdout, struct {
 			TenantID string `json:"tenant_id"`
 			Type     string `json:"type,omitempty"`
-			store.EventPage
+			control.EventPage
 		}{k.tenant, typ, page})
 	}
 	var buf bytes.Buffer
@@ -156,7 +154,7 @@ func eventList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) 
 		if typ != "" {
 			next = append(next, "--type", typ)
 		}
-		if k.tenant != keys.DefaultTenant {
+		if k.tenant != control.DefaultTenant {
 			next = append(next, "--tenant", k.tenant)
 		}
 		fmt.Fprintf(stdout, "more: %s\n", k.plane.Command(next...))

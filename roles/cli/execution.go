@@ -16,8 +16,6 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // executionCommand groups the operator commands over stored executions: each parses its
@@ -50,7 +48,7 @@ func executionListCommand(stdout, stderr io.Writer) *cli.Command {
 			"several --index must all hold. Times are RFC 3339 (2026-03-01T12:00:00Z); --started-after is\n" +
 			"inclusive, --started-before exclusive.",
 		Flags: cliFlags(tenantFlag(),
-			&cli.IntFlag{Name: "limit", Value: store.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", store.MaxListLimit)},
+			&cli.IntFlag{Name: "limit", Value: control.DefaultListLimit, Usage: fmt.Sprintf("executions per page (1–%d)", control.MaxListLimit)},
 			&cli.StringFlag{Name: "cursor", Usage: "continue after the page that printed this cursor"},
 			&cli.StringFlag{Name: "status", Usage: "only executions of this status: pending, running, suspended, completed, error or cancelled"},
 			&cli.StringFlag{Name: "flow", Usage: "only executions of this flow id"},
@@ -169,7 +167,7 @@ func withExecution(ctx context.Context, cmd *cli.Command, name string, stderr io
 		return cliUsage(name, "name one execution id: plaita execution %s ID", name)
 	}
 	id := cmd.Args().First()
-	if err := keys.ValidID(id); err != nil {
+	if err := control.ValidID(id); err != nil {
 		return cliUsage(name, "%q is not an execution id: %v", id, err)
 	}
 	k, err := prepare(cmd, name, config.RoleWorker, stderr)
@@ -270,8 +268,8 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 	if err != nil {
 		return refused(name, err)
 	}
-	if req.Limit < 1 || req.Limit > store.MaxListLimit {
-		return cliUsage(name, "--limit %d: use 1 to %d", req.Limit, store.MaxListLimit)
+	if req.Limit < 1 || req.Limit > control.MaxListLimit {
+		return cliUsage(name, "--limit %d: use 1 to %d", req.Limit, control.MaxListLimit)
 	}
 	k, err := connect(cmd, name, config.RoleWorker, stderr)
 	if err != nil {
@@ -283,11 +281,7 @@ func executionList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writ
 		return refused(name, err)
 	}
 	if cmd.Bool("json") {
-		items := page.Items
-		if items == nil {
-			items = []store.Summary{}
-		}
-		return writeJSON(stdout, map[string]any{"tenant_id": k.tenant, "items": items,
+		return writeJSON(stdout, map[string]any{"tenant_id": k.tenant, "items": nonNil(page.Items),
 			"next_cursor": page.NextCursor, "skipped": page.Skipped, "degraded": page.Degraded})
 	}
 	var buf bytes.Buffer
@@ -345,7 +339,7 @@ func listFilterFlags(cmd *cli.Command, tenant string) string {
 	for _, v := range cmd.StringSlice("index") {
 		b.WriteString(" --index " + control.ShellQuote(v))
 	}
-	if tenant != keys.DefaultTenant {
+	if tenant != control.DefaultTenant {
 		b.WriteString(" --tenant " + tenant)
 	}
 	return b.String()

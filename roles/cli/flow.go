@@ -16,8 +16,6 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // flowCommand publishes and reads flow definitions (control/flows.go): a published version is
@@ -44,7 +42,7 @@ func flowCommand(stdout, stderr io.Writer) *cli.Command {
 				Name:      "list",
 				Usage:     "list the tenant's published flows, most recently published first",
 				UsageText: "plaita flow list [--tenant T] [--limit N] [--json]",
-				Flags: cliFlags(tenantFlag(), &cli.IntFlag{Name: "limit", Value: 100, Usage: fmt.Sprintf("flows to list (1–%d)", store.MaxFlowList)},
+				Flags: cliFlags(tenantFlag(), &cli.IntFlag{Name: "limit", Value: 100, Usage: fmt.Sprintf("flows to list (1–%d)", control.MaxFlowList)},
 					jsonFlag("print {tenant_id, items} as JSON")),
 				Action: func(ctx context.Context, cmd *cli.Command) error { return flowList(ctx, cmd, stdout, stderr) },
 			},
@@ -98,7 +96,7 @@ func flowPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 		return writeJSON(stdout, out)
 	}
 	what := "published"
-	if pub.Result == store.AlreadyPublished {
+	if pub.Result == control.AlreadyPublished {
 		what = "already published with this definition: left as it is"
 	}
 	fmt.Fprintf(stdout, "flow %s version %s: %s (tenant %s)\n", pub.Flow.ID, pub.Version, what, k.tenant)
@@ -140,7 +138,7 @@ func flowShow(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return cliUsage(name, "name one flow id: plaita flow show FLOW_ID")
 	}
 	id := cmd.Args().First()
-	if err := keys.ValidName("flow id", id); err != nil {
+	if err := control.ValidName("flow id", id); err != nil {
 		return cliUsage(name, "%v", err)
 	}
 	k, err := connect(cmd, name, config.RoleWorker, stderr)

@@ -11,13 +11,12 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/control"
 	"plaita/roles"
-	"plaita/store"
-	"plaita/store/sqlite"
 )
 
 // migrateCommand is `plaita migrate up|down|version`: the console database's migrations
-// (migrations/, applied by store/sqlite), by hand. Each subcommand runs the console's strict
+// (migrations/, applied through control), by hand. Each subcommand runs the console's strict
 // preflight and opens PLAITA_CONSOLE_DB_URL without migrating it; the console itself migrates
 // up at every start.
 func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
@@ -56,13 +55,13 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita migrate up [--to N] [--json]",
 				Flags:     flags(to),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					target := sqlite.Up()
+					target := control.MigrateUp()
 					if cmd.IsSet("to") {
 						v, err := parseVersionFlag(cmd.String("to"))
 						if err != nil {
 							return cliUsage("migrate up", "%v", err)
 						}
-						target = sqlite.UpTo(v)
+						target = control.MigrateUpTo(v)
 					}
 					return migrateRun(ctx, cmd, "up", target, false, stdout, stderr)
 				},
@@ -73,18 +72,18 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita migrate down [--to N | --all] [--json]",
 				Flags:     flags(to, &cli.BoolFlag{Name: "all", Usage: "roll back every migration (drops every table and its data)"}),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					target := sqlite.Down(1)
+					target := control.MigrateDown(1)
 					switch {
 					case cmd.IsSet("to") && cmd.Bool("all"):
 						return cliUsage("migrate down", "use --to N or --all, not both")
 					case cmd.Bool("all"):
-						target = sqlite.DownTo(0)
+						target = control.MigrateDownTo(0)
 					case cmd.IsSet("to"):
 						v, err := parseVersionFlag(cmd.String("to"))
 						if err != nil {
 							return cliUsage("migrate down", "%v", err)
 						}
-						target = sqlite.DownTo(v)
+						target = control.MigrateDownTo(v)
 					}
 					return migrateRun(ctx, cmd, "down", target, true, stdout, stderr)
 				},
@@ -103,55 +102,48 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 func parseVersionFlag(s string) (uint, error) {
 	v, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("--to %q: use a version number (0: no migration; latest: %d)", s, sqlite.Latest())
+		return 0, fmt.Errorf("--to %q: use a version number (0: no migration; latest: %d)", s, control.LatestMigration())
 	}
 	return uint(v), nil
 }
 
-// openConsoleDB runs the console's preflight and opens its database as it is; loc is where
-// PLAITA_CONSOLE_DB_URL points (set even when the file is missing: ErrNoDatabase).
-func openConsoleDB(ctx context.Context, cmd *cli.Command, name string, mustExist bool, stderr io.Writer) (*sqlite.DB, sqlite.Location, zerolog.Logger, error) {
+// openConsoleDB runs the console's preflight and opens its database as it is; path is the file
+// PLAITA_CONSOLE_DB_URL names (set even when the file is missing: a NotFound refusal).
+func openConsoleDB(ctx context.Context, cmd *cli.Command, name string, mustExist bool, stderr io.Writer) (*control.ConsoleDB, string, zerolog.Logger, error) {
 	cfg, log, err := preflight(cmd, config.RoleConsole, stderr)
 	if err != nil {
-		return nil, sqlite.Location{}, log, err
+		return nil, "", log, err
 	}
 	if err := checkLogFlags(cmd); err != nil {
-		return nil, sqlite.Location{}, log, err
+		return nil, "", log, err
 	}
 	url := config.ConsoleDBURL.In(cfg)
-	loc, err := sqlite.ParseURL(url)
+	path, err := control.ConsoleDBPath(url)
 	if err != nil {
-		return nil, loc, log, cliUsage(name, "PLAITA_CONSOLE_DB_URL: %v", err)
+		return nil, path, log, cliUsage(name, "PLAITA_CONSOLE_DB_URL: %v", err)
 	}
-	opts := []sqlite.Option{sqlite.WithoutMigrate()}
-	if mustExist {
-		opts = append(opts, sqlite.MustExist())
-	}
-	db, err := sqlite.Open(ctx, url, opts...)
+	db, err := control.OpenConsoleDB(ctx, url, mustExist)
 	if err != nil {
-		return nil, loc, log, err
+		return nil, path, log, err
 	}
-	return db, loc, log, nil
+	return db, path, log, nil
 }
 
-// migrateFailure maps a store/sqlite error to the exit status: a target the binary has no
-// migration for, or in the wrong direction, is bad usage; the rest is a failure.
-func migrateFailure(name string, err error) error {
-	if errors.Is(err, store.ErrInvalid) {
-		return cliUsage(name, "%v", err)
-	}
-	return cliFail(name, "%v", err)
+// missingDB reports whether opening the console database found no file (mustExist).
+func missingDB(err error) bool {
+	r := control.AsRefusal(err)
+	return r != nil && r.Class == control.NotFound
 }
 
 // migrateResult is what `plaita migrate up|down --json` prints.
 type migrateResult struct {
 	Database string `json:"database"`
 	Action   string `json:"action"` // up or down
-	sqlite.MigrateResult
+	control.MigrateResult
 	Error string `json:"error,omitempty"`
 }
 
-func migrateRun(ctx context.Context, cmd *cli.Command, action string, target sqlite.Target, mustExist bool, stdout, stderr io.Writer) error {
+func migrateRun(ctx context.Context, cmd *cli.Command, action string, target control.MigrateTarget, mustExist bool, stdout, stderr io.Writer) error {
 	name := "migrate " + action
 	if cmd.Args().Len() > 0 {
 		return cliUsage(name, "takes no arguments (use --to N)")
@@ -159,16 +151,16 @@ func migrateRun(ctx context.Context, cmd *cli.Command, action string, target sql
 	db, _, log, err := openConsoleDB(ctx, cmd, name, mustExist, stderr)
 	var ee *exitError
 	switch {
-	case errors.Is(err, sqlite.ErrNoDatabase):
+	case missingDB(err):
 		return cliFail(name, "%v: nothing to roll back", err)
 	case errors.As(err, &ee):
 		return err
 	case err != nil:
-		return migrateFailure(name, err)
+		return refused(name, err)
 	}
 	defer db.Close()
 	res, runErr := db.Migrate(ctx, target)
-	out := migrateResult{Database: dbName(db), Action: action, MigrateResult: res}
+	out := migrateResult{Database: db.Name(), Action: action, MigrateResult: res}
 	if runErr != nil {
 		out.Error = runErr.Error()
 	}
@@ -185,16 +177,9 @@ func migrateRun(ctx context.Context, cmd *cli.Command, action string, target sql
 		writeMigrateText(stdout, name, out)
 	}
 	if runErr != nil {
-		return migrateFailure(name, runErr)
+		return refused(name, runErr)
 	}
 	return nil
-}
-
-func dbName(db *sqlite.DB) string {
-	if loc := db.Location(); !loc.Memory {
-		return loc.Path
-	}
-	return db.Location().URL
 }
 
 func writeMigrateText(w io.Writer, name string, r migrateResult) {
@@ -217,9 +202,9 @@ type versionReport struct {
 	Latest   uint   `json:"latest"`
 	// Status: missing (no file yet: the console creates it), current, behind (migrate up),
 	// dirty, too_new, unversioned (not plaita's) — the last three are refused.
-	Status  string             `json:"status"`
-	Pending []sqlite.Migration `json:"pending"` // what up would apply
-	Problem string             `json:"problem,omitempty"`
+	Status  string              `json:"status"`
+	Pending []control.Migration `json:"pending"` // what up would apply
+	Problem string              `json:"problem,omitempty"`
 }
 
 func migrateVersion(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
@@ -227,53 +212,30 @@ func migrateVersion(ctx context.Context, cmd *cli.Command, stdout, stderr io.Wri
 	if cmd.Args().Len() > 0 {
 		return cliUsage(name, "takes no arguments")
 	}
-	rep := versionReport{Latest: sqlite.Latest(), Pending: []sqlite.Migration{}}
-	db, loc, _, err := openConsoleDB(ctx, cmd, name, true, stderr)
+	rep := versionReport{Latest: control.LatestMigration(), Pending: []control.Migration{}}
+	db, path, _, err := openConsoleDB(ctx, cmd, name, true, stderr)
 	var ee *exitError
 	switch {
-	case errors.Is(err, sqlite.ErrNoDatabase):
-		rep.Database, rep.Status, rep.Pending = loc.Path, "missing", sqlite.Migrations()
+	case missingDB(err):
+		rep.Database, rep.Status, rep.Pending = path, control.SchemaMissing, control.Migrations()
 		return writeVersionReport(stdout, cmd.Bool("json"), rep, nil)
 	case errors.As(err, &ee):
 		return err
 	case err != nil:
-		return migrateFailure(name, err)
+		return refused(name, err)
 	}
 	defer db.Close()
-	rep.Database, rep.Exists = dbName(db), true
-	v, verr := db.Version(ctx)
-	rep.Version, rep.Dirty = v.Version, v.Dirty
-	if verr == nil {
-		verr = db.CheckSchema(ctx)
+	rep.Database, rep.Exists = db.Name(), true
+	schema, err := db.Schema(ctx)
+	if err != nil {
+		return cliFail(name, "%v", err)
 	}
-	var behind *sqlite.BehindError
-	var dirty *sqlite.DirtyError
-	var tooNew *sqlite.TooNewError
-	var unversioned *sqlite.UnversionedError
-	switch {
-	case verr == nil:
-		rep.Status = "current"
-	case errors.As(verr, &behind):
-		rep.Status = "behind"
-		for _, m := range sqlite.Migrations() {
-			if m.Version > v.Version {
-				rep.Pending = append(rep.Pending, m)
-			}
-		}
-		verr = nil
-	case errors.As(verr, &dirty):
-		rep.Status = "dirty"
-	case errors.As(verr, &tooNew):
-		rep.Status = "too_new"
-	case errors.As(verr, &unversioned):
-		rep.Status = "unversioned"
-	default:
-		return cliFail(name, "%v", verr)
+	rep.Version, rep.Dirty, rep.Status = schema.Version, schema.Dirty, schema.Status
+	rep.Pending = append(rep.Pending, schema.Pending...)
+	if schema.Problem != nil {
+		rep.Problem = schema.Problem.Error()
 	}
-	if verr != nil {
-		rep.Problem = verr.Error()
-	}
-	return writeVersionReport(stdout, cmd.Bool("json"), rep, verr)
+	return writeVersionReport(stdout, cmd.Bool("json"), rep, schema.Problem)
 }
 
 func writeVersionReport(w io.Writer, asJSON bool, rep versionReport, problem error) error {
@@ -284,11 +246,11 @@ func writeVersionReport(w io.Writer, asJSON bool, rep versionReport, problem err
 		}
 	} else {
 		switch rep.Status {
-		case "missing":
+		case control.SchemaMissing:
 			fmt.Fprintf(w, "%s: no database yet (the console creates it at start; latest version %d)\n", rep.Database, rep.Latest)
-		case "current":
+		case control.SchemaCurrent:
 			fmt.Fprintf(w, "%s: version %d, the latest\n", rep.Database, rep.Version)
-		case "behind":
+		case control.SchemaBehind:
 			fmt.Fprintf(w, "%s: version %d, latest %d: plaita migrate up applies\n", rep.Database, rep.Version, rep.Latest)
 			for _, m := range rep.Pending {
 				fmt.Fprintf(w, "  %04d %s\n", m.Version, m.Name)

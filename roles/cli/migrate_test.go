@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"plaita/control"
 	"plaita/roles"
-	"plaita/store/sqlite"
 )
 
 // runCLI runs the command tree as main does: the exit status and what was printed.
@@ -39,7 +39,7 @@ func migrateJSON[T any](t *testing.T, want int, args ...string) T {
 func TestMigrateCommand(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "console.db")
 	t.Setenv("PLAITA_CONSOLE_DB_URL", "sqlite:///"+path)
-	latest := sqlite.Latest()
+	latest := control.LatestMigration()
 
 	// Before the console ever ran: version reports the file missing, and creates nothing.
 	rep := migrateJSON[versionReport](t, 0, "migrate", "version")
@@ -75,7 +75,7 @@ func TestMigrateCommand(t *testing.T) {
 	}
 	// Text output names what ran.
 	code, out, _ := runCLI(t, "migrate", "up", "--log-format", "json")
-	ms := sqlite.Migrations()
+	ms := control.Migrations()
 	newest := fmt.Sprintf("up %04d %s", ms[len(ms)-1].Version, ms[len(ms)-1].Name)
 	if code != 0 || !strings.Contains(out, "migrate up: "+path) || !strings.Contains(out, newest) {
 		t.Errorf("up (text): exit %d\n%s", code, out)

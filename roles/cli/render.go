@@ -239,3 +239,11 @@ func indentJSON(v any, prefix string) string {
 	}
 	return string(b)
 }
+
+// nonNil is s, or an empty slice when s is nil: a list prints as [] in JSON, never null.
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

@@ -21,7 +21,6 @@ import (
 	"plaita/engine/nodes"
 	"plaita/engine/state"
 	"plaita/roles/settings"
-	"plaita/store"
 )
 
 // runCommand runs one flow in this process on the memory store: no server, no network. A
@@ -61,7 +60,7 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
 			}
-			ex := engine.NewExecutor(r.mem)
+			ex := engine.NewExecutor(r.mem.Storage())
 			ex.Settings = func() engine.Settings { return es }
 			ex.Log = log
 			return r.execute(ctx, ex, reg, es, stdout, stderr)
@@ -80,7 +79,7 @@ type flowRun struct {
 	resumeID    string
 	resumeType  engine.ResumeType
 	data        any
-	mem         *store.Memory
+	mem         *control.MemoryStates
 }
 
 // executionIDRe bounds what --resume accepts; the id becomes a file name.
@@ -92,7 +91,7 @@ func usageError(format string, args ...any) error {
 
 // newFlowRun checks the arguments and flags; every mistake here is bad usage (exit 2).
 func newFlowRun(ctx context.Context, cmd *cli.Command, bound docBound) (*flowRun, error) {
-	r := &flowRun{asJSON: cmd.Bool("json"), mem: store.NewMemory(), program: optionsOf(cmd).programName()}
+	r := &flowRun{asJSON: cmd.Bool("json"), mem: control.NewMemoryStates(), program: optionsOf(cmd).programName()}
 	switch cmd.Args().Len() {
 	case 0:
 		return nil, usageError("name the flow file: plaita run FLOW.json")
@@ -245,11 +244,9 @@ func (r *flowRun) execute(ctx context.Context, ex *engine.Executor, reg *engine.
 	}
 
 	// The memory store holds the last state saved at a step boundary: that is what is kept.
-	raw, ok := r.mem.Raw(id)
-	if ok {
-		if saved, err := store.Decode(raw); err == nil {
-			st = saved
-		}
+	raw, saved, ok := r.mem.Saved(id)
+	if saved != nil {
+		st = saved
 	}
 	if st == nil {
 		if runErr == nil {
@@ -334,18 +331,16 @@ func (r *flowRun) advice(f *engine.Flow, es engine.Settings) *control.Advice {
 // was.
 func (r *flowRun) refusal(id string, err error, adv *control.Advice, stderr io.Writer) error {
 	fmt.Fprintf(stderr, "plaita: run: resume refused: %v\n", err)
-	if raw, ok := r.mem.Raw(id); ok {
-		if st, derr := store.Decode(raw); derr == nil {
-			fmt.Fprintf(stderr, "execution %s is unchanged (%s", id, st.Status)
-			if s := st.Suspend; s != nil {
-				fmt.Fprintf(stderr, ", %s at node %q", control.DescribeSuspend(s), s.Node)
-			}
-			fmt.Fprintf(stderr, "); its state stays in %s\n", r.stateFile(id))
-			if hints := adv.Hints(st); len(hints) > 0 {
-				fmt.Fprintln(stderr, "accepted now:")
-				writeHints(stderr, hints, r.command(id))
-				r.afterHints(st)(stderr)
-			}
+	if _, st, _ := r.mem.Saved(id); st != nil {
+		fmt.Fprintf(stderr, "execution %s is unchanged (%s", id, st.Status)
+		if s := st.Suspend; s != nil {
+			fmt.Fprintf(stderr, ", %s at node %q", control.DescribeSuspend(s), s.Node)
+		}
+		fmt.Fprintf(stderr, "); its state stays in %s\n", r.stateFile(id))
+		if hints := adv.Hints(st); len(hints) > 0 {
+			fmt.Fprintln(stderr, "accepted now:")
+			writeHints(stderr, hints, r.command(id))
+			r.afterHints(st)(stderr)
 		}
 	}
 	return &exitError{code: ExitFailure, err: err, printed: true}

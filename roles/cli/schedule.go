@@ -13,8 +13,6 @@ import (
 
 	"plaita/config"
 	"plaita/control"
-	"plaita/store"
-	"plaita/store/keys"
 )
 
 // scheduleCommand gives the schedule role's command its editing subcommands. `plaita schedule`
@@ -54,7 +52,7 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 				&cli.StringFlag{Name: "cron", Usage: "the cron spec (5 fields, or 6 with seconds first)"},
 				&cli.StringFlag{Name: "tz", Value: "UTC", Usage: "IANA time zone the spec is read in"},
 				&cli.StringFlag{Name: "flow", Usage: "the flow id to start"},
-				&cli.StringFlag{Name: "version", Value: store.LatestVersion, Usage: "the flow version to start, or latest (resolved at each tick)"},
+				&cli.StringFlag{Name: "version", Value: control.LatestVersion, Usage: "the flow version to start, or latest (resolved at each tick)"},
 				&cli.StringFlag{Name: "input", Usage: "the executions' INPUT: inline JSON, or @path (default {})"},
 				&cli.BoolFlag{Name: "disabled", Usage: "create it disabled (enable it later)"},
 				jsonFlag("print the stored schedule as JSON")),
@@ -167,7 +165,7 @@ func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.
 		return cliUsage(name, "name one schedule: plaita schedule %s ID", name)
 	}
 	id := cmd.Args().First()
-	if err := keys.ValidName("schedule id", id); err != nil {
+	if err := control.ValidName("schedule id", id); err != nil {
 		return cliUsage(name, "%v", err)
 	}
 	k, err := connect(cmd, name, config.RoleSchedule, stderr)
@@ -185,7 +183,7 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	case 0:
 	case 1:
 		id = cmd.Args().First()
-		if err := keys.ValidName("schedule id", id); err != nil {
+		if err := control.ValidName("schedule id", id); err != nil {
 			return cliUsage(name, "%v", err)
 		}
 	default:
@@ -194,7 +192,7 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 	if !cmd.IsSet("cron") || !cmd.IsSet("flow") {
 		return cliUsage(name, "--cron and --flow are required")
 	}
-	s := store.Schedule{ID: id, Cron: cmd.String("cron"), TimeZone: cmd.String("tz"),
+	s := control.Schedule{ID: id, Cron: cmd.String("cron"), TimeZone: cmd.String("tz"),
 		Enabled: !cmd.Bool("disabled"), FlowID: cmd.String("flow"), FlowVersion: cmd.String("version")}
 	if err := control.CheckSchedule(&s); err != nil {
 		return refused(name, err) // before any connection: a bad spec is refused without Redis
@@ -260,13 +258,10 @@ func scheduleList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 			Error string `json:"error"`
 		}
 		out := struct {
-			TenantID string                 `json:"tenant_id"`
-			Items    []store.ScheduleRecord `json:"items"`
-			Bad      []badOut               `json:"bad"`
-		}{TenantID: k.tenant, Items: recs, Bad: []badOut{}}
-		if out.Items == nil {
-			out.Items = []store.ScheduleRecord{}
-		}
+			TenantID string                   `json:"tenant_id"`
+			Items    []control.ScheduleRecord `json:"items"`
+			Bad      []badOut                 `json:"bad"`
+		}{TenantID: k.tenant, Items: nonNil(recs), Bad: []badOut{}}
 		for _, b := range bad {
 			out.Bad = append(out.Bad, badOut{ID: b.ID, Error: b.Err.Error()})
 		}
@@ -301,7 +296,7 @@ func tickText(t time.Time) string {
 	return t.Format(time.RFC3339)
 }
 
-func lastFired(r store.ScheduleRecord) string {
+func lastFired(r control.ScheduleRecord) string {
 	if r.LastFire == nil {
 		return "-"
 	}
@@ -309,7 +304,7 @@ func lastFired(r store.ScheduleRecord) string {
 }
 
 // writeSchedule prints one schedule for `plaita schedule show`.
-func writeSchedule(w io.Writer, r store.ScheduleRecord) {
+func writeSchedule(w io.Writer, r control.ScheduleRecord) {
 	fmt.Fprintf(w, "schedule %s (tenant %s)\n", r.ID, r.TenantID)
 	fmt.Fprintf(w, "  enabled:   %v\n", r.Enabled)
 	fmt.Fprintf(w, "  cron:      %s (%s)\n", r.Cron, r.TimeZone)

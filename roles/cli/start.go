@@ -14,7 +14,6 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine/state"
-	"plaita/store"
 )
 
 // `plaita start FLOW.json|FLOW_ID`: control.Start publishes a file's flow (an immutable version:
@@ -156,9 +155,9 @@ func waitStarted(ctx context.Context, cmd *cli.Command, k *conn, started control
 
 // logPublished says what the publication of a start's file did.
 func logPublished(k *conn, started control.Started) {
-	msg, res := "published", store.Published
+	msg, res := "published", control.NewlyPublished
 	if *started.Already {
-		msg, res = "already published with this definition: left as it is", store.AlreadyPublished
+		msg, res = "already published with this definition: left as it is", control.AlreadyPublished
 	}
 	k.log.Info().Str("event", "flow."+string(res)).Str("flow_id", started.FlowID).Str("flow_version", started.FlowVersion).
 		Msg("flow " + started.FlowID + " version " + started.FlowVersion + ": " + msg)
