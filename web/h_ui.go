@@ -20,7 +20,7 @@ import (
 	"plaita/control"
 	"plaita/model"
 	"plaita/web/ui"
-	"plaita/web/ui/graph"
+	"plaita/graph"
 )
 
 // The console's web pages (docs/console.md, "The web UI"): server-rendered html/template pages

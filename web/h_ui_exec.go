@@ -21,7 +21,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/web/ui/graph"
+	"plaita/graph"
 )
 
 // Executions: the list (filters and cursor of GET /api/executions; the first page reads its

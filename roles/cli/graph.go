@@ -10,7 +10,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes"
 	"plaita/roles/settings"
-	"plaita/web/ui/graph"
+	"plaita/graph"
 )
 
 // flowGraphCommand draws FLOW.json as SVG on stdout: the picture the console's flow page

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"plaita/engine"
-	"plaita/web/ui/graph"
+	"plaita/graph"
 )
 
 // TestFlowGraphDrawsTheConsolesPicture: `plaita flow graph FLOW.json` prints the SVG the
