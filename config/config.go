@@ -192,8 +192,9 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 		}
 	}
 	var problems []Problem
+	reads := role.reads()
 	for _, v := range registry() {
-		e := &entry{v: v, inScope: v.inRole(role)}
+		e := &entry{v: v, inScope: reads[v.Serves]}
 		e.raw, e.set, e.source, e.from = c.read(v)
 		c.entries[v.Name] = e
 		c.order = append(c.order, e)

@@ -271,7 +271,7 @@ func TestRegistryEntriesAreComplete(t *testing.T) {
 			t.Errorf("%s registered twice", v.Name)
 		}
 		seen[v.Name] = true
-		if len(v.Roles) == 0 {
+		if len(v.Roles()) == 0 {
 			t.Errorf("%s: no role reads it", v.Name)
 		}
 		if v.Doc == "" || v.Section == "" || v.Rule == "" && v.Kind != KindString {

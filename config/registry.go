@@ -24,20 +24,6 @@ const (
 	secPython     = "Python-only knobs (accepted, no effect in this build)"
 )
 
-var (
-	all        = serviceRoles
-	rWorker    = []Role{RoleWorker}
-	rConsole   = []Role{RoleConsole}
-	rFilter    = []Role{RoleFilter}
-	rSchedule  = []Role{RoleSchedule}
-	rEngine    = []Role{RoleWorker, RoleConsole} // console runs executions itself in local mode
-	rEvents    = []Role{RoleWorker, RoleConsole, RoleFilter}
-	rProducers = []Role{RoleWorker, RoleFilter, RoleSchedule, RoleDelay}
-	rRedis     = []Role{RoleWorker, RoleFilter, RoleSchedule, RoleDelay}
-	rDelay     = []Role{RoleWorker, RoleDelay}
-	rTenant    = []Role{RoleWorker, RoleConsole}
-)
-
 const (
 	defaultQueue      = "plaita:flow:queue"
 	defaultRedisURL   = "redis://localhost:6379/0"
@@ -66,32 +52,32 @@ func registry() []*Var {
 		out = append(out, vars...)
 	}
 	section(secConnection,
-		identityVar("PLAITA_REDIS_URL", rRedis, defaultRedisURL).fallback("REDIS_URL").flag("redis-url").secretURL().
+		identityVar("PLAITA_REDIS_URL", CapRedis, defaultRedisURL).fallback("REDIS_URL").flag("redis-url").secretURL().
 			validated(redisURLProblem).doc("Redis connection for the worker and the services."),
-		identityVar("PLAITA_QUEUE_NAME", rProducers, defaultQueue).fallback("QUEUE_NAME").flag("queue-name").semantic().
+		identityVar("PLAITA_QUEUE_NAME", CapProducer, defaultQueue).fallback("QUEUE_NAME").flag("queue-name").semantic().
 			doc("Task stream the worker consumes and the services fall back to."),
-		identityVar("PLAITA_CONSUMER_GROUP", rWorker, "plaita-workers").semantic().
+		identityVar("PLAITA_CONSUMER_GROUP", CapConsumer, "plaita-workers").semantic().
 			doc("Consumer group; renaming it is a new group (old pending entries are not reclaimed)."),
-		stringVar("PLAITA_CONSUMER_GROUP_START_ID", rWorker, "0", dflt().W()).validated(streamIDProblem).
+		stringVar("PLAITA_CONSUMER_GROUP_START_ID", CapConsumer, "0", dflt().W()).validated(streamIDProblem).
 			doc("Where a new consumer group starts: 0 replays the stream, $ starts at the end."),
-		derivedIdentity("PLAITA_INSTANCE_ID", all, "<role>-<pid>", func(c *Config) string { return fmt.Sprintf("%s-%d", c.role, c.pid) }).flag("instance-id").
+		derivedIdentity("PLAITA_INSTANCE_ID", CapProcess, "<role>-<pid>", func(c *Config) string { return fmt.Sprintf("%s-%d", c.role, c.pid) }).flag("instance-id").
 			doc("Registry instance id; generated when unset."),
-		derivedString("PLAITA_CONSUMER_NAME", rWorker, "the instance id", dflt().W(),
+		derivedString("PLAITA_CONSUMER_NAME", CapConsumer, "the instance id", dflt().W(),
 			func(c *Config) string { return c.str("PLAITA_INSTANCE_ID") }).
 			doc("Consumer name of this instance inside the group."),
-		numVar("PLAITA_CLAIM_MIN_IDLE_MS", rWorker, numRule{def: 60000, zero: keep(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_CLAIM_MIN_IDLE_MS", CapConsumer, numRule{def: 60000, zero: keep(), neg: dflt().R(), bad: dflt().R(),
 			want: "a non-negative integer (milliseconds)"}).semantic().checked(warnIfZero("pending entries become reclaimable at once and can be taken from live sibling workers")).
 			doc("Minimum idle time before a pending entry may be reclaimed."),
-		numVar("PLAITA_LEASE_TTL_SECONDS", rWorker, numRule{def: 120, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_LEASE_TTL_SECONDS", CapConsumer, numRule{def: 120, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer (seconds)"}).semantic().doc("Resume lease TTL."),
-		numVar("PLAITA_MAX_DELIVERIES", rWorker, numRule{def: 5, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_MAX_DELIVERIES", CapConsumer, numRule{def: 5, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer"}).semantic().doc("Deliveries before a message is dead-lettered."),
-		identityVar("PLAITA_DEPLOYMENT_EPOCH", rTenant, "legacy").semantic().
+		identityVar("PLAITA_DEPLOYMENT_EPOCH", CapTenant, "legacy").semantic().
 			doc("Deployment epoch anchoring plaita:tenant_status:epoch."),
-		intVar("PLAITA_TENANT_STATUS_RECONCILE_SECONDS", rConsole, 60, keep(), dflt().W(), dflt().W()).
+		intVar("PLAITA_TENANT_STATUS_RECONCILE_SECONDS", CapConsoleAPI, 60, keep(), dflt().W(), dflt().W()).
 			checked(warnIfZero("periodic tenant-status reconcile is off; a Redis-only restore is corrected only by POST /api/cluster/tenant-status/reconcile")).
 			doc("Period of the console's tenant-status reconcile; 0 turns it off."),
-		enumVar("PLAITA_TENANT_STATUS_EPOCH_STRICT", rWorker, enumRule{def: "auto", allowed: []string{"auto", "1", "0"},
+		enumVar("PLAITA_TENANT_STATUS_EPOCH_STRICT", CapConsumer, enumRule{def: "auto", allowed: []string{"auto", "1", "0"},
 			alias: map[string]string{"": "auto"}, bad: dflt()}).semantic().defDoc("unset (on when an epoch exists)").
 			rule("unset → on when an epoch exists; 1 → on; 0 → epoch gate off + WARNING; invalid → auto + WARNING").
 			checked(func(v any, _ *Config) (any, string) {
@@ -100,212 +86,212 @@ func registry() []*Var {
 				}
 				return v, ""
 			}).doc("Worker's tenant-status epoch gate."),
-		floatVar("PLAITA_EXECUTION_DEADLINE_SECONDS", rEngine, 1800, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		floatVar("PLAITA_EXECUTION_DEADLINE_SECONDS", CapEngine, 1800, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("Execution budget when the flow sets no timeout."),
-		intVar("PLAITA_TASK_MAX_AGE_SECONDS", rWorker, defaultMaxAge, keep(), to(0).W(), dflt().W()).timing(TimingCall).semantic().
+		intVar("PLAITA_TASK_MAX_AGE_SECONDS", CapConsumer, defaultMaxAge, keep(), to(0).W(), dflt().W()).timing(TimingCall).semantic().
 			checked(warnIfZero("the task age gate is off: once a tombstone expires nothing stops a stale task")).
 			doc("Maximum age of a start/resume task; older ones are acked and dropped."),
-		derivedIdentity("PLAITA_DLQ_KEY", rWorker, "<queue>:dlq", func(c *Config) string { return c.str("PLAITA_QUEUE_NAME") + ":dlq" }).
+		derivedIdentity("PLAITA_DLQ_KEY", CapConsumer, "<queue>:dlq", func(c *Config) string { return c.str("PLAITA_QUEUE_NAME") + ":dlq" }).
 			semantic().doc("Dead-letter stream."),
-		intVar("PLAITA_EVENT_TTL_SECONDS", rEvents, 604800, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		intVar("PLAITA_EVENT_TTL_SECONDS", CapEvents, 604800, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("TTL of event records and type indexes."),
-		intVar("PLAITA_EVENT_INDEX_SWEEP_INTERVAL", rEvents, 60, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).
+		intVar("PLAITA_EVENT_INDEX_SWEEP_INTERVAL", CapEvents, 60, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).
 			doc("Event/subscription index janitor period (seconds)."),
-		intVar("PLAITA_EVENT_INDEX_SWEEP_BUDGET", rEvents, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).
+		intVar("PLAITA_EVENT_INDEX_SWEEP_BUDGET", CapEvents, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).
 			doc("Index members checked per janitor tick and store."),
-		boolVar("PLAITA_DISABLE_EVENT_INDEX_SWEEP", rEvents, KindStrip1, false).
+		boolVar("PLAITA_DISABLE_EVENT_INDEX_SWEEP", CapEvents, KindStrip1, false).
 			checked(warnIfOn("the event index janitor is off: expired members of cold buckets are no longer pruned")).
 			doc("Turns the event index janitor off."),
-		boolVar("PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE", rEvents, KindStrip1, false).timing(TimingCall).
+		boolVar("PLAITA_DISABLE_EVENT_INDEX_PRUNE_ON_WRITE", CapEvents, KindStrip1, false).timing(TimingCall).
 			doc("Turns the write-side index prune off."),
-		numVar("PLAITA_METRICS_PORT", all, upTo(numRule{def: 0, zero: keep(), neg: to(0), bad: to(0).W(),
+		numVar("PLAITA_METRICS_PORT", CapProcess, upTo(numRule{def: 0, zero: keep(), neg: to(0), bad: to(0).W(),
 			want: "a port number"}, 65535)).flag("metrics-port").defDoc("0 (off)").
 			doc("Port of the role's /metrics, /healthz and /readyz endpoint; 0 = off."),
-		stringVar("PLAITA_METRICS_HOST", all, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
-		stringVar("PLAITA_ALERT_WEBHOOK", rEngine, "", dflt()).secretURL().defDoc("unset").validated(webhookProblem).
+		stringVar("PLAITA_METRICS_HOST", CapProcess, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
+		stringVar("PLAITA_ALERT_WEBHOOK", CapEngine, "", dflt()).secretURL().defDoc("unset").validated(webhookProblem).
 			doc("JSON POST target for dead-letter and zombie alerts."),
-		boolVar("PLAITA_ALLOW_EXPERIMENTAL_DB", rEngine, KindExact01, false).timing(TimingCall).noEffect().
+		boolVar("PLAITA_ALLOW_EXPERIMENTAL_DB", CapEngine, KindExact01, false).timing(TimingCall).noEffect().
 			doc("Experimental SQL event bus/storage; this build has none (Redis is the control plane)."),
-		stringVar("PLAITA_NODES_WORKSPACE_ROOT", rEngine, "", dflt().W()).defDoc("derived (writefile jail)").semantic().
+		stringVar("PLAITA_NODES_WORKSPACE_ROOT", CapEngine, "", dflt().W()).defDoc("derived (writefile jail)").semantic().
 			rule("explicit value used verbatim; blank → derived + WARNING").doc("Root of the writefile jail."),
-		boolVar("PLAITA_ALLOW_UNRESTRICTED_WRITES", rEngine, KindExact01, false).semantic().
+		boolVar("PLAITA_ALLOW_UNRESTRICTED_WRITES", CapEngine, KindExact01, false).semantic().
 			checked(warnIfOn("the writefile jail is off: flows may write anywhere the worker can; never use this multi-tenant")).
 			doc("Only exact 1 turns the writefile jail off."),
 	)
 	section(secWorker,
-		numVar("PLAITA_TENANT_MAX_RUNNING", rTenant, numRule{def: 0, zero: to(0).W(), neg: to(0).W().R(), bad: to(0).W().R(),
+		numVar("PLAITA_TENANT_MAX_RUNNING", CapTenant, numRule{def: 0, zero: to(0).W(), neg: to(0).W().R(), bad: to(0).W().R(),
 			want: "a non-negative integer (0 = unlimited)"}).timing(TimingCall).semantic().defDoc("unlimited").
 			doc("Per-tenant concurrent start limit; plaita:tenant_quota overrides per tenant. 0 = unlimited."),
-		intVar("PLAITA_TENANT_RUNNING_TTL_SECONDS", rTenant, 86400, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		intVar("PLAITA_TENANT_RUNNING_TTL_SECONDS", CapTenant, 86400, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("TTL of a running-slot entry (crash self-healing)."),
-		intVar("PLAITA_TENANT_QUOTA_DEFER_MAX", rWorker, 64, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		intVar("PLAITA_TENANT_QUOTA_DEFER_MAX", CapConsumer, 64, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("Re-enqueues of an over-quota start before it runs with quota_bypass."),
-		numVar("PLAITA_DLQ_MAX_LEN", rWorker, numRule{def: 1000, zero: to(1).W().R(), neg: to(1).W().R(), bad: dflt().W().R(),
+		numVar("PLAITA_DLQ_MAX_LEN", CapConsumer, numRule{def: 1000, zero: to(1).W().R(), neg: to(1).W().R(), bad: dflt().W().R(),
 			want: "a positive integer"}).timing(TimingCtor).semantic().doc("Dead letters kept (XTRIM MAXLEN); 0 keeps 1, it is not off."),
-		intVar("PLAITA_EXECUTION_STATE_TTL_DAYS", rEngine, defaultStateTTL, keep(), to(0).W(), dflt().W()).timing(TimingCall).semantic().
+		intVar("PLAITA_EXECUTION_STATE_TTL_DAYS", CapEngine, defaultStateTTL, keep(), to(0).W(), dflt().W()).timing(TimingCall).semantic().
 			doc("TTL of terminal execution states; 0 is the only 'off'."),
-		derivedInt("PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS", rEngine, "max(2592000, state TTL)",
+		derivedInt("PLAITA_EXECUTION_TOMBSTONE_TTL_SECONDS", CapEngine, "max(2592000, state TTL)",
 			dflt().W(), dflt().W(), dflt().W(), tombstoneDefault).timing(TimingCall).semantic().checked(clampTombstone).
 			doc("TTL of the deletion tombstone; clamped up to the task max age."),
-		numVar("PLAITA_WORKER_CONCURRENCY", rWorker, numRule{def: 1, zero: to(1).W(), neg: to(1).W(), bad: dflt().R(),
+		numVar("PLAITA_WORKER_CONCURRENCY", CapConsumer, numRule{def: 1, zero: to(1).W(), neg: to(1).W(), bad: dflt().R(),
 			want: "an integer"}).flag("concurrency").doc("Parallel executions per worker."),
-		floatVar("PLAITA_CAPACITY_STALE_SECONDS", rConsole, 90, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).
+		floatVar("PLAITA_CAPACITY_STALE_SECONDS", CapConsoleAPI, 90, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).
 			doc("Freshness window of a capacity snapshot."),
-		boolVar("PLAITA_CONSOLE_DISPATCH_SHADOW", rConsole, KindLooseBool, true).timing(TimingCall).
+		boolVar("PLAITA_CONSOLE_DISPATCH_SHADOW", CapConsoleAPI, KindLooseBool, true).timing(TimingCall).
 			doc("Shadow decision labels of the dispatcher."),
-		identityVar("PLAITA_CONSOLE_TASK_QUEUE", []Role{RoleConsole, RoleSchedule}, defaultQueue).timing(TimingCall).semantic().
+		identityVar("PLAITA_CONSOLE_TASK_QUEUE", CapStarts, defaultQueue).timing(TimingCall).semantic().
 			checked(func(v any, c *Config) (any, string) {
 				if q := c.str("PLAITA_QUEUE_NAME"); q != v {
 					return v, fmt.Sprintf("differs from PLAITA_QUEUE_NAME %q: the console enqueues where the workers do not read", q)
 				}
 				return v, ""
 			}).doc("Stream the console and the schedule role enqueue starts to."),
-		stringVar("PLAITA_DISPATCH_LEDGER_KEY", rConsole, "plaita:dispatch:ledger", dflt()).timing(TimingCall).doc("Dispatch ledger key."),
-		derivedString("PLAITA_DISPATCHER_ID", rConsole, "hostname", dflt(), func(c *Config) string { return c.hostname }).
+		stringVar("PLAITA_DISPATCH_LEDGER_KEY", CapConsoleAPI, "plaita:dispatch:ledger", dflt()).timing(TimingCall).doc("Dispatch ledger key."),
+		derivedString("PLAITA_DISPATCHER_ID", CapConsoleAPI, "hostname", dflt(), func(c *Config) string { return c.hostname }).
 			timing(TimingCall).doc("Ledger actor id."),
-		boolVar("PLAITA_SANDBOX_LIFECYCLE", rEngine, KindExact01, true).timing(TimingCall).semantic().
+		boolVar("PLAITA_SANDBOX_LIFECYCLE", CapEngine, KindExact01, true).timing(TimingCall).semantic().
 			doc("Sandbox lifecycle callbacks; only byte-exact 0 disables."),
-		boolVar("PLAITA_EXECUTION_EVENTS_PUBLISH", rEngine, KindExact01, true).timing(TimingCall).
+		boolVar("PLAITA_EXECUTION_EVENTS_PUBLISH", CapEngine, KindExact01, true).timing(TimingCall).
 			doc("Live execution events (SSE); only byte-exact 0 disables."),
-		intVar("PLAITA_EXECUTION_TIMELINE_MAX", rEngine, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).semantic().
+		intVar("PLAITA_EXECUTION_TIMELINE_MAX", CapEngine, 500, to(1).W(), to(1).W(), dflt().W()).timing(TimingCtor).semantic().
 			doc("Timeline events kept per execution; 0 keeps 1."),
-		intVar("PLAITA_EXECUTION_STATE_MAX_BYTES", rEngine, 16777216, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).semantic().
+		intVar("PLAITA_EXECUTION_STATE_MAX_BYTES", CapEngine, 16777216, dflt().W(), dflt().W(), dflt().W()).timing(TimingCtor).semantic().
 			doc("Bound on an execution's encoded state and on a start's input (bytes); a node whose result crosses it ends the execution in error. Added by this build."),
-		numVar("PLAITA_EVENT_RECONCILE_INTERVAL", rFilter, numRule{def: 300, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
+		numVar("PLAITA_EVENT_RECONCILE_INTERVAL", CapEventMatch, numRule{def: 300, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
 			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Event reconcile period (seconds)."),
-		floatVar("PLAITA_EVENT_RECONCILE_BACKFILL", rFilter, 3600, keep(), dflt().W(), dflt().W()).timing(TimingCtor).
+		floatVar("PLAITA_EVENT_RECONCILE_BACKFILL", CapEventMatch, 3600, keep(), dflt().W(), dflt().W()).timing(TimingCtor).
 			doc("Backfill window at start or after a lost cursor; 0 = none."),
-		listVar("PLAITA_WORKER_DENY_REPOS", rWorker, listRule{seps: ","}, nil).timing(TimingCall).semantic().
+		listVar("PLAITA_WORKER_DENY_REPOS", CapConsumer, listRule{seps: ","}, nil).timing(TimingCall).semantic().
 			doc("Repos whose starts this worker does not claim."),
-		floatVar("PLAITA_WORKER_MIN_FREE_DISK_GIB", rWorker, 0, keep(), to(0).W(), to(0).W()).timing(TimingCall).defDoc("0 (off)").
+		floatVar("PLAITA_WORKER_MIN_FREE_DISK_GIB", CapConsumer, 0, keep(), to(0).W(), to(0).W()).timing(TimingCall).defDoc("0 (off)").
 			doc("Free-disk line below which the worker claims nothing."),
-		stringVar("PLAITA_WORKER_DISK_GUARD_PATH", rWorker, ".", dflt()).timing(TimingCall).doc("Where free disk is measured."),
-		floatVar("PLAITA_WORKER_DRAIN_TIMEOUT", rWorker, 30, keep(), to(0).W(), dflt().W()).timing(TimingCall).
+		stringVar("PLAITA_WORKER_DISK_GUARD_PATH", CapConsumer, ".", dflt()).timing(TimingCall).doc("Where free disk is measured."),
+		floatVar("PLAITA_WORKER_DRAIN_TIMEOUT", CapConsumer, 30, keep(), to(0).W(), dflt().W()).timing(TimingCall).
 			doc("Advisory bound of a graceful drain (seconds); 0 = no wait."),
-		listVar("PLAITA_NODE_PATH", rEngine, listRule{seps: string(filepath.ListSeparator)}, nil).
+		listVar("PLAITA_NODE_PATH", CapEngine, listRule{seps: string(filepath.ListSeparator)}, nil).
 			doc("Directories searched for external node executables."),
-		enumVar("PLAITA_LOG_LEVEL", all, enumRule{def: "info", allowed: []string{"debug", "info", "warn", "error"},
+		enumVar("PLAITA_LOG_LEVEL", CapProcess, enumRule{def: "info", allowed: []string{"debug", "info", "warn", "error"},
 			alias: map[string]string{"warning": "warn", "critical": "error", "fatal": "error"}, bad: dflt().R()}).flag("log-level").
 			doc("Log level; --quiet is warn."),
-		numVar("PLAITA_CHECK_INTERVAL", rSchedule, numRule{def: 1, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
+		numVar("PLAITA_CHECK_INTERVAL", CapCron, numRule{def: 1, isFloat: true, zero: dflt().W().R(), neg: dflt().W().R(),
 			bad: dflt().W().R(), want: "a positive number of seconds"}).timing(TimingCtor).doc("Schedule scan period (seconds)."),
 		delayQueueVar().timing(TimingCtor).semantic().doc("Delay queue key prefix (:scheduled, :attempts, :dead)."),
 	)
 	section(secSwitches,
-		boolVar("PLAITA_DISABLE_TENANT_QUOTA", rWorker, KindStrip1, false).timing(TimingCall).semantic().doc("No per-tenant admission in the worker."),
-		boolVar("PLAITA_DISABLE_NODE_RETRY", rEngine, KindStrip1, false).timing(TimingCall).semantic().doc("A node failure is terminal."),
-		boolVar("PLAITA_DISABLE_FENCING", rEngine, KindStrip1, false).timing(TimingCall).semantic().doc("Bare lease, no fence generations."),
-		boolVar("PLAITA_DISABLE_AFFINITY", rWorker, KindStrip1, false).timing(TimingCall).semantic().doc("Skip the repo affinity check."),
-		boolVar("PLAITA_DISABLE_DISPATCH_TARGET", rWorker, KindStrip1, false).timing(TimingCall).semantic().doc("Ignore target_instance_id."),
-		boolVar("PLAITA_DISABLE_HOLDER_LIVENESS", rWorker, KindStrip1, false).timing(TimingCall).semantic().doc("Ack lease conflicts unconditionally."),
-		boolVar("PLAITA_DISABLE_LEASE_WATCHDOG", rWorker, KindStrip1, false).semantic().doc("No lease renewal."),
-		boolVar("PLAITA_DISABLE_EVENT_RECONCILE", rFilter, KindStrip1, false).doc("No event reconciler in the filter."),
-		boolVar("PLAITA_DISABLE_CANCEL_CHECKPOINT", rEngine, KindStrip1, false).timing(TimingCall).semantic().doc("No cancel flag check at step boundaries."),
-		boolVar("PLAITA_DISABLE_CANCEL_INTERRUPT", rEngine, KindStrip1, false).timing(TimingCall).semantic().doc("No in-step cancel listener."),
-		boolVar("PLAITA_DISABLE_CODE_NODE", rEngine, KindStrip1, false).semantic().doc("The code node type is not registered."),
+		boolVar("PLAITA_DISABLE_TENANT_QUOTA", CapConsumer, KindStrip1, false).timing(TimingCall).semantic().doc("No per-tenant admission in the worker."),
+		boolVar("PLAITA_DISABLE_NODE_RETRY", CapEngine, KindStrip1, false).timing(TimingCall).semantic().doc("A node failure is terminal."),
+		boolVar("PLAITA_DISABLE_FENCING", CapEngine, KindStrip1, false).timing(TimingCall).semantic().doc("Bare lease, no fence generations."),
+		boolVar("PLAITA_DISABLE_AFFINITY", CapConsumer, KindStrip1, false).timing(TimingCall).semantic().doc("Skip the repo affinity check."),
+		boolVar("PLAITA_DISABLE_DISPATCH_TARGET", CapConsumer, KindStrip1, false).timing(TimingCall).semantic().doc("Ignore target_instance_id."),
+		boolVar("PLAITA_DISABLE_HOLDER_LIVENESS", CapConsumer, KindStrip1, false).timing(TimingCall).semantic().doc("Ack lease conflicts unconditionally."),
+		boolVar("PLAITA_DISABLE_LEASE_WATCHDOG", CapConsumer, KindStrip1, false).semantic().doc("No lease renewal."),
+		boolVar("PLAITA_DISABLE_EVENT_RECONCILE", CapEventMatch, KindStrip1, false).doc("No event reconciler in the filter."),
+		boolVar("PLAITA_DISABLE_CANCEL_CHECKPOINT", CapEngine, KindStrip1, false).timing(TimingCall).semantic().doc("No cancel flag check at step boundaries."),
+		boolVar("PLAITA_DISABLE_CANCEL_INTERRUPT", CapEngine, KindStrip1, false).timing(TimingCall).semantic().doc("No in-step cancel listener."),
+		boolVar("PLAITA_DISABLE_CODE_NODE", CapEngine, KindStrip1, false).semantic().doc("The code node type is not registered."),
 	)
 	section(secSandbox,
-		numVar("PLAITA_SANDBOX_TIMEOUT", rEngine, numRule{def: 10, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_SANDBOX_TIMEOUT", CapEngine, numRule{def: 10, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive whole number of seconds"}).timing(TimingImport).semantic().doc("Wall-clock limit of subprocess code."),
-		numVar("PLAITA_SANDBOX_MEMORY_MB", rEngine, numRule{def: 0, zero: keep(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_SANDBOX_MEMORY_MB", CapEngine, numRule{def: 0, zero: keep(), neg: dflt().R(), bad: dflt().R(),
 			want: "a non-negative integer (0 = unlimited)"}).timing(TimingImport).semantic().defDoc("0 (unlimited)").
 			doc("RLIMIT_AS of subprocess code."),
-		stringVar("PLAITA_SANDBOX_DOCKER_IMAGE", rEngine, "python:3.12-slim", dflt().W()).timing(TimingImport).semantic().doc("Python docker image."),
-		numVar("PLAITA_SANDBOX_DOCKER_TIMEOUT", rEngine, numRule{def: 30, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		stringVar("PLAITA_SANDBOX_DOCKER_IMAGE", CapEngine, "python:3.12-slim", dflt().W()).timing(TimingImport).semantic().doc("Python docker image."),
+		numVar("PLAITA_SANDBOX_DOCKER_TIMEOUT", CapEngine, numRule{def: 30, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive whole number of seconds"}).timing(TimingImport).semantic().doc("Wall-clock limit of docker code."),
-		numVar("PLAITA_SANDBOX_DOCKER_MEMORY_MB", rEngine, numRule{def: 128, zero: keep(), neg: keep(), bad: dflt().R(),
+		numVar("PLAITA_SANDBOX_DOCKER_MEMORY_MB", CapEngine, numRule{def: 128, zero: keep(), neg: keep(), bad: dflt().R(),
 			want: "an integer"}).timing(TimingImport).semantic().doc("docker --memory; 0/negative are passed to docker as is."),
-		stringVar("PLAITA_SANDBOX_DOCKER_CPUS", rEngine, "0.5", dflt().W()).validated(cpusProblem).timing(TimingImport).semantic().
+		stringVar("PLAITA_SANDBOX_DOCKER_CPUS", CapEngine, "0.5", dflt().W()).validated(cpusProblem).timing(TimingImport).semantic().
 			strict("not a finite positive number → reject").doc("docker --cpus."),
-		stringVar("PLAITA_SANDBOX_DOCKER_USER", rEngine, "", keep()).timing(TimingImport).semantic().defDoc(`"" (image default)`).doc("docker --user."),
-		stringVar("PLAITA_SANDBOX_NODE_BIN", rEngine, "node", dflt().W()).timing(TimingImport).semantic().doc("Host executable for js subprocess code."),
-		stringVar("PLAITA_SANDBOX_DOCKER_NODE_IMAGE", rEngine, "node:20-alpine", dflt().W()).timing(TimingImport).semantic().doc("js docker image."),
-		listVar("PLAITA_SANDBOX_ALLOWED_LANGUAGES", rEngine, listRule{seps: ",;:", ws: true, allowed: languages,
+		stringVar("PLAITA_SANDBOX_DOCKER_USER", CapEngine, "", keep()).timing(TimingImport).semantic().defDoc(`"" (image default)`).doc("docker --user."),
+		stringVar("PLAITA_SANDBOX_NODE_BIN", CapEngine, "node", dflt().W()).timing(TimingImport).semantic().doc("Host executable for js subprocess code."),
+		stringVar("PLAITA_SANDBOX_DOCKER_NODE_IMAGE", CapEngine, "node:20-alpine", dflt().W()).timing(TimingImport).semantic().doc("js docker image."),
+		listVar("PLAITA_SANDBOX_ALLOWED_LANGUAGES", CapEngine, listRule{seps: ",;:", ws: true, allowed: languages,
 			alias: map[string]string{"javascript": "js", "py": "python"}}, []string{"python"}).semantic().checked(keepPython).
 			doc("Languages code nodes may use; python is always kept, js needs an explicit opt-in."),
-		derivedEnum("PLAITA_CODE_BACKEND", rEngine, enumRule{allowed: backends, bad: dflt().R()},
+		derivedEnum("PLAITA_CODE_BACKEND", CapEngine, enumRule{allowed: backends, bad: dflt().R()},
 			"worker and dev: subprocess; console: docker (filter, schedule, delay: docker)", codeBackendDefault).semantic().
 			doc("Default code backend; an unavailable one refuses to start unless the subprocess fallback is allowed."),
-		listVar("PLAITA_SANDBOX_ALLOWED_BACKENDS", rEngine, listRule{seps: ",;:", ws: true, allowed: backends}, nil).
+		listVar("PLAITA_SANDBOX_ALLOWED_BACKENDS", CapEngine, listRule{seps: ",;:", ws: true, allowed: backends}, nil).
 			defDoc("docker ∪ the effective default backend (worker and dev: docker, subprocess; console: docker)").semantic().checked(unionBackend).
 			doc("Backends code nodes may use; always includes the effective default backend."),
-		boolVar("PLAITA_ALLOW_SUBPROCESS_FALLBACK", rEngine, KindExact01, false).semantic().
+		boolVar("PLAITA_ALLOW_SUBPROCESS_FALLBACK", CapEngine, KindExact01, false).semantic().
 			doc("Exact 1 lets an unavailable backend fall back to subprocess when subprocess is allow-listed."),
 	)
 	section(secExprHTTP,
-		intVar("PLAITA_EXPR_MAX_RESULT_SIZE", rEvents, 100000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		intVar("PLAITA_EXPR_MAX_RESULT_SIZE", CapEvents, 100000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Base bound of an expression result."),
-		floatVar("PLAITA_EXPR_GROWTH_FACTOR", rEvents, 4, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		floatVar("PLAITA_EXPR_GROWTH_FACTOR", CapEvents, 4, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Growth allowed by one expression step."),
-		intVar("PLAITA_EXPR_MAX_RESULT_HARD", rEvents, 100000000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
+		intVar("PLAITA_EXPR_MAX_RESULT_HARD", CapEvents, 100000000, dflt().W(), dflt().W(), dflt().W()).timing(TimingImport).semantic().
 			doc("Hard bound of one expression result."),
-		floatVar("PLAITA_HTTP_DNS_TTL", rEngine, 30, keep(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		floatVar("PLAITA_HTTP_DNS_TTL", CapEngine, 30, keep(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("DNS cache TTL of the SSRF check; 0 turns the cache off."),
-		intVar("PLAITA_HTTP_CONNECTOR_LIMIT", rEngine, 100, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).
+		intVar("PLAITA_HTTP_CONNECTOR_LIMIT", CapEngine, 100, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).
 			doc("Concurrent connections of the shared HTTP client."),
-		boolVarBad("PLAITA_HTTP_COOKIES", rEngine, KindStrictBool, false, to(0)).timing(TimingCall).semantic().doc("Per-flow cookie jar."),
-		intVar("PLAITA_HTTP_MAX_RESPONSE_BYTES", rEngine, 10485760, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
+		boolVarBad("PLAITA_HTTP_COOKIES", CapEngine, KindStrictBool, false, to(0)).timing(TimingCall).semantic().doc("Per-flow cookie jar."),
+		intVar("PLAITA_HTTP_MAX_RESPONSE_BYTES", CapEngine, 10485760, dflt().W(), dflt().W(), dflt().W()).timing(TimingCall).semantic().
 			doc("Response body byte cap; never unlimited."),
-		boolVarBad("PLAITA_HTTP_BLOCK_PRIVATE", rEngine, KindStrictBool, false, to(1).R()).timing(TimingCall).semantic().
+		boolVarBad("PLAITA_HTTP_BLOCK_PRIVATE", CapEngine, KindStrictBool, false, to(1).R()).timing(TimingCall).semantic().
 			doc("Block loopback, private and link-local targets for every http node."),
-		numVar("PLAITA_BG_THREAD_WORKERS", rEngine, numRule{def: 8, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_BG_THREAD_WORKERS", CapEngine, numRule{def: 8, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer"}).timing(TimingImport).doc("Background pool size."),
 		bgProcessWorkers().timing(TimingImport).noEffect().doc("Background process pool size (Python only)."),
-		numVar("PLAITA_BG_STATE_MAX", rEngine, numRule{def: 256, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_BG_STATE_MAX", CapEngine, numRule{def: 256, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer"}).timing(TimingImport).doc("Capacity of the concurrent node state LRU."),
 	)
 	section(secConsole,
-		stringVar("PLAITA_CONSOLE_HOST", rConsole, "127.0.0.1", dflt().W()).flag("host").checked(warnNonLoopback).
+		stringVar("PLAITA_CONSOLE_HOST", CapConsoleAPI, "127.0.0.1", dflt().W()).flag("host").checked(warnNonLoopback).
 			doc("Console listen address; a non-loopback address is logged as a WARNING."),
-		numVar("PLAITA_CONSOLE_PORT", rConsole, upTo(numRule{def: 8080, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_CONSOLE_PORT", CapConsoleAPI, upTo(numRule{def: 8080, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a port number 1-65535"}, 65535)).flag("port").doc("Console listen port."),
-		identityVar("PLAITA_CONSOLE_REDIS_URL", rConsole, defaultRedisURL).secretURL().validated(redisURLProblem).
+		identityVar("PLAITA_CONSOLE_REDIS_URL", CapConsoleAPI, defaultRedisURL).secretURL().validated(redisURLProblem).
 			doc("Console Redis; unreachable at start → local mode (loud), unless the database has served with Redis: then the console waits for it."),
-		boolVarBad("PLAITA_CONSOLE_LOCAL_FALLBACK", rConsole, KindStrictBool, false, to(0).R()).
+		boolVarBad("PLAITA_CONSOLE_LOCAL_FALLBACK", CapConsoleAPI, KindStrictBool, false, to(0).R()).
 			doc("Allow local mode when Redis is unreachable at start on a database that has served with Redis (its executions in Redis are then out of sight); off: the console waits for Redis, not ready."),
-		stringVar("PLAITA_CONSOLE_DB_URL", rConsole, "sqlite:///./plaita_console.db", dflt().W()).validated(dbURLProblem).
+		stringVar("PLAITA_CONSOLE_DB_URL", CapConsoleAPI, "sqlite:///./plaita_console.db", dflt().W()).validated(dbURLProblem).
 			doc("Console SQLite database."),
-		stringVar("PLAITA_CONSOLE_ENV", rConsole, "dev", dflt()).timing(TimingRequest).
+		stringVar("PLAITA_CONSOLE_ENV", CapConsoleAPI, "dev", dflt()).timing(TimingRequest).
 			rule("any value; only exact prod makes delete admin-only").doc("Environment label."),
-		stringVar("PLAITA_CONSOLE_ADMIN_API_KEY", rConsole, "", keep()).timing(TimingRequest).secret().defDoc(`""`).
+		stringVar("PLAITA_CONSOLE_ADMIN_API_KEY", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).
 			doc("Admin API key; empty and insecure admin not allowed → admin API 503."),
-		boolVarBad("PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN", rConsole, KindStrictBool, false, to(0).R()).timing(TimingRequest).
+		boolVarBad("PLAITA_CONSOLE_ALLOW_INSECURE_ADMIN", CapConsoleAPI, KindStrictBool, false, to(0).R()).timing(TimingRequest).
 			doc("Allow the admin API without a key (local development only)."),
-		stringVar("PLAITA_CONSOLE_ADMIN_PASSWORD", rConsole, "", keep()).secret().defDoc("unset").
+		stringVar("PLAITA_CONSOLE_ADMIN_PASSWORD", CapConsoleAPI, "", keep()).secret().defDoc("unset").
 			doc("Creates the platform admin when the users table is empty."),
-		enumVar("PLAITA_CONSOLE_RECONCILE_ORPHANS", rConsole, enumRule{def: "suspend", allowed: []string{"suspend", "fail", "off"}, bad: dflt()}).
+		enumVar("PLAITA_CONSOLE_RECONCILE_ORPHANS", CapConsoleAPI, enumRule{def: "suspend", allowed: []string{"suspend", "fail", "off"}, bad: dflt()}).
 			doc("Local-mode start-up handling of executions left running."),
-		stringVar("PLAITA_CONSOLE_SECRET_ID", rConsole, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key id."),
-		stringVar("PLAITA_CONSOLE_SECRET_KEY", rConsole, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key."),
-		enumVar("PLAITA_CONSOLE_LANGFUSE", rConsole, enumRule{def: "auto", allowed: []string{"auto", "true", "false"},
+		stringVar("PLAITA_CONSOLE_SECRET_ID", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key id."),
+		stringVar("PLAITA_CONSOLE_SECRET_KEY", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key."),
+		enumVar("PLAITA_CONSOLE_LANGFUSE", CapConsoleAPI, enumRule{def: "auto", allowed: []string{"auto", "true", "false"},
 			bad: dflt().R(), badTo: "false"}).timing(TimingCall).noEffect().doc("Langfuse tracing (Python only)."),
-		boolVarBad("PLAITA_CONSOLE_DEBUG", rConsole, KindStrictBool, false, to(0)).doc("Console debug mode."),
-		floatVar("PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE", rConsole, 5, dflt().W(), dflt().W(), dflt().W()).
+		boolVarBad("PLAITA_CONSOLE_DEBUG", CapConsoleAPI, KindStrictBool, false, to(0)).doc("Console debug mode."),
+		floatVar("PLAITA_CONSOLE_ENGINE_SYNC_DEADLINE", CapConsoleAPI, 5, dflt().W(), dflt().W(), dflt().W()).
 			doc("Wall-clock budget of the publish backfill at start (seconds); degrades, never blocks."),
-		intVar("PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS", rConsole, 50000, dflt().W(), dflt().W(), dflt().W()).
+		intVar("PLAITA_CONSOLE_ENGINE_SYNC_MAX_VERSIONS", CapConsoleAPI, 50000, dflt().W(), dflt().W(), dflt().W()).
 			doc("Flow versions the publish backfill considers."),
-		numVar("PLAITA_CONSOLE_MAX_STREAMS", rConsole, upTo(numRule{def: 256, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
+		numVar("PLAITA_CONSOLE_MAX_STREAMS", CapConsoleAPI, upTo(numRule{def: 256, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
 			doc("Live streams (Server-Sent Events) one console serves at once, each on a Redis connection of its own (the client pools 1024); beyond it 503."),
-		numVar("PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT", rConsole, upTo(numRule{def: 64, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
+		numVar("PLAITA_CONSOLE_MAX_STREAMS_PER_TENANT", CapConsoleAPI, upTo(numRule{def: 64, zero: dflt().W(), neg: dflt().W(), bad: dflt().W(), want: "an integer"}, 1000)).
 			doc("Live streams the callers of one tenant hold at once on one console; beyond it 503, so one tenant cannot take every stream of the console."),
-		numVar("PLAITA_CONSOLE_SESSION_TTL", rConsole, upTo(numRule{def: 43200, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
+		numVar("PLAITA_CONSOLE_SESSION_TTL", CapConsoleAPI, upTo(numRule{def: 43200, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer (seconds)"}, 2592000)).
 			doc("How long a login's session lasts (seconds, at most 30 days); it ends then, or at logout."),
-		stringVar("PLAITA_CREDENTIALS_FILE", rEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
+		stringVar("PLAITA_CREDENTIALS_FILE", CapEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
 			checked(warnRelative).doc("Credential store file."),
-		stringVar("PLAITA_CREDENTIALS_KEY", rEngine, "", keep()).timing(TimingCall).secret().defDoc("unset").
+		stringVar("PLAITA_CREDENTIALS_KEY", CapEngine, "", keep()).timing(TimingCall).secret().defDoc("unset").
 			doc("Inline credential key; wins over the key file."),
-		stringVar("PLAITA_CREDENTIALS_KEY_FILE", rEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
+		stringVar("PLAITA_CREDENTIALS_KEY_FILE", CapEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
 			checked(warnRelative).doc("Credential key file (created O_EXCL 0600)."),
-		stringVar("PLAITA_PROJECT_ROOT", rEngine, "", dflt()).defDoc("unset").doc("First candidate of the writefile jail root."),
+		stringVar("PLAITA_PROJECT_ROOT", CapEngine, "", dflt()).defDoc("unset").doc("First candidate of the writefile jail root."),
 	)
 	section(secPython,
-		stringVar("PLAITA_LOOP", all, "", keep()).timing(TimingImport).noEffect().defDoc("unset").doc("uvloop policy (Python only)."),
-		stringVar("PLAITA_PYTHON", rConsole, "", keep()).timing(TimingLaunch).noEffect().defDoc("unset").doc("Interpreter of spawned services (Python only)."),
-		boolVar("PLAITA_WORKER_LANGFUSE", rWorker, KindExact01, false).noEffect().doc("Langfuse callback (Python only)."),
-		listVar("PLAITA_NODE_MODULES", rWorker, listRule{seps: ","}, nil).noEffect().doc("Python node modules to import (Python only)."),
-		listVar("PLAITA_CONSOLE_NODE_MODULES", rConsole, listRule{seps: ","}, nil).noEffect().doc("Python node modules of the console (Python only)."),
-		listVar("PLAITA_CONSOLE_NODE_PATH", rConsole, listRule{seps: string(filepath.ListSeparator)}, nil).noEffect().
+		stringVar("PLAITA_LOOP", CapProcess, "", keep()).timing(TimingImport).noEffect().defDoc("unset").doc("uvloop policy (Python only)."),
+		stringVar("PLAITA_PYTHON", CapConsoleAPI, "", keep()).timing(TimingLaunch).noEffect().defDoc("unset").doc("Interpreter of spawned services (Python only)."),
+		boolVar("PLAITA_WORKER_LANGFUSE", CapConsumer, KindExact01, false).noEffect().doc("Langfuse callback (Python only)."),
+		listVar("PLAITA_NODE_MODULES", CapConsumer, listRule{seps: ","}, nil).noEffect().doc("Python node modules to import (Python only)."),
+		listVar("PLAITA_CONSOLE_NODE_MODULES", CapConsoleAPI, listRule{seps: ","}, nil).noEffect().doc("Python node modules of the console (Python only)."),
+		listVar("PLAITA_CONSOLE_NODE_PATH", CapConsoleAPI, listRule{seps: string(filepath.ListSeparator)}, nil).noEffect().
 			doc("Python import path of the console (Python only)."),
 	)
 	return out
@@ -351,7 +337,7 @@ func reclaimOutlivesLease(c *Config) string {
 // ---- variables with shapes of their own ----
 
 func delayQueueVar() *Var {
-	v := identityVar("PLAITA_DELAY_QUEUE", rDelay, "plaita:delay:queue")
+	v := identityVar("PLAITA_DELAY_QUEUE", CapDelayQueue, "plaita:delay:queue")
 	r := stringRule{identity: true, noTrim: true}
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in, "plaita:delay:queue") }
 	v.Rule = "empty → reject; not trimmed"
@@ -359,7 +345,7 @@ func delayQueueVar() *Var {
 }
 
 func bgProcessWorkers() *Var {
-	v := newVar("PLAITA_BG_PROCESS_WORKERS", KindInt, rEngine)
+	v := newVar("PLAITA_BG_PROCESS_WORKERS", KindInt, CapEngine)
 	v.DefaultDoc = "cpu count"
 	v.parse = func(in input, c *Config) outcome {
 		r := numRule{def: float64(c.numCPU), zero: dflt().R(), neg: dflt().R(), bad: dflt().R(), want: "a positive integer"}
@@ -370,8 +356,8 @@ func bgProcessWorkers() *Var {
 	return v
 }
 
-func derivedInt(name string, roles []Role, docDefault string, zero, neg, bad fix, def func(c *Config) int) *Var {
-	v := intVar(name, roles, 0, zero, neg, bad)
+func derivedInt(name string, serves Capability, docDefault string, zero, neg, bad fix, def func(c *Config) int) *Var {
+	v := intVar(name, serves, 0, zero, neg, bad)
 	v.Default, v.DefaultDoc = "", docDefault
 	v.Rule = numRuleDoc(numRule{zero: zero, neg: neg, bad: bad}, "default")
 	v.parse = func(in input, c *Config) outcome {
@@ -380,8 +366,8 @@ func derivedInt(name string, roles []Role, docDefault string, zero, neg, bad fix
 	return v
 }
 
-func derivedEnum(name string, roles []Role, r enumRule, docDefault string, def func(c *Config) string) *Var {
-	v := enumVar(name, roles, r)
+func derivedEnum(name string, serves Capability, r enumRule, docDefault string, def func(c *Config) string) *Var {
+	v := enumVar(name, serves, r)
 	v.Default, v.DefaultDoc = "", docDefault
 	v.parse = func(in input, c *Config) outcome {
 		rr := r

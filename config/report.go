@@ -67,7 +67,7 @@ func (c *Config) Report() Report {
 		v := e.v
 		vr := VarReport{
 			Name: v.Name, Fallback: v.Fallback, Section: v.Section, Kind: v.Kind, Timing: v.Timing,
-			Roles: v.Roles, Value: c.shown(e), Default: defaultText(v), Source: e.source,
+			Roles: v.Roles(), Value: c.shown(e), Default: defaultText(v), Source: e.source,
 			Secret: v.Secret || v.SecretURL, Effect: EffectActive, Generations: genNames(v.Name, v.Semantic),
 			Warnings: append([]string{}, e.warnings...), Problem: e.problem,
 		}

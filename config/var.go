@@ -2,50 +2,123 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Role names a process role. The dependency table lives in package roles; config only needs
-// the names to scope variables and to derive role-dependent defaults.
+// Role names a process role. The role table is in package roles (roles/roles.go): one row per
+// role declares its name, what it does, the capabilities its configuration serves and whether
+// plaita dev runs it. config must not import roles, so `go generate ./roles` writes the part of
+// each row the configuration reads into roles_gen.go (the constants and roleTable), and a test
+// in roles keeps that file in step with the table.
 type Role string
 
+// RoleDef is what the configuration knows of one row of the role table.
+type RoleDef struct {
+	Role    Role
+	Summary string       // what the role does, as `plaita roles` says it
+	Serves  []Capability // the capabilities whose variables the role reads (CapProcess is implied)
+	Dev     bool         // plaita dev runs it, and so reads its variables
+}
+
+// Capability is a part of a role's work that configuration variables serve. A variable serves
+// one capability; the roles that read it are the rows of the role table that have it, so a new
+// role declares its capabilities and reads their variables without a variable changing.
+type Capability string
+
 const (
-	RoleWorker   Role = "worker"
-	RoleConsole  Role = "console"
-	RoleFilter   Role = "filter"
-	RoleSchedule Role = "schedule"
-	RoleDelay    Role = "delay"
-	RoleDev      Role = "dev" // every service role in one process; also what `doctor --all` checks
+	CapProcess    Capability = "process"
+	CapRedis      Capability = "redis"
+	CapProducer   Capability = "producer"
+	CapConsumer   Capability = "consumer"
+	CapEngine     Capability = "engine"
+	CapEvents     Capability = "events"
+	CapDelayQueue Capability = "delay-queue"
+	CapTenant     Capability = "tenant"
+	CapStarts     Capability = "starts"
+	CapConsoleAPI Capability = "console-api"
+	CapEventMatch Capability = "event-match"
+	CapCron       Capability = "cron"
 )
 
-// serviceRoles lists the roles that run a service, in display order.
-var serviceRoles = []Role{RoleWorker, RoleConsole, RoleFilter, RoleSchedule, RoleDelay}
+// capabilityDoc is a capability and what it stands for, in words.
+type capabilityDoc struct {
+	cap Capability
+	doc string
+}
 
-// scope returns the service roles a role stands for.
-func (r Role) scope() []Role {
-	if r == RoleDev {
-		return serviceRoles
+// capabilities lists every capability, in the order the docs show them.
+func capabilities() []capabilityDoc {
+	return []capabilityDoc{
+		{CapProcess, "every service role has it: instance id, metrics endpoint, log level"},
+		{CapRedis, "connects to PLAITA_REDIS_URL"},
+		{CapProducer, "reads or writes the task stream at PLAITA_QUEUE_NAME"},
+		{CapConsumer, "consumes the task stream: consumer group, leases, deliveries, dead letters, admission gates"},
+		{CapEngine, "runs executions: the engine, its nodes and sandboxes, the credential store"},
+		{CapEvents, "reads and writes event records and their indexes"},
+		{CapDelayQueue, "writes or moves the delay queue's entries"},
+		{CapTenant, "tenant status and quota: the worker admits starts by them, the console publishes and counts them"},
+		{CapStarts, "enqueues starts on PLAITA_CONSOLE_TASK_QUEUE"},
+		{CapConsoleAPI, "serves the console's API and UI from its database"},
+		{CapEventMatch, "matches published events to the executions waiting for them"},
+		{CapCron, "scans the cron schedules for due ticks"},
 	}
-	return []Role{r}
+}
+
+// serviceRoles lists the roles that run a service, in table order: every row but dev.
+func serviceRoles() []Role {
+	var out []Role
+	for _, d := range roleTable() {
+		if d.Role != RoleDev {
+			out = append(out, d.Role)
+		}
+	}
+	return out
+}
+
+// scope returns the service roles a role stands for: dev stands for the roles it runs.
+func (r Role) scope() []Role {
+	if r != RoleDev {
+		return []Role{r}
+	}
+	var out []Role
+	for _, d := range roleTable() {
+		if d.Dev {
+			out = append(out, d.Role)
+		}
+	}
+	return out
+}
+
+// reads is the set of capabilities whose variables r reads: those of the service roles it
+// stands for, CapProcess included.
+func (r Role) reads() map[Capability]bool {
+	out := map[Capability]bool{}
+	scope := r.scope()
+	for _, d := range roleTable() {
+		if d.Role == RoleDev || !slices.Contains(scope, d.Role) {
+			continue
+		}
+		out[CapProcess] = true
+		for _, c := range d.Serves {
+			out[c] = true
+		}
+	}
+	return out
 }
 
 // ParseRole validates a role name given on the command line.
 func ParseRole(s string) (Role, error) {
 	r := Role(strings.ToLower(strings.TrimSpace(s)))
-	if r == RoleDev {
-		return r, nil
-	}
-	for _, x := range serviceRoles {
-		if r == x {
+	names := []string{}
+	for _, d := range roleTable() {
+		if r == d.Role {
 			return r, nil
 		}
+		names = append(names, string(d.Role))
 	}
-	names := []string{}
-	for _, x := range serviceRoles {
-		names = append(names, string(x))
-	}
-	return "", fmt.Errorf("unknown role %q (one of %s, dev)", s, strings.Join(names, ", "))
+	return "", fmt.Errorf("unknown role %q (one of %s)", s, strings.Join(names, ", "))
 }
 
 // Timing says when the implementation plaita replaces read a variable (import, startup,
@@ -70,17 +143,17 @@ type Var struct {
 	Kind       Kind
 	Timing     Timing
 	Section    string
-	Roles      []Role // service roles that read it
-	Default    string // the literal that yields the default when set; "" when the default is derived
-	DefaultDoc string // how the default reads in docs
-	Rule       string // the 0/negative/invalid rule in words
-	Strict     string // what strict preflight rejects, in words ("" = nothing)
-	Flag       string // the role flag that overrides it, without dashes
-	Secret     bool   // value never shown
-	SecretURL  bool   // credentials inside a URL are masked
-	NoEffect   bool   // accepted for old deployment files, does nothing in this build
-	Semantic   bool   // part of config_generation
-	Doc        string // one line: what it does
+	Serves     Capability // the roles that have it read the variable
+	Default    string     // the literal that yields the default when set; "" when the default is derived
+	DefaultDoc string     // how the default reads in docs
+	Rule       string     // the 0/negative/invalid rule in words
+	Strict     string     // what strict preflight rejects, in words ("" = nothing)
+	Flag       string     // the role flag that overrides it, without dashes
+	Secret     bool       // value never shown
+	SecretURL  bool       // credentials inside a URL are masked
+	NoEffect   bool       // accepted for old deployment files, does nothing in this build
+	Semantic   bool       // part of config_generation
+	Doc        string     // one line: what it does
 
 	parse func(in input, c *Config) outcome
 	// check adjusts or comments on a parsed value using variables resolved before it.
@@ -124,21 +197,23 @@ var initialisms = map[string]string{
 	"API": "API", "DB": "DB", "CPUS": "CPUs", "GIB": "GiB", "MB": "MB", "BG": "BG",
 }
 
-func (v *Var) inRole(r Role) bool {
-	for _, s := range r.scope() {
-		for _, x := range v.Roles {
-			if x == s {
-				return true
-			}
+func (v *Var) inRole(r Role) bool { return r.reads()[v.Serves] }
+
+// Roles are the service roles that read the variable, in table order.
+func (v *Var) Roles() []Role {
+	var out []Role
+	for _, r := range serviceRoles() {
+		if v.inRole(r) {
+			out = append(out, r)
 		}
 	}
-	return false
+	return out
 }
 
 // ---- builders: each returns a *Var; chained setters fill in the rest ----
 
-func newVar(name string, kind Kind, roles []Role) *Var {
-	return &Var{Name: name, Kind: kind, Timing: TimingStartup, Roles: roles}
+func newVar(name string, kind Kind, serves Capability) *Var {
+	return &Var{Name: name, Kind: kind, Timing: TimingStartup, Serves: serves}
 }
 
 func (v *Var) fallback(n string) *Var                          { v.Fallback = n; return v }
@@ -154,20 +229,20 @@ func (v *Var) semantic() *Var                                  { v.Semantic = tr
 func (v *Var) defDoc(s string) *Var                            { v.DefaultDoc = s; return v }
 func (v *Var) checked(f func(any, *Config) (any, string)) *Var { v.check = f; return v }
 
-func intVar(name string, roles []Role, def int, zero, neg, bad fix) *Var {
-	return numVar(name, roles, numRule{def: float64(def), zero: zero, neg: neg, bad: bad, want: "an integer"})
+func intVar(name string, serves Capability, def int, zero, neg, bad fix) *Var {
+	return numVar(name, serves, numRule{def: float64(def), zero: zero, neg: neg, bad: bad, want: "an integer"})
 }
 
-func floatVar(name string, roles []Role, def float64, zero, neg, bad fix) *Var {
-	return numVar(name, roles, numRule{def: def, isFloat: true, zero: zero, neg: neg, bad: bad, want: "a finite number"})
+func floatVar(name string, serves Capability, def float64, zero, neg, bad fix) *Var {
+	return numVar(name, serves, numRule{def: def, isFloat: true, zero: zero, neg: neg, bad: bad, want: "a finite number"})
 }
 
-func numVar(name string, roles []Role, r numRule) *Var {
+func numVar(name string, serves Capability, r numRule) *Var {
 	kind := KindInt
 	if r.isFloat {
 		kind = KindFloat
 	}
-	v := newVar(name, kind, roles)
+	v := newVar(name, kind, serves)
 	v.Default = fmtValue(r.format(r.def))
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in) }
 	v.Rule = numRuleDoc(r, v.Default)
@@ -201,12 +276,12 @@ func upTo(r numRule, max float64) numRule {
 	return r
 }
 
-func boolVar(name string, roles []Role, kind Kind, def bool) *Var {
-	return boolVarBad(name, roles, kind, def, fix{})
+func boolVar(name string, serves Capability, kind Kind, def bool) *Var {
+	return boolVarBad(name, serves, kind, def, fix{})
 }
 
-func boolVarBad(name string, roles []Role, kind Kind, def bool, bad fix) *Var {
-	v := newVar(name, kind, roles)
+func boolVarBad(name string, serves Capability, kind Kind, def bool, bad fix) *Var {
+	v := newVar(name, kind, serves)
 	r := boolRule{kind: kind, def: def, bad: bad}
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in) }
 	v.DefaultDoc = onOff(def)
@@ -234,8 +309,8 @@ func boolVarBad(name string, roles []Role, kind Kind, def bool, bad fix) *Var {
 	return v
 }
 
-func identityVar(name string, roles []Role, def string) *Var {
-	v := newVar(name, KindIdentity, roles)
+func identityVar(name string, serves Capability, def string) *Var {
+	v := newVar(name, KindIdentity, serves)
 	v.Default = def
 	r := stringRule{identity: true}
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in, def) }
@@ -245,8 +320,8 @@ func identityVar(name string, roles []Role, def string) *Var {
 }
 
 // derivedIdentity is an identity whose default comes from other variables.
-func derivedIdentity(name string, roles []Role, docDefault string, def func(c *Config) string) *Var {
-	v := newVar(name, KindIdentity, roles)
+func derivedIdentity(name string, serves Capability, docDefault string, def func(c *Config) string) *Var {
+	v := newVar(name, KindIdentity, serves)
 	v.DefaultDoc = docDefault
 	r := stringRule{identity: true}
 	v.parse = func(in input, c *Config) outcome { return r.parse(in, def(c)) }
@@ -255,8 +330,8 @@ func derivedIdentity(name string, roles []Role, docDefault string, def func(c *C
 	return v
 }
 
-func stringVar(name string, roles []Role, def string, blank fix) *Var {
-	v := newVar(name, KindString, roles)
+func stringVar(name string, serves Capability, def string, blank fix) *Var {
+	v := newVar(name, KindString, serves)
 	v.Default = def
 	r := stringRule{blank: blank}
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in, def) }
@@ -269,8 +344,8 @@ func stringVar(name string, roles []Role, def string, blank fix) *Var {
 	return v
 }
 
-func derivedString(name string, roles []Role, docDefault string, blank fix, def func(c *Config) string) *Var {
-	v := newVar(name, KindString, roles)
+func derivedString(name string, serves Capability, docDefault string, blank fix, def func(c *Config) string) *Var {
+	v := newVar(name, KindString, serves)
 	v.DefaultDoc = docDefault
 	r := stringRule{blank: blank}
 	v.parse = func(in input, c *Config) outcome { return r.parse(in, def(c)) }
@@ -306,8 +381,8 @@ func (v *Var) validated(f func(s string) (problem string, fatal bool)) *Var {
 	return v
 }
 
-func enumVar(name string, roles []Role, r enumRule) *Var {
-	v := newVar(name, KindEnum, roles)
+func enumVar(name string, serves Capability, r enumRule) *Var {
+	v := newVar(name, KindEnum, serves)
 	v.Default = r.def
 	v.parse = func(in input, _ *Config) outcome { return r.parse(in) }
 	used := r.def
@@ -321,8 +396,8 @@ func enumVar(name string, roles []Role, r enumRule) *Var {
 	return v
 }
 
-func listVar(name string, roles []Role, r listRule, def []string) *Var {
-	v := newVar(name, KindList, roles)
+func listVar(name string, serves Capability, r listRule, def []string) *Var {
+	v := newVar(name, KindList, serves)
 	v.Default = strings.Join(def, ",")
 	if len(def) == 0 {
 		v.DefaultDoc = "unset"
@@ -347,8 +422,9 @@ type FlagSpec struct {
 // Flags lists the override flags of the variables a role reads, in registry order.
 func Flags(role Role) []FlagSpec {
 	var out []FlagSpec
+	reads := role.reads()
 	for _, v := range registry() {
-		if v.Flag != "" && v.inRole(role) {
+		if v.Flag != "" && reads[v.Serves] {
 			out = append(out, FlagSpec{Name: v.Flag, Var: v.Name, Usage: fmt.Sprintf("%s (overrides %s)", strings.TrimSuffix(v.Doc, "."), v.Name)})
 		}
 	}

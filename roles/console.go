@@ -226,7 +226,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	if local != nil {
 		r.services = append(r.services, service.Named{Name: "redis watch", Service: redisWatch(cfg, log)})
 	}
-	err = r.serve(ctx, log, func() {
+	r.started = func() {
 		mode := "redis"
 		if deps.Plane == nil {
 			mode = "local"
@@ -236,11 +236,8 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if o.serving != nil {
 			o.serving(srv.Addr())
 		}
-	})
-	if err == nil {
-		log.Info().Str("event", "console.stopped").Msg("console stopped")
 	}
-	return err
+	return r.serve(ctx, log)
 }
 
 // consoleServices are the console's own services in start order: the engine sync (with Redis:

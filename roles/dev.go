@@ -56,9 +56,16 @@ type DevOptions struct {
 // DemoTenant is the tenant plaita dev seeds beside the default one.
 const DemoTenant = "demo"
 
-// devRoles are the roles dev runs beside the console when it has Redis, in start order.
-func devRoles() []config.Role {
-	return []config.Role{config.RoleWorker, config.RoleFilter, config.RoleSchedule, config.RoleDelay}
+// devRoles are the rows of the role table dev runs by their bodies when it has Redis, in start
+// (table) order; the console is not among them: dev runs it itself, in local mode or not.
+func devRoles() []Spec {
+	var out []Spec
+	for _, s := range Table() {
+		if s.Dev && s.Body != nil && s.Role != config.RoleConsole {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // RunDev runs plaita dev until ctx ends. base is the process's logger without a role: dev tags
@@ -125,11 +132,10 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 		}()
 	}
 	if mode == "redis" {
-		for _, role := range devRoles() {
-			rcfg := cfg.AsWith(role, map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(role), "PLAITA_METRICS_PORT": "0"})
-			body, _ := Body(role)
-			rlog := base.With().Str("role", string(role)).Logger()
-			runRole(role, func(ctx context.Context) error { return body(ctx, rcfg, rlog) })
+		for _, s := range devRoles() {
+			rcfg := cfg.AsWith(s.Role, map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(s.Role), "PLAITA_METRICS_PORT": "0"})
+			rlog := base.With().Str("role", string(s.Role)).Logger()
+			runRole(s.Role, func(ctx context.Context) error { return s.Body(ctx, rcfg, rlog) })
 		}
 	}
 	values["PLAITA_INSTANCE_ID"] = instance + "-console"

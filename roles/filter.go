@@ -2,7 +2,6 @@ package roles
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -10,7 +9,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
-	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
@@ -30,70 +28,60 @@ import (
 // status stopping → the services stop in reverse: reconciler, janitor, registry
 // (deregistered), metrics server last.
 func runFilter(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
-	set := metrics.NewSet()
-	c, err := RedisClient(config.RedisURL.In(cfg))
-	if err != nil {
-		return fmt.Errorf("filter: %w", err)
-	}
-	defer c.Close()
-	f := buildFilter(cfg, c, set, log)
-	var svcs []service.Named
-	s := filter.SettingsFrom(cfg)
-	if s.DisableSweep {
-		log.Warn().Str("event", "filter.sweep_disabled").Str("variable", "PLAITA_DISABLE_EVENT_INDEX_SWEEP").
-			Msg("event index janitor off: expired events stay in the indexes until a publish prunes them or a list reads them")
-	} else {
-		svcs = append(svcs, service.Named{Name: "index janitor", Service: f.janitor})
-	}
-	if s.DisableReconcile {
-		log.Warn().Str("event", "filter.reconcile_disabled").Str("variable", "PLAITA_DISABLE_EVENT_RECONCILE").
-			Msg("event reconciler off: an event whose notification is lost (no filter subscribed, a dropped connection) wakes nothing")
-	} else {
-		svcs = append(svcs, service.Named{Name: "reconciler", Service: f.reconciler})
-	}
-	svcs = append(svcs, service.Named{Name: "listener", Service: f.listener})
-	r := roleProcess{name: "filter", ready: f.ready, server: f.server, registry: f.registry, services: svcs, control: store.NewControl(c, keys.DefaultRoot),
-		selfReady: true, drain: f.listener.Stop, drainFor: 10 * time.Second, stopFor: 5 * time.Second}
-	err = r.serve(ctx, log, func() {
-		log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", f.server.Addr()).
-			Dur("reconcile_interval", s.ReconcileInterval).Dur("reconcile_backfill", s.ReconcileBackfill).
-			Bool("reconcile", !s.DisableReconcile).Bool("sweep", !s.DisableSweep).Msg("filter running")
+	return runOnRedis(ctx, cfg, log, func(_ context.Context, o onRedis) (roleProcess, error) {
+		f := buildFilter(o)
+		var svcs []service.Named
+		s := filter.SettingsFrom(cfg)
+		if s.DisableSweep {
+			log.Warn().Str("event", "filter.sweep_disabled").Str("variable", "PLAITA_DISABLE_EVENT_INDEX_SWEEP").
+				Msg("event index janitor off: expired events stay in the indexes until a publish prunes them or a list reads them")
+		} else {
+			svcs = append(svcs, service.Named{Name: "index janitor", Service: f.janitor})
+		}
+		if s.DisableReconcile {
+			log.Warn().Str("event", "filter.reconcile_disabled").Str("variable", "PLAITA_DISABLE_EVENT_RECONCILE").
+				Msg("event reconciler off: an event whose notification is lost (no filter subscribed, a dropped connection) wakes nothing")
+		} else {
+			svcs = append(svcs, service.Named{Name: "reconciler", Service: f.reconciler})
+		}
+		svcs = append(svcs, service.Named{Name: "listener", Service: f.listener})
+		return roleProcess{registry: f.registry, services: svcs, selfReady: true, drain: f.listener.Stop, drainFor: 10 * time.Second, stopFor: 5 * time.Second,
+			started: func() {
+				log.Info().Str("event", "filter.started").Str("queue", config.QueueName.In(cfg)).Str("metrics", o.server.Addr()).
+					Dur("reconcile_interval", s.ReconcileInterval).Dur("reconcile_backfill", s.ReconcileBackfill).
+					Bool("reconcile", !s.DisableReconcile).Bool("sweep", !s.DisableSweep).Msg("filter running")
+			}}, nil
 	})
-	if err == nil {
-		log.Info().Str("event", "filter.stopped").Msg("filter stopped")
-	}
-	return err
 }
 
 // filterParts are the filter's services.
 type filterParts struct {
-	ready      *health.Readiness
-	server     *health.Server
 	registry   *presence.Registry
 	listener   *filter.Listener
 	reconciler *filter.Reconciler
 	janitor    *filter.Janitor
 }
 
-// buildFilter builds every part; nothing runs yet.
-func buildFilter(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) *filterParts {
+// buildFilter builds every part; nothing runs yet. The filter is ready once its listener is
+// subscribed.
+func buildFilter(o onRedis) *filterParts {
+	cfg, c := o.cfg, o.client
 	s := filter.SettingsFrom(cfg)
-	d := FilterDeps(cfg, c, set, log)
+	d := FilterDeps(cfg, c, o.set, o.log)
 	m := filter.NewMatcher(d, s)
-	f := &filterParts{ready: health.NewReadiness(),
-		registry:   presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now()), log, set),
+	f := &filterParts{
+		registry:   o.presence(roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now())),
 		listener:   filter.NewListener(d, s, m),
 		reconciler: filter.NewReconciler(d, s, m),
 		janitor:    filter.NewJanitor(d, s),
 	}
-	f.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, f.ready, log)
 	f.listener.OnSubscribed = func(first bool) {
-		f.ready.SetReady()
+		o.ready.SetReady()
 		if !first && !s.DisableReconcile {
 			f.reconciler.Trigger() // what was published while unsubscribed reached nobody
 		}
 	}
-	f.listener.OnDown = func(error) { f.ready.SetNotReady("event notifications: not subscribed") }
+	f.listener.OnDown = func(error) { o.ready.SetNotReady("event notifications: not subscribed") }
 	if !s.DisableReconcile {
 		f.listener.OnOverflow = f.reconciler.TriggerTenant // a dropped notification: a pass of its tenant now
 	}

@@ -1,8 +1,9 @@
 // Package roles wires plaita's service roles (worker, console, filter, schedule, delay) and
-// plaita dev, which runs them in one process: typed settings from the configuration (roles/settings), the role's services
-// from roles/<role>/ and internal/, and one lifecycle for all of them (serve.go). The commands
-// that run them, and the operator commands, are in roles/cli; what the roles do is in
-// roles/<role>/, engine/, store/ and queue/.
+// plaita dev, which runs them in one process. roles.go is the role table, the one place a role
+// is declared; each role's wiring is roles/<role>.go (typed settings from the configuration,
+// roles/settings; its services from roles/<role>/ and internal/), and serve.go is the one
+// lifecycle they all run with. The commands that run them, and the operator commands, are in
+// roles/cli; what the roles do is in roles/<role>/, engine/, store/ and queue/.
 package roles
 
 import (
@@ -28,30 +29,72 @@ const (
 	DepSandbox      = "sandbox"
 )
 
-// Spec is one row of the role table.
+//go:generate go run ./internal/gen -config ../config/roles_gen.go
+//go:generate go generate ../config
+
+// Spec is one row of the role table: the one place a role is declared. Everything else that
+// lists roles derives from the table: the configuration's role names and the variables each role
+// reads (config/roles_gen.go, from the capabilities), the CLI's role commands, plaita dev's start
+// order, `plaita roles` and the roles table of docs/configuration.md.
 type Spec struct {
 	Role    config.Role
 	Summary string
-	Needs   []string
-	Built   bool // false until the role's services exist; the command then refuses to pretend
+	Needs   []string // what the role starts before its own services, as `plaita roles` shows it
+	// Serves are the capabilities whose configuration variables the role reads and its preflight
+	// checks (config.CapProcess, every role's, is implied).
+	Serves []config.Capability
+	// Dev: plaita dev runs the role, in table order (the console in its own way: local mode, the
+	// demo).
+	Dev bool
+	// Body runs the role until ctx ends, on the configuration its preflight accepted; nil: the
+	// role is not built yet (dev has none: plaita dev runs the others).
+	Body func(ctx context.Context, cfg *config.Config, log zerolog.Logger) error
+	// Built is derived by Table: the role has a body (dev: always).
+	Built bool
 }
 
-// Table is the role → dependency table, in the order `plaita roles` prints it.
+// Table is the role table, in the order `plaita roles` prints it. Adding a role is one row here,
+// its wiring in roles/<role>.go and its loop in roles/<role>/; then `go generate ./roles`. The
+// names are literals: config's Role constants (config.RoleWorker …) are generated from them.
 func Table() []Spec {
-	return []Spec{
-		{config.RoleWorker, "consumes the task stream and runs executions step by step",
-			[]string{DepRedis, DepMetrics, DepSandbox}, true},
-		{config.RoleConsole, "HTTP API and web UI (tenants, users, keys, audit, flows, executions, events, schedules, dead letters, bulk jobs, cluster); publishes flows and tenant status; local mode without Redis",
-			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics}, true},
-		{config.RoleFilter, "turns published events into resume tasks for suspended executions",
-			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleSchedule, "enqueues start tasks for due cron schedules",
-			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleDelay, "wakes executions whose delay or timeout is due",
-			[]string{DepRedis, DepMetrics}, true},
-		{config.RoleDev, "every role above in one process, for a laptop: on the Redis it is given (or a default one holding only plaita's keys), else in local mode",
-			[]string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}, true},
+	t := []Spec{
+		{Role: "worker", Summary: "consumes the task stream and runs executions step by step",
+			Needs:  []string{DepRedis, DepMetrics, DepSandbox},
+			Serves: []config.Capability{config.CapRedis, config.CapProducer, config.CapConsumer, config.CapEngine, config.CapEvents, config.CapDelayQueue, config.CapTenant},
+			Dev:    true, Body: runWorker},
+		{Role: "console", Summary: "HTTP API and web UI (tenants, users, keys, audit, flows, executions, events, schedules, dead letters, bulk jobs, cluster); publishes flows and tenant status; local mode without Redis",
+			Needs:  []string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics},
+			Serves: []config.Capability{config.CapEngine, config.CapEvents, config.CapTenant, config.CapStarts, config.CapConsoleAPI},
+			Dev:    true, Body: runConsole},
+		{Role: "filter", Summary: "turns published events into resume tasks for suspended executions",
+			Needs:  []string{DepRedis, DepMetrics},
+			Serves: []config.Capability{config.CapRedis, config.CapProducer, config.CapEvents, config.CapEventMatch},
+			Dev:    true, Body: runFilter},
+		{Role: "schedule", Summary: "enqueues start tasks for due cron schedules",
+			Needs:  []string{DepRedis, DepMetrics},
+			Serves: []config.Capability{config.CapRedis, config.CapProducer, config.CapStarts, config.CapCron},
+			Dev:    true, Body: runSchedule},
+		{Role: "delay", Summary: "wakes executions whose delay or timeout is due",
+			Needs:  []string{DepRedis, DepMetrics},
+			Serves: []config.Capability{config.CapRedis, config.CapProducer, config.CapDelayQueue},
+			Dev:    true, Body: runDelay},
+		{Role: "dev", Summary: "every role above in one process, for a laptop: on the Redis it is given (or a default one holding only plaita's keys), else in local mode",
+			Needs: []string{DepSQLite, DepRedisOrLocal, DepWeb, DepMetrics, DepSandbox}},
 	}
+	for i := range t {
+		t[i].Built = t[i].Body != nil || t[i].Role == config.RoleDev
+	}
+	return t
+}
+
+// ConfigTable is the role table as the configuration reads it: what `go generate ./roles`
+// writes into config/roles_gen.go.
+func ConfigTable() []config.RoleDef {
+	var out []config.RoleDef
+	for _, s := range Table() {
+		out = append(out, config.RoleDef{Role: s.Role, Summary: s.Summary, Serves: s.Serves, Dev: s.Dev})
+	}
+	return out
 }
 
 // Tool is an operator command of the same binary (the operations scripts of the Python
@@ -100,17 +143,10 @@ func Status(built bool) string {
 // Body is the body of a role that is built: it runs until ctx ends, on the configuration the
 // role's preflight accepted.
 func Body(role config.Role) (func(context.Context, *config.Config, zerolog.Logger) error, bool) {
-	switch role {
-	case config.RoleWorker:
-		return runWorker, true
-	case config.RoleDelay:
-		return runDelay, true
-	case config.RoleSchedule:
-		return runSchedule, true
-	case config.RoleFilter:
-		return runFilter, true
-	case config.RoleConsole:
-		return runConsole, true
+	for _, s := range Table() {
+		if s.Role == role && s.Body != nil {
+			return s.Body, true
+		}
 	}
 	return nil, false
 }

@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"plaita/config"
@@ -16,6 +19,7 @@ import (
 	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/store"
+	"plaita/store/keys"
 )
 
 // roleProcess is the shape every Redis service role shares: a metrics server with its
@@ -41,6 +45,10 @@ type roleProcess struct {
 	// addr is the address the role serves for its callers (the console's API); nil: its
 	// metrics server's (roles.Hooks).
 	addr func() string
+	// started logs the role's start line once it is ready; title is how the stop line calls the
+	// role ("schedule role"; "": its name).
+	started func()
+	title   string
 }
 
 // errStopRequested is why a role drains when a stop came on its control channel.
@@ -52,8 +60,16 @@ var errStopRequested = errors.New("stop requested on the control channel")
 // role's start line. A service that fails to start stops the ones before it, in reverse.
 // Shutdown: not ready at once and the status draining (with a drain) or stopping → the drain
 // → status stopping → the services stop in reverse, the control channel (it answers during the
-// drain), the registry deregistered, the metrics server last.
-func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func()) error {
+// drain), the registry deregistered, the metrics server last; then the stop line.
+func (r roleProcess) serve(ctx context.Context, log zerolog.Logger) error {
+	if err := r.run(ctx, log); err != nil {
+		return err
+	}
+	log.Info().Str("event", r.name+".stopped").Msg(cmp.Or(r.title, r.name) + " stopped")
+	return nil
+}
+
+func (r roleProcess) run(ctx context.Context, log zerolog.Logger) error {
 	ctx, requestStop := context.WithCancelCause(ctx)
 	defer requestStop(nil)
 	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
@@ -83,7 +99,9 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	if !r.selfReady {
 		r.ready.SetReady()
 	}
-	started()
+	if r.started != nil {
+		r.started()
+	}
 
 	<-ctx.Done()
 	if errors.Is(context.Cause(ctx), errStopRequested) {
@@ -112,6 +130,49 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger, started func
 	defer cancelStop()
 	services.Stop(stopCtx)
 	return nil
+}
+
+// onRedis is what a service role on PLAITA_REDIS_URL (worker, filter, schedule, delay) builds
+// its parts from: the client, the process's metrics set, and the readiness its metrics server
+// (/metrics, /healthz, /readyz on PLAITA_METRICS_HOST:PLAITA_METRICS_PORT) reports.
+type onRedis struct {
+	cfg    *config.Config
+	log    zerolog.Logger
+	client rueidis.Client
+	set    *metrics.Set
+	ready  *health.Readiness
+	server *health.Server
+}
+
+func newOnRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) onRedis {
+	ready := health.NewReadiness()
+	return onRedis{cfg: cfg, log: log, client: c, set: set, ready: ready,
+		server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log)}
+}
+
+// presence is the role's record in the registry, as info describes the instance.
+func (o onRedis) presence(info presence.InstanceInfo) *presence.Registry {
+	return presence.New(store.NewRegistry(o.client, keys.DefaultRoot), info, o.log, o.set)
+}
+
+// runOnRedis is the run of every service role on PLAITA_REDIS_URL: connect (the client is
+// closed when the role ends), build the role's parts (build returns its registry presence,
+// services, drain and start line), then serve them with one lifecycle (roleProcess.serve),
+// listening on the instance's control channel. Errors are prefixed with the role's name.
+func runOnRedis(ctx context.Context, cfg *config.Config, log zerolog.Logger, build func(ctx context.Context, o onRedis) (roleProcess, error)) error {
+	name := string(cfg.Role())
+	c, err := RedisClient(config.RedisURL.In(cfg))
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	defer c.Close()
+	o := newOnRedis(cfg, c, metrics.NewSet(), log)
+	r, err := build(ctx, o)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	r.name, r.ready, r.server, r.control = name, o.ready, o.server, store.NewControl(c, keys.DefaultRoot)
+	return r.serve(ctx, log)
 }
 
 // hearReady tells the hooks of ctx (a role run in process by a test) when the role is ready.

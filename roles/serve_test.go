@@ -31,10 +31,11 @@ func TestServeStoppedWhileStartingIsNoFailure(t *testing.T) {
 	svc := &startsUntilCancelled{entered: make(chan struct{})}
 	ready := health.NewReadiness()
 	r := roleProcess{name: "test", ready: ready, server: health.New("127.0.0.1", 0, metrics.NewSet(), ready, zerolog.Nop()),
-		services: []service.Named{{Name: "slow", Service: svc}}, stopFor: time.Second}
+		services: []service.Named{{Name: "slow", Service: svc}}, stopFor: time.Second,
+		started: func() { t.Error("started: the role was never ready") }}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- r.serve(ctx, zerolog.Nop(), func() { t.Error("started: the role was never ready") }) }()
+	go func() { done <- r.serve(ctx, zerolog.Nop()) }()
 	<-svc.entered
 	cancel()
 	select {
@@ -51,7 +52,7 @@ func TestServeStoppedWhileStartingIsNoFailure(t *testing.T) {
 	// A start that fails on its own, with no stop asked for, is still the role's failure.
 	failing := roleProcess{name: "test", ready: ready, server: health.New("127.0.0.1", 0, metrics.NewSet(), ready, zerolog.Nop()),
 		services: []service.Named{{Name: "broken", Service: failingService{}}}, stopFor: time.Second}
-	if err := failing.serve(context.Background(), zerolog.Nop(), func() {}); !errors.Is(err, errBroken) {
+	if err := failing.serve(context.Background(), zerolog.Nop()); !errors.Is(err, errBroken) {
 		t.Fatalf("a failed start: %v", err)
 	}
 }

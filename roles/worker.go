@@ -14,7 +14,6 @@ import (
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
 	"plaita/internal/alert"
-	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
@@ -35,52 +34,41 @@ import (
 // reverse: sweeper, live events and alerts (flushed), registry (deregistered; a closed gate
 // keeps late heartbeats from recreating the key), metrics server last.
 func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
-	set := metrics.NewSet()
-	c, err := RedisClient(config.RedisURL.In(cfg))
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	defer c.Close()
-	w, err := buildWorker(cfg, c, set, log)
-	if err != nil {
-		return fmt.Errorf("worker: %w", err)
-	}
-	groupCtx, cancelGroup := context.WithTimeout(ctx, 30*time.Second)
-	err = w.queue.EnsureGroup(groupCtx)
-	cancelGroup()
-	if err != nil {
-		return fmt.Errorf("worker: consumer group: %w", err)
-	}
-	timeout := time.Duration(config.WorkerDrainTimeout.In(cfg) * float64(time.Second))
-	r := roleProcess{name: "worker", ready: w.ready, server: w.server, registry: w.registry, control: store.NewControl(c, keys.DefaultRoot),
-		services: []service.Named{
-			{Name: "alerts", Service: w.alerter},
-			{Name: "live events", Service: w.observer},
-			{Name: "residue sweeper", Service: w.queue.Sweeper(queue.DefaultSweepInterval)},
-			{Name: "dispatcher", Service: w.dispatcher},
-		},
-		drain: func(ctx context.Context) {
-			log.Info().Str("event", "worker.draining").Dur("timeout", timeout).Int("active", w.dispatcher.Active()).
-				Msg("draining: no new work, finishing in-flight tasks")
-			w.dispatcher.Stop(ctx)
-		},
-		drainFor: timeout, stopFor: 5 * time.Second}
-	err = r.serve(ctx, log, func() {
-		log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
-			Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", w.server.Addr()).Msg("worker running")
+	return runOnRedis(ctx, cfg, log, func(ctx context.Context, o onRedis) (roleProcess, error) {
+		w, err := buildWorker(o)
+		if err != nil {
+			return roleProcess{}, err
+		}
+		groupCtx, cancelGroup := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelGroup()
+		if err := w.queue.EnsureGroup(groupCtx); err != nil {
+			return roleProcess{}, fmt.Errorf("consumer group: %w", err)
+		}
+		timeout := time.Duration(config.WorkerDrainTimeout.In(cfg) * float64(time.Second))
+		return roleProcess{registry: w.registry,
+			services: []service.Named{
+				{Name: "alerts", Service: w.alerter},
+				{Name: "live events", Service: w.observer},
+				{Name: "residue sweeper", Service: w.queue.Sweeper(queue.DefaultSweepInterval)},
+				{Name: "dispatcher", Service: w.dispatcher},
+			},
+			drain: func(ctx context.Context) {
+				log.Info().Str("event", "worker.draining").Dur("timeout", timeout).Int("active", w.dispatcher.Active()).
+					Msg("draining: no new work, finishing in-flight tasks")
+				w.dispatcher.Stop(ctx)
+			},
+			drainFor: timeout, stopFor: 5 * time.Second,
+			started: func() {
+				log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
+					Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", o.server.Addr()).Msg("worker running")
+			}}, nil
 	})
-	if err == nil {
-		log.Info().Str("event", "worker.stopped").Msg("worker stopped")
-	}
-	return err
 }
 
 // workerParts are the worker's services and what the drain needs.
 type workerParts struct {
 	queue      *queue.Queue
 	registry   *presence.Registry
-	ready      *health.Readiness
-	server     *health.Server
 	alerter    *alert.Alerter
 	observer   *worker.Observer
 	dispatcher *worker.Dispatcher
@@ -88,7 +76,8 @@ type workerParts struct {
 
 // buildWorker builds every part; nothing runs yet. A refused code backend or an invalid jail
 // root stops here.
-func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*workerParts, error) {
+func buildWorker(o onRedis) (*workerParts, error) {
+	cfg, c, set, log := o.cfg, o.client, o.set, o.log
 	reg := engine.NewRegistry()
 	if err := nodes.Register(reg, settings.Nodes(cfg), log); err != nil {
 		return nil, err
@@ -100,13 +89,11 @@ func buildWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zer
 	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
 	info := worker.InstanceInfo(cfg)
 	info.MetricsAddr = metricsAddr(cfg, info.Host)
-	w := &workerParts{queue: q, ready: health.NewReadiness(),
-		registry: presence.New(store.NewRegistry(c, keys.DefaultRoot), info, log, set),
+	w := &workerParts{queue: q, registry: o.presence(info),
 		alerter:  alert.New(config.AlertWebhook.In(cfg), info.InstanceID, set, log),
 		observer: worker.NewObserver(store.NewLiveEvents(c, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
 	}
-	w.server = health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, w.ready, log)
-	w.server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
+	o.server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
 	deps, err := gateDeps(cfg, c, st, set, log)
 	if err != nil {
 		return nil, err
@@ -181,7 +168,7 @@ type InProcessWorker struct {
 
 // NewInProcessWorker builds a worker on the configuration a preflight accepted; nothing runs yet.
 func NewInProcessWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*InProcessWorker, error) {
-	w, err := buildWorker(cfg, c, set, log)
+	w, err := buildWorker(newOnRedis(cfg, c, set, log))
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v3"
 
@@ -125,7 +126,7 @@ func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
 		Name:      "plaita",
 		Usage:     "durable multi-tenant flow engine",
 		UsageText: "plaita <role|command> [flags]",
-		Description: "One binary plays every part: pick a role (worker, console, filter, schedule, delay, dev).\n" +
+		Description: "One binary plays every part: pick a role (" + roleNames() + ").\n" +
 			"Every role runs the strict configuration preflight first; `plaita doctor` runs it alone.",
 		Writer:    stdout,
 		ErrWriter: stderr,
@@ -160,13 +161,7 @@ func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
 			}
 			return cli.ShowRootCommandHelp(cmd)
 		},
-		Commands: []*cli.Command{
-			roleCommand(config.RoleWorker, stderr),
-			roleCommand(config.RoleConsole, stderr),
-			roleCommand(config.RoleFilter, stderr),
-			scheduleCommand(roleCommand(config.RoleSchedule, stderr), stdout, stderr),
-			roleCommand(config.RoleDelay, stderr),
-			devCommand(stdout, stderr, o.demoFlows),
+		Commands: append(roleCommands(stdout, stderr, o.demoFlows), []*cli.Command{
 			doctorCommand(stdout, stderr),
 			runCommand(stdout, stderr),
 			startCommand(stdout, stderr),
@@ -201,7 +196,7 @@ func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
 					return roles.WriteTable(stdout)
 				},
 			},
-		},
+		}...),
 	}
 	for _, tool := range roles.Tools() {
 		if build, ok := toolCommand(tool.Name); ok {
@@ -237,9 +232,47 @@ func toolCommand(name string) (func(tool roles.Tool, stdout, stderr io.Writer) *
 	return nil, false
 }
 
-// roleCommand runs the preflight for a role and then its services.
-func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
-	spec := roles.Lookup(role)
+// roleCommands are the commands of the role table's rows, in its order: dev's own command for
+// dev, roleCommand for the others, with the operator subcommands a role's command carries
+// (roleSubcommands).
+func roleCommands(stdout, stderr io.Writer, demoFlows fs.FS) []*cli.Command {
+	var out []*cli.Command
+	for _, spec := range roles.Table() {
+		if spec.Role == config.RoleDev {
+			out = append(out, devCommand(stdout, stderr, demoFlows))
+			continue
+		}
+		cmd := roleCommand(spec, stderr)
+		if add, ok := roleSubcommands(spec.Role); ok {
+			cmd = add(cmd, stdout, stderr)
+		}
+		out = append(out, cmd)
+	}
+	return out
+}
+
+// roleSubcommands adds the operator subcommands a role's command carries: `plaita schedule
+// add|list|…` edits what the schedule role runs.
+func roleSubcommands(role config.Role) (func(cmd *cli.Command, stdout, stderr io.Writer) *cli.Command, bool) {
+	switch role {
+	case config.RoleSchedule:
+		return scheduleCommand, true
+	}
+	return nil, false
+}
+
+// roleNames lists the role table's names for the root's help.
+func roleNames() string {
+	var names []string
+	for _, spec := range roles.Table() {
+		names = append(names, string(spec.Role))
+	}
+	return strings.Join(names, ", ")
+}
+
+// roleCommand runs the preflight for a role and then its body.
+func roleCommand(spec roles.Spec, stderr io.Writer) *cli.Command {
+	role := spec.Role
 	flags := logFlags()
 	for _, f := range config.Flags(role) {
 		flags = append(flags, &cli.StringFlag{Name: f.Name, Usage: f.Usage})
@@ -253,15 +286,12 @@ func roleCommand(role config.Role, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if run, ok := roles.Body(role); ok {
-				if err := run(ctx, cfg, log); err != nil {
-					log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
-					return &exitError{code: ExitFailure, err: err}
-				}
-				return nil
-			}
-			if !spec.Built {
+			if spec.Body == nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version; `plaita roles` shows what is", role)}
+			}
+			if err := spec.Body(ctx, cfg, log); err != nil {
+				log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
+				return &exitError{code: ExitFailure, err: err}
 			}
 			return nil
 		},

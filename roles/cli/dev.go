@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"io/fs"
+	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/urfave/cli/v3"
@@ -30,7 +31,7 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 		Name:  string(config.RoleDev),
 		Usage: helpUsage(spec.Summary, spec.Built),
 		UsageText: "plaita dev [--state-dir DIR] [--redis-url URL] [flags]\n\n" +
-			"Runs the console, worker, filter, schedule and delay in one process on a Redis, or the console in local mode\n" +
+			"Runs " + devRuns() + " in one process on a Redis, or the console in local mode\n" +
 			"(executions in this process). It uses the Redis it is given (--redis-url, PLAITA_REDIS_URL or REDIS_URL; one given\n" +
 			"with --redis-url must answer), or the one answering at redis://localhost:6379/0 when that holds nothing but plaita's\n" +
 			"keys; a Redis holding other keys is left untouched (the first line says so and how to choose). Seeds a demo tenant,\n" +
@@ -53,4 +54,19 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 			return nil
 		},
 	}
+}
+
+// devRuns names the roles plaita dev runs (the role table's rows marked Dev), the console first:
+// "the console, worker, filter, schedule and delay".
+func devRuns() string {
+	names := []string{"the console"}
+	for _, spec := range roles.Table() {
+		if spec.Dev && spec.Role != config.RoleConsole {
+			names = append(names, string(spec.Role))
+		}
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
