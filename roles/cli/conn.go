@@ -11,6 +11,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/roles"
 	"plaita/store"
 	"plaita/store/keys"
@@ -106,7 +107,7 @@ func refused(name string, err error) error {
 	if r.Unblock != "" {
 		msg += "; " + r.Unblock
 	}
-	if r.Class == control.Invalid {
+	if model.ClassOf(r) == model.Invalid {
 		return cliUsage(name, "%s", msg)
 	}
 	return cliFail(name, "%s", msg)

@@ -11,8 +11,8 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
+	"plaita/model"
 	"plaita/roles"
-	"plaita/store"
 	"plaita/store/sqlite"
 )
 
@@ -134,10 +134,11 @@ func openConsoleDB(ctx context.Context, cmd *cli.Command, name string, mustExist
 	return db, loc, log, nil
 }
 
-// migrateFailure maps a store/sqlite error to the exit status: a target the binary has no
-// migration for, or in the wrong direction, is bad usage; the rest is a failure.
+// migrateFailure maps a store/sqlite error to the exit status by its class: a target the
+// binary has no migration for, or in the wrong direction (Invalid), is bad usage; the rest is a
+// failure.
 func migrateFailure(name string, err error) error {
-	if errors.Is(err, store.ErrInvalid) {
+	if model.ClassOf(err) == model.Invalid {
 		return cliUsage(name, "%v", err)
 	}
 	return cliFail(name, "%v", err)
