@@ -54,6 +54,7 @@ var importRules = []rule{
 	{"plaita/control", []string{"plaita/roles", "plaita/web", "plaita/config", "github.com/urfave/cli/v3", "github.com/labstack/echo/v4"},
 		"the control plane is shared by the CLI and the console: it prints nothing, speaks no HTTP and reads no configuration"},
 	{"plaita/web", []string{"plaita/roles"}, "the console's HTTP API is an adapter over control/, beside the CLI, not on it"},
+	{"plaita/model", []string{"plaita"}, "the domain vocabulary is a leaf every layer may import: it imports only the standard library"},
 	{"plaita/config", []string{"plaita/engine", "plaita/store", "plaita/queue", "plaita/control", "plaita/web", "plaita/roles", "plaita/internal"},
 		"the configuration is a leaf"},
 	{"plaita/internal", []string{"plaita/roles", "plaita/config", "plaita/control"}, "support packages serve the roles"},
@@ -182,11 +183,13 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/roles/cli/sub":  {"plaita/queue"},
 		"plaita/control":        {"plaita/store", "plaita/queue"},
 		"plaita/roles/settings": {"plaita/store"},
+		"plaita/model":          {"errors", "plaita/store/keys"},
+		"plaita/store/keys":     nil,
 	}
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
 	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis",
-		"plaita/roles/cli → plaita/store/keys", "plaita/roles/cli/sub → plaita/queue"} {
+		"plaita/roles/cli → plaita/store/keys", "plaita/roles/cli/sub → plaita/queue", "plaita/model → plaita/store/keys"} {
 		found := false
 		for _, v := range got {
 			found = found || strings.Contains(v, want)

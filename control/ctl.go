@@ -70,7 +70,7 @@ func (p *Plane) StopInstance(ctx context.Context, req InstanceRequest) (Instance
 	for {
 		_, ok, err := p.d.Registry.Get(ctx, req.ID)
 		if err != nil {
-			return a, redisFailure("instance registry", err)
+			return a, err
 		}
 		if !ok {
 			a.Deregistered = true
@@ -94,7 +94,7 @@ func (p *Plane) ask(ctx context.Context, req InstanceRequest, op string) (Instan
 		return InstanceAnswer{}, refuse(Invalid, "invalid_instance", nil, "no instance id: `plaita status` lists the live instances")
 	}
 	if _, ok, err := p.d.Registry.Get(ctx, req.ID); err != nil {
-		return InstanceAnswer{}, redisFailure("instance registry", err)
+		return InstanceAnswer{}, err
 	} else if !ok {
 		return InstanceAnswer{}, refuse(NotFound, "instance_not_found", nil,
 			"no instance %q in the registry: it is not running, or its id is another (`plaita status` lists the live instances)", req.ID)
@@ -109,11 +109,11 @@ func (p *Plane) ask(ctx context.Context, req InstanceRequest, op string) (Instan
 	asked := p.now()
 	heard, err := p.d.Control.Ask(ctx, req.ID, r)
 	if err != nil {
-		return InstanceAnswer{}, redisFailure("control channel", err)
+		return InstanceAnswer{}, err
 	}
 	reply, ok, err := p.d.Control.Await(ctx, r.ID, wait)
 	if err != nil {
-		return InstanceAnswer{}, redisFailure("control channel", err)
+		return InstanceAnswer{}, err
 	}
 	if !ok {
 		why := ""

@@ -94,7 +94,7 @@ func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLet
 		return DeadLetterPage{}, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}
 	if err != nil {
-		return DeadLetterPage{}, redisFailure("dead letters", err)
+		return DeadLetterPage{}, err
 	}
 	out := DeadLetterPage{TenantID: tenant, AllTenants: req.All, Items: []queue.DLQEntry{}}
 	more := len(es) == read // the stream may hold older entries
@@ -125,7 +125,7 @@ func (p *Plane) DeadLetter(ctx context.Context, tenant string, all bool, id stri
 	if errors.Is(err, queue.ErrDLQEntryNotFound) || err == nil && !all && !sameTenant(e.TenantID, tenant) {
 		return queue.DLQEntry{}, refuse(NotFound, "dead_letter_not_found", queue.ErrDLQEntryNotFound, "no dead letter %s in tenant %s", id, tenant)
 	}
-	return e, redisFailure("dead letter "+id, err)
+	return e, err
 }
 
 // ReplayDeadLetter enqueues a dead letter again, once: a second replay answers
@@ -142,7 +142,7 @@ func (p *Plane) ReplayDeadLetter(ctx context.Context, tenant string, all bool, i
 	case errors.Is(err, queue.ErrDLQEntryNotFound): // trimmed since it was read
 		return res, refuse(NotFound, "dead_letter_not_found", err, "no dead letter %s in tenant %s", id, e.TenantID)
 	}
-	return res, redisFailure("replay "+id, err)
+	return res, err
 }
 
 func sameTenant(entry, tenant string) bool {

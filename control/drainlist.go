@@ -92,7 +92,7 @@ func (p *Plane) DrainList(ctx context.Context, req DrainListRequest) (DrainListR
 	}
 	rep.Elapsed = p.now().Sub(began)
 	if err != nil {
-		return rep, redisFailure("drain "+rep.List, err)
+		return rep, err
 	}
 	if rep.After, err = d.State(ctx); err != nil {
 		return rep, drainRefusal(err)
@@ -104,7 +104,7 @@ func drainRefusal(err error) error {
 	if errors.Is(err, queue.ErrListDrain) {
 		return refuse(Conflict, "list_drain_refused", err, "%v", err)
 	}
-	return redisFailure("drain", err)
+	return err
 }
 
 // drainRun sends batch after batch until the List is empty: each batch is taken (LMOVE to the

@@ -12,6 +12,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
@@ -170,7 +171,7 @@ func (p *Plane) WaitSettled(ctx context.Context, tenant, id string, timeout time
 			if st.Status.Terminal() || st.Status == state.Suspended {
 				return st, nil
 			}
-		case errors.Is(err, store.ErrNotFound), store.IsTransient(err) && ctx.Err() == nil:
+		case errors.Is(err, store.ErrNotFound), model.IsTransient(err) && ctx.Err() == nil:
 		default:
 			return last, err
 		}

@@ -19,7 +19,6 @@ package control
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -142,14 +141,4 @@ func (p *Plane) enqueue(ctx context.Context, tenant string, env queue.Envelope) 
 		return "", fmt.Errorf("enqueue: %w", err)
 	}
 	return id, nil
-}
-
-// redisFailure classes an error of the queue or the delay queue (plain Redis replies, no
-// class of their own) as the store's transient Redis failure, so that every front end tells
-// "Redis did not answer" from a refusal; a refusal or an error already classed is left as it is.
-func redisFailure(what string, err error) error {
-	if err == nil || AsRefusal(err) != nil || errors.Is(err, store.ErrRedis) || errors.Is(err, context.Canceled) {
-		return err
-	}
-	return fmt.Errorf("%w: %s: %w", store.ErrRedis, what, err)
 }

@@ -119,11 +119,11 @@ func (p *Plane) Status(ctx context.Context, tenant string) (ClusterStatus, error
 	now := p.now()
 	s := ClusterStatus{At: now.UTC(), Roles: []RoleStatus{}, Instances: []InstanceStatus{}, Mismatches: []GenerationMismatch{}, Attention: []Finding{}}
 	if s.Queue, err = p.d.Queue.Backlog(ctx); err != nil {
-		return ClusterStatus{}, redisFailure("task queue", err)
+		return ClusterStatus{}, err
 	}
 	ds, err := p.d.Delay.Stats(ctx, now)
 	if err != nil {
-		return ClusterStatus{}, redisFailure("delay queue", err)
+		return ClusterStatus{}, err
 	}
 	s.Delay = DelayStatus{Key: p.d.Delay.ScheduledKey(), Scheduled: ds.Scheduled, Due: ds.Due, Dead: ds.Dead}
 	if !ds.OldestDue.IsZero() {

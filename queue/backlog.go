@@ -42,22 +42,22 @@ func (q *Queue) Backlog(ctx context.Context) (Backlog, error) {
 	b := Backlog{Stream: q.stream, Group: q.group, DLQ: q.dlq}
 	var err error
 	if b.Length, err = res[0].AsInt64(); err != nil {
-		return b, fmt.Errorf("xlen %s: %w", q.stream, err)
+		return b, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.stream, err)
 	}
 	if b.DLQLength, err = res[2].AsInt64(); err != nil {
-		return b, fmt.Errorf("xlen %s: %w", q.dlq, err)
+		return b, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.dlq, err)
 	}
 	rows, err := res[1].ToArray()
 	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(re.Error()), "no such key") {
 		err, rows = nil, nil // no stream yet: nothing was ever enqueued
 	}
 	if err != nil {
-		return b, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+		return b, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
 	}
 	for _, r := range rows {
 		m, err := r.AsMap()
 		if err != nil {
-			return b, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+			return b, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
 		}
 		name := m["name"]
 		if n, _ := name.ToString(); n != q.group {

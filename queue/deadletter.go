@@ -4,13 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"plaita/internal/callctx"
+	"plaita/model"
 
 	"github.com/redis/rueidis"
 )
@@ -139,7 +139,7 @@ func (q *Queue) DeadLetter(ctx context.Context, d Delivery, reason string) error
 		q.OnDeadLetter(info)
 	}
 	if err := q.Ack(ctx, d); err != nil {
-		return fmt.Errorf("dead-lettered %s as %s but the source stays pending: %w", d.ID, info.DLQID, err)
+		return fmt.Errorf("%w: dead-lettered %s as %s but the source stays pending: %w", ErrRedis, d.ID, info.DLQID, err)
 	}
 	return nil
 }
@@ -182,7 +182,7 @@ func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info Dea
 	}
 	arr, err := deadLetterScript.Exec(ctx, q.c, []string{q.dlq, q.letteredKey(d.ID)}, args).ToArray()
 	if err != nil {
-		return info, false, fmt.Errorf("dead-letter %s to %s: %w", d.ID, q.dlq, err)
+		return info, false, fmt.Errorf("%w: dead-letter %s to %s: %w", ErrRedis, d.ID, q.dlq, err)
 	}
 	if len(arr) < 2 {
 		return info, false, fmt.Errorf("dead-letter %s to %s: unexpected reply", d.ID, q.dlq)
@@ -260,7 +260,7 @@ func (q *Queue) ListDLQBefore(ctx context.Context, before string, count int) ([]
 	}
 	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", q.dlq, err)
+		return nil, fmt.Errorf("%w: list %s: %w", ErrRedis, q.dlq, err)
 	}
 	out := make([]DLQEntry, 0, len(es))
 	for _, e := range es {
@@ -277,7 +277,7 @@ func (q *Queue) DeadLetterByID(ctx context.Context, dlqID string) (DLQEntry, err
 	c := q.c
 	es, err := c.Do(ctx, c.B().Xrange().Key(q.dlq).Start(dlqID).End(dlqID).Build()).AsXRange()
 	if err != nil {
-		return DLQEntry{}, fmt.Errorf("read %s from %s: %w", dlqID, q.dlq, err)
+		return DLQEntry{}, fmt.Errorf("%w: read %s from %s: %w", ErrRedis, dlqID, q.dlq, err)
 	}
 	if len(es) == 0 {
 		return DLQEntry{}, fmt.Errorf("%w: %s in %s", ErrDLQEntryNotFound, dlqID, q.dlq)
@@ -287,12 +287,12 @@ func (q *Queue) DeadLetterByID(ctx context.Context, dlqID string) (DLQEntry, err
 
 var (
 	// ErrDLQEntryNotFound: no dead letter with that id (never written, or trimmed).
-	ErrDLQEntryNotFound = errors.New("dead letter not found")
+	ErrDLQEntryNotFound = model.New(model.NotFound, "", "dead letter not found")
 	// ErrBadDLQCursor: a listing's position that is not a dead letter's stream id.
-	ErrBadDLQCursor = errors.New("invalid dead-letter cursor")
+	ErrBadDLQCursor = model.New(model.Invalid, "", "invalid dead-letter cursor")
 	// ErrReplayRefused: the dead letter cannot be replayed by this build (malformed payload,
 	// or a schema_version newer than this build: replay it from an upgraded one).
-	ErrReplayRefused = errors.New("dead letter cannot be replayed")
+	ErrReplayRefused = model.New(model.Conflict, "", "dead letter cannot be replayed")
 )
 
 // ReplayStatus says what Replay did.
@@ -331,7 +331,7 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 	}
 	es, err := c.Do(ctx, c.B().Xrange().Key(q.dlq).Start(dlqID).End(dlqID).Build()).AsXRange()
 	if err != nil {
-		return res, fmt.Errorf("replay %s: %w", dlqID, err)
+		return res, fmt.Errorf("%w: replay %s: %w", ErrRedis, dlqID, err)
 	}
 	if len(es) == 0 {
 		return res, fmt.Errorf("%w: %s in %s", ErrDLQEntryNotFound, dlqID, q.dlq)
@@ -367,7 +367,7 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 		return res, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("replay %s: marker: %w", dlqID, err)
+		return res, fmt.Errorf("%w: replay %s: marker: %w", ErrRedis, dlqID, err)
 	}
 	env.SourceMessageID = source // schema_version and generations are the dead letter's own
 	id, err := Enqueue(ctx, c, q.stream, env)

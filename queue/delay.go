@@ -14,6 +14,7 @@ import (
 
 	"plaita/engine/state"
 	"plaita/internal/callctx"
+	"plaita/model"
 )
 
 // Delay queue (docs/wakeups.md, docs/delay.md): the ZSET <PLAITA_DELAY_QUEUE>:scheduled,
@@ -165,7 +166,7 @@ func (d *Delay) scheduleAt(ctx context.Context, e DelayEntry, at time.Time) erro
 	defer cancel()
 	key := d.ScheduledKey()
 	if err := d.c.Do(ctx, d.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(at.UnixMilli()), m).Build()).Error(); err != nil {
-		return fmt.Errorf("delay queue %s: schedule %s of %s: %w", key, e.ResumeType, e.ExecutionID, err)
+		return fmt.Errorf("%w: delay queue %s: schedule %s of %s: %w", ErrRedis, key, e.ResumeType, e.ExecutionID, err)
 	}
 	return nil
 }
@@ -186,7 +187,7 @@ type Wakeup struct {
 }
 
 // ErrBadWakeup: a resume says it comes from the delay queue but its mark does not decode.
-var ErrBadWakeup = errors.New("malformed delay wake-up mark")
+var ErrBadWakeup = model.New(model.Invalid, "", "malformed delay wake-up mark")
 
 // ParseWakeup reads the delay-queue mark of a task. ok is false for anything else: a start, a
 // resume of another type, resume data without the mark. A mark that is there but does not
@@ -226,7 +227,7 @@ func (e DelayEntry) CarrierID() string {
 
 // ErrBadDelayEntry: a member that is not a DelayEntry the queue can send, or an entry Schedule
 // refuses to write. Permanent: the same entry fails the same way again.
-var ErrBadDelayEntry = errors.New("bad delay queue entry")
+var ErrBadDelayEntry = model.New(model.Invalid, "", "bad delay queue entry")
 
 // ParseDelayEntry decodes one member. Unknown fields are tolerated (a newer worker may add
 // some); a member that is not a JSON object, lacks the execution id, node or due time, or names
@@ -446,7 +447,7 @@ func (d *Delay) MoveDue(ctx context.Context, now time.Time, o MoveOptions) (Move
 	due, err := c.Do(ctx, c.B().Zrange().Key(key).Min("-inf").Max(strconv.FormatInt(nowMs, 10)).Byscore().
 		Limit(0, int64(o.Batch)).Withscores().Build()).AsZScores()
 	if err != nil {
-		return MoveReport{}, fmt.Errorf("delay queue %s: read due members: %w", key, err)
+		return MoveReport{}, fmt.Errorf("%w: delay queue %s: read due members: %w", ErrRedis, key, err)
 	}
 	rep := MoveReport{Full: len(due) == o.Batch}
 	if len(due) == 0 {
@@ -506,7 +507,7 @@ func (d *Delay) moveAtomically(ctx context.Context, now time.Time, o MoveOptions
 	}
 	res, err := moveScript.Exec(ctx, d.c, []string{d.ScheduledKey(), d.AttemptsKey(), d.DeadKey(), o.Stream}, args).ToArray()
 	if err != nil {
-		return fmt.Errorf("delay queue %s: move due members: %w", d.name, err)
+		return fmt.Errorf("%w: delay queue %s: move due members: %w", ErrRedis, d.name, err)
 	}
 	if len(res) != len(items) {
 		return fmt.Errorf("delay queue %s: move script answered %d results for %d members", d.name, len(res), len(items))
@@ -613,12 +614,12 @@ func (d *Delay) bury(ctx context.Context, member string, rec DelayDeadRecord) er
 	}
 	c := d.c
 	if err := c.Do(ctx, c.B().Hset().Key(d.DeadKey()).FieldValue().FieldValue(member, string(b)).Build()).Error(); err != nil {
-		return fmt.Errorf("delay queue %s: bury: %w", d.DeadKey(), err)
+		return fmt.Errorf("%w: delay queue %s: bury: %w", ErrRedis, d.DeadKey(), err)
 	}
 	for _, r := range c.DoMulti(ctx, c.B().Zrem().Key(d.ScheduledKey()).Member(member).Build(),
 		c.B().Hdel().Key(d.AttemptsKey()).Field(member).Build()) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("delay queue %s: bury: %w", d.name, err)
+			return fmt.Errorf("%w: delay queue %s: bury: %w", ErrRedis, d.name, err)
 		}
 	}
 	return nil
@@ -656,7 +657,7 @@ func (d *Delay) Stats(ctx context.Context, now time.Time) (DelayStats, error) {
 	first, err := res[3].AsZScores()
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return DelayStats{}, fmt.Errorf("delay queue %s: stats: %w", d.name, err)
+		return DelayStats{}, fmt.Errorf("%w: delay queue %s: stats: %w", ErrRedis, d.name, err)
 	}
 	if len(first) > 0 {
 		s.OldestDue = time.UnixMilli(int64(first[0].Score)).UTC()
@@ -692,19 +693,19 @@ func (d *Delay) Lookup(ctx context.Context, e DelayEntry) (DelayLookup, error) {
 	case err == nil:
 		l.Scheduled, l.At = true, time.UnixMilli(int64(score)).UTC()
 	case !rueidis.IsRedisNil(err):
-		return DelayLookup{}, fmt.Errorf("delay queue %s: lookup: %w", d.name, err)
+		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup: %w", ErrRedis, d.name, err)
 	}
 	if n, err := res[1].AsInt64(); err == nil {
 		l.Attempts = n
 	} else if !rueidis.IsRedisNil(err) {
-		return DelayLookup{}, fmt.Errorf("delay queue %s: lookup attempts: %w", d.name, err)
+		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup attempts: %w", ErrRedis, d.name, err)
 	}
 	raw, err := res[2].ToString()
 	switch {
 	case err == nil:
 		l.Dead = decodeDeadRecord(raw)
 	case !rueidis.IsRedisNil(err):
-		return DelayLookup{}, fmt.Errorf("delay queue %s: lookup dead: %w", d.name, err)
+		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup dead: %w", ErrRedis, d.name, err)
 	}
 	return l, nil
 }
@@ -723,7 +724,7 @@ func (d *Delay) ListDead(ctx context.Context) ([]DelayDead, error) {
 	defer cancel()
 	m, err := d.c.Do(ctx, d.c.B().Hgetall().Key(d.DeadKey()).Build()).AsStrMap()
 	if err != nil {
-		return nil, fmt.Errorf("delay queue %s: list dead: %w", d.DeadKey(), err)
+		return nil, fmt.Errorf("%w: delay queue %s: list dead: %w", ErrRedis, d.DeadKey(), err)
 	}
 	out := make([]DelayDead, 0, len(m))
 	for member, raw := range m {

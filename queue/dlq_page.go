@@ -21,7 +21,7 @@ func (q *Queue) DLQPage(ctx context.Context, before string, count int) ([]DLQEnt
 	count = max(count, 1)
 	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
 	if err != nil {
-		return nil, "", fmt.Errorf("page %s: %w", q.dlq, err)
+		return nil, "", fmt.Errorf("%w: page %s: %w", ErrRedis, q.dlq, err)
 	}
 	out := make([]DLQEntry, 0, len(es))
 	for _, e := range es {

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/store/keys"
 )
 
@@ -37,21 +38,21 @@ const (
 
 var (
 	// ErrInvalidEnvelope is what Enqueue returns for an envelope it refuses to write.
-	ErrInvalidEnvelope = errors.New("invalid task envelope")
+	ErrInvalidEnvelope = model.New(model.Invalid, "", "invalid task envelope")
 	// ErrMissingExecutionID: a start without execution_id. Producers mint one with
 	// engine.NewExecutionID() so that a redelivered start finds the state it created.
-	ErrMissingExecutionID = errors.New("start task without execution_id")
+	ErrMissingExecutionID = model.New(model.Invalid, "", "start task without execution_id")
 	// ErrMalformed is what decoding returns for an entry no worker can run: no payload field,
 	// not a JSON object, a known field of the wrong type, a missing or invalid required field.
-	ErrMalformed = errors.New("malformed task")
+	ErrMalformed = model.New(model.Invalid, "", "malformed task")
 	// ErrNewerSchema: the envelope's schema_version is newer than SchemaVersion.
-	ErrNewerSchema = errors.New("task schema_version is newer than this build")
+	ErrNewerSchema = model.New(model.Invalid, "", "task schema_version is newer than this build")
 	// ErrInputTooLarge: a fresh task's input or resume data is above the producer's bound
 	// (PLAITA_EXECUTION_STATE_MAX_BYTES); nothing was enqueued.
-	ErrInputTooLarge = errors.New("task input is too large")
+	ErrInputTooLarge = model.New(model.Invalid, "", "task input is too large")
 	// ErrBadInput: a fresh task's input or resume data is a document no execution may take in
 	// (nested too deeply, a number a float64 changes); nothing was enqueued.
-	ErrBadInput = errors.New("task input is not an acceptable document")
+	ErrBadInput = model.New(model.Invalid, "", "task input is not an acceptable document")
 )
 
 // Option adjusts one Enqueue.
@@ -260,7 +261,7 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 	}
 	id, err = c.Do(ctx, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue(PayloadField, string(payload)).Build()).ToString()
 	if err != nil {
-		return "", fmt.Errorf("enqueue to %s: %w", stream, err)
+		return "", fmt.Errorf("%w: enqueue to %s: %w", ErrRedis, stream, err)
 	}
 	return id, nil
 }

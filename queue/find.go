@@ -38,7 +38,7 @@ func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit 
 	for read := 0; read < limit; {
 		es, err := c.Do(ctx, c.B().Xrevrange().Key(q.stream).End(end).Start("-").Count(int64(min(findPage, limit-read))).Build()).AsXRange()
 		if err != nil {
-			return FoundTask{}, false, fmt.Errorf("look for execution %s in %s: %w", executionID, q.stream, err)
+			return FoundTask{}, false, fmt.Errorf("%w: look for execution %s in %s: %w", ErrRedis, executionID, q.stream, err)
 		}
 		for _, e := range es {
 			payload, ok := e.FieldValues[PayloadField]

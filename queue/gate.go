@@ -158,7 +158,7 @@ func (q *Queue) restoreCount(ctx context.Context, d Delivery) error {
 	err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(d.Consumer).MinIdleTime("0").
 		Id(d.ID).Retrycount(max(d.Count-1, 0)).Justid().Build()).Error()
 	if err != nil {
-		return fmt.Errorf("restore delivery count of %s: %w", d.ID, err)
+		return fmt.Errorf("%w: restore delivery count of %s: %w", ErrRedis, d.ID, err)
 	}
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"plaita/model"
+
 	"github.com/redis/rueidis"
 )
 
@@ -38,7 +40,7 @@ const DrainedMarkerTTL = 7 * 24 * time.Hour
 
 // ErrListDrain is what a drain's refusals match: the List and the stream are one key, or a key
 // holds another type than the drain needs.
-var ErrListDrain = errors.New("list drain refused")
+var ErrListDrain = model.New(model.Conflict, "", "list drain refused")
 
 // ListDrain moves one legacy List into the queue's stream. Safe for one drainer at a time per
 // List (two drainers never send an item twice, but may report it twice as already sent).
@@ -90,7 +92,7 @@ func (d *ListDrain) State(ctx context.Context) (ListState, error) {
 	for i, r := range res {
 		t, err := r.ToString()
 		if err != nil {
-			return s, fmt.Errorf("drain %s: type: %w", d.list, err)
+			return s, fmt.Errorf("%w: drain %s: type: %w", ErrRedis, d.list, err)
 		}
 		types[i] = t
 	}
@@ -109,7 +111,7 @@ func (d *ListDrain) State(ctx context.Context) (ListState, error) {
 	for i, dst := range []*int64{&s.Length, &s.Processing, &s.Rejected} {
 		n, err := lens[i].AsInt64()
 		if err != nil {
-			return s, fmt.Errorf("drain %s: llen: %w", d.list, err)
+			return s, fmt.Errorf("%w: drain %s: llen: %w", ErrRedis, d.list, err)
 		}
 		*dst = n
 	}
@@ -124,7 +126,7 @@ func (d *ListDrain) Take(ctx context.Context, n int) ([]string, error) {
 	c := d.c
 	held, err := c.Do(ctx, c.B().Lrange().Key(d.processing).Start(0).Stop(int64(n-1)).Build()).AsStrSlice()
 	if err != nil {
-		return nil, fmt.Errorf("drain %s: read %s: %w", d.list, d.processing, err)
+		return nil, fmt.Errorf("%w: drain %s: read %s: %w", ErrRedis, d.list, d.processing, err)
 	}
 	if len(held) > 0 {
 		return held, nil
@@ -141,7 +143,7 @@ func (d *ListDrain) Take(ctx context.Context, n int) ([]string, error) {
 			continue
 		case err != nil:
 			// Whatever moved is on the processing list: the next Take returns it.
-			return nil, fmt.Errorf("drain %s: lmove: %w", d.list, err)
+			return nil, fmt.Errorf("%w: drain %s: lmove: %w", ErrRedis, d.list, err)
 		}
 		out = append(out, item)
 	}
@@ -154,7 +156,7 @@ func (d *ListDrain) Peek(ctx context.Context, start int64, n int) (items []strin
 	c := d.c
 	items, err = c.Do(ctx, c.B().Lrange().Key(d.list).Start(start).Stop(start+int64(max(n, 1))-1).Build()).AsStrSlice()
 	if err != nil {
-		return nil, fmt.Errorf("drain %s: lrange: %w", d.list, err)
+		return nil, fmt.Errorf("%w: drain %s: lrange: %w", ErrRedis, d.list, err)
 	}
 	return items, nil
 }
@@ -163,7 +165,7 @@ func (d *ListDrain) Peek(ctx context.Context, start int64, n int) (items []strin
 func (d *ListDrain) Held(ctx context.Context) ([]string, error) {
 	items, err := d.c.Do(ctx, d.c.B().Lrange().Key(d.processing).Start(0).Stop(-1).Build()).AsStrSlice()
 	if err != nil {
-		return nil, fmt.Errorf("drain %s: lrange %s: %w", d.list, d.processing, err)
+		return nil, fmt.Errorf("%w: drain %s: lrange %s: %w", ErrRedis, d.list, d.processing, err)
 	}
 	return items, nil
 }
@@ -242,7 +244,7 @@ func (d *ListDrain) AlreadySent(ctx context.Context, items []ListItem) ([]bool, 
 	for i, r := range c.DoMulti(ctx, cmds...) {
 		n, err := r.AsInt64()
 		if err != nil {
-			return nil, fmt.Errorf("drain %s: exists: %w", d.list, err)
+			return nil, fmt.Errorf("%w: drain %s: exists: %w", ErrRedis, d.list, err)
 		}
 		out[i] = n > 0
 	}
@@ -273,7 +275,7 @@ func (d *ListDrain) Send(ctx context.Context, items []ListItem) ([]Sent, error) 
 			err = errors.New("unexpected reply")
 		}
 		if err != nil {
-			return nil, fmt.Errorf("drain %s: send %s: %w", d.list, items[i].Digest, err)
+			return nil, fmt.Errorf("%w: drain %s: send %s: %w", ErrRedis, d.list, items[i].Digest, err)
 		}
 		wrote, _ := arr[0].AsInt64()
 		out[i].StreamID, _ = arr[1].ToString()
@@ -294,7 +296,7 @@ func (d *ListDrain) Done(ctx context.Context, raws []string) error {
 	}
 	for _, r := range c.DoMulti(ctx, cmds...) {
 		if err := r.Error(); err != nil {
-			return fmt.Errorf("drain %s: lrem %s: %w", d.list, d.processing, err)
+			return fmt.Errorf("%w: drain %s: lrem %s: %w", ErrRedis, d.list, d.processing, err)
 		}
 	}
 	return nil
@@ -303,7 +305,7 @@ func (d *ListDrain) Done(ctx context.Context, raws []string) error {
 // Reject moves an item that cannot become a task to the rejected list.
 func (d *ListDrain) Reject(ctx context.Context, raw string) error {
 	if err := rejectScript.Exec(ctx, d.c, []string{d.processing, d.rejected}, []string{raw}).Error(); err != nil {
-		return fmt.Errorf("drain %s: reject: %w", d.list, err)
+		return fmt.Errorf("%w: drain %s: reject: %w", ErrRedis, d.list, err)
 	}
 	return nil
 }

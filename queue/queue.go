@@ -8,14 +8,21 @@ import (
 	"sync"
 	"time"
 
+	"plaita/model"
+
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 )
 
+// ErrRedis: a Redis call of the queue failed (the connection, a timeout, a server error).
+// Every Redis failure the package returns matches it. Transient: the same call later can
+// succeed, and nothing may be assumed about a write it was making.
+var ErrRedis = model.New(model.Unavailable, "redis_unavailable", "redis call failed (transient)")
+
 // ErrNoGroup is returned by Read and Reclaim when the consumer group (or the stream) does not
 // exist; EnsureGroup creates it.
-var ErrNoGroup = errors.New("consumer group does not exist")
+var ErrNoGroup = model.New(model.NotFound, "", "consumer group does not exist")
 
 // Generations are the config generations a producer stamps into an envelope and a worker
 // gates on (docs/configuration.md): config_family, config_generation, budget_generation.
@@ -178,7 +185,7 @@ func (q *Queue) EnsureGroup(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("create consumer group %s on %s: %w", q.group, q.stream, err)
+		return fmt.Errorf("%w: create consumer group %s on %s: %w", ErrRedis, q.group, q.stream, err)
 	}
 	ev := q.log.Info()
 	if q.startID == "0" || q.startID == "0-0" {
@@ -195,7 +202,7 @@ func (q *Queue) EnsureGroup(ctx context.Context) error {
 // ErrNotAStream: the task stream's or the dead-letter stream's key holds another type — another
 // family's key that a queue name reaches (a flow definition under <root>:flow:…, see
 // store.Flows.Reserve) — and every XADD to it would fail with WRONGTYPE.
-var ErrNotAStream = errors.New("queue key is not a stream")
+var ErrNotAStream = model.New(model.Conflict, "", "queue key is not a stream")
 
 // CheckKeys checks that the task stream and the dead-letter stream are streams or absent. A
 // worker that cannot dead-letter would leave every poisoned message pending for good, so it
@@ -209,7 +216,7 @@ func CheckStreamKeys(ctx context.Context, c rueidis.Client, stream, dlq string) 
 	for _, k := range []struct{ key, name string }{{stream, "PLAITA_QUEUE_NAME"}, {dlq, "PLAITA_DLQ_KEY"}} {
 		typ, err := c.Do(ctx, c.B().Type().Key(k.key).Build()).ToString()
 		if err != nil {
-			return fmt.Errorf("check the type of %s: %w", k.key, err)
+			return fmt.Errorf("%w: check the type of %s: %w", ErrRedis, k.key, err)
 		}
 		if typ != "none" && typ != "stream" {
 			return fmt.Errorf("%w: %s %q holds a %s, not a stream (another key has that name, such as a flow version "+
@@ -253,7 +260,7 @@ func (q *Queue) wrapGroupErr(op string, err error) error {
 	if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "NOGROUP") {
 		return fmt.Errorf("%s %s: %w (%v)", op, q.stream, ErrNoGroup, err)
 	}
-	return fmt.Errorf("%s %s: %w", op, q.stream, err)
+	return fmt.Errorf("%w: %s %s: %w", ErrRedis, op, q.stream, err)
 }
 
 // pendingEntry is one row of XPENDING's extended form.
@@ -339,7 +346,7 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 		p := pend[i]
 		es, err := r.AsXRange()
 		if err != nil {
-			return nil, fmt.Errorf("xrange %s %s: %w", q.stream, p.id, err)
+			return nil, fmt.Errorf("%w: xrange %s %s: %w", ErrRedis, q.stream, p.id, err)
 		}
 		if len(es) == 0 {
 			deleted = append(deleted, p.id)
@@ -375,7 +382,7 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 		}
 		e, err := m.AsXRangeEntry()
 		if err != nil {
-			return out, fmt.Errorf("xclaim %s: %w", q.stream, err)
+			return out, fmt.Errorf("%w: xclaim %s: %w", ErrRedis, q.stream, err)
 		}
 		d, ok := scanned[e.ID]
 		if !ok || e.FieldValues == nil {
@@ -395,7 +402,7 @@ func (q *Queue) Ack(ctx context.Context, d Delivery) error {
 		c.B().Xack().Key(q.stream).Group(q.group).Id(d.ID).Build(),
 		c.B().Xdel().Key(q.stream).Id(d.ID).Build())
 	if err := res[0].Error(); err != nil {
-		return fmt.Errorf("ack %s %s: %w", q.stream, d.ID, err)
+		return fmt.Errorf("%w: ack %s %s: %w", ErrRedis, q.stream, d.ID, err)
 	}
 	q.m.acked.Inc()
 	if err := res[1].Error(); err != nil {
@@ -414,7 +421,7 @@ func (q *Queue) Touch(ctx context.Context, consumer string, ids ...string) error
 	c := q.c
 	if err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(consumer).MinIdleTime("0").
 		Id(ids...).Justid().Build()).Error(); err != nil {
-		return fmt.Errorf("touch %s %v: %w", q.stream, ids, err)
+		return fmt.Errorf("%w: touch %s %v: %w", ErrRedis, q.stream, ids, err)
 	}
 	return nil
 }
@@ -435,10 +442,10 @@ func (q *Queue) Requeue(ctx context.Context, d Delivery, mutate func(*Envelope))
 	env.SourceMessageID = d.ID
 	id, err := Enqueue(ctx, q.c, q.stream, env)
 	if err != nil {
-		return "", fmt.Errorf("requeue %s: %w", d.ID, err)
+		return "", fmt.Errorf("%w: requeue %s: %w", ErrRedis, d.ID, err)
 	}
 	if err := q.Ack(ctx, d); err != nil {
-		return id, fmt.Errorf("requeued %s as %s but the source stays pending: %w", d.ID, id, err)
+		return id, fmt.Errorf("%w: requeued %s as %s but the source stays pending: %w", ErrRedis, d.ID, id, err)
 	}
 	return id, nil
 }
@@ -461,7 +468,7 @@ func (q *Queue) Depth(ctx context.Context) (Depth, error) {
 	var d Depth
 	var err error
 	if d.StreamLength, err = res[0].AsInt64(); err != nil {
-		return d, fmt.Errorf("xlen %s: %w", q.stream, err)
+		return d, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.stream, err)
 	}
 	if sum, err := res[1].ToArray(); err == nil && len(sum) > 0 {
 		d.Pending, _ = sum[0].AsInt64()
@@ -469,7 +476,7 @@ func (q *Queue) Depth(ctx context.Context) (Depth, error) {
 		return d, q.wrapGroupErr("xpending", err)
 	}
 	if d.DLQLength, err = res[2].AsInt64(); err != nil {
-		return d, fmt.Errorf("xlen %s: %w", q.dlq, err)
+		return d, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.dlq, err)
 	}
 	return d, nil
 }
@@ -485,7 +492,7 @@ func (q *Queue) AckMany(ctx context.Context, ids []string) error {
 		c.B().Xack().Key(q.stream).Group(q.group).Id(ids...).Build(),
 		c.B().Xdel().Key(q.stream).Id(ids...).Build())
 	if err := res[0].Error(); err != nil {
-		return fmt.Errorf("ack %s (%d entries): %w", q.stream, len(ids), err)
+		return fmt.Errorf("%w: ack %s (%d entries): %w", ErrRedis, q.stream, len(ids), err)
 	}
 	q.m.acked.Add(len(ids))
 	if err := res[1].Error(); err != nil {

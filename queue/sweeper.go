@@ -38,13 +38,13 @@ func (q *Queue) groups(ctx context.Context) ([]groupInfo, error) {
 		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(re.Error()), "no such key") {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+		return nil, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
 	}
 	out := make([]groupInfo, 0, len(rows))
 	for _, r := range rows {
 		m, err := r.AsStrMap()
 		if err != nil {
-			return nil, fmt.Errorf("xinfo groups %s: %w", q.stream, err)
+			return nil, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
 		}
 		last, ok := parseID(m["last-delivered-id"])
 		if !ok {
@@ -84,7 +84,7 @@ func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
 	for removed < ResidueBatch && scanned < residueScanBudget {
 		es, err := c.Do(ctx, c.B().Xrange().Key(q.stream).Start(start).End(bound.String()).Count(ResidueBatch).Build()).AsXRange()
 		if err != nil {
-			return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: %w", q.stream, err))
+			return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: %w", ErrRedis, q.stream, err))
 		}
 		if len(es) == 0 {
 			start = "-"
@@ -104,7 +104,7 @@ func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
 			for j := range groups {
 				rows, err := res[i*len(groups)+j].ToArray()
 				if err != nil {
-					return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: xpending: %w", q.stream, err))
+					return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: xpending: %w", ErrRedis, q.stream, err))
 				}
 				pending = pending || len(rows) > 0
 			}
@@ -120,7 +120,7 @@ func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
 		if len(residue) > 0 {
 			n, err := c.Do(ctx, c.B().Xdel().Key(q.stream).Id(residue...).Build()).AsInt64()
 			if err != nil {
-				return removed, q.sweepDone(removed, fmt.Errorf("sweep %s: xdel: %w", q.stream, err))
+				return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: xdel: %w", ErrRedis, q.stream, err))
 			}
 			removed += int(n)
 		}

@@ -34,7 +34,7 @@ func (q *Queue) Tasks(ctx context.Context, limit int) (TaskSet, error) {
 		want := max(min(findPage, limit-set.Read), 1)
 		es, err := c.Do(ctx, c.B().Xrange().Key(q.stream).Start(start).End("+").Count(int64(want)).Build()).AsXRange()
 		if err != nil {
-			return TaskSet{}, fmt.Errorf("read the tasks of %s: %w", q.stream, err)
+			return TaskSet{}, fmt.Errorf("%w: read the tasks of %s: %w", ErrRedis, q.stream, err)
 		}
 		if set.Read >= limit {
 			set.Complete = len(es) == 0

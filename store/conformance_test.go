@@ -10,6 +10,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/storetest"
 )
@@ -64,7 +65,7 @@ func TestStorageContractFencing(t *testing.T) {
 	}
 	f.do(f.c.B().Del().Key(f.mech("lease", "c-takeover")).Build()) // its lease expired
 	newer := f.acquire("c-takeover", "worker-b")
-	if err := old.Storage().Save(c, newState("c-takeover", state.Completed)); !errors.Is(err, engine.ErrLeaseLost) || store.IsTransient(err) {
+	if err := old.Storage().Save(c, newState("c-takeover", state.Completed)); !errors.Is(err, engine.ErrLeaseLost) || model.IsTransient(err) {
 		t.Fatalf("stale save: %v", err)
 	}
 	if err := newer.Storage().Save(c, newState("c-takeover", state.Completed)); err != nil {

@@ -103,7 +103,7 @@ func skipValue(dec *json.Decoder) bool {
 // ErrCorruptChanged: the state key no longer holds the corrupt bytes ReplaceCorrupt was given
 // (a worker or another operator changed it); nothing was written.
 // Permanent (it matches ErrInvalid): the same replacement can never apply again.
-var ErrCorruptChanged = classed("the stored state changed since it was read", ErrInvalid)
+var ErrCorruptChanged = ErrInvalid.Kind("", "the stored state changed since it was read")
 
 // replaceCorruptScript writes st over the corrupt bytes it was read as, and fences out every
 // lease taken before: the fence generation moves on and the lease goes.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -32,7 +33,7 @@ func TestCounters(t *testing.T) {
 		}
 	}
 	for _, fam := range []string{keys.FamLease, keys.FamFenceGen, "bogus"} {
-		if _, err := f.ts.Incr(c, fam, "e1"); !errors.Is(err, store.ErrInvalid) || store.IsTransient(err) {
+		if _, err := f.ts.Incr(c, fam, "e1"); !errors.Is(err, store.ErrInvalid) || model.IsTransient(err) {
 			t.Errorf("Incr(%s): %v", fam, err)
 		}
 	}

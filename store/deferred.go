@@ -11,7 +11,7 @@ import (
 // after all — it has a state, a tombstone, a raised cancel flag or counted crashes. Nothing was
 // written and the lease is free again; the caller runs the delivery the ordinary way (Begin).
 // Transient (it matches ErrConflict): the ordinary path succeeds.
-var ErrNotFresh = classed("the execution is not a fresh start", ErrConflict)
+var ErrNotFresh = ErrConflict.Kind("", "the execution is not a fresh start")
 
 // Deferred is the lease of a fresh start that is taken by the run's first save instead of a
 // Begin round trip before it. A first delivery of a start whose first step is a control node

@@ -60,13 +60,13 @@ const wakeMarginTTL = 24 * time.Hour
 var (
 	// ErrEventNotFound: no such event (never published, or expired). Permanent (it matches
 	// ErrNotFound).
-	ErrEventNotFound = classed("event not found", ErrNotFound)
+	ErrEventNotFound = ErrNotFound.Kind("", "event not found")
 	// ErrEventConflict: the event id is already published with another type or other data;
 	// nothing was written. Permanent (it matches ErrInvalid).
-	ErrEventConflict = classed("event id already published with another type or data", ErrInvalid)
+	ErrEventConflict = ErrInvalid.Kind("", "event id already published with another type or data")
 	// ErrBadEvent: bytes that are not an event record, or an event that cannot be published
 	// (bad type, id, tenant, data). Permanent (it matches ErrInvalid).
-	ErrBadEvent = classed("malformed event", ErrInvalid)
+	ErrBadEvent = ErrInvalid.Kind("", "malformed event")
 )
 
 // Event is one published event, as stored. TenantID is the tenant slug ("default" for the

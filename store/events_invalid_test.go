@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -87,7 +88,7 @@ func TestSubscriptionsOfAnIndexThatIsNoSortedSet(t *testing.T) {
 	idx, _ := acme.Space().SubscriptionIndex("paid")
 	f.must(f.do(f.c.B().Set().Key(idx).Value("junk").Build()).Error())
 	_, err := acme.Subscriptions(ctx(t), "paid", time.Now())
-	if !errors.Is(err, store.ErrInvalid) || store.IsTransient(err) {
+	if !errors.Is(err, store.ErrInvalid) || model.IsTransient(err) {
 		t.Fatalf("err %v: want a permanent ErrInvalid", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -102,7 +103,7 @@ func TestEventPublishWritesRecordIndexFeedAndNotifies(t *testing.T) {
 		t.Errorf("Get: %+v %v", back, err)
 	}
 	// The default tenant sees nothing of acme's.
-	if _, err := bus.Get(c, "", "evt_1"); !errors.Is(err, store.ErrEventNotFound) || !errors.Is(err, store.ErrNotFound) || store.IsTransient(err) {
+	if _, err := bus.Get(c, "", "evt_1"); !errors.Is(err, store.ErrEventNotFound) || !errors.Is(err, store.ErrNotFound) || model.IsTransient(err) {
 		t.Errorf("Get in the default tenant: %v", err)
 	}
 	if page, err := bus.List(c, "", "order.approved", 10); err != nil || len(page.Events) != 0 {
@@ -131,7 +132,7 @@ func TestEventPublishIsIdempotentAndRefusesConflicts(t *testing.T) {
 		{ID: "evt_x", Type: "refunded", Data: json.RawMessage(`{"a":1,"b":[1,2]}`)},
 	} {
 		_, _, err := bus.Publish(c, bad)
-		if !errors.Is(err, store.ErrEventConflict) || store.IsTransient(err) {
+		if !errors.Is(err, store.ErrEventConflict) || model.IsTransient(err) {
 			t.Errorf("publish %+v: %v, want ErrEventConflict", bad, err)
 		}
 	}
@@ -162,7 +163,7 @@ func TestEventPublishRejectsBadInputAndWritesNothing(t *testing.T) {
 		{Type: "ok", Data: json.RawMessage(`{"a":`)}, {Type: "ok", Data: json.RawMessage(big)},
 	} {
 		_, _, err := bus.Publish(c, ev)
-		if !errors.Is(err, store.ErrBadEvent) || store.IsTransient(err) {
+		if !errors.Is(err, store.ErrBadEvent) || model.IsTransient(err) {
 			t.Errorf("publish %+v: %v, want ErrBadEvent", ev, truncated(err))
 		}
 	}

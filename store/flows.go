@@ -24,15 +24,15 @@ import (
 var (
 	// ErrFlowNotFound: no such flow or version is published. Permanent (it matches
 	// ErrNotFound): reading it again finds nothing until someone publishes it.
-	ErrFlowNotFound = classed("flow not published", ErrNotFound)
+	ErrFlowNotFound = ErrNotFound.Kind("", "flow not published")
 	// ErrVersionConflict: the version is published with a different definition; nothing was
 	// written. Permanent (it matches ErrInvalid).
-	ErrVersionConflict = classed("flow version already published with a different definition", ErrInvalid)
+	ErrVersionConflict = ErrInvalid.Kind("", "flow version already published with a different definition")
 	// ErrReservedFlowKey: a key of the publication is one of the reserved keys (the task
 	// queue's streams: PLAITA_QUEUE_NAME=plaita:flow:jobs puts its dead letters at
 	// plaita:flow:jobs:dlq, the key of flow jobs version dlq); nothing was written. Permanent
 	// (it matches ErrInvalid).
-	ErrReservedFlowKey = classed("flow key is reserved", ErrInvalid)
+	ErrReservedFlowKey = ErrInvalid.Kind("", "flow key is reserved")
 )
 
 // PublishResult says what Publish did.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -66,8 +67,8 @@ func TestFlowNotFoundIsPermanent(t *testing.T) {
 	_, getErr := fl.Get(c, "acme", "missing", "1")
 	_, latestErr := fl.Latest(c, "acme", "missing")
 	for name, err := range map[string]error{"get": getErr, "latest": latestErr} {
-		if !errors.Is(err, store.ErrFlowNotFound) || store.IsTransient(err) {
-			t.Errorf("%s of an unpublished flow: %v, IsTransient %v; want ErrFlowNotFound, permanent", name, err, store.IsTransient(err))
+		if !errors.Is(err, store.ErrFlowNotFound) || model.IsTransient(err) {
+			t.Errorf("%s of an unpublished flow: %v, IsTransient %v; want ErrFlowNotFound, permanent", name, err, model.IsTransient(err))
 		}
 	}
 }

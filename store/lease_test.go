@@ -12,6 +12,7 @@ import (
 
 	"plaita/engine/state"
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -45,7 +46,7 @@ func TestLeaseHeldRenewRelease(t *testing.T) {
 	_, err := f.ts.Acquire(c, "e1", "worker-b")
 	var held *store.LeaseHeldError
 	if !errors.Is(err, store.ErrLeaseHeld) || !errors.As(err, &held) || held.Holder != "worker-a" ||
-		!strings.Contains(err.Error(), "worker-a") || errors.Is(err, store.ErrLeaseLost) || store.IsTransient(err) {
+		!strings.Contains(err.Error(), "worker-a") || errors.Is(err, store.ErrLeaseLost) || model.IsTransient(err) {
 		t.Fatalf("second acquire: %v", err)
 	}
 	if v, _ := f.get(f.mech(keys.FamFenceGen, "e1")); v != "1" {
@@ -121,7 +122,7 @@ func TestStaleWorkerIsFencedOut(t *testing.T) {
 	late := newState("e1", state.Completed)
 	late.StepCount = 99
 	err := a.Storage().Save(c, late)
-	if !errors.Is(err, store.ErrLeaseLost) || store.IsTransient(err) {
+	if !errors.Is(err, store.ErrLeaseLost) || model.IsTransient(err) {
 		t.Fatalf("late save: %v", err)
 	}
 	if err := a.Storage().Delete(c, "e1"); !errors.Is(err, store.ErrLeaseLost) {

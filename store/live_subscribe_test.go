@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -167,7 +168,7 @@ func TestSubscriptionEndsWithTheConnection(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the subscription outlived its server")
 	}
-	if err := s.Err(); !errors.Is(err, store.ErrRedis) || !store.IsTransient(err) {
+	if err := s.Err(); !errors.Is(err, store.ErrRedis) || !model.IsTransient(err) {
 		t.Fatalf("err %v, want a transient ErrRedis", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

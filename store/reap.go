@@ -23,7 +23,7 @@ import (
 
 // ErrStateChanged: the state key no longer holds the bytes the caller read (a worker wrote a
 // step, or another operator acted); nothing was written. Permanent for that read.
-var ErrStateChanged = classed("the stored state changed since it was read", ErrInvalid)
+var ErrStateChanged = ErrInvalid.Kind("", "the stored state changed since it was read")
 
 // Snapshot is a state with the exact bytes it was read from.
 type Snapshot struct {

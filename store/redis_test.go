@@ -15,6 +15,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -92,7 +93,7 @@ func TestLoadFailureClasses(t *testing.T) {
 	f := setup(t, nil)
 	c := ctx(t)
 	_, err := f.ts.Load(c, "nope")
-	if !errors.Is(err, store.ErrNotFound) || store.IsTransient(err) {
+	if !errors.Is(err, store.ErrNotFound) || model.IsTransient(err) {
 		t.Fatalf("missing: %v", err)
 	}
 	f.do(f.c.B().Set().Key(f.key("bad")).Value("{not json").Build())
@@ -102,11 +103,11 @@ func TestLoadFailureClasses(t *testing.T) {
 	f.do(f.c.B().Set().Key(f.key("noid")).Value(`{"status":"running"}`).Build())
 	for _, id := range []string{"bad", "hash", "other", "noid"} {
 		_, err := f.ts.Load(c, id)
-		if !errors.Is(err, store.ErrStateCorrupt) || store.IsTransient(err) || errors.Is(err, store.ErrStateLoad) {
+		if !errors.Is(err, store.ErrStateCorrupt) || model.IsTransient(err) || errors.Is(err, store.ErrStateLoad) {
 			t.Errorf("%s: %v, want ErrStateCorrupt (permanent)", id, err)
 		}
 	}
-	if _, err := f.ts.Load(c, "a:b"); !errors.Is(err, keys.ErrBadID) || store.IsTransient(err) {
+	if _, err := f.ts.Load(c, "a:b"); !errors.Is(err, keys.ErrBadID) || model.IsTransient(err) {
 		t.Errorf("bad id: %v", err)
 	}
 	if _, err := f.r.Tenant("Not A Slug"); !errors.Is(err, keys.ErrBadTenant) {
@@ -145,7 +146,7 @@ func TestUnserializableStateOnMemoryAndRedis(t *testing.T) {
 		backends := map[string]store.Storage{"memory": store.NewMemory(), "redis": f.ts, "redis lease": lease.Storage()}
 		for bname, s := range backends {
 			err := s.Save(c, st)
-			if !errors.Is(err, store.ErrStateSerialization) || store.IsTransient(err) || errors.Is(err, store.ErrStateSave) {
+			if !errors.Is(err, store.ErrStateSerialization) || model.IsTransient(err) || errors.Is(err, store.ErrStateSave) {
 				t.Errorf("%s on %s: %v, want ErrStateSerialization (permanent)", name, bname, err)
 			}
 			if _, err := s.Load(c, "nan"); !errors.Is(err, store.ErrNotFound) {
@@ -179,7 +180,7 @@ func TestRedisFailureIsTransient(t *testing.T) {
 	}
 	transient := func(what string, err, class error) {
 		t.Helper()
-		if !errors.Is(err, class) || !store.IsTransient(err) || errors.Is(err, store.ErrStateSerialization) {
+		if !errors.Is(err, class) || !model.IsTransient(err) || errors.Is(err, store.ErrStateSerialization) {
 			t.Errorf("%s with Redis down: %v, want %v (transient)", what, err, class)
 		}
 	}

@@ -25,7 +25,7 @@ import (
 // ErrBadRecord: a registry key holds something that is not an instance record (bad JSON, a
 // value of another type). Permanent (it matches ErrInvalid): retrying cannot fix it; the key is
 // left to expire.
-var ErrBadRecord = classed("malformed registry record", ErrInvalid)
+var ErrBadRecord = ErrInvalid.Kind("", "malformed registry record")
 
 // BadRecordError names the instance whose record is unreadable. It matches ErrBadRecord.
 type BadRecordError struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -182,7 +183,7 @@ func TestRegistryRefusesBadInputBeforeSending(t *testing.T) {
 		"refresh with TTL 1µs":  second(f.reg.Refresh(ctx(t), regRecord("w", now, time.Minute), time.Microsecond)),
 		"deregister without id": f.reg.Deregister(ctx(t), ""),
 	} {
-		if !errors.Is(err, store.ErrInvalid) || store.IsTransient(err) {
+		if !errors.Is(err, store.ErrInvalid) || model.IsTransient(err) {
 			t.Errorf("%s: %v, want ErrInvalid (permanent)", name, err)
 		}
 	}
@@ -310,7 +311,7 @@ func TestRegistryFailuresAreTransientAndBounded(t *testing.T) {
 		if took := time.Since(begin); took > 3*time.Second {
 			t.Errorf("%s took %s with Redis down: not bounded by the registry's 300ms", name, took)
 		}
-		if !errors.Is(err, store.ErrRedis) || !store.IsTransient(err) {
+		if !errors.Is(err, store.ErrRedis) || !model.IsTransient(err) {
 			t.Errorf("%s with Redis down: %v, want ErrRedis (transient)", name, err)
 		}
 	}

@@ -48,16 +48,16 @@ import (
 var (
 	// ErrScheduleNotFound: no schedule with that id in the tenant. Permanent (it matches
 	// ErrNotFound).
-	ErrScheduleNotFound = classed("schedule not found", ErrNotFound)
+	ErrScheduleNotFound = ErrNotFound.Kind("", "schedule not found")
 	// ErrScheduleExists: Create found the id taken. Permanent (it matches ErrInvalid).
-	ErrScheduleExists = classed("schedule already exists", ErrInvalid)
+	ErrScheduleExists = ErrInvalid.Kind("", "schedule already exists")
 	// ErrBadSchedule: a definition that is refused (bad cron spec, unknown time zone, input that
 	// is not JSON …), or a record in Redis that does not decode. Permanent (it matches
 	// ErrInvalid).
-	ErrBadSchedule = classed("invalid schedule", ErrInvalid)
+	ErrBadSchedule = ErrInvalid.Kind("", "invalid schedule")
 	// ErrScheduleChanged: the schedule kept changing under a read-modify-write. Transient (it
 	// matches ErrConflict).
-	ErrScheduleChanged = classed("schedule changed concurrently", ErrConflict)
+	ErrScheduleChanged = ErrConflict.Kind("", "schedule changed concurrently")
 )
 
 // schedErr is an error of one of the schedule sentinels (kind) with the details.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -52,7 +53,7 @@ func TestScheduleCreateGetListDelete(t *testing.T) {
 	}
 	// The id is taken, in that tenant only; nothing is overwritten.
 	again := newSchedule("nightly", "acme", "* * * * *")
-	if _, err := st.Create(c, again, now); !errors.Is(err, store.ErrScheduleExists) || store.IsTransient(err) {
+	if _, err := st.Create(c, again, now); !errors.Is(err, store.ErrScheduleExists) || model.IsTransient(err) {
 		t.Fatalf("duplicate: %v", err)
 	}
 	if got, _ := st.Get(c, "acme", "nightly"); got.Cron != "0 2 * * *" {
@@ -71,7 +72,7 @@ func TestScheduleCreateGetListDelete(t *testing.T) {
 	if recs, _, _ := st.List(c, "other"); len(recs) != 0 {
 		t.Fatalf("another tenant lists %+v", recs)
 	}
-	if _, err := st.Get(c, "acme", "missing"); !errors.Is(err, store.ErrScheduleNotFound) || store.IsTransient(err) {
+	if _, err := st.Get(c, "acme", "missing"); !errors.Is(err, store.ErrScheduleNotFound) || model.IsTransient(err) {
 		t.Fatalf("missing: %v", err)
 	}
 	if ok, err := st.Delete(c, "acme", "nightly"); !ok || err != nil {
@@ -126,7 +127,7 @@ func TestScheduleCreateRefusesBadDefinitions(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadSchedule", name, err)
 			continue
 		}
-		if store.IsTransient(err) {
+		if model.IsTransient(err) {
 			t.Errorf("%s: a refused definition is transient: %v", name, err)
 		}
 	}
@@ -514,7 +515,7 @@ func FuzzDecodeSchedule(f *testing.F) {
 		}
 		r, err := store.DecodeSchedule("acme", "s", fields)
 		if err != nil {
-			if !errors.Is(err, store.ErrBadSchedule) || store.IsTransient(err) {
+			if !errors.Is(err, store.ErrBadSchedule) || model.IsTransient(err) {
 				t.Fatalf("error %v is not a permanent ErrBadSchedule", err)
 			}
 			return

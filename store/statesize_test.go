@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -31,7 +32,7 @@ func TestStateOverTheBoundIsRefusedEverywhere(t *testing.T) {
 	} {
 		err := save()
 		var tl *store.StateTooLargeError
-		if !errors.Is(err, store.ErrStateTooLarge) || !errors.As(err, &tl) || tl.Max != 4096 || tl.Size <= 4096 || store.IsTransient(err) {
+		if !errors.Is(err, store.ErrStateTooLarge) || !errors.As(err, &tl) || tl.Max != 4096 || tl.Size <= 4096 || model.IsTransient(err) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -16,10 +16,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"plaita/engine/state"
+	"plaita/model"
 )
 
 // The failure classes the executor acts on are defined with the state model (package state,
@@ -36,7 +36,7 @@ var (
 	// ErrLeaseLost: a fenced write found another holder's generation.
 	ErrLeaseLost = state.ErrLeaseLost
 	// ErrStateCorrupt: stored bytes are not a valid execution state. Permanent.
-	ErrStateCorrupt = errors.New("execution state is corrupt")
+	ErrStateCorrupt = model.New(model.Internal, "", "execution state is corrupt")
 )
 
 // DefaultMaxStateBytes is PLAITA_EXECUTION_STATE_MAX_BYTES's default: 16 MiB.

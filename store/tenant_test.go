@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"plaita/internal/redistest"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -228,7 +229,7 @@ func TestAdmitRunningRefusesBadRequests(t *testing.T) {
 		"no id":  {Tenant: "acme", Now: now, TTL: time.Minute, Limit: 1},
 		"no TTL": {Tenant: "acme", ExecutionID: "ex_1", Now: now, Limit: 1},
 	} {
-		if _, err := f.r.AdmitRunning(c, req); !errors.Is(err, store.ErrInvalid) || store.IsTransient(err) {
+		if _, err := f.r.AdmitRunning(c, req); !errors.Is(err, store.ErrInvalid) || model.IsTransient(err) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
 	}
@@ -256,7 +257,7 @@ func TestTenantCallsWithRedisDownAreTransient(t *testing.T) {
 	}
 	transient := func(what string, err error) {
 		t.Helper()
-		if !errors.Is(err, store.ErrRedis) || !store.IsTransient(err) {
+		if !errors.Is(err, store.ErrRedis) || !model.IsTransient(err) {
 			t.Errorf("%s with Redis down: %v, want ErrRedis (transient)", what, err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -164,7 +165,7 @@ func TestWakeupRecordsRefuseBadInput(t *testing.T) {
 		"remove approval":   {f.ts.RemoveApproval(c, ""), keys.ErrBadID},
 	}
 	for name, tc := range cases {
-		if !errors.Is(tc.err, tc.want) || store.IsTransient(tc.err) {
+		if !errors.Is(tc.err, tc.want) || model.IsTransient(tc.err) {
 			t.Errorf("%s: %v, want %v (permanent)", name, tc.err, tc.want)
 		}
 	}

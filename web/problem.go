@@ -13,8 +13,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/store"
-	"plaita/store/sqlite"
+	"plaita/model"
 )
 
 // Problem is the one error body of the API, for every 4xx and 5xx: RFC 9457 problem details
@@ -83,28 +82,31 @@ func (p *Problem) retryAfter(d time.Duration) *Problem {
 	return p
 }
 
-// statusOf is the HTTP status of a control refusal's class (control/refusal.go).
-func statusOf(c control.Class) int {
+// statusOf is the HTTP status of an error's class (model/errors.go): a refusal's, a storage
+// error's, anything's.
+func statusOf(c model.Class) int {
 	switch c {
-	case control.Invalid:
+	case model.Invalid:
 		return http.StatusBadRequest
-	case control.NotFound:
+	case model.NotFound:
 		return http.StatusNotFound
-	case control.Conflict:
+	case model.Conflict:
 		return http.StatusConflict
-	case control.Limited:
+	case model.Limited:
 		return http.StatusTooManyRequests
-	case control.Unavailable:
+	case model.Unavailable:
 		return http.StatusServiceUnavailable
-	case control.Stale:
+	case model.Stale:
 		return http.StatusPreconditionFailed
+	case model.Unauthenticated:
+		return http.StatusUnauthorized
 	}
 	return http.StatusInternalServerError
 }
 
 // fromRefusal renders a control refusal.
 func fromRefusal(r *control.Refusal) *Problem {
-	p := newProblem(statusOf(r.Class), r.Code, "%s", r.Message)
+	p := newProblem(statusOf(model.ClassOf(r)), r.Code, "%s", r.Message)
 	p.Lines, p.Accepted, p.Unblock, p.Fields = r.Detail, r.Accepted, r.Unblock, r.Fields
 	if r.RetryAfter > 0 {
 		p.retryAfter(r.RetryAfter)
@@ -141,21 +143,13 @@ func jsonPathSuffix(path string) string {
 	return "." + path
 }
 
-// sqliteCodes name the console database's sentinels (store/sqlite/errors.go) for programs.
-var sqliteCodes = []struct {
-	err  error
-	code string
-}{
-	{sqlite.ErrTenantNotFound, "tenant_not_found"}, {sqlite.ErrTenantExists, "tenant_exists"},
-	{sqlite.ErrTenantActive, "tenant_active"}, {sqlite.ErrDefaultTenant, "default_tenant"},
-	{sqlite.ErrUserNotFound, "user_not_found"}, {sqlite.ErrLoginTaken, "login_taken"},
-	{sqlite.ErrMemberNotFound, "member_not_found"}, {sqlite.ErrAPIKeyNotFound, "api_key_not_found"},
-	{sqlite.ErrBadCursor, "invalid_cursor"},
-}
+// retryAt is an error that says until when it holds (a locked account).
+type retryAt interface{ RetryAt() time.Time }
 
 // problemFor renders any error a handler returns: a Problem as it is, a control refusal whole,
-// the store classes by their HTTP status (store/sqlite/errors.go), and anything else as a 500
-// that says nothing of the cause (logged with the request id instead).
+// any other error by its class (model.ClassOf) with its code (model.CodeOf), and an error of no
+// class as a 500 that says nothing of the cause (logged with the request id instead). A
+// backend that failed is a 503 that does not say how either: its message names hosts and keys.
 func problemFor(err error) *Problem {
 	var p *Problem
 	if errors.As(err, &p) {
@@ -164,52 +158,32 @@ func problemFor(err error) *Problem {
 	if r := control.AsRefusal(err); r != nil {
 		return fromRefusal(r)
 	}
-	var locked *sqlite.LockedError
-	if errors.As(err, &locked) {
-		return newProblem(http.StatusTooManyRequests, "locked", "too many failed logins: the account is locked until %s",
-			locked.Until.UTC().Format(time.RFC3339)).retryAfter(time.Until(locked.Until))
-	}
-	code := func(fallback string) string {
-		for _, c := range sqliteCodes {
-			if errors.Is(err, c.err) {
-				return c.code
-			}
-		}
-		return fallback
-	}
 	switch {
-	case errors.Is(err, sqlite.ErrUnauthenticated):
-		return newProblem(http.StatusUnauthorized, "unauthenticated", "%v", err)
-	case errors.Is(err, store.ErrNotFound):
-		return newProblem(http.StatusNotFound, code("not_found"), "%v", err)
-	case errors.Is(err, store.ErrInvalid):
-		return newProblem(http.StatusBadRequest, code("invalid_request"), "%v", err)
-	case errors.Is(err, sqlite.ErrExists):
-		return newProblem(http.StatusConflict, code("exists"), "%v", err)
-	case errors.Is(err, sqlite.ErrPrecondition):
-		return newProblem(http.StatusConflict, code("precondition_failed"), "%v", err)
 	case errors.Is(err, errNoRedis):
 		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "%v", err).retryAfter(5 * time.Second)
 	case errors.Is(err, errLocalMode):
 		return newProblem(http.StatusServiceUnavailable, "local_mode", "%v", err)
-	case errors.Is(err, sqlite.ErrDB):
-		return newProblem(http.StatusServiceUnavailable, "database_unavailable", "the console database failed; try again").retryAfter(time.Second)
-	case isRedisFailure(err):
-		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer; try again").retryAfter(time.Second)
-	case errors.Is(err, context.DeadlineExceeded): // a Bounded route's Redis work ran out of time
-		return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer in time; try again").retryAfter(time.Second)
 	}
-	return newProblem(http.StatusInternalServerError, "internal", "internal error; the console's log has it under this request id")
-}
-
-// isRedisFailure is a transient failure of the Redis store classes (store/errors.go).
-func isRedisFailure(err error) bool {
-	for _, c := range []error{store.ErrRedis, store.ErrStateLoad, store.ErrStateSave, store.ErrStateDelete, store.ErrConflict} {
-		if errors.Is(err, c) {
-			return true
+	class, code := model.ClassOf(err), model.CodeOf(err)
+	switch class {
+	case model.Unknown, model.Internal:
+		if errors.Is(err, context.DeadlineExceeded) { // a Bounded route's Redis work ran out of time
+			return newProblem(http.StatusServiceUnavailable, "redis_unavailable", "Redis did not answer in time; try again").retryAfter(time.Second)
 		}
+		return newProblem(http.StatusInternalServerError, "internal", "internal error; the console's log has it under this request id")
+	case model.Unavailable:
+		what := "Redis did not answer"
+		if code == "database_unavailable" {
+			what = "the console database failed"
+		}
+		return newProblem(http.StatusServiceUnavailable, code, "%s; try again", what).retryAfter(time.Second)
 	}
-	return false
+	p = newProblem(statusOf(class), code, "%v", err)
+	var until retryAt
+	if class == model.Limited && errors.As(err, &until) {
+		p.retryAfter(time.Until(until.RetryAt()))
+	}
+	return p
 }
 
 // fromHuma renders huma's own errors (validation, body bounds, content types) as Problems: a

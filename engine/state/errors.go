@@ -1,23 +1,26 @@
 package state
 
 import (
-	"errors"
 	"fmt"
+
+	"plaita/model"
 )
 
-// Storage failure classes (README "Architecture"). Every storage backend returns errors matching
-// them and the executor decides by them alone; they live with the persisted model so that the
-// engine and every backend share them without importing each other.
+// Storage failures the executor acts on (README "Architecture"). Every storage backend returns
+// errors matching them and the executor decides by them alone; they live with the persisted
+// model so that the engine and every backend share them without importing each other. Each is
+// a sentinel of one class (package model).
 var (
-	// ErrNotFound: no state is stored under that execution id.
-	ErrNotFound = errors.New("execution not found")
+	// ErrNotFound: no state is stored under that execution id. Permanent.
+	ErrNotFound = model.New(model.NotFound, "", "execution not found")
 	// ErrStateSerialization: the state holds a value JSON cannot carry. Permanent.
-	ErrStateSerialization = errors.New("execution state cannot be serialized")
+	ErrStateSerialization = model.New(model.Internal, "", "execution state cannot be serialized")
 	// ErrStateTooLarge: the encoded state is above the state bound; nothing was written.
 	// Permanent: the execution only grows.
-	ErrStateTooLarge = errors.New("execution state is too large")
+	ErrStateTooLarge = model.New(model.Internal, "", "execution state is too large")
 	// ErrLeaseLost: a fenced write found another holder's generation; the run stops at once.
-	ErrLeaseLost = errors.New("execution lease lost")
+	// Permanent (Conflict): the execution is another holder's now.
+	ErrLeaseLost = model.New(model.Conflict, "", "execution lease lost")
 )
 
 // DefaultMaxStateBytes is the state bound's default (PLAITA_EXECUTION_STATE_MAX_BYTES): 16 MiB.
@@ -34,5 +37,5 @@ func (e *StateTooLargeError) Error() string {
 		ErrStateTooLarge, e.ExecutionID, e.Size, e.Max)
 }
 
-// Is makes a *StateTooLargeError match ErrStateTooLarge.
-func (e *StateTooLargeError) Is(target error) bool { return target == ErrStateTooLarge }
+// Unwrap makes a *StateTooLargeError match ErrStateTooLarge, and gives it that class.
+func (e *StateTooLargeError) Unwrap() error { return ErrStateTooLarge }

@@ -12,6 +12,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/roles"
 )
 
@@ -105,7 +106,7 @@ func refused(name string, err error) error {
 	if r.Unblock != "" {
 		msg += "; " + r.Unblock
 	}
-	if r.Class == control.Invalid {
+	if model.ClassOf(r) == model.Invalid {
 		return cliUsage(name, "%s", msg)
 	}
 	return cliFail(name, "%s", msg)

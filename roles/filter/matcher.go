@@ -14,6 +14,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/queue"
 	"plaita/store"
 )
@@ -205,7 +206,7 @@ func (m *Matcher) deliverType(ctx context.Context, ts *store.TenantStore, evs []
 	}
 	waits, err := ts.Waits(ctx, typ, data, now)
 	switch {
-	case err != nil && store.IsTransient(err):
+	case err != nil && model.IsTransient(err):
 		m.errs.Inc()
 		errs[first] = fmt.Errorf("subscriptions to %s: %w", typ, err)
 		return
@@ -309,7 +310,7 @@ func (m *Matcher) deliver(ctx context.Context, ts *store.TenantStore, w wait, no
 		o, err := m.removeStale(ctx, ts, w, "the execution does not exist", logFor(evs[0].ev))
 		note(evs[0].i, o, err)
 		return
-	case err != nil && store.IsTransient(err):
+	case err != nil && model.IsTransient(err):
 		note(evs[0].i, Result{}, fmt.Errorf("load execution %s: %w", w.id, err))
 		return
 	case err != nil:

@@ -9,6 +9,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/queue"
 	"plaita/store"
 )
@@ -119,7 +120,7 @@ func classify(err error) Outcome {
 		return deadLetter(ReasonExecutionNotFound, err, "worker.task_permanent", "the execution does not exist: dead-lettering")
 	case errors.Is(err, store.ErrStateCorrupt):
 		return deadLetter(ReasonStateCorrupt, err, "worker.task_permanent", "the execution's state is corrupt: dead-lettering")
-	case store.IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case model.IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return retry(err)
 	}
 	o := deadLetter(ReasonPermanent, err, "worker.task_permanent", "permanent failure: dead-lettering")

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
@@ -131,7 +132,7 @@ func (w *Wakeups) Register(ctx context.Context, ex *state.Execution) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, queue.ErrBadDelayEntry), !store.IsTransient(err):
+	case errors.Is(err, queue.ErrBadDelayEntry), !model.IsTransient(err):
 		return fmt.Errorf("register %s wake-up of %s: %w: %w", s.Kind, ex.ExecutionID, ErrWakeupUnregistrable, err)
 	}
 	return fmt.Errorf("register %s wake-up of %s: %w", s.Kind, ex.ExecutionID, err)

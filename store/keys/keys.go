@@ -46,11 +46,12 @@ package keys
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
+
+	"plaita/model"
 )
 
 // DefaultRoot is the key root of a normal deployment; tests pass their own.
@@ -63,10 +64,10 @@ const DefaultTenant = "default"
 const MaxTenantLen = 64
 
 // ErrBadTenant is what every invalid tenant slug matches with errors.Is.
-var ErrBadTenant = errors.New("invalid tenant slug")
+var ErrBadTenant = model.New(model.Invalid, "", "invalid tenant slug")
 
 // ErrBadID is what every invalid execution id matches with errors.Is.
-var ErrBadID = errors.New("invalid execution id")
+var ErrBadID = model.New(model.Invalid, "", "invalid execution id")
 
 var (
 	tenantRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
@@ -79,7 +80,7 @@ var (
 )
 
 // ErrBadName is what every invalid event type, flow id or version matches with errors.Is.
-var ErrBadName = errors.New("invalid key name")
+var ErrBadName = model.New(model.Invalid, "", "invalid key name")
 
 // Family is one family of keys. Name is the key segment right after a tenant's prefix (tenant
 // families: "plaita:execution:…", "plaita:acme:execution:…") or after the root (platform

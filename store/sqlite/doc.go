@@ -43,10 +43,12 @@
 //
 // # Errors
 //
-// Every error unwraps to exactly one class (errors.go): store.ErrNotFound, store.ErrInvalid,
-// ErrExists, ErrPrecondition, ErrUnauthenticated, ErrSchema, the execution classes of package
-// store, and ErrDB — the only transient one (IsTransient). The HTTP API maps classes to
-// statuses; the sentinels (ErrTenantNotFound, ErrLoginTaken …) say which thing it was.
+// Every error matches one of the package's broad sentinels (errors.go): store.ErrNotFound,
+// store.ErrInvalid, ErrExists, ErrPrecondition, ErrUnauthenticated, ErrSchema, the execution
+// errors of package store, and ErrDB — the only transient one (model.IsTransient) — and has
+// exactly one class of package model. The HTTP API maps the class to a status; the sentinels
+// (ErrTenantNotFound, ErrLoginTaken …) say which thing it was, and some carry the code the API
+// answers.
 //
 // # Portable SQL
 //

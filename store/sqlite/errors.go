@@ -8,92 +8,85 @@ import (
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"plaita/model"
 	"plaita/store"
 )
 
-// Failure classes. Every error a method of this package returns matches exactly one class
-// (errors.Is), and IsTransient tells the two kinds apart. The classes of package store are
-// reused where they mean the same thing; the others are this package's own.
+// Failure classes. Every error a method of this package returns is of exactly one class of
+// package model, and model.IsTransient tells the two kinds apart. The sentinels of package store
+// are reused where they mean the same thing; the others are this package's own.
 //
 // Permanent (retrying the same call cannot succeed):
-//   - store.ErrNotFound: no such row (tenant, user, session, key, draft, version, job,
-//     execution). HTTP: 404.
-//   - store.ErrInvalid: the request itself is wrong: a bad slug, login, role, limit or cursor,
-//     a short password, a definition that is not JSON. HTTP: 400/422.
-//   - ErrExists: a unique name is taken (tenant slug, login, a version published with another
-//     definition). HTTP: 409.
-//   - ErrPrecondition: the row is not in the state the call requires (a draft saved against a
-//     stale revision, an active tenant to delete, a finished job to update, an execution that
-//     changed under a compare-and-swap). HTTP: 409 or 412.
-//   - ErrUnauthenticated: a credential does not authenticate (wrong password, unknown, expired
-//     or revoked session or key, a locked account: LockedError). HTTP: 401 (429 when locked).
-//   - ErrSchema: the database schema is not one this binary can use (dirty, newer than the
-//     binary, tables without a version: DirtyError, TooNewError, UnversionedError).
-//   - store.ErrStateSerialization, store.ErrStateTooLarge, store.ErrStateCorrupt: local
-//     executions, exactly as every execution backend classes them (store/store.go).
+//   - store.ErrNotFound (NotFound): no such row (tenant, user, session, key, draft, version,
+//     job, execution). HTTP: 404.
+//   - store.ErrInvalid (Invalid): the request itself is wrong: a bad slug, login, role, limit
+//     or cursor, a short password, a definition that is not JSON. HTTP: 400.
+//   - ErrExists (Conflict): a unique name is taken (tenant slug, login, a version published
+//     with another definition). HTTP: 409.
+//   - ErrPrecondition (Conflict): the row is not in the state the call requires (a draft saved
+//     against a stale revision, an active tenant to delete, a finished job to update, an
+//     execution that changed under a compare-and-swap). HTTP: 409.
+//   - ErrUnauthenticated (Unauthenticated): a credential does not authenticate (wrong
+//     password, unknown, expired or revoked session or key). HTTP: 401. A locked account
+//     (LockedError) matches it too, but its class is Limited: HTTP 429.
+//   - ErrSchema (Internal): the database schema is not one this binary can use (dirty, newer
+//     than the binary, tables without a version: DirtyError, TooNewError, UnversionedError).
+//   - store.ErrStateSerialization, store.ErrStateTooLarge, store.ErrStateCorrupt (Internal):
+//     local executions, exactly as every execution backend classes them (store/store.go).
 //
 // Transient (the same call later can succeed):
-//   - ErrDB: the database did not answer or failed (I/O, a lock held past the busy timeout, a
-//     closed handle, a cancelled context). HTTP: 503.
+//   - ErrDB (Unavailable): the database did not answer or failed (I/O, a lock held past the
+//     busy timeout, a closed handle, a cancelled context). HTTP: 503.
 //
-// Every other error is typed and unwraps to exactly one class: a sentinel with its own message
-// (classed), or an error with details. errors_test.go checks every Err… variable declared here.
+// Every other error is typed and matches one of these: a sentinel with its own message declared
+// a kind of one (its code, when it has one, is what the console's API answers), or an error
+// with details that unwraps to one. The module's errors test (errors_test.go at the root)
+// checks every Err… variable declared here.
 var (
 	// ErrExists: the name is taken. Permanent.
-	ErrExists = errors.New("already exists")
+	ErrExists = model.New(model.Conflict, "exists", "already exists")
 	// ErrPrecondition: the row is not in the state the call requires. Permanent.
-	ErrPrecondition = errors.New("precondition failed")
+	ErrPrecondition = model.New(model.Conflict, "precondition_failed", "precondition failed")
 	// ErrUnauthenticated: the credential does not authenticate. Permanent.
-	ErrUnauthenticated = errors.New("not authenticated")
+	ErrUnauthenticated = model.New(model.Unauthenticated, "", "not authenticated")
 	// ErrSchema: the schema is not one this binary can use. Permanent.
-	ErrSchema = errors.New("console database schema")
+	ErrSchema = model.New(model.Internal, "", "console database schema")
 	// ErrDB: the database failed. Transient.
-	ErrDB = errors.New("console database failed (transient)")
+	ErrDB = model.New(model.Unavailable, "database_unavailable", "console database failed (transient)")
 )
 
 // Sentinels of one class each.
 var (
-	ErrTenantNotFound    = classed("no such tenant", store.ErrNotFound)
-	ErrTenantExists      = classed("tenant already exists", ErrExists)
-	ErrTenantActive      = classed("tenant is active: disable it before deleting it", ErrPrecondition)
-	ErrDefaultTenant     = classed("the default tenant cannot be deleted", store.ErrInvalid)
-	ErrUserNotFound      = classed("no such user", store.ErrNotFound)
-	ErrLoginTaken        = classed("login already taken", ErrExists)
-	ErrBadCredentials    = classed("wrong login or password", ErrUnauthenticated)
-	ErrMemberNotFound    = classed("no such membership", store.ErrNotFound)
-	ErrSessionInvalid    = classed("no such session, or it expired", ErrUnauthenticated)
-	ErrAPIKeyInvalid     = classed("no such API key, or it was revoked", ErrUnauthenticated)
-	ErrAPIKeyNotFound    = classed("no such API key", store.ErrNotFound)
-	ErrDraftNotFound     = classed("no such flow draft", store.ErrNotFound)
-	ErrDraftChanged      = classed("the flow draft changed since that revision", ErrPrecondition)
-	ErrDraftExists       = classed("the flow has a draft already", ErrExists)
-	ErrVersionNotFound   = classed("no such flow version", store.ErrNotFound)
-	ErrVersionExists     = classed("flow version already published with a different definition", ErrExists)
-	ErrJobNotFound       = classed("no such job", store.ErrNotFound)
-	ErrJobFinished       = classed("the job is finished", ErrPrecondition)
-	ErrJobLeased         = classed("the job is run by another console", ErrPrecondition)
-	ErrExecutionChanged  = classed("the execution changed since it was read", ErrPrecondition)
-	ErrBadCursor         = classed("malformed list cursor", store.ErrInvalid)
-	ErrBadPasswordHash   = classed("malformed password hash", store.ErrInvalid)
-	ErrBadURL            = classed("not a usable sqlite:// URL", store.ErrInvalid)
-	ErrNoDatabase        = classed("no console database at that path", store.ErrNotFound)
-	ErrMigrationNotFound = classed("no such migration version", store.ErrInvalid)
+	ErrTenantNotFound    = store.ErrNotFound.Kind("tenant_not_found", "no such tenant")
+	ErrTenantExists      = ErrExists.Kind("tenant_exists", "tenant already exists")
+	ErrTenantActive      = ErrPrecondition.Kind("tenant_active", "tenant is active: disable it before deleting it")
+	ErrDefaultTenant     = store.ErrInvalid.Kind("default_tenant", "the default tenant cannot be deleted")
+	ErrUserNotFound      = store.ErrNotFound.Kind("user_not_found", "no such user")
+	ErrLoginTaken        = ErrExists.Kind("login_taken", "login already taken")
+	ErrBadCredentials    = ErrUnauthenticated.Kind("", "wrong login or password")
+	ErrMemberNotFound    = store.ErrNotFound.Kind("member_not_found", "no such membership")
+	ErrSessionInvalid    = ErrUnauthenticated.Kind("", "no such session, or it expired")
+	ErrAPIKeyInvalid     = ErrUnauthenticated.Kind("", "no such API key, or it was revoked")
+	ErrAPIKeyNotFound    = store.ErrNotFound.Kind("api_key_not_found", "no such API key")
+	ErrDraftNotFound     = store.ErrNotFound.Kind("", "no such flow draft")
+	ErrDraftChanged      = ErrPrecondition.Kind("", "the flow draft changed since that revision")
+	ErrDraftExists       = ErrExists.Kind("", "the flow has a draft already")
+	ErrVersionNotFound   = store.ErrNotFound.Kind("", "no such flow version")
+	ErrVersionExists     = ErrExists.Kind("", "flow version already published with a different definition")
+	ErrJobNotFound       = store.ErrNotFound.Kind("", "no such job")
+	ErrJobFinished       = ErrPrecondition.Kind("", "the job is finished")
+	ErrJobLeased         = ErrPrecondition.Kind("", "the job is run by another console")
+	ErrExecutionChanged  = ErrPrecondition.Kind("", "the execution changed since it was read")
+	ErrBadCursor         = store.ErrInvalid.Kind("invalid_cursor", "malformed list cursor")
+	ErrBadPasswordHash   = store.ErrInvalid.Kind("", "malformed password hash")
+	ErrBadURL            = store.ErrInvalid.Kind("", "not a usable sqlite:// URL")
+	ErrNoDatabase        = store.ErrNotFound.Kind("", "no console database at that path")
+	ErrMigrationNotFound = store.ErrInvalid.Kind("", "no such migration version")
 )
 
-// classError is a sentinel with its own message that belongs to one class.
-type classError struct {
-	msg   string
-	class error
-}
-
-func classed(msg string, class error) error { return &classError{msg: msg, class: class} }
-
-func (e *classError) Error() string { return e.msg }
-func (e *classError) Unwrap() error { return e.class }
-
 // LockedError: the account is locked after too many failed logins, until Until. It matches
-// ErrUnauthenticated. Nothing was checked: a locked account does not say whether the password
-// was right.
+// ErrUnauthenticated, and its class is Limited (the same login may pass after Until): HTTP 429.
+// Nothing was checked: a locked account does not say whether the password was right.
 type LockedError struct {
 	Login string
 	Until time.Time
@@ -105,6 +98,15 @@ func (e *LockedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrUnauthenticated) hold.
 func (e *LockedError) Unwrap() error { return ErrUnauthenticated }
+
+// ErrorClass is Limited: a limit refuses the login for now (model.Classed).
+func (e *LockedError) ErrorClass() model.Class { return model.Limited }
+
+// ErrorCode names the refusal for programs (model.Classed).
+func (e *LockedError) ErrorCode() string { return "locked" }
+
+// RetryAt is when the lock ends: a front end says when to try again.
+func (e *LockedError) RetryAt() time.Time { return e.Until }
 
 // DirtyError: a migration to Version failed half-way (golang-migrate marked it dirty). Nothing
 // runs on such a database: repair it by hand and force the version with golang-migrate's CLI,
@@ -152,29 +154,6 @@ func (e *UnversionedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrSchema) hold.
 func (e *UnversionedError) Unwrap() error { return ErrSchema }
-
-// permanentClasses and transientClasses are the classes (see the top of this file).
-var (
-	permanentClasses = []error{store.ErrNotFound, store.ErrInvalid, ErrExists, ErrPrecondition, ErrUnauthenticated, ErrSchema,
-		store.ErrStateSerialization, store.ErrStateTooLarge, store.ErrStateCorrupt}
-	transientClasses = []error{ErrDB}
-)
-
-// IsTransient reports whether err is worth retrying: false for nil and for the permanent
-// classes, true for ErrDB and for any error of no class. Use it, not store.IsTransient, for
-// this package's errors: package store does not know ErrExists, ErrPrecondition,
-// ErrUnauthenticated and ErrSchema (the two agree on every error of Executions).
-func IsTransient(err error) bool {
-	if err == nil {
-		return false
-	}
-	for _, p := range permanentClasses {
-		if errors.Is(err, p) {
-			return false
-		}
-	}
-	return true
-}
 
 // invalid is a store.ErrInvalid with what is wrong.
 func invalid(format string, args ...any) error {

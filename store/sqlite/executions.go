@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -343,7 +344,7 @@ func (x *Executions) ReconcileOrphans(ctx context.Context, mode OrphanMode, now 
 			switch {
 			case errors.Is(err, ErrExecutionChanged) || errors.Is(err, store.ErrNotFound):
 				res.Skipped = append(res.Skipped, r.id)
-			case IsTransient(err):
+			case model.IsTransient(err):
 				return res, err
 			case err != nil:
 				res.Failed = append(res.Failed, OrphanFailure{ExecutionID: r.id, Error: err.Error()})

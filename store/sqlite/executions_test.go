@@ -8,6 +8,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/store"
 	"plaita/store/storetest"
 )
@@ -20,11 +21,11 @@ func TestExecutionsStorageContract(t *testing.T) {
 	closed.Close()
 	var _ engine.Storage = f.Executions()
 	var _ engine.CancelChecker = f.Executions()
-	storetest.Contract(t, storetest.Backend{Name: "sqlite", Storage: f.Executions(), Down: closed.Executions(), Classify: IsTransient})
+	storetest.Contract(t, storetest.Backend{Name: "sqlite", Storage: f.Executions(), Down: closed.Executions()})
 
 	mem := must[*DB](t)(Open(ctx(t), "sqlite://:memory:", WithMaxStateBytes(storetest.MaxStateBytes)))
 	defer mem.Close()
-	storetest.Contract(t, storetest.Backend{Name: "sqlite-memory", Storage: mem.Executions(), Classify: IsTransient})
+	storetest.Contract(t, storetest.Backend{Name: "sqlite-memory", Storage: mem.Executions()})
 }
 
 // The stored state is exactly what store.Encode writes: the bytes Redis would hold.
@@ -51,7 +52,7 @@ func TestExecutionsStoreTheEncodedBytes(t *testing.T) {
 	if _, err := f.w.Exec("UPDATE local_executions SET state = '{not json' WHERE execution_id = 'ex_bytes'"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := x.Load(c, "ex_bytes"); !errors.Is(err, store.ErrStateCorrupt) || IsTransient(err) {
+	if _, err := x.Load(c, "ex_bytes"); !errors.Is(err, store.ErrStateCorrupt) || model.IsTransient(err) {
 		t.Errorf("corrupt: %v", err)
 	}
 	if err := x.Save(c, nil); !errors.Is(err, store.ErrInvalid) {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -450,7 +451,7 @@ func TestPing(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if err := f.Ping(ctx(t)); !errors.Is(err, ErrDB) || !IsTransient(err) {
+	if err := f.Ping(ctx(t)); !errors.Is(err, ErrDB) || !model.IsTransient(err) {
 		t.Errorf("ping a closed database: %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"plaita/engine/state"
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -29,9 +30,6 @@ type Backend struct {
 	// Down is the same backend with its server gone, or its handle closed (nil: a backend that
 	// has nothing to lose, like the memory one).
 	Down store.Storage
-	// Classify is the backend's own transient/permanent rule when it has classes beyond
-	// package store's (nil: store.IsTransient). The suite checks both agree on every error.
-	Classify func(error) bool
 }
 
 // Contract runs the storage contract against b: what one backend accepts, stores and refuses,
@@ -40,15 +38,9 @@ func Contract(t *testing.T, b Backend) {
 	t.Helper()
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	transient := func(err error) bool {
-		if b.Classify != nil && b.Classify(err) != store.IsTransient(err) {
-			t.Errorf("%s: the backend's class of %v (transient %v) is not package store's", b.Name, err, b.Classify(err))
-		}
-		return store.IsTransient(err)
-	}
 	id := "c-" + b.Name
 	// Not found is its own permanent class.
-	if _, err := b.Storage.Load(c, id); !errors.Is(err, store.ErrNotFound) || transient(err) {
+	if _, err := b.Storage.Load(c, id); !errors.Is(err, store.ErrNotFound) || model.IsTransient(err) {
 		t.Fatalf("load before save: %v", err)
 	}
 	// Round trip: what comes back is the JSON of what went in (numbers as float64).
@@ -76,13 +68,13 @@ func Contract(t *testing.T, b Backend) {
 	// A value JSON cannot carry: permanent, nothing written.
 	bad := NewState(id, state.Completed)
 	bad.Context["score"] = math.NaN()
-	if err := b.Storage.Save(c, bad); !errors.Is(err, store.ErrStateSerialization) || transient(err) {
+	if err := b.Storage.Save(c, bad); !errors.Is(err, store.ErrStateSerialization) || model.IsTransient(err) {
 		t.Fatalf("NaN: %v", err)
 	}
 	// Over the state bound: permanent, nothing written.
 	big := NewState(id, state.Completed)
 	big.Output = strings.Repeat("x", MaxStateBytes+1)
-	if err := b.Storage.Save(c, big); !errors.Is(err, store.ErrStateTooLarge) || transient(err) {
+	if err := b.Storage.Save(c, big); !errors.Is(err, store.ErrStateTooLarge) || model.IsTransient(err) {
 		t.Fatalf("too large: %v", err)
 	}
 	if got, err := b.Storage.Load(c, id); err != nil || got.Status != state.Suspended {
@@ -93,13 +85,13 @@ func Contract(t *testing.T, b Backend) {
 	if b.Down != nil {
 		short, cancel := context.WithTimeout(c, 500*time.Millisecond)
 		defer cancel()
-		if err := b.Down.Save(short, NewState(id, state.Running)); err == nil || !transient(err) {
+		if err := b.Down.Save(short, NewState(id, state.Running)); err == nil || !model.IsTransient(err) {
 			t.Fatalf("save with the server gone: %v", err)
 		}
-		if _, err := b.Down.Load(short, id); err == nil || !transient(err) || errors.Is(err, store.ErrNotFound) {
+		if _, err := b.Down.Load(short, id); err == nil || !model.IsTransient(err) || errors.Is(err, store.ErrNotFound) {
 			t.Fatalf("load with the server gone: %v", err)
 		}
-		if err := b.Down.Save(short, bad); !errors.Is(err, store.ErrStateSerialization) || transient(err) {
+		if err := b.Down.Save(short, bad); !errors.Is(err, store.ErrStateSerialization) || model.IsTransient(err) {
 			t.Fatalf("NaN with the server gone: %v", err)
 		}
 	}
