@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"time"
 
 	"plaita/engine"
 	"plaita/engine/state"
@@ -22,22 +23,33 @@ const corruptRawShown = 64 << 10
 
 // CorruptView is what Show gives of a state that cannot be read.
 type CorruptView struct {
-	ExecutionID  string         `json:"execution_id"`
-	TenantID     string         `json:"tenant_id"`
-	Corrupt      bool           `json:"corrupt"`
-	Error        string         `json:"error"`
-	Salvaged     store.Salvaged `json:"salvaged"`
-	RawBytes     int            `json:"raw_bytes"`
-	RawSHA256    string         `json:"raw_sha256,omitempty"`
-	Raw          string         `json:"raw"`
-	RawTruncated bool           `json:"raw_truncated"`
-	RawShown     int            `json:"-"` // the bound of Raw
-	Commands     []string       `json:"commands"`
+	ExecutionID  string   `json:"execution_id"`
+	TenantID     string   `json:"tenant_id"`
+	Corrupt      bool     `json:"corrupt"`
+	Error        string   `json:"error"`
+	Salvaged     Salvaged `json:"salvaged"`
+	RawBytes     int      `json:"raw_bytes"`
+	RawSHA256    string   `json:"raw_sha256,omitempty"`
+	Raw          string   `json:"raw"`
+	RawTruncated bool     `json:"raw_truncated"`
+	RawShown     int      `json:"-"` // the bound of Raw
+	Commands     []string `json:"commands"`
+}
+
+// Salvaged are the top-level fields that could still be read from a state that cannot be decoded.
+type Salvaged struct {
+	ExecutionID string       `json:"execution_id,omitempty"`
+	TenantID    string       `json:"tenant_id,omitempty"`
+	FlowID      string       `json:"flow_id,omitempty"`
+	FlowVersion string       `json:"flow_version,omitempty"`
+	Status      state.Status `json:"status,omitempty"`
+	CurrentNode string       `json:"current_node,omitempty"`
+	StartTime   time.Time    `json:"start_time,omitzero"`
 }
 
 func (p *Plane) newCorruptView(ce *store.CorruptStateError, tenant string) CorruptView {
 	v := CorruptView{ExecutionID: ce.ID, TenantID: tenant, Corrupt: true, Error: ce.Err.Error(),
-		Salvaged: store.Salvage(ce.Raw), RawBytes: len(ce.Raw), Raw: string(ce.Raw), RawShown: corruptRawShown}
+		Salvaged: Salvaged(store.Salvage(ce.Raw)), RawBytes: len(ce.Raw), Raw: string(ce.Raw), RawShown: corruptRawShown}
 	if ce.Raw != nil {
 		sum := sha256.Sum256(ce.Raw)
 		v.RawSHA256 = hex.EncodeToString(sum[:])

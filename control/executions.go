@@ -249,12 +249,12 @@ type Shown struct {
 
 // QueuedView is an execution enqueued and not started: no worker has written its state yet.
 type QueuedView struct {
-	ExecutionID  string          `json:"execution_id"`
-	TenantID     string          `json:"tenant_id"`
-	Status       string          `json:"status"` // "queued"
-	Task         queue.FoundTask `json:"task"`
-	WorkersAlive int             `json:"workers_alive"`
-	Text         string          `json:"text"`
+	ExecutionID  string     `json:"execution_id"`
+	TenantID     string     `json:"tenant_id"`
+	Status       string     `json:"status"` // "queued"
+	Task         QueuedTask `json:"task"`
+	WorkersAlive int        `json:"workers_alive"`
+	Text         string     `json:"text"`
 	// Wait is what holds it besides a busy worker: the tenant's running quota, a config
 	// family no live worker runs (control/progress.go).
 	Wait *QueuedWait `json:"wait,omitempty"`
@@ -297,7 +297,9 @@ func (p *Plane) queued(ctx context.Context, tenant, id string) (*QueuedView, boo
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	v := &QueuedView{ExecutionID: id, TenantID: tenant, Status: "queued", Task: task}
+	v := &QueuedView{ExecutionID: id, TenantID: tenant, Status: "queued", Task: QueuedTask{ID: task.ID, Kind: string(task.Kind),
+		Pending: task.Pending, Consumer: task.Consumer, Idle: task.Idle, Deliveries: task.Deliveries, ConfigFamily: task.ConfigFamily,
+		QuotaDeferCount: task.QuotaDeferCount}}
 	workers, werr := p.Alive(ctx, roleWorker)
 	v.WorkersAlive = workers.Alive
 	alive := fmt.Sprintf("workers alive: %d", workers.Alive)

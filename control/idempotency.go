@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+
+	"plaita/store/sqlite"
 )
 
 // Starts that a client retries: the console's Idempotency-Key and `plaita start
@@ -17,6 +19,10 @@ func IdempotentID(tenant, key string) string {
 	sum := sha256.Sum256([]byte("plaita-idempotency\x00" + tenant + "\x00" + key))
 	return "ex_" + hex.EncodeToString(sum[:12])
 }
+
+// IdempotencyKeyFingerprint is what an audit row records of an idempotency key: its public
+// fingerprint, never the key.
+func IdempotencyKeyFingerprint(key string) string { return sqlite.Fingerprint(key) }
 
 // StartOnce is ops.Start for a start named by key ("" : a plain start). When the execution the
 // key names exists already, nothing is enqueued: the answer is that execution, Replayed — or, if

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"plaita/store"
 	"plaita/store/keys"
 )
 
@@ -31,13 +30,25 @@ const quotaRetryAfter = 5 * time.Second
 
 // QuotaState is a tenant's running slots against its limit.
 type QuotaState struct {
-	TenantID string           `json:"tenant_id"`
-	Limit    store.QuotaLimit `json:"limit"`
-	Running  int              `json:"running"`
+	TenantID string     `json:"tenant_id"`
+	Limit    QuotaLimit `json:"limit"`
+	Running  int        `json:"running"`
 	// Full: a start would wait for a slot (Limit.Limit > 0 and Running ≥ it).
 	Full bool `json:"full"`
 	// Source says where the limit comes from, for messages.
 	Source string `json:"source"`
+}
+
+// QuotaLimit is a tenant's running limit and where it comes from.
+type QuotaLimit struct {
+	Limit int `json:"limit"` // 0 = unlimited
+	// Override: the limit is the tenant's field in <root>:tenant_quota (Raw, as stored);
+	// otherwise it is the deployment's default (PLAITA_TENANT_MAX_RUNNING).
+	Override bool   `json:"override"`
+	Raw      string `json:"raw,omitempty"`
+	// Ignored says why an override makes the tenant unlimited ("0 or negative", "not an
+	// integer"): it never falls back to the default.
+	Ignored string `json:"ignored,omitempty"`
 }
 
 // Quota reads the tenant's limit and its running slots.
@@ -50,7 +61,7 @@ func (p *Plane) Quota(ctx context.Context, tenant string) (QuotaState, error) {
 	if err != nil {
 		return QuotaState{}, fmt.Errorf("tenant quota of %s: %w", tenant, err)
 	}
-	out := QuotaState{TenantID: tenant, Limit: l, Source: fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", max(p.d.Quota.MaxRunning, 0))}
+	out := QuotaState{TenantID: tenant, Limit: QuotaLimit(l), Source: fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", max(p.d.Quota.MaxRunning, 0))}
 	if l.Override {
 		out.Source = fmt.Sprintf("%s[%s]=%q", keys.MustFor(p.d.Root, "").TenantQuota(), tenant, l.Raw)
 	}

@@ -439,7 +439,7 @@ func TestConsoleJobResumesAfterARestart(t *testing.T) {
 	}
 	res.Body.Close()
 	id := created.Job.ID
-	job := func(base string) control.BulkJob {
+	job := func(base string) web.Job {
 		var v web.JobView
 		if code := getJSON(t, base+"/api/jobs/"+id, admin, &v); code != http.StatusOK {
 			t.Fatalf("read the job: %d", code)
@@ -468,13 +468,13 @@ func TestConsoleJobResumesAfterARestart(t *testing.T) {
 	d.Close()
 
 	base, logs, _ = startConsole(t, env("console-b"))
-	var done control.BulkJob
-	for deadline := time.Now().Add(30 * time.Second); !done.Status.Finished(); time.Sleep(20 * time.Millisecond) {
+	var done web.Job
+	for deadline := time.Now().Add(30 * time.Second); !sqlite.JobStatus(done.Status).Finished(); time.Sleep(20 * time.Millisecond) {
 		if done = job(base); time.Now().After(deadline) {
 			t.Fatalf("the next console did not finish the job: %+v\n%s", done, logs)
 		}
 	}
-	if done.Status != sqlite.JobCompleted || done.Succeeded != n || done.Failed != 0 {
+	if done.Status != string(sqlite.JobCompleted) || done.Succeeded != n || done.Failed != 0 {
 		t.Fatalf("after the restart: %+v (stopped at %d)", done, mid.Succeeded)
 	}
 	results := map[string]int{}

@@ -319,11 +319,11 @@ func TestFlowsAndExecutions(t *testing.T) {
 	}
 	var pub FlowPublished
 	ed.want(t, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(approvalFlow)}).decode(t, &pub)
-	if pub.Result != store.Published || pub.Version != "1" {
+	if pub.Result != string(store.Published) || pub.Version != "1" {
 		t.Fatalf("publish: %+v", pub)
 	}
 	ed.want(t, http.StatusOK, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(approvalFlow)}).decode(t, &pub)
-	if pub.Result != store.AlreadyPublished {
+	if pub.Result != string(store.AlreadyPublished) {
 		t.Fatalf("republish: %+v", pub)
 	}
 	changed := strings.Replace(approvalFlow, "ok?", "sure?", 1)

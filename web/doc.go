@@ -30,6 +30,14 @@
 // register helper documents the route's error responses, runs authentication and the access
 // check before the body is read, and renders every error as one Problem.
 //
+// # Wire types
+//
+// A body is a type of this package (dto_*.go, or beside its handler), copied field by field from
+// control's result: a storage type is never one, at any depth (TestBodiesAreNoStorageTypes), so
+// a change of storage changes no answer. A list answers one page shape, control.Page's items and
+// next_cursor; its limit is bounded by control's list policy (control/pages.go,
+// TestListLimitsAreThePolicy).
+//
 // # The request path
 //
 // echo: request id (X-Request-Id, echoed or minted) → recover → huma: the access middleware

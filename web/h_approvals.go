@@ -2,10 +2,10 @@ package web
 
 import (
 	"context"
+	"time"
 
 	"plaita/control"
-	"plaita/store"
-	"plaita/store/sqlite"
+	"plaita/engine/state"
 )
 
 // Approvals: adapters over control's approval operations, the ones `plaita approval
@@ -15,20 +15,43 @@ import (
 
 type approvalListIn struct {
 	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
-// ApprovalList is a page of the tenant's pending approvals, newest first.
+// PendingApproval is an execution that waits for an answer at an approval node.
+type PendingApproval struct {
+	ExecutionID string       `json:"execution_id"`
+	TenantID    string       `json:"tenant_id"`
+	FlowID      string       `json:"flow_id"`
+	FlowVersion string       `json:"flow_version"`
+	Node        string       `json:"node"`
+	Message     string       `json:"message,omitempty"`
+	Since       time.Time    `json:"since"`
+	Due         time.Time    `json:"due,omitzero"`
+	Status      state.Status `json:"status"`
+}
+
+// ApprovalList is a page of the tenant's pending approvals, newest first. Pruned counts the
+// index members removed on the way because their execution no longer waits there, Skipped
+// those whose state could not be read.
 type ApprovalList struct {
 	TenantID string `json:"tenant_id"`
-	store.ApprovalPage
+	control.Page[PendingApproval]
+	Pruned  int `json:"pruned"`
+	Skipped int `json:"skipped"`
 }
 
 type approvalListOut struct{ Body ApprovalList }
 
 func (a *api) listApprovals(ctx context.Context, c *Call, in *approvalListIn) (*approvalListOut, error) {
 	page, err := a.ops().Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
-	return &approvalListOut{Body: ApprovalList{TenantID: c.Tenant, ApprovalPage: page}}, err
+	out := ApprovalList{TenantID: c.Tenant, Page: control.Page[PendingApproval]{Items: make([]PendingApproval, 0, len(page.Items)),
+		NextCursor: page.NextCursor}, Pruned: page.Pruned, Skipped: page.Skipped}
+	for _, p := range page.Items {
+		out.Items = append(out.Items, PendingApproval{ExecutionID: p.ExecutionID, TenantID: p.TenantID, FlowID: p.FlowID,
+			FlowVersion: p.FlowVersion, Node: p.Node, Message: p.Message, Since: p.Since, Due: p.Due, Status: p.Status})
+	}
+	return &approvalListOut{Body: out}, err
 }
 
 type approvalAnswerIn struct {
@@ -40,18 +63,14 @@ type approvalAnswerIn struct {
 }
 
 // answeredBy names the caller as the approver: a user's login, an API key's name, or
-// "admin-key" for the platform admin key.
+// "admin-key" for the platform admin key (a platform caller that is no user).
 func answeredBy(p Principal) string {
-	switch p.Kind {
-	case sqlite.ActorUser:
-		if p.User != nil {
-			return p.User.Login
-		}
-	case sqlite.ActorAPIKey:
-		if p.Key != nil {
-			return p.Key.Name
-		}
-	case sqlite.ActorAdminKey:
+	switch {
+	case p.User != nil:
+		return p.User.Login
+	case p.Key != nil:
+		return p.Key.Name
+	case p.Platform:
 		return "admin-key"
 	}
 	return p.Actor
@@ -68,7 +87,6 @@ func (a *api) answerApproval(ctx context.Context, c *Call, in *approvalAnswerIn)
 	if in.Body.Comment != "" {
 		c.Note("comment_bytes", len(in.Body.Comment))
 	}
-	done, err := a.ops().AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
-		Comment: in.Body.Comment, By: by})
-	return &doneOut{Body: done}, err
+	return done(a.ops().AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
+		Comment: in.Body.Comment, By: by}))
 }

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"plaita/control"
-	"plaita/queue"
 )
 
 // Dead letters: adapters over control's dead-letter operations, the ones `plaita dlq
@@ -20,10 +19,10 @@ type deadLetterListIn struct {
 	Kind       string `query:"kind" enum:"start,resume" doc:"only dead letters of this task kind"`
 	FlowID     string `query:"flow_id" maxLength:"200" doc:"only dead letters of a task of this flow (as its payload names it)"`
 	Cursor     string `query:"cursor" maxLength:"64" doc:"the next_cursor of the page before"`
-	Limit      int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+	Limit      int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
-type deadLetterListOut struct{ Body control.DeadLetterPage }
+type deadLetterListOut struct{ Body DeadLetterList }
 
 // allTenants refuses all_tenants to anyone but a platform admin.
 func allTenants(c *Call, asked bool) error {
@@ -39,7 +38,15 @@ func (a *api) listDeadLetters(ctx context.Context, c *Call, in *deadLetterListIn
 	}
 	page, err := a.d.Plane.DeadLetterPage(ctx, control.DeadLetterList{Tenant: c.Tenant, All: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit,
 		Filter: control.DeadLetterFilter{Reason: in.Reason, Kind: in.Kind, FlowID: in.FlowID}})
-	return &deadLetterListOut{Body: page}, err
+	if err != nil {
+		return nil, err
+	}
+	out := DeadLetterList{TenantID: page.TenantID, AllTenants: page.AllTenants,
+		Page: control.Page[DeadLetter]{Items: make([]DeadLetter, 0, len(page.Items)), NextCursor: page.NextCursor}}
+	for _, e := range page.Items {
+		out.Items = append(out.Items, deadLetterOf(e))
+	}
+	return &deadLetterListOut{Body: out}, nil
 }
 
 type deadLetterIn struct {
@@ -48,17 +55,20 @@ type deadLetterIn struct {
 	AllTenants bool   `query:"all_tenants" doc:"platform admins: a dead letter of any tenant"`
 }
 
-type deadLetterOut struct{ Body queue.DLQEntry }
+type deadLetterOut struct{ Body DeadLetter }
 
 func (a *api) getDeadLetter(ctx context.Context, c *Call, in *deadLetterIn) (*deadLetterOut, error) {
 	if err := allTenants(c, in.AllTenants); err != nil {
 		return nil, err
 	}
 	e, err := a.d.Plane.DeadLetter(ctx, c.Tenant, in.AllTenants, in.ID)
-	return &deadLetterOut{Body: e}, err
+	if err != nil {
+		return nil, err
+	}
+	return &deadLetterOut{Body: deadLetterOf(e)}, nil
 }
 
-type replayOut struct{ Body queue.ReplayResult }
+type replayOut struct{ Body ReplayResult }
 
 // replayDeadLetter enqueues a dead letter again, once. Its audit row (dlq.replay, also for a
 // refusal or an unknown entry) is in the tenant the entry belongs to, which it names as
@@ -83,5 +93,6 @@ func (a *api) replayDeadLetter(ctx context.Context, c *Call, in *deadLetterIn) (
 	c.Note("status", res.Status)
 	c.Note("execution_id", res.ExecutionID)
 	c.Note("queue_id", res.QueueID)
-	return &replayOut{Body: res}, nil
+	return &replayOut{Body: ReplayResult{Status: string(res.Status), DLQID: res.DLQID, QueueID: res.QueueID, SourceMessageID: res.SourceMessageID,
+		ExecutionID: res.ExecutionID, DerivedExecutionID: res.DerivedExecutionID, SchemaVersion: res.SchemaVersion, TenantID: res.TenantID}}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"plaita/control"
-	"plaita/store/sqlite"
 )
 
 // Flow drafts: the editor's working copies, one per flow, kept in the console database
@@ -18,14 +17,13 @@ import (
 
 type draftListIn struct {
 	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
 }
 
 // DraftList is a page of the tenant's drafts by flow id, without their definitions.
 type DraftList struct {
-	TenantID   string         `json:"tenant_id"`
-	Items      []sqlite.Draft `json:"items"`
-	NextCursor string         `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last)"`
+	TenantID string `json:"tenant_id"`
+	control.Page[Draft]
 }
 
 type draftListOut struct{ Body DraftList }
@@ -35,11 +33,11 @@ func (a *api) listDrafts(ctx context.Context, c *Call, in *draftListIn) (*draftL
 	if err != nil {
 		return nil, err
 	}
-	items := p.Items
-	if items == nil {
-		items = []sqlite.Draft{}
+	out := DraftList{TenantID: c.Tenant, Page: control.Page[Draft]{Items: make([]Draft, 0, len(p.Items)), NextCursor: p.Next}}
+	for _, d := range p.Items {
+		out.Items = append(out.Items, draftOf(d))
 	}
-	return &draftListOut{Body: DraftList{TenantID: c.Tenant, Items: items, NextCursor: p.Next}}, nil
+	return &draftListOut{Body: out}, nil
 }
 
 type draftCreateIn struct {
@@ -52,13 +50,13 @@ type draftCreateIn struct {
 type draftOut struct {
 	Status int
 	ETag   string `header:"ETag" doc:"the draft's revision: send it as If-Match to save over exactly this revision"`
-	Body   sqlite.Draft
+	Body   Draft
 }
 
-func (a *api) draftAnswer(c *Call, d sqlite.Draft, status int) *draftOut {
+func (a *api) draftAnswer(c *Call, d control.Draft, status int) *draftOut {
 	c.Audit.Target = d.FlowID
 	c.Note("revision", d.Revision)
-	return &draftOut{Status: status, ETag: strconv.Quote(strconv.FormatInt(d.Revision, 10)), Body: d}
+	return &draftOut{Status: status, ETag: strconv.Quote(strconv.FormatInt(d.Revision, 10)), Body: draftOf(d)}
 }
 
 func (a *api) createDraft(ctx context.Context, c *Call, in *draftCreateIn) (*draftOut, error) {
@@ -80,7 +78,7 @@ func (a *api) getDraft(ctx context.Context, c *Call, in *draftIDIn) (*draftOut, 
 	if err != nil {
 		return nil, err
 	}
-	return &draftOut{Status: http.StatusOK, ETag: strconv.Quote(strconv.FormatInt(d.Revision, 10)), Body: d}, nil
+	return &draftOut{Status: http.StatusOK, ETag: strconv.Quote(strconv.FormatInt(d.Revision, 10)), Body: draftOf(d)}, nil
 }
 
 type draftPutIn struct {

@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"plaita/control"
-	"plaita/store"
 )
 
 // Events: adapters over control's event operations, the ones `plaita event publish|list` run.
@@ -23,17 +22,17 @@ type eventPublishIn struct {
 
 type eventPublishedOut struct {
 	Status int
-	Body   control.EventPublished
+	Body   EventPublished
 }
 
 // eventBody bounds a publish: the largest data an event may carry, and room for the rest.
-const eventBody = store.MaxEventDataBytes + 64<<10
+const eventBody = control.MaxEventDataBytes + 64<<10
 
 // publishEvent publishes an event (control.PublishEvent): 201 when it is new, 200 when that id
 // was published before with the same type and data (a waiting execution is woken once).
 func (a *api) publishEvent(ctx context.Context, c *Call, in *eventPublishIn) (*eventPublishedOut, error) {
 	c.Note("type", in.Body.Type)
-	ev, err := a.ops().PublishEvent(ctx, store.Event{ID: in.Body.ID, Type: in.Body.Type, TenantID: c.Tenant, Data: in.Body.Data})
+	ev, err := control.PublishNewEvent(ctx, a.ops(), control.NewEvent{Tenant: c.Tenant, ID: in.Body.ID, Type: in.Body.Type, Data: in.Body.Data})
 	if err != nil {
 		c.Audit.Target = in.Body.ID
 		return nil, err
@@ -45,24 +44,13 @@ func (a *api) publishEvent(ctx context.Context, c *Call, in *eventPublishIn) (*e
 	if ev.Duplicate {
 		status = http.StatusOK
 	}
-	return &eventPublishedOut{Status: status, Body: ev}, nil
+	return &eventPublishedOut{Status: status, Body: eventPublishedOf(ev)}, nil
 }
 
 type eventListIn struct {
 	Type   string `query:"type" maxLength:"200" doc:"only events of this type"`
 	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"`
-}
-
-// EventList is a page of the tenant's events, newest first.
-type EventList struct {
-	TenantID   string        `json:"tenant_id"`
-	Type       string        `json:"type,omitempty"`
-	Items      []store.Event `json:"items"`
-	NextCursor string        `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last)"`
-	Expired    int           `json:"expired" doc:"index members whose event expired (removed from the index)"`
-	Skipped    int           `json:"skipped" doc:"index members that are no readable event"`
-	Degraded   bool          `json:"degraded" doc:"skipped > 0: an empty page is not proof that there is nothing"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxEventList, control.DefaultListLimit
 }
 
 type eventListOut struct{ Body EventList }
@@ -72,8 +60,11 @@ func (a *api) listEvents(ctx context.Context, c *Call, in *eventListIn) (*eventL
 	if err != nil {
 		return nil, err
 	}
-	out := EventList{TenantID: c.Tenant, Type: in.Type, Items: page.Events, NextCursor: page.NextCursor, Expired: page.Expired,
-		Skipped: page.Corrupt + page.Invalid}
+	out := EventList{TenantID: c.Tenant, Type: in.Type, Page: control.Page[Event]{Items: make([]Event, 0, len(page.Events)),
+		NextCursor: page.NextCursor}, Expired: page.Expired, Skipped: page.Corrupt + page.Invalid}
+	for _, ev := range page.Events {
+		out.Items = append(out.Items, Event{ID: ev.ID, Type: ev.Type, TenantID: ev.TenantID, Data: ev.Data, PublishedAt: ev.PublishedAt})
+	}
 	out.Degraded = out.Skipped > 0
 	return &eventListOut{Body: out}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/danielgtaylor/huma/v2"
 
 	"plaita/control"
-	"plaita/store/sqlite"
 )
 
 // Bulk jobs (docs/console.md, "Bulk jobs"): an adapter over control.Bulk. POST /api/jobs
@@ -32,7 +31,7 @@ type jobCreateIn struct {
 type JobCreated struct {
 	DryRun    bool                  `json:"dry_run"`
 	Selection control.BulkSelection `json:"selection"`
-	Job       *control.BulkJob      `json:"job,omitempty"`
+	Job       *Job                  `json:"job,omitempty"`
 }
 
 type jobCreatedOut struct {
@@ -46,11 +45,11 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 	c.Note("filter", b.Filter)
 	c.Note("dry_run", b.DryRun)
 	// A bulk delete needs what a single delete needs: an admin when PLAITA_CONSOLE_ENV=prod.
-	if b.Action == control.BulkDelete && a.s.Env == "prod" && !c.Role.AtLeast(sqlite.RoleAdmin) {
+	if b.Action == control.BulkDelete && a.s.Env == "prod" && !c.Role.AtLeast(TenantAdmin.role()) {
 		return nil, newProblem(http.StatusForbidden, "forbidden", "a bulk delete needs the admin role in tenant %s (PLAITA_CONSOLE_ENV=prod); you have %s", c.Tenant, roleName(c.Role))
 	}
 	// A bulk replay needs what a single replay needs (POST /api/dead-letters/{id}/replay): an admin.
-	if b.Action == control.BulkReplay && !c.Role.AtLeast(sqlite.RoleAdmin) {
+	if b.Action == control.BulkReplay && !c.Role.AtLeast(TenantAdmin.role()) {
 		return nil, newProblem(http.StatusForbidden, "forbidden", "a bulk replay of dead letters needs the admin role in tenant %s, as a single replay does; you have %s", c.Tenant, roleName(c.Role))
 	}
 	sel, job, err := a.d.Jobs.Submit(ctx, control.BulkRequest{Tenant: c.Tenant, Action: b.Action, Filter: b.Filter, MaxItems: b.MaxItems},
@@ -66,8 +65,10 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 	}
 	c.Note("count", sel.Count)
 	c.Note("truncated", sel.Truncated)
-	out := &jobCreatedOut{Status: http.StatusOK, Body: JobCreated{DryRun: b.DryRun, Selection: sel, Job: job}}
+	out := &jobCreatedOut{Status: http.StatusOK, Body: JobCreated{DryRun: b.DryRun, Selection: sel}}
 	if job != nil {
+		j := jobOf(*job)
+		out.Body.Job = &j
 		c.Audit.Target = job.ID
 		out.Status = http.StatusCreated
 	}
@@ -76,26 +77,29 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 
 type jobListIn struct {
 	Cursor string `query:"cursor" maxLength:"2048" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
 }
 
-type jobListOut struct{ Body control.BulkJobPage }
+type jobListOut struct{ Body JobList }
 
 func (a *api) listJobs(ctx context.Context, c *Call, in *jobListIn) (*jobListOut, error) {
 	page, err := a.d.Jobs.Jobs(ctx, c.Tenant, in.Cursor, in.Limit)
-	return &jobListOut{Body: page}, err
+	if err != nil {
+		return nil, err
+	}
+	return &jobListOut{Body: jobListOf(page)}, nil
 }
 
 type jobGetIn struct {
 	ID             string `path:"id" minLength:"1" maxLength:"100"`
 	FailuresCursor string `query:"failures_cursor" maxLength:"2048" doc:"the failures.next_cursor of the answer before"`
-	FailuresLimit  int    `query:"failures_limit" minimum:"1" maximum:"500" default:"50"`
+	FailuresLimit  int    `query:"failures_limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
 }
 
 // JobView is a job with a page of its failures.
 type JobView struct {
-	Job      control.BulkJob      `json:"job"`
-	Failures control.BulkItemPage `json:"failures" doc:"the items that failed, in order, with the refusal's code"`
+	Job      Job         `json:"job"`
+	Failures JobItemList `json:"failures" doc:"the items that failed, in order, with the refusal's code"`
 }
 
 type jobViewOut struct{ Body JobView }
@@ -105,34 +109,43 @@ func (a *api) getJob(ctx context.Context, c *Call, in *jobGetIn) (*jobViewOut, e
 	if err != nil {
 		return nil, err
 	}
-	failures, err := a.d.Jobs.Items(ctx, c.Tenant, in.ID, sqlite.ItemFailed, in.FailuresCursor, in.FailuresLimit)
-	return &jobViewOut{Body: JobView{Job: job, Failures: failures}}, err
+	failures, err := a.d.Jobs.ItemsInState(ctx, c.Tenant, in.ID, control.BulkItemFailed, in.FailuresCursor, in.FailuresLimit)
+	if err != nil {
+		return nil, err
+	}
+	return &jobViewOut{Body: JobView{Job: jobOf(job), Failures: jobItemsOf(failures)}}, nil
 }
 
 type jobItemsIn struct {
 	ID     string `path:"id" minLength:"1" maxLength:"100"`
 	State  string `query:"state" enum:"pending,applying,done,failed" doc:"only the items in this state"`
 	Cursor string `query:"cursor" maxLength:"2048" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
 }
 
-type jobItemsOut struct{ Body control.BulkItemPage }
+type jobItemsOut struct{ Body JobItemList }
 
 func (a *api) jobItems(ctx context.Context, c *Call, in *jobItemsIn) (*jobItemsOut, error) {
-	page, err := a.d.Jobs.Items(ctx, c.Tenant, in.ID, sqlite.JobItemState(in.State), in.Cursor, in.Limit)
-	return &jobItemsOut{Body: page}, err
+	page, err := a.d.Jobs.ItemsInState(ctx, c.Tenant, in.ID, in.State, in.Cursor, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &jobItemsOut{Body: jobItemsOf(page)}, nil
 }
 
 type jobIDIn struct {
 	ID string `path:"id" minLength:"1" maxLength:"100"`
 }
 
-type jobOut struct{ Body control.BulkJob }
+type jobOut struct{ Body Job }
 
 func (a *api) cancelJob(ctx context.Context, c *Call, in *jobIDIn) (*jobOut, error) {
 	c.Audit.Target = in.ID
 	job, err := a.d.Jobs.Cancel(ctx, c.Tenant, in.ID)
-	return &jobOut{Body: job}, err
+	if err != nil {
+		return nil, err
+	}
+	return &jobOut{Body: jobOf(job)}, nil
 }
 
 // registerJobRoutes adds the bulk job routes (routes.go calls it). They need Redis: a job acts

@@ -20,7 +20,7 @@ func (c *client) waitJob(t *testing.T, id string) JobView {
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		v = JobView{}
 		c.want(t, http.StatusOK, http.MethodGet, "/api/jobs/"+id+"?failures_limit=1", nil).decode(t, &v)
-		if v.Job.Status.Finished() {
+		if sqlite.JobStatus(v.Job.Status).Finished() {
 			return v
 		}
 		if time.Now().After(deadline) {
@@ -57,14 +57,14 @@ func TestBulkJobsOverHTTP(t *testing.T) {
 	}
 	id := created.Job.ID
 	v := editor.waitJob(t, id)
-	if v.Job.Status != sqlite.JobCompleted || v.Job.Succeeded != 3 || v.Job.Failed != 2 || v.Job.Remaining != 0 {
+	if v.Job.Status != string(sqlite.JobCompleted) || v.Job.Succeeded != 3 || v.Job.Failed != 2 || v.Job.Remaining != 0 {
 		t.Fatalf("finished %+v", v.Job)
 	}
-	if len(v.Failures.Items) != 1 || v.Failures.Items[0].Code != "terminal" || v.Failures.Next == "" {
+	if len(v.Failures.Items) != 1 || v.Failures.Items[0].Code != "terminal" || v.Failures.NextCursor == "" {
 		t.Fatalf("first page of failures %+v", v.Failures)
 	}
 	var second JobView
-	editor.want(t, http.StatusOK, http.MethodGet, "/api/jobs/"+id+"?failures_limit=1&failures_cursor="+v.Failures.Next, nil).decode(t, &second)
+	editor.want(t, http.StatusOK, http.MethodGet, "/api/jobs/"+id+"?failures_limit=1&failures_cursor="+v.Failures.NextCursor, nil).decode(t, &second)
 	if len(second.Failures.Items) != 1 || second.Failures.Items[0].Code != "terminal" || second.Failures.Items[0].Item == v.Failures.Items[0].Item {
 		t.Fatalf("second page of failures %+v", second.Failures)
 	}

@@ -16,7 +16,6 @@ import (
 
 	"plaita/control"
 	"plaita/engine/state"
-	"plaita/store"
 )
 
 // Live updates (docs/console.md, "Live updates"): Server-Sent Events of one execution
@@ -261,9 +260,10 @@ func writeFollowItem(out *sse, it control.LiveItem) error {
 	case control.LiveSnapshot:
 		return out.event(0, "snapshot", it.Snapshot)
 	case control.LiveEntry:
-		return out.event(it.Event.Seq, "timeline", it.Event)
+		e := liveEventOf(it)
+		return out.event(e.Seq, "timeline", e)
 	case control.LiveNode:
-		return out.event(0, "node", it.Event)
+		return out.event(0, "node", liveEventOf(it))
 	case control.LiveTruncated:
 		return out.event(it.Truncated.To, "truncated", it.Truncated)
 	case control.LiveEnd:
@@ -305,7 +305,7 @@ func (a *api) executionStream(ctx context.Context, c *Call, in *executionStreamI
 			case control.LiveResync:
 				return out.event(0, "resync", StreamNote{TenantID: tenant, Note: "changes may have been missed: read the list again"})
 			case control.LiveStatus:
-				return out.event(0, "status", it.Event)
+				return out.event(0, "status", liveEventOf(it))
 			case control.LiveHeartbeat:
 				return out.write([]byte(": heartbeat\n\n"))
 			}
@@ -324,14 +324,31 @@ func (a *api) executionStream(ctx context.Context, c *Call, in *executionStreamI
 type timelineIn struct {
 	ID    string `path:"id" minLength:"1" maxLength:"200"`
 	After int    `query:"after" minimum:"0" doc:"the entries after this seq (0: from the oldest kept)"`
-	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100"` // control.MaxTimelineLimit, control.DefaultTimelineLimit
 }
 
-type timelineOut struct{ Body control.TimelinePage }
+// Timeline is a window of an execution's timeline, oldest first: the entries after a seq. It is
+// addressed by seq (after, next), as the events stream's ids are, not by an opaque cursor.
+type Timeline struct {
+	ExecutionID string                `json:"execution_id"`
+	TenantID    string                `json:"tenant_id"`
+	Status      state.Status          `json:"status" doc:"the execution's status, or queued when its start waits for a worker"`
+	CurrentNode string                `json:"current_node,omitempty"`
+	Entries     []state.TimelineEntry `json:"entries"`
+	Dropped     int                   `json:"dropped" doc:"entries 1…dropped were recorded and are no longer kept (the timeline keeps the newest PLAITA_EXECUTION_TIMELINE_MAX)"`
+	LastSeq     int                   `json:"last_seq" doc:"the newest entry's seq"`
+	Next        int                   `json:"next,omitempty" doc:"pass as after for the next page (absent on the page with the newest entry)"`
+}
+
+type timelineOut struct{ Body Timeline }
 
 func (a *api) timeline(ctx context.Context, c *Call, in *timelineIn) (*timelineOut, error) {
-	page, err := a.ops().Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
-	return &timelineOut{Body: page}, err
+	p, err := a.ops().Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &timelineOut{Body: Timeline{ExecutionID: p.ExecutionID, TenantID: p.TenantID, Status: p.Status, CurrentNode: p.CurrentNode,
+		Entries: p.Entries, Dropped: p.Dropped, LastSeq: p.LastSeq, Next: p.Next}}, nil
 }
 
 // ---- routes ----
@@ -346,7 +363,7 @@ func registerLiveRoutes(a *api) {
 		streamResponse(a, "The snapshot first (no id), then each timeline entry once in seq order (id: its seq; reconnect with Last-Event-ID), "+
 			"node starts (no id), truncated for entries the timeline no longer keeps (id: the last seq it covers), heartbeat comments, "+
 			"and end (terminal, deleted, corrupt, draining) last.",
-			map[string]any{"snapshot": control.ExecutionSnapshot{}, "timeline": store.LiveEvent{}, "node": store.LiveEvent{},
+			map[string]any{"snapshot": control.ExecutionSnapshot{}, "timeline": LiveEvent{}, "node": LiveEvent{},
 				"truncated": control.TimelineGap{}, "end": control.FollowEnd{}}),
 		a.executionEvents)
 	registerOp(a, Route{ID: "execution-stream", Method: http.MethodGet, Path: "/api/executions/stream",
@@ -354,7 +371,7 @@ func registerLiveRoutes(a *api) {
 		Tags:    executions, Access: TenantViewer, Redis: true},
 		streamResponse(a, "ready once subscribed (read the list then), status for each change a worker publishes (started, suspended, resumed, "+
 			"completed, error, cancelled), resync when changes may have been missed (read the list again), heartbeat comments, end (draining).",
-			map[string]any{"ready": StreamNote{}, "status": store.LiveEvent{}, "resync": StreamNote{}, "end": control.FollowEnd{}}),
+			map[string]any{"ready": StreamNote{}, "status": LiveEvent{}, "resync": StreamNote{}, "end": control.FollowEnd{}}),
 		a.executionStream)
 	register(a, Route{ID: "execution-timeline", Method: http.MethodGet, Path: "/api/executions/{id}/timeline",
 		Summary: "A page of an execution's timeline, oldest first (the polling fallback of the events stream)",

@@ -15,8 +15,6 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/store"
-	"plaita/store/sqlite"
 )
 
 // Flows and executions: adapters over package control, the operations `plaita start`,
@@ -28,14 +26,7 @@ import (
 
 type flowListIn struct {
 	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
-}
-
-// FlowList is a page of the tenant's published flows, most recently published first.
-type FlowList struct {
-	TenantID   string              `json:"tenant_id"`
-	Items      []store.FlowSummary `json:"items"`
-	NextCursor string              `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last); a flow published again meanwhile moves to the front"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"` // control.MaxFlowList
 }
 
 type flowListOut struct{ Body FlowList }
@@ -45,11 +36,11 @@ func (a *api) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowList
 	if err != nil {
 		return nil, err
 	}
-	items := page.Items
-	if items == nil {
-		items = []store.FlowSummary{}
+	out := FlowList{TenantID: c.Tenant, Page: control.Page[FlowSummary]{Items: make([]FlowSummary, 0, len(page.Items)), NextCursor: page.NextCursor}}
+	for _, f := range page.Items {
+		out.Items = append(out.Items, FlowSummary{FlowID: f.FlowID, PublishedAt: f.PublishedAt, Latest: f.Latest, Versions: f.Versions})
 	}
-	return &flowListOut{Body: FlowList{TenantID: c.Tenant, Items: items, NextCursor: page.NextCursor}}, nil
+	return &flowListOut{Body: out}, nil
 }
 
 type flowGetIn struct {
@@ -57,11 +48,14 @@ type flowGetIn struct {
 	Version string `query:"version" maxLength:"200" doc:"a published version (default: the latest)"`
 }
 
-type flowGetOut struct{ Body control.FlowShown }
+type flowGetOut struct{ Body FlowView }
 
 func (a *api) getFlow(ctx context.Context, c *Call, in *flowGetIn) (*flowGetOut, error) {
 	f, err := a.catalog.Flow(ctx, c.Tenant, in.ID, in.Version)
-	return &flowGetOut{Body: f}, err
+	if err != nil {
+		return nil, err
+	}
+	return &flowGetOut{Body: flowViewOf(f)}, nil
 }
 
 type flowDefIn struct {
@@ -116,11 +110,11 @@ func (a *api) validateFlow(_ context.Context, _ *Call, in *flowDefIn) (*flowVali
 
 // FlowPublished is what publish did.
 type FlowPublished struct {
-	TenantID string              `json:"tenant_id"`
-	FlowID   string              `json:"flow_id"`
-	Version  string              `json:"version"`
-	Hash     string              `json:"flow_hash"`
-	Result   store.PublishResult `json:"result" doc:"published, or already_published (the same definition under that version)"`
+	TenantID string `json:"tenant_id"`
+	FlowID   string `json:"flow_id"`
+	Version  string `json:"version"`
+	Hash     string `json:"flow_hash"`
+	Result   string `json:"result" doc:"published, or already_published (the same definition under that version)"`
 	// PublishedBy is who published the version first (the console's record).
 	PublishedBy string `json:"published_by,omitempty"`
 }
@@ -158,10 +152,10 @@ func (a *api) published(c *Call, pub control.FlowPublished) (int, FlowPublished)
 			Str("request_id", c.RequestID).Err(pub.RecordErr).Msg("flow published, but its record in the console database was not written")
 	}
 	status := http.StatusCreated
-	if pub.Result == store.AlreadyPublished {
+	if pub.Result == control.AlreadyPublished {
 		status = http.StatusOK
 	}
-	return status, FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version, Hash: pub.Hash, Result: pub.Result,
+	return status, FlowPublished{TenantID: c.Tenant, FlowID: pub.Flow.ID, Version: pub.Version, Hash: pub.Hash, Result: string(pub.Result),
 		PublishedBy: pub.Record.PublishedBy}
 }
 
@@ -190,7 +184,7 @@ type startOut struct {
 func (a *api) startExecution(ctx context.Context, c *Call, in *startIn) (*startOut, error) {
 	req := control.StartRequest{Tenant: c.Tenant, FlowID: in.Body.FlowID, Version: in.Body.Version, Input: in.Body.Input}
 	if k := in.IdempotencyKey; k != "" {
-		c.Note("idempotency_key", sqlite.Fingerprint(k))
+		c.Note("idempotency_key", control.IdempotencyKeyFingerprint(k))
 		c.Audit.Target = control.IdempotentID(c.Tenant, k)
 	}
 	s, err := control.StartOnce(ctx, a.ops(), req, in.IdempotencyKey)
@@ -220,16 +214,15 @@ type executionListIn struct {
 	// name of the caller's that huma checks and documents.
 	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
 	Cursor string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"`
+	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 // ExecutionList is a page of executions, newest first.
 type ExecutionList struct {
-	TenantID   string          `json:"tenant_id"`
-	Items      []store.Summary `json:"items"`
-	NextCursor string          `json:"next_cursor,omitempty" doc:"the cursor of the next page (none on the last)"`
-	Skipped    int             `json:"skipped"`
-	Degraded   bool            `json:"degraded" doc:"index members were skipped (invalid, missing or corrupt)"`
+	TenantID string `json:"tenant_id"`
+	control.Page[ExecutionSummary]
+	Skipped  int  `json:"skipped"`
+	Degraded bool `json:"degraded" doc:"index members were skipped (invalid, missing or corrupt)"`
 }
 
 type executionListOut struct{ Body ExecutionList }
@@ -254,12 +247,14 @@ func (a *api) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 	if err != nil {
 		return nil, err
 	}
-	items := page.Items
-	if items == nil {
-		items = []store.Summary{}
+	out := ExecutionList{TenantID: c.Tenant, Page: control.Page[ExecutionSummary]{Items: make([]ExecutionSummary, 0, len(page.Items)),
+		NextCursor: page.NextCursor}, Skipped: page.Skipped, Degraded: page.Degraded}
+	for _, s := range page.Items {
+		out.Items = append(out.Items, ExecutionSummary{ExecutionID: s.ExecutionID, TenantID: s.TenantID, FlowID: s.FlowID,
+			FlowVersion: s.FlowVersion, Status: s.Status, CurrentNode: s.CurrentNode, StepCount: s.StepCount, StartTime: s.StartTime,
+			LastUpdate: s.LastUpdate, EndTime: s.EndTime, Suspend: s.Suspend, Error: s.Error, Index: s.Index, Runtime: s.Runtime})
 	}
-	return &executionListOut{Body: ExecutionList{TenantID: c.Tenant, Items: items, NextCursor: page.NextCursor,
-		Skipped: page.Skipped, Degraded: page.Degraded}}, nil
+	return &executionListOut{Body: out}, nil
 }
 
 type executionIDIn struct {
@@ -316,8 +311,6 @@ type resumeIn struct {
 	}
 }
 
-type doneOut struct{ Body control.Done }
-
 // resumeExecution checks the resume the way the worker will and enqueues it: a resume the
 // worker would refuse is a 409 with the reason, what is accepted instead and, for an exhausted
 // retry budget, the counter key and the unblock hint, for a flow_hash_mismatch the hashes and
@@ -333,14 +326,12 @@ func (a *api) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*done
 	if req.HashOverride() {
 		c.Note("allow_flow_hash_change", true) // who overrode the flow hash check, and when
 	}
-	done, err := a.ops().Resume(ctx, req)
-	return &doneOut{Body: done}, err
+	return done(a.ops().Resume(ctx, req))
 }
 
 func (a *api) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	done, err := a.ops().Cancel(ctx, c.Tenant, in.ID)
-	return &doneOut{Body: done}, err
+	return done(a.ops().Cancel(ctx, c.Tenant, in.ID))
 }
 
 type deleteIn struct {
@@ -350,6 +341,5 @@ type deleteIn struct {
 
 func (a *api) deleteExecution(ctx context.Context, c *Call, in *deleteIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	done, err := a.ops().Delete(ctx, c.Tenant, in.ID, in.Force)
-	return &doneOut{Body: done}, err
+	return done(a.ops().Delete(ctx, c.Tenant, in.ID, in.Force))
 }

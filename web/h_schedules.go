@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 
 	"plaita/control"
-	"plaita/store"
 )
 
 // Cron schedules: adapters over control's schedule operations, the ones `plaita schedule
@@ -14,14 +13,22 @@ import (
 
 type scheduleListIn struct {
 	Cursor string `query:"cursor" maxLength:"1024" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"` // control.MaxScheduleList
 }
 
-type scheduleListOut struct{ Body control.SchedulePage }
+type scheduleListOut struct{ Body ScheduleList }
 
 func (a *api) listSchedules(ctx context.Context, c *Call, in *scheduleListIn) (*scheduleListOut, error) {
 	page, err := a.d.Plane.SchedulePage(ctx, control.ScheduleList{Tenant: c.Tenant, Cursor: in.Cursor, Limit: in.Limit})
-	return &scheduleListOut{Body: page}, err
+	if err != nil {
+		return nil, err
+	}
+	out := ScheduleList{TenantID: page.TenantID, Page: control.Page[Schedule]{Items: make([]Schedule, 0, len(page.Items)),
+		NextCursor: page.NextCursor}, Bad: page.Bad}
+	for _, r := range page.Items {
+		out.Items = append(out.Items, scheduleOf(r))
+	}
+	return &scheduleListOut{Body: out}, nil
 }
 
 type scheduleCreateIn struct {
@@ -36,14 +43,14 @@ type scheduleCreateIn struct {
 	}
 }
 
-type scheduleAddedOut struct{ Body control.ScheduleAdded }
+type scheduleAddedOut struct{ Body ScheduleAdded }
 
 func (a *api) createSchedule(ctx context.Context, c *Call, in *scheduleCreateIn) (*scheduleAddedOut, error) {
 	b := in.Body
-	s := store.Schedule{ID: b.ID, TenantID: c.Tenant, Cron: b.Cron, TimeZone: b.TimeZone, FlowID: b.FlowID, FlowVersion: b.FlowVersion,
+	s := control.NewSchedule{Tenant: c.Tenant, ID: b.ID, Cron: b.Cron, TimeZone: b.TimeZone, FlowID: b.FlowID, FlowVersion: b.FlowVersion,
 		Input: b.Input, Enabled: b.Enabled == nil || *b.Enabled}
 	c.Audit.Target = b.ID
-	added, err := a.d.Plane.AddSchedule(ctx, s)
+	added, err := a.d.Plane.CreateSchedule(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -51,18 +58,21 @@ func (a *api) createSchedule(ctx context.Context, c *Call, in *scheduleCreateIn)
 	c.Note("cron", added.Cron)
 	c.Note("flow", added.FlowID+"@"+added.FlowVersion)
 	c.Note("enabled", added.Enabled)
-	return &scheduleAddedOut{Body: added}, nil
+	return &scheduleAddedOut{Body: ScheduleAdded{Schedule: scheduleOf(added.ScheduleRecord), Warnings: added.Warnings}}, nil
 }
 
 type scheduleIDIn struct {
 	ID string `path:"id" minLength:"1" maxLength:"128"`
 }
 
-type scheduleOut struct{ Body store.ScheduleRecord }
+type scheduleOut struct{ Body Schedule }
 
 func (a *api) getSchedule(ctx context.Context, c *Call, in *scheduleIDIn) (*scheduleOut, error) {
 	rec, err := a.d.Plane.Schedule(ctx, c.Tenant, in.ID)
-	return &scheduleOut{Body: rec}, err
+	if err != nil {
+		return nil, err
+	}
+	return &scheduleOut{Body: scheduleOf(rec)}, nil
 }
 
 type scheduleUpdateIn struct {
@@ -77,7 +87,7 @@ type scheduleUpdateIn struct {
 	}
 }
 
-type scheduleUpdatedOut struct{ Body control.ScheduleUpdated }
+type scheduleUpdatedOut struct{ Body ScheduleUpdated }
 
 // updateSchedule replaces the fields the body sets; a new calendar fires only its ticks after
 // the edit (control.UpdateSchedule).
@@ -91,7 +101,7 @@ func (a *api) updateSchedule(ctx context.Context, c *Call, in *scheduleUpdateIn)
 	}
 	c.Note("changed", up.Changed)
 	c.Note("rev", up.Rev)
-	return &scheduleUpdatedOut{Body: up}, nil
+	return &scheduleUpdatedOut{Body: ScheduleUpdated{Schedule: scheduleOf(up.ScheduleRecord), Changed: up.Changed, Warnings: up.Warnings}}, nil
 }
 
 // setScheduleEnabled enables or disables a schedule: ticks while it is disabled never fire.
@@ -103,7 +113,7 @@ func (a *api) setScheduleEnabled(enable bool) func(context.Context, *Call, *sche
 			return nil, err
 		}
 		c.Note("changed", changed)
-		return &scheduleUpdatedOut{Body: control.ScheduleUpdated{ScheduleRecord: rec, Changed: changed}}, nil
+		return &scheduleUpdatedOut{Body: ScheduleUpdated{Schedule: scheduleOf(rec), Changed: changed}}, nil
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"plaita/control"
-	"plaita/store/sqlite"
 )
 
 // errNoJob: POST /api/jobs answered a run without its job.
@@ -172,7 +171,7 @@ func (u *uiServer) createJob(c echo.Context) error {
 }
 
 func (u *uiServer) jobsPage(c echo.Context) error {
-	return pagedList(u, c, "/api/jobs", "/ui/jobs", url.Values{"limit": {"50"}}, func(p *control.BulkJobPage) string { return p.Next },
+	return pagedList(u, c, "/api/jobs", "/ui/jobs", url.Values{"limit": {"50"}}, func(p *JobList) string { return p.NextCursor },
 		"jobs.html", uiPage{Title: "Jobs", Nav: "jobs"})
 }
 
@@ -181,7 +180,7 @@ type jobData struct {
 	View JobView
 	// Rows are the failures shown, or (All: ?items=all) every item with what became of it;
 	// Replay: they are dead letters, not executions.
-	Rows     []sqlite.JobItem
+	Rows     []JobItem
 	All      bool
 	Replay   bool
 	Next     string
@@ -207,7 +206,7 @@ func (u *uiServer) job(c echo.Context) (*jobData, *Problem) {
 		d.Percent = d.Finished * 100 / j.Total
 	}
 	d.Rows, d.Replay = d.View.Failures.Items, j.Action == control.BulkReplay
-	d.Next = nextPage("/ui/jobs/"+url.PathEscape(id), q, d.View.Failures.Next)
+	d.Next = nextPage("/ui/jobs/"+url.PathEscape(id), q, d.View.Failures.NextCursor)
 	return d, nil
 }
 
@@ -225,13 +224,13 @@ func (u *uiServer) jobPage(c echo.Context) error {
 		if st := c.QueryParam("state"); st != "" {
 			q.Set("state", st)
 		}
-		var items control.BulkItemPage
+		var items JobItemList
 		if p := u.call(c, http.MethodGet, "/api/jobs/"+url.PathEscape(c.Param("id"))+"/items?"+q.Encode(), nil, &items); p != nil {
 			return u.fail(c, p)
 		}
 		q.Set("items", "all")
 		d.Rows = items.Items
-		d.Next = nextPage("/ui/jobs/"+url.PathEscape(c.Param("id")), q, items.Next)
+		d.Next = nextPage("/ui/jobs/"+url.PathEscape(c.Param("id")), q, items.NextCursor)
 	}
 	return u.render(c, http.StatusOK, "job.html", "", uiPage{Title: "Job " + d.View.Job.ID, Nav: "jobs", S: s, Data: d})
 }
@@ -252,7 +251,7 @@ func (u *uiServer) jobProgress(c echo.Context) error {
 // cancelJob cancels the job (POST /api/jobs/{id}/cancel): no item is applied after the batch
 // in hand.
 func (u *uiServer) cancelJob(c echo.Context) error {
-	var j control.BulkJob
+	var j Job
 	if p := u.call(c, http.MethodPost, "/api/jobs/"+url.PathEscape(c.Param("id"))+"/cancel", nil, &j); p != nil {
 		return u.fail(c, p)
 	}

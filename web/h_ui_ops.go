@@ -10,8 +10,6 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"plaita/control"
-	"plaita/queue"
-	"plaita/store"
 )
 
 // Approvals, dead letters, events, schedules and the cluster: the pages over GET/POST
@@ -107,7 +105,7 @@ func (u *uiServer) deadLettersPage(c echo.Context) error {
 			q.Set(k, v)
 		}
 	}
-	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", q, func(p *control.DeadLetterPage) string { return p.NextCursor },
+	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", q, func(p *DeadLetterList) string { return p.NextCursor },
 		"deadletters.html", uiPage{Title: "Dead letters", Nav: "deadletters"})
 }
 
@@ -117,7 +115,7 @@ func (u *uiServer) deadLetterPayload(c echo.Context) error {
 	if s == nil {
 		return err
 	}
-	var e queue.DLQEntry
+	var e DeadLetter
 	if p := u.call(c, http.MethodGet, "/api/dead-letters/"+url.PathEscape(c.Param("id")), nil, &e); p != nil {
 		return u.fail(c, p)
 	}
@@ -131,7 +129,7 @@ func (u *uiServer) replayDeadLetter(c echo.Context) error {
 	if c.FormValue("confirm") != "yes" {
 		return u.fail(c, newProblem(http.StatusBadRequest, "unconfirmed", "replaying dead letter %s needs confirm=yes", id))
 	}
-	var res queue.ReplayResult
+	var res ReplayResult
 	if p := u.call(c, http.MethodPost, "/api/dead-letters/"+url.PathEscape(id)+"/replay", nil, &res); p != nil {
 		return u.fail(c, p)
 	}
@@ -170,7 +168,7 @@ func (u *uiServer) publishEvent(c echo.Context) error {
 	if id := strings.TrimSpace(c.FormValue("id")); id != "" {
 		body["id"] = id
 	}
-	var ev control.EventPublished
+	var ev EventPublished
 	if p := u.call(c, http.MethodPost, "/api/events", body, &ev); p != nil {
 		return u.fail(c, p)
 	}
@@ -201,7 +199,7 @@ func (u *uiServer) scheduleRoutes(g *echo.Group) {
 }
 
 func (u *uiServer) schedulesPage(c echo.Context) error {
-	return pagedList(u, c, "/api/schedules", "/ui/schedules", url.Values{"limit": {"100"}}, func(p *control.SchedulePage) string { return p.NextCursor },
+	return pagedList(u, c, "/api/schedules", "/ui/schedules", url.Values{"limit": {"100"}}, func(p *ScheduleList) string { return p.NextCursor },
 		"schedules.html", uiPage{Title: "Schedules", Nav: "schedules"})
 }
 
@@ -229,7 +227,7 @@ func (u *uiServer) createSchedule(c echo.Context) error {
 	if id := strings.TrimSpace(c.FormValue("id")); id != "" {
 		body["id"] = id
 	}
-	var added control.ScheduleAdded
+	var added ScheduleAdded
 	if p := u.call(c, http.MethodPost, "/api/schedules", body, &added); p != nil {
 		return u.fail(c, p)
 	}
@@ -239,7 +237,7 @@ func (u *uiServer) createSchedule(c echo.Context) error {
 
 // scheduleData is one schedule's page: its firing state and the form that edits it.
 type scheduleData struct {
-	Rec   store.ScheduleRecord
+	Rec   Schedule
 	Input string
 	Saved string
 }
@@ -267,7 +265,7 @@ func (u *uiServer) updateSchedule(c echo.Context) error {
 	if p != nil {
 		return u.fail(c, p)
 	}
-	var up control.ScheduleUpdated
+	var up ScheduleUpdated
 	if p := u.call(c, http.MethodPatch, "/api/schedules/"+url.PathEscape(c.Param("id")), body, &up); p != nil {
 		return u.fail(c, p)
 	}
@@ -281,12 +279,12 @@ func (u *uiServer) setSchedule(c echo.Context) error {
 	if c.FormValue("enabled") == "true" {
 		verb = "enable"
 	}
-	var up control.ScheduleUpdated
+	var up ScheduleUpdated
 	if p := u.call(c, http.MethodPost, "/api/schedules/"+url.PathEscape(c.Param("id"))+"/"+verb, nil, &up); p != nil {
 		return u.fail(c, p)
 	}
 	s, _ := u.session(c)
-	return u.render(c, http.StatusOK, "schedules.html", "schedule-row", uiPage{S: s, Data: up.ScheduleRecord})
+	return u.render(c, http.StatusOK, "schedules.html", "schedule-row", uiPage{S: s, Data: up.Schedule})
 }
 
 // deleteSchedule deletes a schedule (DELETE /api/schedules/{id}) after the page's confirmation.
