@@ -72,9 +72,10 @@ var directRules = []directRule{
 	{
 		from: []string{ // the front ends, one tree a line
 			"plaita/roles/cli",
+			"plaita/web",
 		},
 		forbidden: []string{"plaita/store", "plaita/store/sqlite", "plaita/store/keys", "plaita/queue"},
-		why:       "a front end reaches state through control/, whose Plane roles.NewPlane builds; never a storage package",
+		why:       "a front end reaches state through control/ (roles builds its Plane and Accounts); never a storage package",
 	},
 }
 

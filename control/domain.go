@@ -3,6 +3,7 @@ package control
 import (
 	"plaita/queue"
 	"plaita/store"
+	"plaita/store/sqlite"
 )
 
 // The records the operations take and return that storage defines, under the names a front
@@ -21,6 +22,8 @@ type (
 	ScheduleRecord = store.ScheduleRecord
 	// DeadLetter is one entry of the dead-letter stream (DeadLetters, DeadLetter).
 	DeadLetter = queue.DLQEntry
+	// Draft is a flow's draft in the console database (Catalog).
+	Draft = sqlite.Draft
 )
 
 // LatestVersion is the flow version a schedule starts when it names none: the latest
