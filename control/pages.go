@@ -2,7 +2,6 @@ package control
 
 import (
 	"plaita/store"
-	"plaita/store/sqlite"
 )
 
 // Page is one page of a list, the one shape every list of the front ends answers: its items and
@@ -13,15 +12,14 @@ type Page[T any] struct {
 }
 
 // The list limit policy, one for every list: a request without a limit gets DefaultListLimit
-// items, and none gets more than MaxListLimit. Events, flows and versions are read in one call
-// each, bounded by their own maximum; the lists of the console database (drafts, bulk jobs and
-// their items) by MaxRecordList.
+// items, and none gets more than MaxListLimit (the console database's lists too: drafts, users,
+// bulk jobs and their items). Events, flows and versions are read in one call each, bounded by
+// their own maximum.
 const (
 	DefaultListLimit = store.DefaultListLimit
 	MaxListLimit     = store.MaxListLimit
 	MaxEventList     = store.MaxEventList
 	MaxFlowList      = store.MaxFlowList
-	MaxRecordList    = sqlite.MaxLimit
 )
 
 // ListLimit is the policy applied to a requested limit: 0 (none asked) is DefaultListLimit,

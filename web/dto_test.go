@@ -98,16 +98,16 @@ func TestListLimitsAreThePolicy(t *testing.T) {
 	}
 	for _, l := range []limit{
 		{"flow-list", "limit", control.MaxFlowList, 100},
-		{"draft-list", "limit", control.MaxRecordList, control.DefaultListLimit},
+		{"draft-list", "limit", control.MaxListLimit, control.DefaultListLimit},
 		{"execution-list", "limit", control.MaxListLimit, control.DefaultListLimit},
 		{"execution-timeline", "limit", control.MaxTimelineLimit, control.DefaultTimelineLimit},
 		{"event-list", "limit", control.MaxEventList, control.DefaultListLimit},
 		{"dead-letter-list", "limit", control.MaxListLimit, control.DefaultListLimit},
 		{"schedule-list", "limit", control.MaxScheduleList, 100},
 		{"approval-list", "limit", control.MaxListLimit, control.DefaultListLimit},
-		{"job-list", "limit", control.MaxRecordList, control.DefaultListLimit},
-		{"job-get", "failures_limit", control.MaxRecordList, control.DefaultListLimit},
-		{"job-items", "limit", control.MaxRecordList, control.DefaultListLimit},
+		{"job-list", "limit", control.MaxListLimit, control.DefaultListLimit},
+		{"job-get", "failures_limit", control.MaxListLimit, control.DefaultListLimit},
+		{"job-items", "limit", control.MaxListLimit, control.DefaultListLimit},
 	} {
 		var param *huma.Param
 		for _, item := range doc.Paths {
@@ -124,7 +124,7 @@ func TestListLimitsAreThePolicy(t *testing.T) {
 			continue
 		}
 		if m := param.Schema.Maximum; m == nil || *m != float64(l.max) {
-			t.Errorf("%s: %s's maximum is %v, the policy's %d", l.op, l.param, m, l.max)
+			t.Errorf("%s: %s's maximum is %v, the policy's %d", l.op, l.param, deref(m), l.max)
 		}
 		if param.Schema.Default != float64(l.def) && param.Schema.Default != int64(l.def) && param.Schema.Default != l.def {
 			t.Errorf("%s: %s's default is %v (%T), the policy's %d", l.op, l.param, param.Schema.Default, param.Schema.Default, l.def)
@@ -182,4 +182,12 @@ func storageField(t reflect.Type, path string, seen map[reflect.Type]bool) strin
 		}
 	}
 	return ""
+}
+
+// deref is *p, or nil when p is nil (for a message).
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }

@@ -17,7 +17,7 @@ import (
 
 type draftListIn struct {
 	Cursor string `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 // DraftList is a page of the tenant's drafts by flow id, without their definitions.

@@ -77,7 +77,7 @@ func (a *api) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 
 type jobListIn struct {
 	Cursor string `query:"cursor" maxLength:"2048" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 type jobListOut struct{ Body JobList }
@@ -93,7 +93,7 @@ func (a *api) listJobs(ctx context.Context, c *Call, in *jobListIn) (*jobListOut
 type jobGetIn struct {
 	ID             string `path:"id" minLength:"1" maxLength:"100"`
 	FailuresCursor string `query:"failures_cursor" maxLength:"2048" doc:"the failures.next_cursor of the answer before"`
-	FailuresLimit  int    `query:"failures_limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
+	FailuresLimit  int    `query:"failures_limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 // JobView is a job with a page of its failures.
@@ -120,7 +120,7 @@ type jobItemsIn struct {
 	ID     string `path:"id" minLength:"1" maxLength:"100"`
 	State  string `query:"state" enum:"pending,applying,done,failed" doc:"only the items in this state"`
 	Cursor string `query:"cursor" maxLength:"2048" doc:"the next_cursor of the page before"`
-	Limit  int    `query:"limit" minimum:"1" maximum:"500" default:"50"` // control.MaxRecordList, control.DefaultListLimit
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 type jobItemsOut struct{ Body JobItemList }
