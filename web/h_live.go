@@ -322,33 +322,50 @@ func (a *api) executionStream(ctx context.Context, c *Call, in *executionStreamI
 // ---- GET /api/executions/{id}/timeline ----
 
 type timelineIn struct {
-	ID    string `path:"id" minLength:"1" maxLength:"200"`
-	After int    `query:"after" minimum:"0" doc:"the entries after this seq (0: from the oldest kept)"`
-	Limit int    `query:"limit" minimum:"1" maximum:"1000" default:"100"` // control.MaxTimelineLimit, control.DefaultTimelineLimit
+	ID     string `path:"id" minLength:"1" maxLength:"200"`
+	Cursor string `query:"cursor" maxLength:"20" doc:"the next_cursor of the page before"`
+	After  int    `query:"after" minimum:"0" doc:"or: the entries after this seq (0: from the oldest kept), as an events stream's Last-Event-ID"`
+	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"100"` // control.MaxTimelineLimit, control.DefaultTimelineLimit
 }
 
-// Timeline is a window of an execution's timeline, oldest first: the entries after a seq. It is
-// addressed by seq (after, next), as the events stream's ids are, not by an opaque cursor.
+// Timeline is a page of an execution's timeline, oldest first, in the one page shape (items,
+// next_cursor). Its entries are numbered without gaps (seq, the events stream's ids), so a
+// page may also be asked for by seq (after), and next_cursor is the seq it ends at.
 type Timeline struct {
 	ExecutionID string                `json:"execution_id"`
 	TenantID    string                `json:"tenant_id"`
 	Status      state.Status          `json:"status" doc:"the execution's status, or queued when its start waits for a worker"`
 	CurrentNode string                `json:"current_node,omitempty"`
-	Entries     []state.TimelineEntry `json:"entries"`
+	Items       []state.TimelineEntry `json:"items"`
 	Dropped     int                   `json:"dropped" doc:"entries 1…dropped were recorded and are no longer kept (the timeline keeps the newest PLAITA_EXECUTION_TIMELINE_MAX)"`
 	LastSeq     int                   `json:"last_seq" doc:"the newest entry's seq"`
-	Next        int                   `json:"next,omitempty" doc:"pass as after for the next page (absent on the page with the newest entry)"`
+	NextCursor  string                `json:"next_cursor,omitempty" doc:"pass as cursor for the next page (absent on the page with the newest entry)"`
 }
 
 type timelineOut struct{ Body Timeline }
 
 func (a *api) timeline(ctx context.Context, c *Call, in *timelineIn) (*timelineOut, error) {
-	p, err := a.ops().Timeline(ctx, c.Tenant, in.ID, in.After, in.Limit)
+	after := in.After
+	if in.Cursor != "" {
+		n, err := strconv.Atoi(in.Cursor)
+		switch {
+		case in.After != 0:
+			return nil, newProblem(http.StatusBadRequest, "invalid_request", "give cursor or after, not both")
+		case err != nil || n < 1:
+			return nil, newProblem(http.StatusBadRequest, "invalid_cursor", "cursor %q: pass the next_cursor of the page before", in.Cursor)
+		}
+		after = n
+	}
+	p, err := a.ops().Timeline(ctx, c.Tenant, in.ID, after, in.Limit)
 	if err != nil {
 		return nil, err
 	}
-	return &timelineOut{Body: Timeline{ExecutionID: p.ExecutionID, TenantID: p.TenantID, Status: p.Status, CurrentNode: p.CurrentNode,
-		Entries: p.Entries, Dropped: p.Dropped, LastSeq: p.LastSeq, Next: p.Next}}, nil
+	out := Timeline{ExecutionID: p.ExecutionID, TenantID: p.TenantID, Status: p.Status, CurrentNode: p.CurrentNode,
+		Items: p.Entries, Dropped: p.Dropped, LastSeq: p.LastSeq}
+	if p.Next > 0 {
+		out.NextCursor = strconv.Itoa(p.Next)
+	}
+	return &timelineOut{Body: out}, nil
 }
 
 // ---- routes ----

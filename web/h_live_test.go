@@ -238,16 +238,24 @@ func TestTimelineEndpoint(t *testing.T) {
 	f := newFixture(t)
 	f.save(t, liveState("default", "ex_s3", 5, state.Completed))
 	admin := f.admin("")
-	var page control.TimelinePage
+	var page Timeline
 	admin.want(t, http.StatusOK, http.MethodGet, "/api/executions/ex_s3/timeline?limit=2", nil).decode(t, &page)
-	if len(page.Entries) != 2 || page.Entries[0].Seq != 1 || page.Next != 2 || page.LastSeq != 5 || page.Status != state.Completed {
+	if len(page.Items) != 2 || page.Items[0].Seq != 1 || page.NextCursor != "2" || page.LastSeq != 5 || page.Status != state.Completed {
 		t.Fatalf("first page %+v", page)
 	}
-	page = control.TimelinePage{}
-	admin.want(t, http.StatusOK, http.MethodGet, "/api/executions/ex_s3/timeline?after=2", nil).decode(t, &page)
-	if len(page.Entries) != 3 || page.Entries[0].Seq != 3 || page.Next != 0 {
+	page = Timeline{}
+	admin.want(t, http.StatusOK, http.MethodGet, "/api/executions/ex_s3/timeline?cursor="+"2", nil).decode(t, &page)
+	if len(page.Items) != 3 || page.Items[0].Seq != 3 || page.NextCursor != "" {
 		t.Fatalf("last page %+v", page)
 	}
-	admin.want(t, http.StatusBadRequest, http.MethodGet, "/api/executions/ex_s3/timeline?limit=0", nil)
+	// By seq, as a stream's Last-Event-ID: the same page.
+	page = Timeline{}
+	admin.want(t, http.StatusOK, http.MethodGet, "/api/executions/ex_s3/timeline?after=2", nil).decode(t, &page)
+	if len(page.Items) != 3 || page.Items[0].Seq != 3 {
+		t.Fatalf("page after 2 %+v", page)
+	}
+	for _, q := range []string{"?limit=0", "?cursor=0", "?cursor=x", "?cursor=2&after=1"} {
+		admin.want(t, http.StatusBadRequest, http.MethodGet, "/api/executions/ex_s3/timeline"+q, nil)
+	}
 	admin.want(t, http.StatusNotFound, http.MethodGet, "/api/executions/ex_nope/timeline", nil)
 }

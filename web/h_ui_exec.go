@@ -471,12 +471,12 @@ func (u *uiServer) executionTimeline(c echo.Context) error {
 	d := &execData{ID: c.Param("id")}
 	if before > 1 {
 		after := max(before-1-timelinePage, 0)
-		var page control.TimelinePage
+		var page Timeline
 		path := "/api/executions/" + url.PathEscape(d.ID) + "/timeline?after=" + strconv.Itoa(after) + "&limit=" + strconv.Itoa(before-1-after)
 		if p := u.call(c, http.MethodGet, path, nil, &page); p != nil {
 			return u.fail(c, p)
 		}
-		for _, e := range page.Entries {
+		for _, e := range page.Items {
 			if e.Seq < before {
 				d.Timeline = append(d.Timeline, e)
 			}

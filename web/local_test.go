@@ -116,9 +116,9 @@ func TestLocalModeOverHTTP(t *testing.T) {
 			break
 		}
 	}
-	var page control.TimelinePage
+	var page Timeline
 	boss.want(t, http.StatusOK, http.MethodGet, "/api/executions/"+id+"/timeline", nil).decode(t, &page)
-	if page.Status != state.Completed || len(page.Entries) == 0 {
+	if page.Status != state.Completed || len(page.Items) == 0 {
 		t.Fatalf("timeline: %+v", page)
 	}
 	// A resume of a completed execution is refused as in cluster mode.
