@@ -46,18 +46,18 @@ type rule struct {
 }
 
 var importRules = []rule{
-	{"plaita/engine", []string{"plaita/store", "plaita/queue", "plaita/config", "plaita/web", "plaita/roles", "plaita/control"},
+	{"plaita/engine", []string{"plaita/store", "plaita/queue", "plaita/config", "plaita/web", "plaita/roles", "plaita/cli", "plaita/control"},
 		"the engine knows no storage, queue, configuration, HTTP server, role or control plane"},
-	{"plaita/store", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/control"}, "storage is below the roles and reads no configuration"},
-	{"plaita/queue", []string{"plaita/roles", "plaita/web", "plaita/config", "plaita/control", "plaita/engine$", "plaita/engine/nodes"},
+	{"plaita/store", []string{"plaita/roles", "plaita/cli", "plaita/web", "plaita/config", "plaita/control"}, "storage is below the roles and reads no configuration"},
+	{"plaita/queue", []string{"plaita/roles", "plaita/cli", "plaita/web", "plaita/config", "plaita/control", "plaita/engine$", "plaita/engine/nodes"},
 		"the queue is below the roles and the engine"},
-	{"plaita/control", []string{"plaita/roles", "plaita/web", "plaita/config", "github.com/urfave/cli/v3", "github.com/labstack/echo/v4"},
+	{"plaita/control", []string{"plaita/roles", "plaita/cli", "plaita/web", "plaita/config", "github.com/urfave/cli/v3", "github.com/labstack/echo/v4"},
 		"the control plane is shared by the CLI and the console: it prints nothing, speaks no HTTP and reads no configuration"},
-	{"plaita/web", []string{"plaita/roles"}, "the console's HTTP API is an adapter over control/, beside the CLI, not on it"},
+	{"plaita/web", []string{"plaita/roles", "plaita/cli"}, "the console's HTTP API is an adapter over control/, beside the CLI, not on it"},
 	{"plaita/model", []string{"plaita"}, "the domain vocabulary is a leaf every layer may import: it imports only the standard library"},
-	{"plaita/config", []string{"plaita/engine", "plaita/store", "plaita/queue", "plaita/control", "plaita/web", "plaita/roles", "plaita/internal"},
+	{"plaita/config", []string{"plaita/engine", "plaita/store", "plaita/queue", "plaita/control", "plaita/web", "plaita/roles", "plaita/cli", "plaita/internal"},
 		"the configuration is a leaf"},
-	{"plaita/internal", []string{"plaita/roles", "plaita/config", "plaita/control"}, "support packages serve the roles"},
+	{"plaita/internal", []string{"plaita/roles", "plaita/cli", "plaita/config", "plaita/control"}, "support packages serve the roles"},
 }
 
 // directRule forbids the packages of the trees in from to import any package of the forbidden
@@ -71,7 +71,7 @@ type directRule struct {
 var directRules = []directRule{
 	{
 		from: []string{ // the front ends, one tree a line
-			"plaita/roles/cli",
+			"plaita/cli",
 			"plaita/web",
 		},
 		forbidden: []string{"plaita/store", "plaita/store/sqlite", "plaita/store/keys", "plaita/queue"},
@@ -80,7 +80,7 @@ var directRules = []directRule{
 }
 
 // importViolations lists every broken rule, with the import chain that breaks it, every direct
-// import a directRule forbids, and every package outside roles/ and main that imports the
+// import a directRule forbids, and every package outside roles/, cli/ and main that imports the
 // configuration (the loader).
 func importViolations(imports map[string][]string, under func(pkg, tree string) bool) []string {
 	var out []string
@@ -134,11 +134,11 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 		if slices.Contains(imports[p], "plaita/store/storetest") {
 			out = append(out, "forbidden: "+p+" → plaita/store/storetest (a test helper; import it from _test.go files only)")
 		}
-		if p == "plaita" || under(p, "plaita/roles") || under(p, "plaita/config") {
+		if p == "plaita" || under(p, "plaita/roles") || under(p, "plaita/cli") || under(p, "plaita/config") {
 			continue
 		}
 		if slices.Contains(imports[p], "plaita/config") {
-			out = append(out, "forbidden: "+p+" → plaita/config (only roles/ and main.go read the configuration; pass typed settings)")
+			out = append(out, "forbidden: "+p+" → plaita/config (only roles/, cli/ and main.go read the configuration; pass typed settings)")
 		}
 	}
 	return out
@@ -180,8 +180,8 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/web":          {"github.com/redis/rueidis"},
 		// The CLI imports storage directly (a sub-package of its tree too); through control it
 		// may.
-		"plaita/roles/cli":      {"plaita/control", "plaita/store/keys"},
-		"plaita/roles/cli/sub":  {"plaita/queue"},
+		"plaita/cli":            {"plaita/control", "plaita/store/keys"},
+		"plaita/cli/sub":        {"plaita/queue"},
 		"plaita/control":        {"plaita/store", "plaita/queue"},
 		"plaita/roles/settings": {"plaita/store"},
 		"plaita/model":          {"errors", "plaita/store/keys"},
@@ -190,7 +190,7 @@ func TestImportViolationsAreFound(t *testing.T) {
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
 	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis",
-		"plaita/roles/cli → plaita/store/keys", "plaita/roles/cli/sub → plaita/queue", "plaita/model → plaita/store/keys"} {
+		"plaita/cli → plaita/store/keys", "plaita/cli/sub → plaita/queue", "plaita/model → plaita/store/keys"} {
 		found := false
 		for _, v := range got {
 			found = found || strings.Contains(v, want)
@@ -200,7 +200,7 @@ func TestImportViolationsAreFound(t *testing.T) {
 		}
 	}
 	for _, v := range got {
-		if strings.Contains(v, "plaita/roles/cli → plaita/control") || strings.Contains(v, "plaita/roles/settings") {
+		if strings.Contains(v, "plaita/cli → plaita/control") || strings.Contains(v, "plaita/roles/settings") {
 			t.Errorf("a direct rule reported a path through control, or a package outside its trees: %q", v)
 		}
 	}

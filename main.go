@@ -12,7 +12,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 
-	"plaita/roles/cli"
+	"plaita/cli"
 )
 
 // demoFlows are the flows plaita dev publishes: the repository's examples, in the binary so that

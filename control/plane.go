@@ -1,5 +1,5 @@
 // Package control is the control plane's operations, shared by every front end — the operator
-// commands (roles/cli) and the console's HTTP API (web): publish a flow, start one, show an
+// commands (cli/) and the console's HTTP API (web): publish a flow, start one, show an
 // execution with what can be done next and what wakes it, list, resume with the worker's own
 // check, cancel, delete, publish and list events, edit schedules, list and replay dead letters,
 // drain a legacy List queue into the stream (drainlist.go), ask an instance for its status or a

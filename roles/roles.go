@@ -3,7 +3,7 @@
 // is declared; each role's wiring is roles/<role>.go (typed settings from the configuration,
 // roles/settings; its services from roles/<role>/ and internal/), and serve.go is the one
 // lifecycle they all run with. The commands that run them, and the operator commands, are in
-// roles/cli; what the roles do is in roles/<role>/, engine/, store/ and queue/.
+// cli/; what the roles do is in roles/<role>/, engine/, store/ and queue/.
 package roles
 
 import (

@@ -10,7 +10,7 @@ import (
 
 	"plaita/config"
 	"plaita/roles"
-	"plaita/roles/cli"
+	"plaita/cli"
 )
 
 // Every row of the role table is a command of the binary, with the row's summary and the flags of

@@ -23,7 +23,7 @@ import (
 	"plaita/engine/state"
 	"plaita/internal/redistest"
 	"plaita/roles"
-	"plaita/roles/cli"
+	"plaita/cli"
 	"plaita/roles/settings"
 	"plaita/store"
 )

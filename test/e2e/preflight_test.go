@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v3"
 
-	cliapp "plaita/roles/cli"
+	cliapp "plaita/cli"
 )
 
 // The preflight, the logging flags, doctor and the roles table, through the binary. None of
