@@ -33,7 +33,7 @@ RUN apt-get update \
 COPY --from=build /out/plaita /usr/local/bin/plaita
 COPY deploy/docker-entrypoint.sh /usr/local/bin/plaita-entrypoint
 # The demo flows, for the compose stack's seed (plaita flow publish).
-COPY testdata/flows/*.json /usr/share/plaita/flows/
+COPY examples/*.json /usr/share/plaita/flows/
 USER 10001:10001
 # /data holds the console's SQLite database and the writefile jail; owned by the non-root user,
 # so a volume mounted there starts writable.

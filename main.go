@@ -18,7 +18,7 @@ import (
 // demoFlows are the flows plaita dev publishes: the repository's examples, in the binary so that
 // dev shows them wherever the binary runs.
 //
-//go:embed testdata/flows/*.json
+//go:embed examples/*.json
 var demoFlows embed.FS
 
 func main() {
@@ -26,7 +26,7 @@ func main() {
 	// library keeps this one switch for the process; it is set before anything serves metrics.
 	metrics.ExposeMetadata(true)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	flows, err := fs.Sub(demoFlows, "testdata/flows")
+	flows, err := fs.Sub(demoFlows, "examples")
 	if err != nil {
 		panic(err) // the pattern above names that directory
 	}

@@ -64,7 +64,7 @@ type options struct {
 	program string
 }
 
-// WithDemoFlows are the flows plaita dev publishes (the binary's testdata/flows).
+// WithDemoFlows are the flows plaita dev publishes (the binary's examples).
 func WithDemoFlows(flows fs.FS) Option { return func(o *options) { o.demoFlows = flows } }
 
 // WithEnv runs the command tree on env instead of the process's environment: the

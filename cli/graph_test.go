@@ -14,7 +14,7 @@ import (
 // TestFlowGraphDrawsTheConsolesPicture: `plaita flow graph FLOW.json` prints the SVG the
 // console's flow page shows, byte for byte; an invalid flow is exit 2 with its problems.
 func TestFlowGraphDrawsTheConsolesPicture(t *testing.T) {
-	path := filepath.Join("..", "testdata", "flows", "expense-approval.json")
+	path := filepath.Join("..", "examples", "expense-approval.json")
 	var stdout, stderr bytes.Buffer
 	err := App(&stdout, &stderr).Run(context.Background(), []string{"plaita", "flow", "graph", path, "--quiet"})
 	if err != nil {
@@ -37,7 +37,7 @@ func TestFlowGraphDrawsTheConsolesPicture(t *testing.T) {
 	}
 
 	stdout.Reset()
-	bad := filepath.Join("..", "testdata", "flows", "invalid", "unknown-next-target.json")
+	bad := filepath.Join("..", "testdata", "invalid-flows", "unknown-next-target.json")
 	err = App(&stdout, &stderr).Run(context.Background(), []string{"plaita", "flow", "graph", bad, "--quiet"})
 	if code := ExitCode(err, &stderr); code != ExitRejected || stdout.Len() != 0 || !bytes.Contains(stderr.Bytes(), []byte(`nodes[0].next: unknown node "fial"`)) {
 		t.Fatalf("invalid flow: exit %d, stdout %q, stderr %s", code, stdout.String(), stderr.String())

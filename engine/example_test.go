@@ -13,7 +13,7 @@ import (
 // order_id it sets the status the next condition compares with ('paid'), and names what else the
 // flow reads (payment_id) — the documented command then completes the flow.
 func TestExampleEventFollowsTheFlow(t *testing.T) {
-	def, err := os.ReadFile("../testdata/flows/payment-wait.json")
+	def, err := os.ReadFile("../examples/payment-wait.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ type fixtureRun struct {
 	check    func(t *testing.T, st *state.Execution)
 }
 
-// fixtureRuns has the runs of every flow in testdata/flows; a flow without an entry fails
+// fixtureRuns has the runs of every flow in examples; a flow without an entry fails
 // TestFlowsFixtures.
 var fixtureRuns = map[string][]fixtureRun{
 	"hello.json": {

@@ -17,7 +17,7 @@ import (
 
 // addFlowSeeds adds every flow of testdata (good and bad) to the corpus.
 func addFlowSeeds(f *testing.F) {
-	for _, dir := range []string{"../testdata/flows", "../testdata/flows/invalid"} {
+	for _, dir := range []string{"../examples", "../testdata/invalid-flows"} {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
 		for _, p := range files {
 			b, err := os.ReadFile(p)

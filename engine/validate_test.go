@@ -9,8 +9,8 @@ import (
 )
 
 const (
-	flowsDir   = "../testdata/flows"
-	invalidDir = "../testdata/flows/invalid"
+	flowsDir   = "../examples"
+	invalidDir = "../testdata/invalid-flows"
 )
 
 // want is one expected validation problem: its exact path and a substring of its message.
@@ -19,14 +19,14 @@ type want struct {
 	msg  string
 }
 
-// invalidFlow is what Parse must report for one file of testdata/flows/invalid.
+// invalidFlow is what Parse must report for one file of testdata/invalid-flows.
 type invalidFlow struct {
 	problems []want // every problem, exactly: nothing missing, nothing extra
 }
 
 const allowedTop = "unknown field (allowed: id, name, description, version, timeout, repo, max_steps, start, vars, index, nodes)"
 
-// invalidFlows has one entry per file in testdata/flows/invalid; a file without an entry fails
+// invalidFlows has one entry per file in testdata/invalid-flows; a file without an entry fails
 // TestValidateInvalidFlows.
 var invalidFlows = map[string]invalidFlow{
 	// Names that become key segments: a flow id on the task queue's keys, a version and an

@@ -27,7 +27,7 @@ func parse(t testing.TB, src []byte) *engine.Flow {
 
 func readFlow(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "flows", name))
+	b, err := os.ReadFile(filepath.Join("..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ import (
 //
 // Either way it seeds a demo: the tenant "demo", a platform admin "admin" (its password
 // printed once, unless PLAITA_CONSOLE_ADMIN_PASSWORD names one) and the demo flows
-// (testdata/flows, in the binary) published in the default and the demo tenant.
+// (examples, in the binary) published in the default and the demo tenant.
 
 // DevOptions are plaita dev's own flags and what the binary brings.
 type DevOptions struct {

@@ -79,11 +79,11 @@ func TestConsoleUIInTheBrowser(t *testing.T) {
 	t.Logf("%d requests, all to %s", b.requestCount(), b.base)
 }
 
-// uiPublishAndStart publishes testdata/flows/NAME.json through the editor (validate, then
+// uiPublishAndStart publishes examples/NAME.json through the editor (validate, then
 // publish), starts it from its page with input, and returns the execution id.
 func uiPublishAndStart(t *testing.T, b *browser, name, input string) string {
 	t.Helper()
-	def, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "flows", name+".json"))
+	def, err := os.ReadFile(filepath.Join(repoRoot, "examples", name+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func uiApproveLive(t *testing.T, b *browser, id string) {
 func uiWaitingPanels(t *testing.T, s *stack, con *console, b *browser) {
 	t.Helper()
 	for _, name := range []string{"payment-wait", "reminder-delay"} {
-		def, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "flows", name+".json"))
+		def, err := os.ReadFile(filepath.Join(repoRoot, "examples", name+".json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +216,7 @@ func uiWaitingPanels(t *testing.T, s *stack, con *console, b *browser) {
 // newest of its decisions; older entries come on demand.
 func uiLongExecution(t *testing.T, con *console, b *browser) {
 	t.Helper()
-	def, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "flows", "count-to-10000.json"))
+	def, err := os.ReadFile(filepath.Join(repoRoot, "examples", "count-to-10000.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func uiCompletedByTheStream(t *testing.T, con *console, b *browser, id string) {
 // counter moves, then the one the test watches.
 func uiLiveList(t *testing.T, con *console, worker *proc, b *browser) {
 	t.Helper()
-	def, err := os.ReadFile(filepath.Join(repoRoot, "testdata", "flows", "hello.json"))
+	def, err := os.ReadFile(filepath.Join(repoRoot, "examples", "hello.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

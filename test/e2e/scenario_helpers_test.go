@@ -693,7 +693,7 @@ func writeFile(t *testing.T, name, body string) string {
 // repoFlow is the absolute path of a shipped example flow.
 func repoFlow(t *testing.T, name string) string {
 	t.Helper()
-	p, err := filepath.Abs(filepath.Join("..", "..", "testdata", "flows", name))
+	p, err := filepath.Abs(filepath.Join("..", "..", "examples", name))
 	if err != nil {
 		t.Fatal(err)
 	}

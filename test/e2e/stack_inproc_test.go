@@ -94,7 +94,7 @@ func (s *stack) waitShown(id string, want state.Status) stackShown {
 	return sh
 }
 
-// startTestdata is `plaita start testdata/flows/FILE --input INPUT`: it publishes the file's
+// startTestdata is `plaita start examples/FILE --input INPUT`: it publishes the file's
 // flow and enqueues an execution of it.
 func (s *stack) startTestdata(file, input string) string {
 	s.t.Helper()
