@@ -126,9 +126,17 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 				}
 			}
 		}
-		// The console's API builds no Redis command: it calls store/ and control/.
+		// The console's API builds no Redis command: it calls control/.
 		if under(p, "plaita/web") && slices.Contains(imports[p], "github.com/redis/rueidis") {
-			out = append(out, "forbidden: "+p+" → github.com/redis/rueidis (the console's API calls store/ and control/; Redis commands live in store/ and queue/)")
+			out = append(out, "forbidden: "+p+" → github.com/redis/rueidis (the console's API calls control/; Redis commands live in store/ and queue/)")
+		}
+		// test/ is the tests' room (the scenarios, redistest, testutil): no program links it.
+		if !under(p, "plaita/test") {
+			for _, q := range imports[p] {
+				if under(q, "plaita/test") {
+					out = append(out, "forbidden: "+p+" → "+q+" (a test helper; import it from _test.go files only)")
+				}
+			}
 		}
 		// The shared storage contract is for tests: no program links it.
 		if slices.Contains(imports[p], "plaita/store/storetest") {
@@ -186,11 +194,13 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/roles/settings": {"plaita/store"},
 		"plaita/model":          {"errors", "plaita/store/keys"},
 		"plaita/store/keys":     nil,
+		"plaita/store/sqlite":   {"plaita/test/redistest"},
 	}
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
 	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis",
-		"plaita/cli → plaita/store/keys", "plaita/cli/sub → plaita/queue", "plaita/model → plaita/store/keys"} {
+		"plaita/cli → plaita/store/keys", "plaita/cli/sub → plaita/queue", "plaita/model → plaita/store/keys",
+		"plaita/store/sqlite → plaita/test/redistest"} {
 		found := false
 		for _, v := range got {
 			found = found || strings.Contains(v, want)

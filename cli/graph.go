@@ -9,8 +9,8 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/nodes"
-	"plaita/roles/settings"
 	"plaita/graph"
+	"plaita/roles/settings"
 )
 
 // flowGraphCommand draws FLOW.json as SVG on stdout: the picture the console's flow page

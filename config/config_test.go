@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"plaita/internal/testutil"
+	"plaita/test/testutil"
 )
 
 func load(t *testing.T, role Role, strict bool, env map[string]string, opts ...Option) (*Config, error) {

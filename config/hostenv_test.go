@@ -9,15 +9,15 @@ import (
 )
 
 // TestNoEnvironmentReadsOutsideConfig keeps the registry the one reader of the environment:
-// product code outside config/ uses config keys or HostEnv. Test support (internal/redistest,
-// _test.go files) may read its own variables.
+// product code outside config/ uses config keys or HostEnv. Test support (test/: the
+// scenarios and their helpers; _test.go files) may read its own variables.
 func TestNoEnvironmentReadsOutsideConfig(t *testing.T) {
 	re := regexp.MustCompile(`os\.(Getenv|LookupEnv|Environ)\(`)
 	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || path == filepath.Join("..", "config") || path == filepath.Join("..", "internal", "redistest")) {
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata" || path == filepath.Join("..", "config") || path == filepath.Join("..", "test")) {
 			return filepath.SkipDir
 		}
 		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {

@@ -14,10 +14,10 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // The operations' contract against a real Redis: what each returns, and each refusal's class

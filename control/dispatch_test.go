@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // PlanDispatch: only running workers of the start's queue with a fresh snapshot and a free

@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
 	"plaita/store"
 	"plaita/store/keys"
 	"plaita/store/sqlite"
+	"plaita/test/redistest"
 )
 
 // syncFixture is a control plane with a console database of its own.

@@ -9,10 +9,10 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // registerInstance writes a live instance of role into the fixture's registry.

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/test/redistest"
 )
 
 // TestStartRetriesAnEnqueueARestartBroke: the task stream on a private redis-server that is

@@ -8,10 +8,10 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // The wake-up report (what `execution show` prints), against a private Redis (the registry lives under

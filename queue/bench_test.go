@@ -10,7 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // benchQueue is a queue on a private root of the shared test Redis.

@@ -9,7 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // The queue, its DLQ and the markers hash to different slots; no command may span them.

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // The member is byte for byte the format of docs/wakeups.md; the score is the due time in ms.

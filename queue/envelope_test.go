@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 func TestValidate(t *testing.T) {

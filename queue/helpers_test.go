@@ -15,8 +15,8 @@ import (
 
 	"plaita/config"
 	"plaita/engine"
-	"plaita/internal/redistest"
-	"plaita/internal/testutil"
+	"plaita/test/redistest"
+	"plaita/test/testutil"
 )
 
 // minIdle is PLAITA_CLAIM_MIN_IDLE_MS in these tests.

@@ -19,11 +19,11 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/internal/service"
-	"plaita/internal/testutil"
 	"plaita/store"
 	"plaita/store/sqlite"
+	"plaita/test/redistest"
+	"plaita/test/testutil"
 	"plaita/web"
 )
 

@@ -18,9 +18,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
-	"plaita/internal/redistest"
 	"plaita/store/keys"
 	"plaita/store/sqlite"
+	"plaita/test/redistest"
 )
 
 // lockedBuffer is a log the test reads while the console writes it.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // The wait for Redis tries again with a backoff until a connect succeeds and hands that client

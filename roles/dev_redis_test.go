@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // dev's choice of a Redis, against private redis-servers: an empty one and one with plaita's

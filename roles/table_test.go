@@ -8,9 +8,9 @@ import (
 
 	ucli "github.com/urfave/cli/v3"
 
+	"plaita/cli"
 	"plaita/config"
 	"plaita/roles"
-	"plaita/cli"
 )
 
 // Every row of the role table is a command of the binary, with the row's summary and the flags of

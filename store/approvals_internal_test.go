@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // A member re-scored between the listing's read and its prune (the execution suspended at an

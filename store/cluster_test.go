@@ -11,9 +11,9 @@ import (
 	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // Every script (acquire, renew, release, fenced save, fenced delete, the list page) and every

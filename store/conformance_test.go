@@ -9,10 +9,10 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
 	"plaita/store/storetest"
+	"plaita/test/redistest"
 )
 
 // One storage contract (store/storetest), run against every backend: the memory backend (plaita

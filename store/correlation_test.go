@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // corrSub is a correlated wait of ex on type "payment", indexed under EVENT.<path> == value.

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 func TestLeaseHeldRenewRelease(t *testing.T) {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // numsub is how many subscribers a channel has.

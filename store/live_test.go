@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // Who listens: an execution's channel, a tenant's status channel (the default tenant's and

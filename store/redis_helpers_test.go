@@ -11,10 +11,10 @@ import (
 
 	"plaita/config"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
-	"plaita/internal/testutil"
 	"plaita/roles/settings"
 	"plaita/store"
+	"plaita/test/redistest"
+	"plaita/test/testutil"
 )
 
 // fixture is one test's storage over its own key root.

@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // regFixture is one test's registry over its own key root, with raw access for inspection.

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 func newSchedule(id, tenant, spec string) store.Schedule {

@@ -3,8 +3,8 @@ package store_test
 import (
 	"testing"
 
-	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // Commands show up in the count, those inside scripts included.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"testing"
 
-	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // A survey of a private Redis: empty; plaita's keys only (the root's and the hash-tagged

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
 	"plaita/model"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // platform is the fixture's platform key space (tenant status, quota, running slots).

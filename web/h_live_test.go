@@ -10,9 +10,9 @@ import (
 
 	"plaita/control"
 	"plaita/engine/state"
-	"plaita/internal/testutil"
 	"plaita/store"
 	"plaita/store/sqlite"
+	"plaita/test/testutil"
 )
 
 // The live streams' protocol over real HTTP against a real Redis, with the test in the

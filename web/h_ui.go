@@ -18,9 +18,9 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"plaita/control"
+	"plaita/graph"
 	"plaita/model"
 	"plaita/web/ui"
-	"plaita/graph"
 )
 
 // The console's web pages (docs/console.md, "The web UI"): server-rendered html/template pages

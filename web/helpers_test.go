@@ -20,10 +20,10 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/sqlite"
+	"plaita/test/redistest"
 )
 
 // The API's tests run over real HTTP: the server on a random port of 127.0.0.1, a SQLite file

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
 	"plaita/store/sqlite"
+	"plaita/test/redistest"
 )
 
 // TestRedisGoneIs503: with its Redis killed, every endpoint over Redis answers 503

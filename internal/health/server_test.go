@@ -15,8 +15,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"plaita/internal/redistest"
 	"plaita/internal/service"
+	"plaita/test/redistest"
 )
 
 // srvStart serves s on 127.0.0.1:<ephemeral> and stops it at cleanup.

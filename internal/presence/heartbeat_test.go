@@ -11,9 +11,9 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"plaita/internal/redistest"
 	"plaita/internal/service"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 func TestRegistryHeartbeatRefreshes(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
-	"plaita/internal/redistest"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // regCtx is a bounded context: rueidis retries reads for as long as the server is away.

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/test/redistest"
 )
 
 // BenchmarkDelayFired measures delay-queue entries sent per second: b.N due entries, moved by

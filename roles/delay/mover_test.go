@@ -15,8 +15,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
+	"plaita/test/redistest"
 )
 
 // logBuf collects log lines written from several goroutines.

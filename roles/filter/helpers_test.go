@@ -14,10 +14,10 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 func keysFor(t testing.TB, root, tenant string) keys.Space {

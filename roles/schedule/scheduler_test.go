@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // clock is a test clock the schedulers share.

@@ -14,9 +14,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/internal/health"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/settings"
+	"plaita/test/redistest"
 )
 
 // scrape serves set with one collector on 127.0.0.1 and returns the /metrics body of each call.

@@ -19,11 +19,11 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/presence"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // dispatchFix is one test's private root, queue, store and node registry.

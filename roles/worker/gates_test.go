@@ -17,11 +17,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 func TestDenyRepos(t *testing.T) {

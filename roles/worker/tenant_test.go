@@ -11,11 +11,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // gatesCfg loads a non-strict worker configuration from env, for the settings builders: a

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // The console from the binary, attacked as an outsider would: the pages do no work for an

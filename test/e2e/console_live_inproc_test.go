@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/testutil"
+	"plaita/test/testutil"
 )
 
 // The console's live stream with the roles in process: `plaita console` and `plaita worker` on the

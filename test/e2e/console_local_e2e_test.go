@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // Local mode from the binary: `plaita console` with no Redis reachable runs executions in its

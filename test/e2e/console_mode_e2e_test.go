@@ -18,7 +18,7 @@ import (
 
 	_ "modernc.org/sqlite"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // Which mode a console starts in, from the binary: a console whose database has served with

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // plaita dev from the binary: with no Redis reachable it runs the demo in local mode (a delay,

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/redistest"
+	"plaita/test/redistest"
 )
 
 // plaita dev and a Redis it is given with --redis-url: it runs on it whatever keys it holds

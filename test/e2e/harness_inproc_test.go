@@ -19,13 +19,13 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
+	"plaita/cli"
 	"plaita/config"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/roles"
-	"plaita/cli"
 	"plaita/roles/settings"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // stack is one scenario: a private redis-server, the environment every role and command of it

@@ -32,9 +32,9 @@ import (
 
 	"plaita/config"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/roles/settings"
 	"plaita/store"
+	"plaita/test/redistest"
 )
 
 // binary is the plaita binary TestMain builds; repoRoot is the module's root directory (the

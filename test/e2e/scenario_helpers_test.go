@@ -24,11 +24,11 @@ import (
 	"plaita/config"
 	"plaita/engine"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/schedule"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // approvalFlow waits for an order.approved event of the input's order, then ends with the

@@ -17,11 +17,11 @@ import (
 
 	"plaita/config"
 	"plaita/engine/state"
-	"plaita/internal/redistest"
 	"plaita/queue"
 	"plaita/roles/schedule"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/test/redistest"
 )
 
 // Acceptance scenarios of the schedule role: real `plaita schedule` and `plaita worker`

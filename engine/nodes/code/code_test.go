@@ -21,8 +21,8 @@ import (
 	"plaita/engine"
 	"plaita/engine/nodes/sandbox"
 	"plaita/engine/state"
-	"plaita/internal/testutil"
 	"plaita/store"
+	"plaita/test/testutil"
 )
 
 // ---- helpers ----

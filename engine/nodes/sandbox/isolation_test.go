@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/testutil"
+	"plaita/test/testutil"
 )
 
 // The isolation tests run this test binary again as the process that starts the child (the

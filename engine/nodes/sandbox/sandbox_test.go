@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"plaita/internal/testutil"
+	"plaita/test/testutil"
 )
 
 // host is what a worker passes: its own PATH, so that /bin/sh finds its tools.
