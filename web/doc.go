@@ -1,13 +1,11 @@
 // Package web is the console's HTTP API (`plaita console`, docs/console.md): echo for the
 // server and its middleware, huma for typed handlers, request validation and the OpenAPI 3.1
-// document generated from them (GET /api/openapi.json). It is an adapter over package control
-// — the operations the CLI runs, refused with the same words; control.Catalog for flow drafts
-// and the record of published versions — and over store/sqlite (tenants, users, members,
-// sessions, API keys, the audit trail); it holds no business rule of its own,
-// builds no Redis command and no SQL, and reads no configuration (roles/console.go passes
-// Settings). Besides the handlers it has the one job that joins the database and Redis: the
-// tenant-status reconcile (tenantstatus.go), which roles/console.go runs at start and
-// periodically and POST /api/cluster/tenant-status/reconcile runs on request. h_ctl.go asks one
+// document generated from them (GET /api/openapi.json; its snapshot is docs/openapi.json). It
+// is an adapter over package control and nothing else — the operations the CLI runs, refused
+// with the same words; control.Catalog for flow drafts and the record of published versions;
+// control.Accounts for tenants, users, members, sessions, API keys, the audit trail and the
+// tenant-status reconcile — it imports no storage package, holds no business rule of its own,
+// and reads no configuration (roles/console.go builds its Deps and Settings). h_ctl.go asks one
 // instance of the cluster over its control channel (status, drain), as `plaita ctl` does.
 // waiting.go is what the console serves on its port while it waits for Redis at start (a
 // database that has served with Redis gets no local mode): 503 everywhere, with the reason.
@@ -57,7 +55,7 @@
 // # The web UI
 //
 // h_ui*.go serve the pages under /ui/ (templates and static files embedded from web/ui, the
-// flow pictures from web/ui/graph): each page calls the API's routes in process as its caller
+// flow pictures from package graph): each page calls the API's routes in process as its caller
 // (uiServer.call: their cookie, the page's tenant, their CSRF token), so a page has no access
 // rule, check or audit row of its own; a live region follows an API stream through
 // uiServer.relay (the same route, flushed to the browser, the tenant from the page's cookie).
