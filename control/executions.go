@@ -455,13 +455,8 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 		return Done{}, err
 	}
 	out := Done{ExecutionID: id, TenantID: ts.Tenant(), Action: "cancel", Was: st.Status}
-	switch {
-	case st.Status == state.Cancelled:
-		out.Result = "already_cancelled"
-		return out, nil
-	case st.Status.Terminal():
-		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
-			Message: fmt.Sprintf("execution %s is already %s; nothing to cancel", id, st.Status)}
+	if out, stop, err := cancelled(out, st); stop {
+		return out, err
 	}
 	if err := ts.SetCancel(ctx, id); err != nil {
 		return Done{}, fmt.Errorf("execution %s: %w", id, err)
@@ -473,21 +468,45 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 	return out, nil
 }
 
+// cancelled is the part of a cancel both runtimes decide the same way: an execution cancelled
+// already is what was asked for (stop, "already_cancelled"), a completed or failed one a
+// Conflict; any other goes on to be cancelled.
+func cancelled(out Done, st *state.Execution) (Done, bool, error) {
+	switch {
+	case st.Status == state.Cancelled:
+		out.Result = "already_cancelled"
+		return out, true, nil
+	case st.Status.Terminal():
+		return Done{}, true, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
+			Message: fmt.Sprintf("execution %s is already %s; nothing to cancel", st.ExecutionID, st.Status)}
+	}
+	return out, false, nil
+}
+
+// deletable is the part of a delete both runtimes decide the same way, on the execution it
+// loaded (st, err): an unreadable one (corrupt) is deleted as it is — no worker can run it — and
+// a running or pending one is refused without force. was is the status the answer reports.
+func deletable(st *state.Execution, err error, corrupt, force bool) (was state.Status, _ error) {
+	switch {
+	case corrupt:
+		return wasCorrupt, nil
+	case err != nil:
+		return "", err
+	case (st.Status == state.Running || st.Status == state.Pending) && !force:
+		return "", &Refusal{Class: Conflict, Code: "running", Execution: st,
+			Message: fmt.Sprintf("execution %s is %s; cancel it first, or pass --force", st.ExecutionID, st.Status)}
+	}
+	return st.Status, nil
+}
+
 // Delete removes an execution's state and keys and writes its tombstone. A running or pending
 // one is a Conflict unless force; an unreadable one is deleted as it is (no worker can run it).
 func (p *Plane) Delete(ctx context.Context, tenant, id string, force bool) (Done, error) {
 	ts, st, err := p.load(ctx, tenant, id)
 	var ce *store.CorruptStateError
-	was := wasCorrupt
-	switch {
-	case errors.As(err, &ce):
-	case err != nil:
+	was, err := deletable(st, err, errors.As(err, &ce), force)
+	if err != nil {
 		return Done{}, err
-	case (st.Status == state.Running || st.Status == state.Pending) && !force:
-		return Done{}, &Refusal{Class: Conflict, Code: "running", Execution: st,
-			Message: fmt.Sprintf("execution %s is %s; cancel it first, or pass --force", id, st.Status)}
-	default:
-		was = st.Status
 	}
 	if err := ts.Delete(ctx, id); err != nil {
 		return Done{}, fmt.Errorf("execution %s: %w", id, err)

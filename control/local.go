@@ -358,13 +358,8 @@ func (l *Local) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 		return Done{}, err
 	}
 	out := Done{ExecutionID: id, TenantID: tenant, Action: "cancel", Was: st.Status}
-	switch {
-	case st.Status == state.Cancelled:
-		out.Result = "already_cancelled"
-		return out, nil
-	case st.Status.Terminal():
-		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
-			Message: fmt.Sprintf("execution %s is already %s; nothing to cancel", id, st.Status)}
+	if out, stop, err := cancelled(out, st); stop {
+		return out, err
 	}
 	if err := l.x.RequestCancel(ctx, id); err != nil {
 		return Done{}, fmt.Errorf("execution %s: %w", id, err)
@@ -381,16 +376,10 @@ func (l *Local) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 // Delete removes an execution. A running one is a Conflict unless force.
 func (l *Local) Delete(ctx context.Context, tenant, id string, force bool) (Done, error) {
 	tenant, st, err := l.load(ctx, tenant, id)
-	was := wasCorrupt
-	switch r := AsRefusal(err); {
-	case r != nil && r.Code == "state_corrupt":
-	case err != nil:
+	r := AsRefusal(err)
+	was, err := deletable(st, err, r != nil && r.Code == "state_corrupt", force)
+	if err != nil {
 		return Done{}, err
-	case (st.Status == state.Running || st.Status == state.Pending) && !force:
-		return Done{}, &Refusal{Class: Conflict, Code: "running", Execution: st,
-			Message: fmt.Sprintf("execution %s is %s; cancel it first, or pass --force", id, st.Status)}
-	default:
-		was = st.Status
 	}
 	l.run.disarm(id)
 	if err := l.x.Delete(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
