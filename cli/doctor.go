@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/urfave/cli/v3"
 
 	"plaita/config"
 	"plaita/control"
+	"plaita/internal/callctx"
 	"plaita/roles"
 )
 
@@ -110,7 +110,7 @@ func checkRedisKeys(ctx context.Context, cfg *config.Config) *redisCheck {
 		return rc
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := callctx.Within(ctx, callctx.RedisOp)
 	defer cancel()
 	if err := control.CheckQueueKeys(ctx, c, config.QueueName.In(cfg), config.DLQKey.In(cfg)); err != nil {
 		rc.Problem = err.Error()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"plaita/internal/callctx"
 	"plaita/internal/service"
 	"plaita/store/sqlite"
 )
@@ -272,7 +273,7 @@ func (b *Bulk) batch(ctx context.Context, ref sqlite.JobRef) (int, error) {
 		}
 		out = append(out, rec)
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	rctx, cancel := callctx.Detached(ctx, callctx.RedisOp)
 	defer cancel()
 	j, err = b.jobs.RecordJobItems(rctx, j.Tenant, j.ID, b.s.Runner, b.s.Lease, out)
 	if err != nil {

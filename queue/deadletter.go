@@ -373,7 +373,7 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 	id, err := Enqueue(ctx, c, q.stream, env)
 	if err != nil {
 		// Give the marker back so the replay can be retried; a failed DEL only delays that.
-		dctx, cancel := callctx.Detached(ctx, 5*time.Second)
+		dctx, cancel := callctx.Detached(ctx, callctx.Cleanup)
 		c.Do(dctx, c.B().Del().Key(marker).Build())
 		cancel()
 		return res, fmt.Errorf("replay %s: %w", dlqID, err)

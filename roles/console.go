@@ -18,6 +18,7 @@ import (
 	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
+	"plaita/internal/callctx"
 	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
@@ -83,7 +84,7 @@ type consoleOptions struct {
 }
 
 func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger, o consoleOptions) error {
-	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
+	openCtx, cancelOpen := callctx.Within(ctx, callctx.Start)
 	defer cancelOpen()
 	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
 	if err != nil {
@@ -141,7 +142,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	}
 	cancelOpen()
 	// The start's own budget begins now: a console that waited for Redis starts afresh.
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	startCtx, cancel := callctx.Within(ctx, callctx.Start)
 	defer cancel()
 	if err != nil {
 		deps.RedisErr = err

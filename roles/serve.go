@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/internal/callctx"
 	"plaita/internal/health"
 	"plaita/internal/presence"
 	"plaita/internal/service"
@@ -72,7 +73,7 @@ func (r roleProcess) serve(ctx context.Context, log zerolog.Logger) error {
 func (r roleProcess) run(ctx context.Context, log zerolog.Logger) error {
 	ctx, requestStop := context.WithCancelCause(ctx)
 	defer requestStop(nil)
-	startCtx, cancelStart := context.WithTimeout(ctx, 30*time.Second)
+	startCtx, cancelStart := callctx.Within(ctx, callctx.Start)
 	defer cancelStart()
 	all := []service.Named{{Name: "metrics server", Service: r.server}}
 	if r.registry != nil {

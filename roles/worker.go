@@ -14,6 +14,7 @@ import (
 	"plaita/engine/nodes"
 	"plaita/engine/nodes/writefile"
 	"plaita/internal/alert"
+	"plaita/internal/callctx"
 	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/queue"
@@ -39,7 +40,7 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 		if err != nil {
 			return roleProcess{}, err
 		}
-		groupCtx, cancelGroup := context.WithTimeout(ctx, 30*time.Second)
+		groupCtx, cancelGroup := callctx.Within(ctx, callctx.Start)
 		defer cancelGroup()
 		if err := w.queue.EnsureGroup(groupCtx); err != nil {
 			return roleProcess{}, fmt.Errorf("consumer group: %w", err)

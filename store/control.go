@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"plaita/internal/callctx"
 	"plaita/store/keys"
 )
 
@@ -97,7 +98,7 @@ func (c *Control) Ask(ctx context.Context, id string, req ControlRequest) (int64
 func (c *Control) Await(ctx context.Context, id string, wait time.Duration) (ControlReply, bool, error) {
 	key := c.sp.RegistryReply(id)
 	// BLPOP's timeout is in seconds (fractions from Redis 6); the call's own deadline is past it.
-	ctx, cancel := context.WithTimeout(ctx, wait+5*time.Second)
+	ctx, cancel := callctx.Within(ctx, wait+callctx.BlockingSlack)
 	defer cancel()
 	kv, err := c.c.Do(ctx, c.c.B().Blpop().Key(key).Timeout(max(wait.Seconds(), 0.01)).Build()).AsStrSlice()
 	switch {

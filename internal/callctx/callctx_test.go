@@ -43,3 +43,20 @@ func mustDeadline(t *testing.T, ctx context.Context) time.Time {
 	}
 	return dl
 }
+
+func TestWithinIsTheSoonerOfTheTwo(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	ctx, done := Within(parent, time.Second)
+	defer done()
+	if dl, _ := ctx.Deadline(); time.Until(dl) > time.Second {
+		t.Errorf("a caller's longer deadline was kept: %v left", time.Until(dl))
+	}
+	short, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	ctx2, done2 := Within(short, time.Hour)
+	defer done2()
+	if dl, _ := ctx2.Deadline(); dl != mustDeadline(t, short) {
+		t.Errorf("deadline %v, want the caller's sooner %v", dl, mustDeadline(t, short))
+	}
+}

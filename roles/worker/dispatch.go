@@ -436,7 +436,7 @@ func (p *Dispatcher) next(ctx context.Context, consumer string, k int, reclaim b
 	var ds []queue.Delivery
 	var err error
 	if reclaim {
-		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		octx, cancel := callctx.Within(ctx, callctx.RedisOp)
 		ds, err = q.Reclaim(octx, consumer, k)
 		cancel()
 		if err != nil && ctx.Err() == nil {
@@ -444,7 +444,7 @@ func (p *Dispatcher) next(ctx context.Context, consumer string, k int, reclaim b
 		}
 	}
 	if len(ds) == 0 && ctx.Err() == nil {
-		octx, cancel := context.WithTimeout(ctx, p.d.ReadBlock+10*time.Second)
+		octx, cancel := callctx.Within(ctx, p.d.ReadBlock+callctx.BlockingSlack)
 		ds, err = q.Read(octx, consumer, k, p.d.ReadBlock)
 		cancel()
 		if err != nil && ctx.Err() == nil {
@@ -457,7 +457,7 @@ func (p *Dispatcher) next(ctx context.Context, consumer string, k int, reclaim b
 
 func (p *Dispatcher) readFailed(ctx context.Context, op string, err error) {
 	if errors.Is(err, queue.ErrNoGroup) {
-		octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		octx, cancel := callctx.Within(ctx, callctx.RedisOp)
 		gerr := p.d.Queue.EnsureGroup(octx)
 		cancel()
 		if gerr == nil {

@@ -12,6 +12,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/callctx"
 	"plaita/internal/service"
 	"plaita/store"
 )
@@ -90,7 +91,7 @@ func (o *Observer) Stop(ctx context.Context) {
 // Refresh reads who listens. Until the first read succeeds, and while reads fail, every event is
 // published (nothing is lost to an unknown answer).
 func (o *Observer) Refresh(ctx context.Context) {
-	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	octx, cancel := callctx.Within(ctx, callctx.Publish)
 	defer cancel()
 	w, err := o.live.Listened(octx)
 	if err != nil {
@@ -152,7 +153,7 @@ func (o *Observer) send(ctx context.Context, offer liveOffer) {
 		o.failed.Inc()
 		return
 	}
-	octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	octx, cancel := callctx.Within(ctx, callctx.Publish)
 	defer cancel()
 	for _, to := range []struct {
 		on  bool

@@ -67,6 +67,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/nodes/sandbox"
+	"plaita/internal/callctx"
 )
 
 // Languages and backends.
@@ -248,7 +249,7 @@ func New(o Options, sb sandbox.Options, log zerolog.Logger, opts ...Option) (*Ty
 		t.probe = t.dockerProbe
 	}
 	if t.defaultBackend == Docker {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		ctx, cancel := callctx.Within(context.Background(), callctx.Probe)
 		err := t.probe(ctx)
 		cancel()
 		if err != nil {
