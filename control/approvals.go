@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,12 +26,12 @@ const (
 
 // Approvals is one page of the tenant's pending approvals, newest first.
 func (p *Plane) Approvals(ctx context.Context, tenant, cursor string, limit int) (store.ApprovalPage, error) {
+	if err := checkLimit(cmp.Or(limit, DefaultListLimit), MaxListLimit); err != nil {
+		return store.ApprovalPage{}, err
+	}
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return store.ApprovalPage{}, err
-	}
-	if limit < 0 || limit > store.MaxListLimit {
-		return store.ApprovalPage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1–%d", limit, store.MaxListLimit)
 	}
 	page, err := ts.Approvals(ctx, cursor, limit)
 	if errors.Is(err, store.ErrInvalid) {

@@ -75,8 +75,8 @@ type DeadLetterPage struct {
 // among them still has a next page when more entries remain.
 func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLetterPage, error) {
 	limit := req.Limit
-	if limit < 1 || limit > 1000 {
-		return DeadLetterPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to 1000", limit)
+	if err := checkLimit(limit, MaxListLimit); err != nil {
+		return DeadLetterPage{}, err
 	}
 	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {

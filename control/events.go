@@ -101,8 +101,8 @@ func (p *Plane) ListEvents(ctx context.Context, req EventList) (store.EventPage,
 			return store.EventPage{}, refuse(Invalid, "invalid_event_type", err, "%v", err)
 		}
 	}
-	if req.Limit < 1 || req.Limit > store.MaxEventList {
-		return store.EventPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", req.Limit, store.MaxEventList)
+	if err := checkLimit(req.Limit, MaxEventList); err != nil {
+		return store.EventPage{}, err
 	}
 	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {

@@ -233,8 +233,8 @@ func (p *Plane) Flows(ctx context.Context, tenant string, limit int) ([]store.Fl
 // FlowPage is a page of the tenant's published flows after cursor ("" for the first),
 // most recently published first.
 func (p *Plane) FlowPage(ctx context.Context, tenant, cursor string, limit int) (store.FlowPage, error) {
-	if limit < 1 || limit > store.MaxFlowList {
-		return store.FlowPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, store.MaxFlowList)
+	if err := checkLimit(limit, MaxFlowList); err != nil {
+		return store.FlowPage{}, err
 	}
 	tenant, err := p.Tenant(tenant)
 	if err != nil {

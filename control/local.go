@@ -171,8 +171,8 @@ func (l *Local) publishedFlow(ctx context.Context, tenant, flowID, version strin
 // FlowPage lists the tenant's published flows, most recently published first. Local mode
 // answers with one page: every flow of the tenant up to sqlite.MaxLimit (a cursor is refused).
 func (l *Local) FlowPage(ctx context.Context, tenant, cursor string, limit int) (store.FlowPage, error) {
-	if limit < 1 || limit > min(store.MaxFlowList, sqlite.MaxLimit) {
-		return store.FlowPage{}, refuse(Invalid, "invalid_limit", nil, "--limit %d: use 1 to %d", limit, min(store.MaxFlowList, sqlite.MaxLimit))
+	if err := checkLimit(limit, min(MaxFlowList, sqlite.MaxLimit)); err != nil {
+		return store.FlowPage{}, err
 	}
 	if cursor != "" {
 		return store.FlowPage{}, refuse(Invalid, "invalid_cursor", nil, "cursor %q: local mode lists its flows in one page", cursor)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -143,15 +144,13 @@ func (l *Local) deliver(ctx context.Context, ev store.Event, data any) (waiting,
 // Approvals is one page of the tenant's pending approvals, by execution id; cursor is the
 // next_cursor of the page before.
 func (l *Local) Approvals(ctx context.Context, tenant, cursor string, limit int) (store.ApprovalPage, error) {
+	limit = cmp.Or(limit, DefaultListLimit)
+	if err := checkLimit(limit, MaxListLimit); err != nil {
+		return store.ApprovalPage{}, err
+	}
 	tenant, err := l.Tenant(tenant)
 	if err != nil {
 		return store.ApprovalPage{}, err
-	}
-	if limit < 0 || limit > store.MaxListLimit {
-		return store.ApprovalPage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1–%d", limit, store.MaxListLimit)
-	}
-	if limit == 0 {
-		limit = store.DefaultListLimit
 	}
 	if cursor != "" {
 		if err := keys.ValidID(cursor); err != nil {

@@ -22,6 +22,14 @@ const (
 	MaxFlowList      = store.MaxFlowList
 )
 
+// checkLimit refuses a page size outside 1 to max: the one refusal of every list.
+func checkLimit(limit, max int) error {
+	if limit < 1 || limit > max {
+		return refuse(Invalid, "invalid_limit", nil, "limit %d: use 1 to %d", limit, max)
+	}
+	return nil
+}
+
 // ListLimit is the policy applied to a requested limit: 0 (none asked) is DefaultListLimit,
 // anything above max is max.
 func ListLimit(limit, max int) int {

@@ -243,8 +243,8 @@ type scheduleCursor struct {
 // SchedulePage lists a page of the tenant's schedules, oldest first. A schedule deleted since
 // the page before does not shift the next one.
 func (p *Plane) SchedulePage(ctx context.Context, req ScheduleList) (SchedulePage, error) {
-	if req.Limit < 1 || req.Limit > MaxScheduleList {
-		return SchedulePage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1 to %d", req.Limit, MaxScheduleList)
+	if err := checkLimit(req.Limit, MaxScheduleList); err != nil {
+		return SchedulePage{}, err
 	}
 	var after *scheduleCursor
 	if req.Cursor != "" {

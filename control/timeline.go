@@ -42,8 +42,8 @@ func timelinePage(ctx context.Context, src liveSource, tenant, id string, after,
 	if limit == 0 {
 		limit = DefaultTimelineLimit
 	}
-	if limit < 1 || limit > MaxTimelineLimit {
-		return TimelinePage{}, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1 to %d", limit, MaxTimelineLimit)
+	if err := checkLimit(limit, MaxTimelineLimit); err != nil {
+		return TimelinePage{}, err
 	}
 	if after < 0 {
 		return TimelinePage{}, refuse(Invalid, "invalid_after", nil, "after %d: use a timeline seq (0 for the oldest)", after)

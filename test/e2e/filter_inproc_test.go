@@ -242,7 +242,7 @@ func TestE2EEventCommandRefusesBadInput(t *testing.T) {
 		{[]string{"event", "publish", "ok", "--id", "a b"}, 2, "invalid execution id"},
 		{[]string{"event", "publish", "ok", "--tenant", "Bad"}, 2, "invalid tenant"},
 		{[]string{"event", "list", "--type", "x{y}"}, 2, "invalid key name"},
-		{[]string{"event", "list", "--limit", "0"}, 2, "--limit 0"},
+		{[]string{"event", "list", "--limit", "0"}, 2, "limit 0: use 1 to"},
 	} {
 		r := run(t, env, append(tc.args, "--quiet")...)
 		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
