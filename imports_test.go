@@ -53,7 +53,8 @@ var importRules = []rule{
 		"the queue is below the roles and the engine"},
 	{"plaita/control", []string{"plaita/roles", "plaita/cli", "plaita/web", "plaita/config", "github.com/urfave/cli/v3", "github.com/labstack/echo/v4"},
 		"the control plane is shared by the CLI and the console: it prints nothing, speaks no HTTP and reads no configuration"},
-	{"plaita/web", []string{"plaita/roles", "plaita/cli"}, "the console's HTTP API is an adapter over control/, beside the CLI, not on it"},
+	{"plaita/web", []string{"plaita/roles", "plaita/cli"}, "the console (its API and its pages) is an adapter over control/, beside the CLI, not on it"},
+	{"plaita/web/api", []string{"plaita/web/ui"}, "the web UI calls the API as any caller does; the API knows nothing of the pages"},
 	{"plaita/model", []string{"plaita"}, "the domain vocabulary is a leaf every layer may import: it imports only the standard library"},
 	{"plaita/config", []string{"plaita/engine", "plaita/store", "plaita/queue", "plaita/control", "plaita/web", "plaita/roles", "plaita/cli", "plaita/internal"},
 		"the configuration is a leaf"},
@@ -186,6 +187,8 @@ func TestImportViolationsAreFound(t *testing.T) {
 		"plaita/queue":        {"plaita/store", "plaita/config"},
 		"plaita/config":       nil,
 		"plaita/web":          {"github.com/redis/rueidis"},
+		"plaita/web/api":      {"plaita/web/ui/sub"},
+		"plaita/web/ui/sub":   nil,
 		// The CLI imports storage directly (a sub-package of its tree too); through control it
 		// may.
 		"plaita/cli":            {"plaita/control", "plaita/store/keys"},
@@ -198,7 +201,7 @@ func TestImportViolationsAreFound(t *testing.T) {
 	}
 	under := func(pkg, tree string) bool { return pkg == tree || strings.HasPrefix(pkg, tree+"/") }
 	got := importViolations(graph, under)
-	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis",
+	for _, want := range []string{"plaita/engine → plaita/store", "plaita/queue → plaita/config", "plaita/web → github.com/redis/rueidis", "plaita/web/api → plaita/web/ui/sub",
 		"plaita/cli → plaita/store/keys", "plaita/cli/sub → plaita/queue", "plaita/model → plaita/store/keys",
 		"plaita/store/sqlite → plaita/test/redistest"} {
 		found := false

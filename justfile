@@ -56,7 +56,7 @@ fuzz time="60s":
     go test ./store/sqlite -run '^$' -fuzz FuzzDecodeCursor -fuzztime {{time}}
     go test ./store/sqlite -run '^$' -fuzz FuzzParseURL -fuzztime {{time}}
     go test ./engine -run '^$' -fuzz FuzzCorrelationIndexNeverHidesAMatch -fuzztime {{time}}
-    go test ./web -run '^$' -fuzz FuzzRequestBodies -fuzztime {{time}}
+    go test ./web/api -run '^$' -fuzz FuzzRequestBodies -fuzztime {{time}}
 
 # The long chaos suite: real workers kill -9'd every few seconds, a Redis restart and a drain, over a
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).

@@ -27,6 +27,7 @@ import (
 	"plaita/store/keys"
 	"plaita/store/sqlite"
 	"plaita/web"
+	"plaita/web/api"
 )
 
 // BootstrapAdminLogin is the login of the platform admin PLAITA_CONSOLE_ADMIN_PASSWORD creates.
@@ -107,7 +108,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	var metricsService service.Service = metricsSrv
 	addr := net.JoinHostPort(config.ConsoleHost.In(cfg), strconv.Itoa(config.ConsolePort.In(cfg)))
 	redisURL := config.ConsoleRedisURL.In(cfg)
-	deps := web.Deps{Log: log, Ready: ready}
+	deps := api.Deps{Log: log, Ready: ready}
 	var redisStore *store.Redis
 	var registry *presence.Registry
 	var local *control.Local
@@ -219,7 +220,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	if redisStore != nil {
 		// A failure is logged (and on /health): the console still serves, the workers keep the
 		// statuses they had until the next reconcile.
-		_, _ = srv.ReconcileTenantStatuses(startCtx, web.TriggerStart)
+		_, _ = srv.ReconcileTenantStatuses(startCtx, api.TriggerStart)
 		if svc := tenantStatusService(cfg, srv, log); svc != nil {
 			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
 		}
@@ -246,7 +247,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 // its deadline), the bulk jobs' runner (with Redis) before the HTTP server (the drain stops the
 // runner already; stopping it again after the server is a no-op that covers a start that
 // failed half-way).
-func consoleServices(deps web.Deps, http service.Service, log zerolog.Logger) []service.Named {
+func consoleServices(deps api.Deps, http service.Service, log zerolog.Logger) []service.Named {
 	var out []service.Named
 	if deps.EngineSync != nil {
 		out = append(out, service.Named{Name: "engine sync", Service: &engineSync{sync: deps.EngineSync, log: log}})
@@ -291,12 +292,12 @@ func (e *engineSync) Start(ctx context.Context) error {
 func (e *engineSync) Stop(context.Context) { e.stopped.Store(true) }
 
 // consoleSettings are the API's settings from the configuration.
-func consoleSettings(cfg *config.Config) web.Settings {
-	return web.Settings{
+func consoleSettings(cfg *config.Config) api.Settings {
+	return api.Settings{
 		Env: config.ConsoleEnv.In(cfg), AdminAPIKey: config.ConsoleAdminAPIKey.In(cfg),
 		AllowInsecureAdmin: config.ConsoleAllowInsecureAdmin.In(cfg),
 		Version:            buildVersion(),
-		Live: web.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg),
+		Live: api.LiveSettings{MaxStreams: config.ConsoleMaxStreams.In(cfg),
 			MaxPerTenant: config.ConsoleMaxStreamsPerTenant.In(cfg)},
 		SessionTTL:           time.Duration(config.ConsoleSessionTTL.In(cfg)) * time.Second,
 		TenantStatusInterval: time.Duration(max(config.TenantStatusReconcileSeconds.In(cfg), 0)) * time.Second,
@@ -315,17 +316,17 @@ func tenantStatusService(cfg *config.Config, srv *web.Server, log zerolog.Logger
 		return nil
 	}
 	return &service.Loop{Interval: every, Once: func(ctx context.Context) {
-		_, _ = srv.ReconcileTenantStatuses(ctx, web.TriggerPeriodic) // logged, and on /health
+		_, _ = srv.ReconcileTenantStatuses(ctx, api.TriggerPeriodic) // logged, and on /health
 	}}
 }
 
 // effectiveConfig is the configuration report as GET /api/cluster/config shows it (the report
 // masks secrets already).
-func effectiveConfig(r config.Report) *web.EffectiveConfig {
-	out := &web.EffectiveConfig{Role: string(r.Role), OK: r.OK, Variables: make([]web.ConfigVariable, 0, len(r.Variables)), Warnings: []string{},
-		Generations: web.ConfigGenerations{Family: r.Generations.Family, Config: r.Generations.Config, Budget: r.Generations.Budget}}
+func effectiveConfig(r config.Report) *api.EffectiveConfig {
+	out := &api.EffectiveConfig{Role: string(r.Role), OK: r.OK, Variables: make([]api.ConfigVariable, 0, len(r.Variables)), Warnings: []string{},
+		Generations: api.ConfigGenerations{Family: r.Generations.Family, Config: r.Generations.Config, Budget: r.Generations.Budget}}
 	for _, v := range r.Variables {
-		out.Variables = append(out.Variables, web.ConfigVariable{Name: v.Name, Section: v.Section, Value: v.Value, Default: v.Default,
+		out.Variables = append(out.Variables, api.ConfigVariable{Name: v.Name, Section: v.Section, Value: v.Value, Default: v.Default,
 			Source: string(v.Source), Secret: v.Secret, Effect: v.Effect, Warnings: append([]string{}, v.Warnings...)})
 	}
 	for _, w := range r.Warnings {

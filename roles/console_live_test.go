@@ -25,6 +25,7 @@ import (
 	"plaita/test/redistest"
 	"plaita/test/testutil"
 	"plaita/web"
+	"plaita/web/api"
 )
 
 // The console's live streams against a real worker: an in-process worker (NewInProcessWorker)
@@ -44,7 +45,7 @@ type liveStack struct {
 	base string
 }
 
-func newLiveStack(t *testing.T, live web.LiveSettings) *liveStack {
+func newLiveStack(t *testing.T, live api.LiveSettings) *liveStack {
 	t.Helper()
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
@@ -78,10 +79,10 @@ func newLiveStack(t *testing.T, live web.LiveSettings) *liveStack {
 		t.Fatal(err)
 	}
 	jobs := control.NewBulk(plane, db, control.BulkSettings{Runner: "console-live"})
-	api := web.New(web.Deps{Accounts: control.NewAccounts(db, rs, plane, control.AccountsSettings{Log: zerolog.Nop()}),
-		Catalog: control.NewCatalog(db, plane), Plane: plane, Jobs: jobs, Log: zerolog.Nop()}, web.Settings{AdminAPIKey: liveKey, Live: live})
+	console := web.New(api.Deps{Accounts: control.NewAccounts(db, rs, plane, control.AccountsSettings{Log: zerolog.Nop()}),
+		Catalog: control.NewCatalog(db, plane), Plane: plane, Jobs: jobs, Log: zerolog.Nop()}, api.Settings{AdminAPIKey: liveKey, Live: live})
 	var consoles service.Group
-	if err := consoles.Start(ctx, service.Named{Name: "jobs", Service: jobs}, service.Named{Name: "http", Service: api.Service("127.0.0.1:0")}); err != nil {
+	if err := consoles.Start(ctx, service.Named{Name: "jobs", Service: jobs}, service.Named{Name: "http", Service: console.Service("127.0.0.1:0")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -89,7 +90,7 @@ func newLiveStack(t *testing.T, live web.LiveSettings) *liveStack {
 		defer cancel()
 		consoles.Stop(sctx)
 	})
-	return &liveStack{t: t, c: c, api: api, base: "http://" + api.Addr()}
+	return &liveStack{t: t, c: c, api: console, base: "http://" + console.Addr()}
 }
 
 // call sends one request with the admin key; the answer's body decodes into out when given.
@@ -148,7 +149,7 @@ func (s *liveStack) stream(path string, header ...string) (*testutil.SSEStream, 
 func (s *liveStack) waitStatus(id string, want state.Status) {
 	s.t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		var v web.ExecutionView
+		var v api.ExecutionView
 		if s.call(http.MethodGet, "/api/executions/"+id, nil, &v) == http.StatusOK && v.Execution != nil && v.Execution.Status == want {
 			return
 		}
@@ -235,7 +236,7 @@ const walkFlow = `{"id":"walk","version":"1","start":"a","nodes":[
 	{"id":"done","type":"end"}]}`
 
 func TestConsoleStreamFollowsAWorker(t *testing.T) {
-	s := newLiveStack(t, web.LiveSettings{Heartbeat: 200 * time.Millisecond, Poll: time.Second})
+	s := newLiveStack(t, api.LiveSettings{Heartbeat: 200 * time.Millisecond, Poll: time.Second})
 	id := s.start(walkFlow)
 	st, code, body := s.stream("/api/executions/" + id + "/events")
 	if st == nil {
@@ -289,7 +290,7 @@ func TestConsoleStreamFollowsAWorker(t *testing.T) {
 // and when it ends right after the subscription, before the worker has seen the subscriber
 // (it re-reads them every second; the stream's poll finds what it did not publish).
 func TestConsoleStreamGetsTheTerminalStatusLate(t *testing.T) {
-	s := newLiveStack(t, web.LiveSettings{Poll: 300 * time.Millisecond})
+	s := newLiveStack(t, api.LiveSettings{Poll: 300 * time.Millisecond})
 	done := s.start(`{"id":"quick","version":"1","start":"a","nodes":[{"id":"a","type":"log","params":{"message":"hi"},"next":"done"},{"id":"done","type":"end"}]}`)
 	s.waitStatus(done, state.Completed)
 	st, _, _ := s.stream("/api/executions/" + done + "/events")
@@ -349,7 +350,7 @@ func statusChanges(t *testing.T, list *testutil.SSEStream, id string, timeout ti
 // The stream bound (503 beyond it) and the drain, which ends every stream with an end event;
 // the list stream relays the worker's status changes.
 func TestConsoleStreamLimitDrainAndList(t *testing.T) {
-	s := newLiveStack(t, web.LiveSettings{MaxStreams: 3, Heartbeat: time.Minute})
+	s := newLiveStack(t, api.LiveSettings{MaxStreams: 3, Heartbeat: time.Minute})
 	id := s.start(walkFlow)
 	s.waitStatus(id, state.Suspended)
 	list, code, body := s.stream("/api/executions/stream")
@@ -433,14 +434,14 @@ func TestConsoleJobResumesAfterARestart(t *testing.T) {
 	if err != nil || res.StatusCode != http.StatusCreated {
 		t.Fatalf("create the job: %v %v", res, err)
 	}
-	var created web.JobCreated
+	var created api.JobCreated
 	if err := json.NewDecoder(res.Body).Decode(&created); err != nil || created.Job == nil || created.Job.Total != n {
 		t.Fatalf("created %+v %v", created, err)
 	}
 	res.Body.Close()
 	id := created.Job.ID
-	job := func(base string) web.Job {
-		var v web.JobView
+	job := func(base string) api.Job {
+		var v api.JobView
 		if code := getJSON(t, base+"/api/jobs/"+id, admin, &v); code != http.StatusOK {
 			t.Fatalf("read the job: %d", code)
 		}
@@ -468,7 +469,7 @@ func TestConsoleJobResumesAfterARestart(t *testing.T) {
 	d.Close()
 
 	base, logs, _ = startConsole(t, env("console-b"))
-	var done web.Job
+	var done api.Job
 	for deadline := time.Now().Add(30 * time.Second); !sqlite.JobStatus(done.Status).Finished(); time.Sleep(20 * time.Millisecond) {
 		if done = job(base); time.Now().After(deadline) {
 			t.Fatalf("the next console did not finish the job: %+v\n%s", done, logs)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"plaita/internal/health"
 	"plaita/internal/service"
+	"plaita/web/api"
 )
 
 // Waiting is what the console serves on its port while it waits for Redis at its start
@@ -40,13 +42,13 @@ const waitingRetryAfter = 5 * time.Second
 // NewWaiting builds the waiting server: ready's reason says why (and what Redis it waits
 // for); the database answers /health's probe.
 func NewWaiting(pingDB func(context.Context) error, ready health.Prober, version string, log zerolog.Logger) *Waiting {
-	w := &Waiting{echo: echo.New(), pingDB: pingDB, ready: ready, version: cmpOrString(version, "dev"), log: log}
+	w := &Waiting{echo: echo.New(), pingDB: pingDB, ready: ready, version: cmp.Or(version, "dev"), log: log}
 	w.httpd = service.HTTP{Name: "console waiting server", OnFailure: func(err error) {
 		log.Error().Str("event", "console.http_failed").Err(err).Msg("the console's waiting server stopped serving")
 	}}
 	e := w.echo
 	e.HideBanner, e.HidePort = true, true
-	e.Use(requestIDMiddleware)
+	e.Use(api.RequestIDMiddleware)
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", func(c echo.Context) error {
 		return c.String(http.StatusServiceUnavailable, "not ready: "+w.reason()+"\n")
@@ -69,18 +71,18 @@ func (w *Waiting) reason() string {
 func (w *Waiting) Handler() http.Handler { return w.echo }
 
 func (w *Waiting) health(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), healthProbe)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), api.HealthProbe)
 	defer cancel()
 	start := time.Now()
-	db := DependencyState{OK: true}
+	db := api.DependencyState{OK: true}
 	if err := w.pingDB(ctx); err != nil {
 		// Public: the kind of the failure, not the database's path (the log has it).
 		w.log.Warn().Str("event", "console.database_unanswered").Err(err).Msg("the console database does not answer")
-		db = DependencyState{Error: "not answering (the console's log says why)"}
+		db = api.DependencyState{Error: "not answering (the console's log says why)"}
 	}
 	db.LatencyMS = time.Since(start).Milliseconds()
-	r := HealthReport{Status: "degraded", Version: w.version, Mode: "waiting_for_redis", Reason: w.reason(), Database: db,
-		Redis: DependencyState{Error: "unreachable: the console waits for it"},
+	r := api.HealthReport{Status: "degraded", Version: w.version, Mode: "waiting_for_redis", Reason: w.reason(), Database: db,
+		Redis: api.DependencyState{Error: "unreachable: the console waits for it"},
 		Warning: "WAITING FOR REDIS: this console database has served with Redis, so the console does not run local mode while Redis " +
 			"is unreachable (PLAITA_CONSOLE_LOCAL_FALLBACK=1 allows it); it starts on Redis as soon as Redis answers"}
 	return c.JSON(http.StatusServiceUnavailable, r)
@@ -88,9 +90,9 @@ func (w *Waiting) health(c echo.Context) error {
 
 // refuse answers every route of the API and the UI while waiting.
 func (w *Waiting) refuse(c echo.Context) error {
-	p := newProblem(http.StatusServiceUnavailable, "waiting_for_redis",
-		"the console is not serving yet: %s; nothing was done, try again once it is ready (GET /readyz)", w.reason()).retryAfter(waitingRetryAfter)
-	p.RequestID, p.Instance = requestID(c.Request().Context()), c.Request().URL.Path
+	p := api.NewProblem(http.StatusServiceUnavailable, "waiting_for_redis",
+		"the console is not serving yet: %s; nothing was done, try again once it is ready (GET /readyz)", w.reason()).WithRetryAfter(waitingRetryAfter)
+	p.RequestID, p.Instance = api.RequestID(c.Request().Context()), c.Request().URL.Path
 	h := c.Response().Header()
 	h.Set("Retry-After", p.GetHeaders().Get("Retry-After"))
 	h.Set("Content-Type", "application/problem+json")

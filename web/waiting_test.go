@@ -14,6 +14,7 @@ import (
 
 	"plaita/internal/health"
 	"plaita/store/sqlite"
+	"plaita/web/api"
 )
 
 // While the console waits for Redis its port answers: /healthz 200, /readyz and /health 503
@@ -52,16 +53,16 @@ func TestWaitingServerRefusesEverything(t *testing.T) {
 		t.Fatalf("/readyz: %d %s", res.StatusCode, body)
 	}
 	res, body := get(http.MethodGet, "/health")
-	var h HealthReport
+	var h api.HealthReport
 	if err := json.Unmarshal([]byte(body), &h); err != nil || res.StatusCode != http.StatusServiceUnavailable || h.Mode != "waiting_for_redis" ||
 		h.Ready || !h.Database.OK || h.Redis.OK || !strings.Contains(h.Reason, "waiting for Redis") {
 		t.Fatalf("/health: %d %s", res.StatusCode, body)
 	}
 	for _, r := range []struct{ method, path string }{{http.MethodPost, "/api/executions"}, {http.MethodGet, "/api/executions"}, {http.MethodGet, "/ui/"}} {
 		res, body := get(r.method, r.path)
-		var p Problem
+		var p api.Problem
 		if err := json.Unmarshal([]byte(body), &p); err != nil || res.StatusCode != http.StatusServiceUnavailable || p.Code != "waiting_for_redis" ||
-			res.Header.Get("Retry-After") == "" || res.Header.Get(HeaderRequestID) == "" || !strings.Contains(p.Detail, "waiting for Redis") || p.Instance != r.path {
+			res.Header.Get("Retry-After") == "" || res.Header.Get(api.HeaderRequestID) == "" || !strings.Contains(p.Detail, "waiting for Redis") || p.Instance != r.path {
 			t.Fatalf("%s %s: %d %v %s", r.method, r.path, res.StatusCode, res.Header, body)
 		}
 	}

@@ -1,7 +1,3 @@
-// Package ui holds the console's web pages: the html/template templates and the static files
-// (htmx, vendored from npm with its licence; the console's stylesheet and script), embedded in
-// the binary so that `go build` alone yields the UI. The handlers that render them live in
-// package web (h_ui*.go); the flow pictures in ui/graph.
 package ui
 
 import (
@@ -17,8 +13,8 @@ var templates embed.FS
 //go:embed static
 var static embed.FS
 
-// Static is the files served under /ui/static/.
-func Static() fs.FS {
+// staticFiles is the files served under /ui/static/.
+func staticFiles() fs.FS {
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the directory is embedded: it exists
@@ -26,10 +22,10 @@ func Static() fs.FS {
 	return sub
 }
 
-// Pages parses every page: each is the layout with the page's own template ("content" and
+// parsePages parses every page: each is the layout with the page's own template ("content" and
 // "title") and the shared partials. A page is executed by its file name ("flows.html"); a
 // fragment (an htmx swap) by its template name within its page.
-func Pages(funcs template.FuncMap) (map[string]*template.Template, error) {
+func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
 	base, err := template.New("layout.html").Funcs(funcs).ParseFS(templates, "templates/layout.html", "templates/partials.html")
 	if err != nil {
 		return nil, fmt.Errorf("ui: layout: %w", err)

@@ -1,0 +1,145 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"testing"
+	"time"
+
+	"plaita/engine"
+	"plaita/store/sqlite"
+	"plaita/test/webtest"
+	"plaita/web/api"
+)
+
+// TestExecutionListByTimeAndIndex: GET /api/executions over real HTTP with started_after,
+// started_before and index[<field>] (docs/console.md): the filters intersect, pages carry a
+// cursor, a tenant sees its own executions only, and every bad parameter is a 400 that names
+// it; the OpenAPI document describes the index parameter.
+func TestExecutionListByTimeAndIndex(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	f.Tenant(t, "acme")
+	flow, err := engine.Parse([]byte(`{"id": "shop", "start": "done", "index": ["order_id", "n"], "nodes": [{"id": "done", "type": "end"}]}`),
+		engine.NewRegistry(), engine.DefaultExprLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	start := func(tenant, id, input string, at time.Time) {
+		var in any
+		if err := json.Unmarshal([]byte(input), &in); err != nil {
+			t.Fatal(err)
+		}
+		st, err := engine.NewState(flow, engine.StartRequest{ExecutionID: id, TenantID: tenant, Input: in}, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Save(t, st)
+	}
+	start("default", "ex_a", `{"order_id": "ord-1", "n": 1}`, base)
+	start("default", "ex_b", `{"order_id": "ord-1", "n": 1.0}`, base.Add(time.Minute))
+	start("default", "ex_c", `{"order_id": "ord-1", "n": "1"}`, base.Add(2*time.Minute))
+	start("default", "ex_d", `{"order_id": "ord-2", "n": 1}`, base.Add(3*time.Minute))
+	start("default", "ex_e", `{"order_id": {"id": "ord-1"}}`, base.Add(4*time.Minute)) // an object: not indexed
+	start("acme", "ex_x", `{"order_id": "ord-1", "n": 1}`, base)
+
+	viewer := f.Key(f.APIKey(t, "default", sqlite.RoleViewer))
+	list := func(c *webtest.Client, q url.Values) (ids []string) {
+		t.Helper()
+		for pages := 0; ; pages++ {
+			var page api.ExecutionList
+			c.Want(t, http.StatusOK, http.MethodGet, "/api/executions?"+q.Encode(), nil).Decode(t, &page)
+			for _, it := range page.Items {
+				ids = append(ids, it.ExecutionID)
+				if it.Index == nil && it.ExecutionID != "ex_e" {
+					t.Errorf("%s listed without its indexed values", it.ExecutionID)
+				}
+			}
+			if page.NextCursor == "" || pages > 10 {
+				return ids
+			}
+			q.Set("cursor", page.NextCursor)
+		}
+	}
+	q := func(kv ...string) url.Values {
+		v := url.Values{"limit": {"1"}}
+		for i := 0; i+1 < len(kv); i += 2 {
+			v.Set(kv[i], kv[i+1])
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		q    url.Values
+		want []string
+	}{
+		{q("index[order_id]", "ord-1"), []string{"ex_c", "ex_b", "ex_a"}},
+		{q("index[n]", "1"), []string{"ex_d", "ex_b", "ex_a"}},
+		{q("index[n]", "1.0"), []string{"ex_d", "ex_b", "ex_a"}},
+		{q("index[n]", `"1"`), []string{"ex_c"}},
+		{q("index[order_id]", "ord-1", "index[n]", "1"), []string{"ex_b", "ex_a"}},
+		{q("index[order_id]", `"ord-2"`), []string{"ex_d"}}, // JSON or text: the same string
+		{q("index[order_id]", "ord-9"), nil},
+		{q("started_after", base.Add(time.Minute).Format(time.RFC3339), "started_before", base.Add(3*time.Minute).Format(time.RFC3339)), []string{"ex_c", "ex_b"}},
+		{q("started_after", base.Add(time.Minute).Format(time.RFC3339), "index[n]", "1"), []string{"ex_d", "ex_b"}},
+		{q("started_before", base.Add(time.Minute).Add(time.Millisecond).Format(time.RFC3339Nano), "index[order_id]", "ord-1", "status", "running"), []string{"ex_b", "ex_a"}},
+	} {
+		if got := list(viewer, tc.q); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: listed %v, want %v", tc.q.Encode(), got, tc.want)
+		}
+	}
+	// Another tenant's key sees its own execution of the same order only.
+	acme := f.Key(f.APIKey(t, "acme", sqlite.RoleViewer))
+	if got := list(acme, q("index[order_id]", "ord-1")); !slices.Equal(got, []string{"ex_x"}) {
+		t.Errorf("acme: %v", got)
+	}
+
+	for _, tc := range []struct{ query, where string }{
+		{"started_after=yesterday", "query.started_after"},
+		{"started_before=2026-03-01", "query.started_before"},
+		{"started_after=2026-03-02T00:00:00Z&started_before=2026-03-01T00:00:00Z", "query.started_before"},
+		{"index%5Border.id%5D=1", "query.index[order.id]"},
+		{"index%5Border_id%5D=%7B%22a%22%3A1%7D", "query.index[order_id]"}, // an object
+		{"index%5Border_id%5D=null", "query.index[order_id]"},
+		{"index=ord-1", "query.index"},
+		{"index.order_id=ord-1", "query.index.order_id"},
+	} {
+		p := viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/executions?"+tc.query, nil).Problem(t)
+		named := false
+		for _, e := range p.Errors {
+			named = named || e.Location == tc.where
+		}
+		if !named {
+			t.Errorf("%s: %+v (errors %v), want one at %s", tc.query, p, p.Errors, tc.where)
+		}
+	}
+	five := url.Values{}
+	for i := range 5 {
+		five.Set(fmt.Sprintf("index[f%d]", i), "1")
+	}
+	if p := viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/executions?"+five.Encode(), nil).Problem(t); p.Code != "invalid_index_filter" {
+		t.Errorf("five filters: %+v", p)
+	}
+
+	doc := viewer.Want(t, http.StatusOK, http.MethodGet, "/api/openapi.json", nil)
+	var spec struct {
+		Paths map[string]map[string]struct {
+			Parameters []struct {
+				Name, In, Style string
+			}
+		}
+	}
+	doc.Decode(t, &spec)
+	var params []string
+	for _, p := range spec.Paths["/api/executions"]["get"].Parameters {
+		params = append(params, p.Name+":"+p.Style)
+	}
+	for _, want := range []string{"index:deepObject", "started_after:", "started_before:"} {
+		if !slices.Contains(params, want) {
+			t.Errorf("the OpenAPI document's parameters of GET /api/executions: %v, no %s", params, want)
+		}
+	}
+}

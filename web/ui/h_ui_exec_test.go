@@ -1,0 +1,42 @@
+package ui
+
+import (
+	"testing"
+
+	"plaita/engine"
+	"plaita/engine/state"
+)
+
+// TestCollapseDecisions: a loop's same decision at consecutive passes is one row with its
+// count; a different one in between starts a new row.
+func TestCollapseDecisions(t *testing.T) {
+	d := func(why, to string, seq int) engine.Branch {
+		return engine.Branch{Node: "check", Why: why, To: to, Seq: seq, Time: state.Timestamp("t" + string(rune('0'+seq)))}
+	}
+	rows := collapse([]engine.Branch{d("i < 3 is true", "inc", 1), d("i < 3 is true", "inc", 2), d("i < 3 is true", "inc", 3),
+		d("i < 3 is false", "done", 4)})
+	if len(rows) != 2 || rows[0].Times != 3 || rows[0].Last != "t3" || rows[1].Times != 1 || rows[1].To != "done" {
+		t.Fatalf("rows %+v", rows)
+	}
+}
+
+// TestTimelineBefore: pages of timelinePage entries, newest first, each naming where the next
+// older page starts, the last naming none.
+func TestTimelineBefore(t *testing.T) {
+	st := &state.Execution{TimelineDropped: 10}
+	for seq := 11; seq <= 130; seq++ {
+		st.Timeline = append(st.Timeline, state.TimelineEntry{Seq: seq})
+	}
+	page, older := timelineBefore(st, 0)
+	if len(page) != timelinePage || page[0].Seq != 130 || page[len(page)-1].Seq != 81 || older != 81 {
+		t.Fatalf("first page %d..%d, older %d", page[0].Seq, page[len(page)-1].Seq, older)
+	}
+	page, older = timelineBefore(st, older)
+	if len(page) != timelinePage || page[0].Seq != 80 || older != 31 {
+		t.Fatalf("second page from %d, older %d", page[0].Seq, older)
+	}
+	page, older = timelineBefore(st, older)
+	if len(page) != 20 || page[0].Seq != 30 || page[19].Seq != 11 || older != 0 {
+		t.Fatalf("last page %d entries from %d, older %d", len(page), page[0].Seq, older)
+	}
+}
