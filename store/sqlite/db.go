@@ -137,7 +137,7 @@ func MustExist() Option { return func(o *options) { o.mustExist = true } }
 // WithLockout sets how many failed logins in a row lock an account (maxFailures < 1: never)
 // and for how long (period <= 0: DefaultLockout). Default: never. A lock of the account itself
 // lets anyone who knows a login lock its owner out, and tells them the login exists; the
-// console guards its logins per (login, client network) instead (web/throttle.go) and does not
+// console guards its logins per (login, client network) instead (web/api/throttle.go) and does not
 // set this.
 func WithLockout(maxFailures int, period time.Duration) Option {
 	return func(o *options) { o.maxFailures, o.lockout = maxFailures, period }
