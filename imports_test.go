@@ -139,9 +139,11 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 				}
 			}
 		}
-		// The shared storage contract is for tests: no program links it.
-		if slices.Contains(imports[p], "plaita/store/storetest") {
-			out = append(out, "forbidden: "+p+" → plaita/store/storetest (a test helper; import it from _test.go files only)")
+		// The shared contracts (storage, task queue) are for tests: no program links them.
+		for _, contract := range []string{"plaita/store/storetest", "plaita/queue/queuetest"} {
+			if slices.Contains(imports[p], contract) {
+				out = append(out, "forbidden: "+p+" → "+contract+" (a test helper; import it from _test.go files only)")
+			}
 		}
 		if p == "plaita" || under(p, "plaita/roles") || under(p, "plaita/cli") || under(p, "plaita/config") {
 			continue

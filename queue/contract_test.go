@@ -1,0 +1,44 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"plaita/queue"
+	"plaita/queue/queuetest"
+	"plaita/test/redistest"
+)
+
+// The task queue's contract on Redis: a stream, its group and dead-letter stream under a key
+// root of the test's own on the shared test server.
+func TestContractRedis(t *testing.T) {
+	queuetest.Contract(t, queuetest.Backend{Name: "redis", Open: func(t *testing.T) queuetest.Stream {
+		c := redistest.Client(t)
+		root := redistest.Root(t, c)
+		s := queue.Settings{Stream: root + ":flow:queue", Group: "workers", StartID: "0", DLQ: root + ":flow:queue:dlq",
+			ClaimMinIdle: queuetest.MinIdle, MaxDeliveries: queuetest.MaxDeliveries, DLQMaxLen: 1000, TaskMaxAge: time.Hour}
+		return queuetest.Stream{
+			Queue: func(t *testing.T, consumer string) *queue.Queue {
+				s := s
+				s.Consumer = consumer
+				q, err := queue.New(c, s, metrics.NewSet(), zerolog.Nop())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := q.EnsureGroup(ctx); err != nil {
+					t.Fatal(err)
+				}
+				return q
+			},
+			Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
+				return queue.Enqueue(ctx, c, s.Stream, env)
+			},
+		}
+	}})
+}
