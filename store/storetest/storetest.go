@@ -1,6 +1,7 @@
-// Package storetest is the storage contract every execution storage backend passes, as a test
-// helper other packages' tests import: the memory and Redis backends (store's tests) and the
-// console's local-mode SQLite storage (store/sqlite's tests) run the one suite. It imports
+// Package storetest is the storage contracts every backend passes, as test helpers other
+// packages' tests import: execution storage (Contract: the memory and Redis backends in store's
+// tests, the console's local-mode SQLite storage in store/sqlite's) and the event bus
+// (EventsContract, events.go: Redis in store's tests). It imports
 // "testing": only tests import it.
 package storetest
 

@@ -1,0 +1,18 @@
+package store_test
+
+import (
+	"testing"
+	"time"
+
+	"plaita/store"
+	"plaita/store/storetest"
+	"plaita/test/redistest"
+)
+
+// The event bus's contract on Redis, each case under a key root of its own.
+func TestEventsContractRedis(t *testing.T) {
+	storetest.EventsContract(t, storetest.EventsBackend{Name: "redis", Open: func(t *testing.T) *store.Events {
+		c := redistest.Client(t)
+		return store.NewEvents(c, store.EventSettings{TTL: time.Hour}, redistest.Root(t, c))
+	}})
+}
