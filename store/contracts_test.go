@@ -16,3 +16,11 @@ func TestEventsContractRedis(t *testing.T) {
 		return store.NewEvents(c, store.EventSettings{TTL: time.Hour}, redistest.Root(t, c))
 	}})
 }
+
+// The schedules' contract on Redis, each case under a key root of its own.
+func TestSchedulesContractRedis(t *testing.T) {
+	storetest.SchedulesContract(t, storetest.SchedulesBackend{Name: "redis", Open: func(t *testing.T) *store.Schedules {
+		c := redistest.Client(t)
+		return store.NewSchedules(c, redistest.Root(t, c))
+	}})
+}
