@@ -24,3 +24,11 @@ func TestSchedulesContractRedis(t *testing.T) {
 		return store.NewSchedules(c, redistest.Root(t, c))
 	}})
 }
+
+// The instance registry's contract on Redis, each case under a key root of its own.
+func TestRegistryContractRedis(t *testing.T) {
+	storetest.RegistryContract(t, storetest.RegistryBackend{Name: "redis", Open: func(t *testing.T) *store.Registry {
+		c := redistest.Client(t)
+		return store.NewRegistry(c, redistest.Root(t, c))
+	}})
+}
