@@ -32,3 +32,11 @@ func TestRegistryContractRedis(t *testing.T) {
 		return store.NewRegistry(c, redistest.Root(t, c))
 	}})
 }
+
+// The control channels' contract on Redis, each case under a key root of its own.
+func TestControlContractRedis(t *testing.T) {
+	storetest.ControlContract(t, storetest.ControlBackend{Name: "redis", Open: func(t *testing.T) *store.Control {
+		c := redistest.Client(t)
+		return store.NewControl(c, redistest.Root(t, c))
+	}})
+}
