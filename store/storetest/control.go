@@ -19,19 +19,10 @@ type ControlBackend struct {
 // console's cluster page rely on — a request reaches the instance listening on its channel,
 // its answer is awaited once, and no answer in time is not an error.
 func ControlContract(t *testing.T, b ControlBackend) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, c *store.Control)
-	}{
+	runCases(t, b.Name, b.Open, []namedCase[*store.Control]{
 		{"AskedAnsweredOnce", askedAnsweredOnce},
 		{"NoAnswerIsNotAnError", noAnswerIsNotAnError},
-	}
-	for _, c := range cases {
-		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, b.Open(t))
-		})
-	}
+	})
 }
 
 func askedAnsweredOnce(t *testing.T, c *store.Control) {

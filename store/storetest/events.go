@@ -22,18 +22,25 @@ type EventsBackend struct {
 // filter rely on — a publish is idempotent by id, a listing pages newest first by type, and a
 // wake-up is claimed once, taken over only after its grace, and final once sent.
 func EventsContract(t *testing.T, b EventsBackend) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, e *store.Events)
-	}{
+	runCases(t, b.Name, b.Open, []namedCase[*store.Events]{
 		{"PublishIsIdempotentByID", publishIsIdempotentByID},
 		{"PagesNewestFirstByType", pagesNewestFirstByType},
 		{"WakeClaimedOnce", wakeClaimedOnce},
-	}
+	})
+}
+
+// namedCase is one case of a contract over a backend's value of type T.
+type namedCase[T any] struct {
+	name string
+	run  func(t *testing.T, v T)
+}
+
+// runCases runs each case in parallel, as backend/case, on a value open makes for it alone.
+func runCases[T any](t *testing.T, backend string, open func(t *testing.T) T, cases []namedCase[T]) {
 	for _, c := range cases {
-		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
+		t.Run(backend+"/"+c.name, func(t *testing.T) {
 			t.Parallel()
-			c.run(t, b.Open(t))
+			c.run(t, open(t))
 		})
 	}
 }

@@ -20,20 +20,11 @@ type RegistryBackend struct {
 // fresh, a deregistered one is gone and a late heartbeat never brings it back, and an expired
 // one is pruned from the list.
 func RegistryContract(t *testing.T, b RegistryBackend) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, r *store.Registry)
-	}{
+	runCases(t, b.Name, b.Open, []namedCase[*store.Registry]{
 		{"AliveWhileFresh", aliveWhileFresh},
 		{"RefreshNeverResurrects", refreshNeverResurrects},
 		{"ExpiredIsPruned", expiredIsPruned},
-	}
-	for _, c := range cases {
-		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, b.Open(t))
-		})
-	}
+	})
 }
 
 func instance(id string, at time.Time, ttl time.Duration) store.InstanceRecord {

@@ -20,20 +20,11 @@ type SchedulesBackend struct {
 // schedule role rely on — a schedule is created once and read back as created, a tick is
 // claimed by one process only and completed once, and a disabled schedule is never due.
 func SchedulesContract(t *testing.T, b SchedulesBackend) {
-	cases := []struct {
-		name string
-		run  func(t *testing.T, s *store.Schedules)
-	}{
+	runCases(t, b.Name, b.Open, []namedCase[*store.Schedules]{
 		{"CreatedOnce", createdOnce},
 		{"TickClaimedOnce", tickClaimedOnce},
 		{"DisabledIsNeverDue", disabledIsNeverDue},
-	}
-	for _, c := range cases {
-		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
-			t.Parallel()
-			c.run(t, b.Open(t))
-		})
-	}
+	})
 }
 
 // t0 is the contract's clock: half a minute past a minute, so an every-minute schedule's next
