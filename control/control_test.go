@@ -37,15 +37,16 @@ func newFixture(t *testing.T, opts ...func(*Deps)) *fixture {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
 	stream := root + ":flow:queue"
-	q, err := queue.New(c, queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
+	q, err := queue.New(queue.Redis(c), queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
 		ClaimMinIdle: time.Minute, MaxDeliveries: 5, DLQMaxLen: 100, TaskMaxAge: time.Hour}, metrics.NewSet(), zerolog.Nop())
+
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := q.EnsureGroup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	delay, err := queue.NewDelay(c, root+":delay:queue")
+	delay, err := queue.NewDelay(queue.RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func newFixture(t *testing.T, opts ...func(*Deps)) *fixture {
 	d := Deps{Root: root, Store: st, Flows: store.NewFlows(c, root).Reserve(stream, stream+":dlq"),
 		Events: store.NewEvents(c, store.EventSettings{TTL: time.Hour}, root), Schedules: store.NewSchedules(c, root),
 		Registry: store.NewRegistry(c, root), Control: store.NewControl(c, root), Delay: delay, Queue: q,
-		Producer: queue.NewProducer(c, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20}
+		Producer: queue.NewProducer(queue.Redis(c), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20}
 	for _, o := range opts {
 		o(&d)
 	}

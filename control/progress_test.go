@@ -84,7 +84,7 @@ func TestProgressOfARetryBackoff(t *testing.T) {
 // by its config family (the live workers run another), then by nothing but a busy worker.
 func TestQueuedWaitQuotaAndFamily(t *testing.T) {
 	f := newFixture(t, func(d *Deps) {
-		d.Producer = queue.NewProducer(redistest.Client(t), d.Producer.Stream(), queue.Generations{Family: "cf1-aaaaaaaaaaaa"}, 1<<20, nil)
+		d.Producer = queue.NewProducer(queue.Redis(redistest.Client(t)), d.Producer.Stream(), queue.Generations{Family: "cf1-aaaaaaaaaaaa"}, 1<<20, nil)
 	})
 	ctx := context.Background()
 	if _, err := f.p.PublishFlow(ctx, "", []byte(askFlow), ""); err != nil {

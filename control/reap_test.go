@@ -34,7 +34,7 @@ func TestReapGuards(t *testing.T) {
 	if err := f.c.Do(ctx, f.c.B().Set().Key(lease).Value("worker-1").Ex(time.Minute).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := queue.Enqueue(ctx, f.c, f.q.Stream(), queue.Envelope{Kind: queue.KindResume, ResumeType: engine.ResumeRetry, FlowID: "ask",
+	if _, err := queue.Enqueue(ctx, queue.Redis(f.c), f.q.Stream(), queue.Envelope{Kind: queue.KindResume, ResumeType: engine.ResumeRetry, FlowID: "ask",
 		FlowVersion: "1", ExecutionID: "ex_queued", ResumeData: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

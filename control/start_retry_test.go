@@ -20,7 +20,9 @@ func TestStartRetriesAnEnqueueARestartBroke(t *testing.T) {
 	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	pc := srv.Client(t)
 	const stream = "plaita:flow:queue"
-	f := newFixture(t, func(d *Deps) { d.Producer = queue.NewProducer(pc, stream, queue.Generations{}, 1<<20, nil) })
+	f := newFixture(t, func(d *Deps) {
+		d.Producer = queue.NewProducer(queue.Redis(pc), stream, queue.Generations{}, 1<<20, nil)
+	})
 	ctx := context.Background()
 	if _, err := f.p.PublishFlow(ctx, "", []byte(askFlow), ""); err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ func TestWakeUpReport(t *testing.T) {
 	c := srv.Client(t)
 	ctx := context.Background()
 	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	delayQ, err := queue.NewDelay(c, "plaita:delay:queue")
+	delayQ, err := queue.NewDelay(queue.RedisDelays(c), "plaita:delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}

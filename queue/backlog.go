@@ -1,12 +1,6 @@
 package queue
 
-import (
-	"context"
-	"fmt"
-	"strings"
-
-	"github.com/redis/rueidis"
-)
+import "context"
 
 // Backlog is the task queue as an operator checks it first: how much waits, how much is being
 // worked, what is left over and what died.
@@ -34,42 +28,15 @@ type Backlog struct {
 // Backlog reads the stream's length, its group's pending count, lag and consumers, and the
 // dead-letter stream's length, in one round trip.
 func (q *Queue) Backlog(ctx context.Context) (Backlog, error) {
-	c := q.c
-	res := c.DoMulti(ctx,
-		c.B().Xlen().Key(q.stream).Build(),
-		c.B().XinfoGroups().Key(q.stream).Build(),
-		c.B().Xlen().Key(q.dlq).Build())
 	b := Backlog{Stream: q.stream, Group: q.group, DLQ: q.dlq}
-	var err error
-	if b.Length, err = res[0].AsInt64(); err != nil {
-		return b, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.stream, err)
-	}
-	if b.DLQLength, err = res[2].AsInt64(); err != nil {
-		return b, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.dlq, err)
-	}
-	rows, err := res[1].ToArray()
-	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(re.Error()), "no such key") {
-		err, rows = nil, nil // no stream yet: nothing was ever enqueued
-	}
+	in, err := q.d.Info(ctx, q.stream, q.dlq)
 	if err != nil {
-		return b, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
+		return b, err
 	}
-	for _, r := range rows {
-		m, err := r.AsMap()
-		if err != nil {
-			return b, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
-		}
-		name := m["name"]
-		if n, _ := name.ToString(); n != q.group {
-			continue
-		}
+	b.Length, b.DLQLength = in.Length, in.DLQLength
+	if g, ok := q.ownGroup(in); ok {
 		b.GroupExists = true
-		b.Pending = intField(m, "pending")
-		b.Consumers = intField(m, "consumers")
-		if lag, ok := m["lag"]; ok && !lag.IsNil() {
-			b.Lag, err = lag.AsInt64()
-			b.LagKnown = err == nil
-		}
+		b.Pending, b.Consumers, b.Lag, b.LagKnown = g.Pending, g.Consumers, g.Lag, g.LagKnown
 	}
 	if !b.GroupExists {
 		b.Lag, b.LagKnown = b.Length, true
@@ -79,14 +46,4 @@ func (q *Queue) Backlog(ctx context.Context) (Backlog, error) {
 	}
 	b.Residue = max(b.Length-b.Pending-b.Lag, 0)
 	return b, nil
-}
-
-// intField is an integer of an XINFO reply, 0 when it is missing or not an integer.
-func intField(m map[string]rueidis.RedisMessage, name string) int64 {
-	v, ok := m[name]
-	if !ok {
-		return 0
-	}
-	n, _ := v.AsInt64()
-	return n
 }

@@ -45,7 +45,7 @@ func TestBacklog(t *testing.T) {
 	if got.GroupExists || got.Length != 0 || got.Lag != 0 || got.Pending != 0 || got.DLQLength != 0 {
 		t.Fatalf("a queue never written: %+v", got)
 	}
-	if _, err := Enqueue(ctx, b.c, fresh.Stream(), startEnv("f")); err != nil {
+	if _, err := Enqueue(ctx, Redis(b.c), fresh.Stream(), startEnv("f")); err != nil {
 		t.Fatal(err)
 	}
 	if got, err = fresh.Backlog(ctx); err != nil || got.GroupExists || got.Length != 1 || got.Lag != 1 || !got.LagKnown {

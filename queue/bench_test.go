@@ -24,7 +24,7 @@ func benchQueue(b *testing.B, extra map[string]string) *Queue {
 	if err != nil {
 		b.Fatal(err)
 	}
-	q, err := New(c, fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
+	q, err := New(Redis(c), fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func BenchmarkEnqueue(b *testing.B) {
 	e := startEnv("bench")
 	b.ResetTimer()
 	for range b.N {
-		if _, err := Enqueue(ctx, q.c, q.Stream(), e); err != nil {
+		if _, err := Enqueue(ctx, q.d, q.Stream(), e); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -69,7 +69,7 @@ func BenchmarkEnqueueParallel(b *testing.B) {
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			if _, err := Enqueue(ctx, q.c, q.Stream(), e); err != nil {
+			if _, err := Enqueue(ctx, q.d, q.Stream(), e); err != nil {
 				b.Error(err)
 				return
 			}
@@ -85,7 +85,7 @@ func readAck(b *testing.B, ack func(ctx context.Context, q *Queue, ds []Delivery
 	ctx := benchCtx(b)
 	e := startEnv("bench")
 	for range b.N {
-		if _, err := Enqueue(ctx, q.c, q.Stream(), e); err != nil {
+		if _, err := Enqueue(ctx, q.d, q.Stream(), e); err != nil {
 			b.Fatal(err)
 		}
 	}

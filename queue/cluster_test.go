@@ -25,7 +25,7 @@ func TestClusterRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := New(c, fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
+	q, err := New(Redis(c), fromConfig(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestClusterRoundTrip(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if _, err := Enqueue(ctx, c, q.Stream(), startEnv("f")); err != nil {
+	if _, err := Enqueue(ctx, Redis(c), q.Stream(), startEnv("f")); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := q.Read(ctx, "a", 10, 100*time.Millisecond)

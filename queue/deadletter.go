@@ -11,8 +11,6 @@ import (
 
 	"plaita/internal/callctx"
 	"plaita/model"
-
-	"github.com/redis/rueidis"
 )
 
 // DLQ entry fields.
@@ -96,20 +94,6 @@ func sameSlot(key string) string {
 	return "{" + key + "}"
 }
 
-// deadLetterScript writes a dead letter and its source's one-shot marker in one step, so that
-// a worker killed between the two cannot leave an entry without its marker (its redelivery
-// would dead-letter the message a second time).
-// KEYS: 1 DLQ stream, 2 marker. ARGV: 1 MAXLEN, 2 marker TTL (s), 3… the entry's field/value
-// pairs. Returns {0, previous DLQ id} (already dead-lettered) | {1, DLQ id, trimmed, length}.
-var deadLetterScript = rueidis.NewLuaScript(`
-local prev = redis.call('GET', KEYS[2])
-if prev then return {0, prev} end
-local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 3))
-local trimmed = redis.call('XTRIM', KEYS[1], 'MAXLEN', ARGV[1])
-redis.call('SET', KEYS[2], id, 'EX', ARGV[2])
-return {1, id, trimmed, redis.call('XLEN', KEYS[1])}
-`)
-
 // DeadLetter moves d to the dead-letter stream: in one script, the entry (reason, source id,
 // delivery count, schema version, the original payload), XTRIM MAXLEN = PLAITA_DLQ_MAX_LEN
 // (exact: the DLQ is small, and "0 keeps 1" must keep exactly one) and the source's one-shot
@@ -156,8 +140,7 @@ func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info Dea
 	if d.Err != nil {
 		info.Detail = d.Err.Error()
 	}
-	args := []string{strconv.Itoa(q.dlqMaxLen), strconv.FormatInt(int64(letteredTTL/time.Second), 10),
-		dlqReason, reason,
+	args := []string{dlqReason, reason,
 		dlqSourceID, d.ID,
 		dlqQueue, q.stream,
 		dlqConsumer, d.Consumer,
@@ -180,22 +163,15 @@ func (q *Queue) letter(ctx context.Context, d Delivery, reason string) (info Dea
 		}
 		args = append(args, PayloadField, payload)
 	}
-	arr, err := deadLetterScript.Exec(ctx, q.c, []string{q.dlq, q.letteredKey(d.ID)}, args).ToArray()
+	res, err := q.d.DeadLetter(ctx, q.dlq, q.letteredKey(d.ID), q.dlqMaxLen, letteredTTL, args...)
 	if err != nil {
-		return info, false, fmt.Errorf("%w: dead-letter %s to %s: %w", ErrRedis, d.ID, q.dlq, err)
+		return info, false, fmt.Errorf("dead-letter %s: %w", d.ID, err)
 	}
-	if len(arr) < 2 {
-		return info, false, fmt.Errorf("dead-letter %s to %s: unexpected reply", d.ID, q.dlq)
-	}
-	wrote, _ := arr[0].AsInt64()
-	info.DLQID, _ = arr[1].ToString()
-	if wrote != 1 {
+	info.DLQID = res.ID
+	if !res.Wrote {
 		return info, true, nil
 	}
-	if len(arr) == 4 {
-		info.TrimmedCount, _ = arr[2].AsInt64()
-		info.DLQLength, _ = arr[3].AsInt64()
-	}
+	info.TrimmedCount, info.DLQLength = res.Trimmed, res.Length
 	return info, false, nil
 }
 
@@ -222,8 +198,8 @@ type DLQEntry struct {
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
 }
 
-func dlqEntry(e rueidis.XRangeEntry) DLQEntry {
-	f := e.FieldValues
+func dlqEntry(e Entry) DLQEntry {
+	f := e.Fields
 	out := DLQEntry{
 		ID: e.ID, Reason: f[dlqReason], Detail: f[dlqDetail], SourceID: f[dlqSourceID], Queue: f[dlqQueue],
 		Consumer: f[dlqConsumer], TenantID: f[dlqTenant], ExecutionID: f[dlqExecution], Kind: f[dlqKind],
@@ -247,7 +223,6 @@ func (q *Queue) ListDLQ(ctx context.Context, count int) ([]DLQEntry, error) {
 // the newest), newest first: the pages of a listing, each going on after the last entry of
 // the one before. An id that is not a stream id is ErrBadDLQCursor.
 func (q *Queue) ListDLQBefore(ctx context.Context, before string, count int) ([]DLQEntry, error) {
-	c := q.c
 	if count < 1 {
 		count = 1
 	}
@@ -258,12 +233,12 @@ func (q *Queue) ListDLQBefore(ctx context.Context, before string, count int) ([]
 		}
 		end = "(" + before
 	}
-	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
+	found, err := q.d.Range(ctx, q.dlq, Span{Start: "-", End: end, Count: count, Rev: true})
 	if err != nil {
-		return nil, fmt.Errorf("%w: list %s: %w", ErrRedis, q.dlq, err)
+		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
-	out := make([]DLQEntry, 0, len(es))
-	for _, e := range es {
+	out := make([]DLQEntry, 0, len(found[0]))
+	for _, e := range found[0] {
 		out = append(out, dlqEntry(e))
 	}
 	return out, nil
@@ -274,11 +249,11 @@ func (q *Queue) DeadLetterByID(ctx context.Context, dlqID string) (DLQEntry, err
 	if _, ok := parseID(dlqID); !ok {
 		return DLQEntry{}, fmt.Errorf("%w: %q is not a stream id", ErrDLQEntryNotFound, dlqID)
 	}
-	c := q.c
-	es, err := c.Do(ctx, c.B().Xrange().Key(q.dlq).Start(dlqID).End(dlqID).Build()).AsXRange()
+	found, err := q.d.Range(ctx, q.dlq, Span{Start: dlqID, End: dlqID})
 	if err != nil {
-		return DLQEntry{}, fmt.Errorf("%w: read %s from %s: %w", ErrRedis, dlqID, q.dlq, err)
+		return DLQEntry{}, fmt.Errorf("read dead letter %s: %w", dlqID, err)
 	}
+	es := found[0]
 	if len(es) == 0 {
 		return DLQEntry{}, fmt.Errorf("%w: %s in %s", ErrDLQEntryNotFound, dlqID, q.dlq)
 	}
@@ -324,15 +299,15 @@ type ReplayResult struct {
 // id-less legacy start gets DeterministicExecutionID of that message: the id its first
 // delivery used. The DLQ entry stays (evidence); the caller writes the audit row.
 func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) {
-	c := q.c
 	res := ReplayResult{DLQID: dlqID}
 	if _, ok := parseID(dlqID); !ok {
 		return res, fmt.Errorf("%w: %q is not a stream id", ErrDLQEntryNotFound, dlqID)
 	}
-	es, err := c.Do(ctx, c.B().Xrange().Key(q.dlq).Start(dlqID).End(dlqID).Build()).AsXRange()
+	found, err := q.d.Range(ctx, q.dlq, Span{Start: dlqID, End: dlqID})
 	if err != nil {
-		return res, fmt.Errorf("%w: replay %s: %w", ErrRedis, dlqID, err)
+		return res, fmt.Errorf("replay %s: %w", dlqID, err)
 	}
+	es := found[0]
 	if len(es) == 0 {
 		return res, fmt.Errorf("%w: %s in %s", ErrDLQEntryNotFound, dlqID, q.dlq)
 	}
@@ -358,28 +333,28 @@ func (q *Queue) Replay(ctx context.Context, dlqID string) (ReplayResult, error) 
 	}
 
 	marker := q.replayedKey(dlqID)
-	err = c.Do(ctx, c.B().Set().Key(marker).Value("pending").Nx().Ex(ReplayMarkerTTL).Build()).Error()
-	if rueidis.IsRedisNil(err) {
+	claimed, err := q.d.SetOnce(ctx, marker, "pending", ReplayMarkerTTL)
+	if err != nil {
+		return res, fmt.Errorf("replay %s: marker: %w", dlqID, err)
+	}
+	if !claimed {
 		res.Status = ReplayAlreadyReplayed
-		if prev, err := c.Do(ctx, c.B().Get().Key(marker).Build()).ToString(); err == nil && prev != "pending" {
+		if prev, ok, err := q.d.Get(ctx, marker); err == nil && ok && prev != "pending" {
 			res.QueueID = prev
 		}
 		return res, nil
 	}
-	if err != nil {
-		return res, fmt.Errorf("%w: replay %s: marker: %w", ErrRedis, dlqID, err)
-	}
 	env.SourceMessageID = source // schema_version and generations are the dead letter's own
-	id, err := Enqueue(ctx, c, q.stream, env)
+	id, err := Enqueue(ctx, q.d, q.stream, env)
 	if err != nil {
 		// Give the marker back so the replay can be retried; a failed DEL only delays that.
 		dctx, cancel := callctx.Detached(ctx, callctx.Cleanup)
-		c.Do(dctx, c.B().Del().Key(marker).Build())
+		_ = q.d.Unset(dctx, marker)
 		cancel()
 		return res, fmt.Errorf("replay %s: %w", dlqID, err)
 	}
 	res.Status, res.QueueID = ReplayDone, id
-	if err := c.Do(ctx, c.B().Set().Key(marker).Value(id).Xx().Keepttl().Build()).Error(); err != nil && !rueidis.IsRedisNil(err) {
+	if err := q.d.Replace(ctx, marker, id); err != nil {
 		q.log.Warn().Err(err).Str("dlq_id", dlqID).Msg("replay marker keeps the value pending")
 	}
 	q.log.Info().Str("event", "dlq.replay").Str("dlq_id", dlqID).Str("queue_id", id).

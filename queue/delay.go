@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/engine/state"
 	"plaita/internal/callctx"
 	"plaita/model"
@@ -52,20 +50,20 @@ func DelayDeadKey(name string) string     { return name + ":dead" }
 
 // Delay is the delay queue of one deployment. It is safe for concurrent use.
 type Delay struct {
-	c    rueidis.Client
+	d    DelayDriver
 	name string
 }
 
-// NewDelay returns the delay queue named name (PLAITA_DELAY_QUEUE) over client c. An empty
+// NewDelay returns the delay queue named name (PLAITA_DELAY_QUEUE) over driver d. An empty
 // name is an error, never a key ":scheduled".
-func NewDelay(c rueidis.Client, name string) (*Delay, error) {
-	if c == nil {
-		return nil, errors.New("queue.NewDelay: client is required")
+func NewDelay(d DelayDriver, name string) (*Delay, error) {
+	if d == nil {
+		return nil, errors.New("queue.NewDelay: driver is required")
 	}
 	if name == "" {
 		return nil, errors.New("queue.NewDelay: empty delay queue name (PLAITA_DELAY_QUEUE)")
 	}
-	return &Delay{c: c, name: name}, nil
+	return &Delay{d: d, name: name}, nil
 }
 
 // Name is the queue's configured name; ScheduledKey, AttemptsKey and DeadKey its keys.
@@ -164,9 +162,8 @@ func (d *Delay) scheduleAt(ctx context.Context, e DelayEntry, at time.Time) erro
 	}
 	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
-	key := d.ScheduledKey()
-	if err := d.c.Do(ctx, d.c.B().Zadd().Key(key).ScoreMember().ScoreMember(float64(at.UnixMilli()), m).Build()).Error(); err != nil {
-		return fmt.Errorf("%w: delay queue %s: schedule %s of %s: %w", ErrRedis, key, e.ResumeType, e.ExecutionID, err)
+	if err := d.d.Schedule(ctx, d.name, m, at); err != nil {
+		return fmt.Errorf("delay queue %s: schedule %s of %s: %w", d.name, e.ResumeType, e.ExecutionID, err)
 	}
 	return nil
 }
@@ -353,87 +350,16 @@ type MoveReport struct {
 	Full bool
 }
 
-// moveScript sends due members on a single server (in a Redis Cluster its keys would span
-// slots: see MoveDue), each one atomically: its resume is added to the stream and the member removed in the
-// same step, so a crash never sends it twice and two movers never both send it (the second
-// finds it gone). A member whose XADD fails (OOM, a stream key of the wrong type …) has its
-// failure counted in :attempts and its score pushed to its next attempt, or past MaxAttempts
-// is moved to :dead; a member the caller found malformed goes to :dead at once.
-// KEYS: 1 scheduled, 2 attempts, 3 dead, 4 task stream.
-// ARGV: 1 now (ms), 2 max attempts, 3 retry base (ms), 4 retry max (ms), 5 now (RFC 3339),
-// then per member: op ('m' send | 'd' dead), the member, the envelope JSON ('m') or the dead
-// record JSON ('d').
-// Returns per member: {0} gone or not due | {1, stream id} sent | {2, error, attempts}
-// retried later | {3} dead (malformed) | {3, error, attempts} dead (enqueue failed) |
-// {4, error} the failure could not even be counted (OOM): left as it is for the next pass.
-var moveScript = rueidis.NewLuaScript(`
-local out = {}
-local now = tonumber(ARGV[1])
-for i = 6, #ARGV, 3 do
-  local op, member, arg = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local score = redis.call('ZSCORE', KEYS[1], member)
-  if not score or tonumber(score) > now then
-    out[#out + 1] = {0}
-  elseif op == 'd' then
-    redis.call('HSET', KEYS[3], member, arg)
-    redis.call('ZREM', KEYS[1], member)
-    redis.call('HDEL', KEYS[2], member)
-    out[#out + 1] = {3}
-  else
-    local id = redis.pcall('XADD', KEYS[4], '*', 'payload', arg)
-    if type(id) ~= 'table' then
-      redis.call('ZREM', KEYS[1], member)
-      redis.call('HDEL', KEYS[2], member)
-      out[#out + 1] = {1, id}
-    else
-      local e = id.err or 'error'
-      local n = redis.pcall('HINCRBY', KEYS[2], member, 1)
-      if type(n) == 'table' then
-        out[#out + 1] = {4, e}
-      elseif n >= tonumber(ARGV[2]) then
-        redis.call('HSET', KEYS[3], member, cjson.encode({reason = 'enqueue_failed', detail = e, attempts = n, at = ARGV[5]}))
-        redis.call('ZREM', KEYS[1], member)
-        redis.call('HDEL', KEYS[2], member)
-        out[#out + 1] = {3, e, n}
-      else
-        local wait = math.min(tonumber(ARGV[3]) * 2 ^ (n - 1), tonumber(ARGV[4]))
-        redis.call('ZADD', KEYS[1], 'XX', string.format('%d', now + wait), member)
-        out[#out + 1] = {2, e, n}
-      end
-    end
-  end
-end
-return out
-`)
-
-// claimScript is a Cluster mover's first step for one member (the ZSET alone: one slot): a
-// member still due is pushed ClusterClaimLease into the future, so no other mover takes it
-// while this one sends it. KEYS: 1 scheduled. ARGV: 1 member, 2 now (ms), 3 lease end (ms).
-// Returns 1 when claimed, 0 when gone or not due.
-var claimScript = rueidis.NewLuaScript(`
-local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return 0 end
-redis.call('ZADD', KEYS[1], 'XX', ARGV[3], ARGV[1])
-return 1
-`)
-
 // moveItem is one due member and what the pass does with it.
 type moveItem struct {
-	member  string
-	entry   DelayEntry
-	payload string // 'm': the envelope JSON
-	dead    *DelayDeadRecord
+	MoveItem
+	entry DelayEntry
+	dead  *DelayDeadRecord
 }
 
 // MoveDue sends up to o.Batch members due at now: each one's resume (DelayEntry.Resume,
-// stamped with the mover's generations) is added to o.Stream and the member removed.
-//
-// On a single server each member moves atomically (moveScript). In a Redis Cluster the ZSET
-// and the stream live in different slots and no script may touch both, so a member moves in
-// steps: claim it (claimScript: pushed ClusterClaimLease ahead), XADD, ZREM. A mover that dies
-// after the claim loses nothing (the member comes due again after the lease); one that dies
-// between XADD and ZREM sends the resume twice — the worker drops the second as a stale or
-// duplicate wake-up. :attempts and :dead are separate commands there too.
+// stamped with the mover's generations) is added to o.Stream and the member removed, at most
+// once across movers (DelayDriver.Move). A member that cannot be sent goes to :dead at once.
 //
 // Only a failure to read the queue is an error; what happened to each member is in the report.
 func (d *Delay) MoveDue(ctx context.Context, now time.Time, o MoveOptions) (MoveReport, error) {
@@ -443,34 +369,63 @@ func (d *Delay) MoveDue(ctx context.Context, now time.Time, o MoveOptions) (Move
 	}
 	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
-	c, key, nowMs := d.c, d.ScheduledKey(), now.UnixMilli()
-	due, err := c.Do(ctx, c.B().Zrange().Key(key).Min("-inf").Max(strconv.FormatInt(nowMs, 10)).Byscore().
-		Limit(0, int64(o.Batch)).Withscores().Build()).AsZScores()
+	due, err := d.d.Due(ctx, d.name, now, o.Batch)
 	if err != nil {
-		return MoveReport{}, fmt.Errorf("%w: delay queue %s: read due members: %w", ErrRedis, key, err)
+		return MoveReport{}, fmt.Errorf("delay queue %s: read due members: %w", d.name, err)
 	}
 	rep := MoveReport{Full: len(due) == o.Batch}
 	if len(due) == 0 {
 		return rep, nil
 	}
 	items := make([]moveItem, len(due))
-	for i, z := range due {
-		items[i] = d.prepare(z.Member, now, o)
+	plain := make([]MoveItem, len(due))
+	for i, member := range due {
+		if items[i], err = d.prepare(member, now, o); err != nil {
+			return rep, err
+		}
+		plain[i] = items[i].MoveItem
 	}
-	if c.Mode() == rueidis.ClientModeCluster {
-		d.moveStepwise(ctx, now, o, items, &rep)
-		return rep, nil
+	res, err := d.d.Move(ctx, d.name, o.Stream, now, o, plain)
+	if err != nil {
+		return rep, fmt.Errorf("delay queue %s: move due members: %w", d.name, err)
 	}
-	return rep, d.moveAtomically(ctx, now, o, items, &rep)
+	if len(res) != len(items) {
+		return rep, fmt.Errorf("delay queue %s: move answered %d results for %d members", d.name, len(res), len(items))
+	}
+	for i, r := range res {
+		it := items[i]
+		switch r.Code {
+		case MoveSkipped:
+			rep.Skipped++
+		case MoveSent:
+			rep.Fired = append(rep.Fired, Fired{Entry: it.entry, MessageID: r.ID, Late: now.Sub(it.entry.Due)})
+		case MoveRetried:
+			rep.Retried = append(rep.Retried, Retried{Member: it.Member, Attempts: r.Attempts, Err: r.Err})
+		case MoveBuried:
+			rec := it.dead
+			if rec == nil {
+				rec = &DelayDeadRecord{Reason: DelayReasonEnqueueFailed, Detail: r.Err, Attempts: r.Attempts, At: now.UTC()}
+			}
+			rep.Dead = append(rep.Dead, DelayDead{Member: it.Member, Record: *rec})
+		default:
+			rep.Retried = append(rep.Retried, Retried{Member: it.Member, Err: r.Err})
+		}
+	}
+	return rep, nil
 }
 
 // prepare decodes a member and builds its resume, or the dead record of a member that cannot
 // be sent.
-func (d *Delay) prepare(member string, now time.Time, o MoveOptions) moveItem {
-	it := moveItem{member: member}
-	bad := func(err error) moveItem {
+func (d *Delay) prepare(member string, now time.Time, o MoveOptions) (moveItem, error) {
+	it := moveItem{MoveItem: MoveItem{Member: member}}
+	bad := func(err error) (moveItem, error) {
 		it.dead = &DelayDeadRecord{Reason: DelayReasonMalformed, Detail: err.Error(), At: now.UTC()}
-		return it
+		rec, err := json.Marshal(it.dead)
+		if err != nil {
+			return it, fmt.Errorf("delay queue %s: encode dead record: %w", d.name, err)
+		}
+		it.Dead = string(rec)
+		return it, nil
 	}
 	e, err := ParseDelayEntry(member)
 	if err != nil {
@@ -486,143 +441,8 @@ func (d *Delay) prepare(member string, now time.Time, o MoveOptions) moveItem {
 	if err != nil {
 		return bad(err)
 	}
-	it.payload = string(payload)
-	return it
-}
-
-func (d *Delay) moveAtomically(ctx context.Context, now time.Time, o MoveOptions, items []moveItem, rep *MoveReport) error {
-	args := []string{strconv.FormatInt(now.UnixMilli(), 10), strconv.Itoa(o.MaxAttempts),
-		strconv.FormatInt(o.RetryBase.Milliseconds(), 10), strconv.FormatInt(o.RetryMax.Milliseconds(), 10),
-		now.UTC().Format(time.RFC3339Nano)}
-	for _, it := range items {
-		if it.dead != nil {
-			rec, err := json.Marshal(it.dead)
-			if err != nil {
-				return fmt.Errorf("delay queue %s: encode dead record: %w", d.name, err)
-			}
-			args = append(args, "d", it.member, string(rec))
-		} else {
-			args = append(args, "m", it.member, it.payload)
-		}
-	}
-	res, err := moveScript.Exec(ctx, d.c, []string{d.ScheduledKey(), d.AttemptsKey(), d.DeadKey(), o.Stream}, args).ToArray()
-	if err != nil {
-		return fmt.Errorf("%w: delay queue %s: move due members: %w", ErrRedis, d.name, err)
-	}
-	if len(res) != len(items) {
-		return fmt.Errorf("delay queue %s: move script answered %d results for %d members", d.name, len(res), len(items))
-	}
-	for i, r := range res {
-		vals, err := r.ToArray()
-		if err != nil || len(vals) == 0 {
-			return fmt.Errorf("delay queue %s: move script result %d: %v", d.name, i, err)
-		}
-		code, _ := vals[0].AsInt64()
-		str := func(j int) string {
-			if j >= len(vals) {
-				return ""
-			}
-			s, _ := vals[j].ToString()
-			return s
-		}
-		num := func(j int) int64 {
-			if j >= len(vals) {
-				return 0
-			}
-			n, _ := vals[j].AsInt64()
-			return n
-		}
-		it := items[i]
-		switch code {
-		case 0:
-			rep.Skipped++
-		case 1:
-			rep.Fired = append(rep.Fired, Fired{Entry: it.entry, MessageID: str(1), Late: now.Sub(it.entry.Due)})
-		case 2:
-			rep.Retried = append(rep.Retried, Retried{Member: it.member, Attempts: num(2), Err: str(1)})
-		case 3:
-			rec := it.dead
-			if rec == nil {
-				rec = &DelayDeadRecord{Reason: DelayReasonEnqueueFailed, Detail: str(1), Attempts: num(2), At: now.UTC()}
-			}
-			rep.Dead = append(rep.Dead, DelayDead{Member: it.member, Record: *rec})
-		default:
-			rep.Retried = append(rep.Retried, Retried{Member: it.member, Err: str(1)})
-		}
-	}
-	return nil
-}
-
-// moveStepwise is MoveDue in a Redis Cluster (see there); every failure is per member.
-func (d *Delay) moveStepwise(ctx context.Context, now time.Time, o MoveOptions, items []moveItem, rep *MoveReport) {
-	c, key, nowMs := d.c, d.ScheduledKey(), now.UnixMilli()
-	lease := strconv.FormatInt(now.Add(ClusterClaimLease).UnixMilli(), 10)
-	for _, it := range items {
-		n, err := claimScript.Exec(ctx, c, []string{key}, []string{it.member, strconv.FormatInt(nowMs, 10), lease}).AsInt64()
-		if err != nil {
-			rep.Retried = append(rep.Retried, Retried{Member: it.member, Err: "claim: " + err.Error()})
-			continue
-		}
-		if n == 0 {
-			rep.Skipped++
-			continue
-		}
-		if it.dead != nil {
-			if err := d.bury(ctx, it.member, *it.dead); err != nil {
-				rep.Retried = append(rep.Retried, Retried{Member: it.member, Err: err.Error()})
-				continue
-			}
-			rep.Dead = append(rep.Dead, DelayDead{Member: it.member, Record: *it.dead})
-			continue
-		}
-		id, xerr := c.Do(ctx, c.B().Xadd().Key(o.Stream).Id("*").FieldValue().FieldValue(PayloadField, it.payload).Build()).ToString()
-		if xerr == nil {
-			rep.Fired = append(rep.Fired, Fired{Entry: it.entry, MessageID: id, Late: now.Sub(it.entry.Due)})
-			// A failure here leaves the claimed member to come due again: sent twice, which
-			// the worker drops as a duplicate wake-up.
-			for _, r := range c.DoMulti(ctx, c.B().Zrem().Key(key).Member(it.member).Build(),
-				c.B().Hdel().Key(d.AttemptsKey()).Field(it.member).Build()) {
-				_ = r.Error()
-			}
-			continue
-		}
-		n, err = c.Do(ctx, c.B().Hincrby().Key(d.AttemptsKey()).Field(it.member).Increment(1).Build()).AsInt64()
-		switch {
-		case err != nil: // not even counted: the claim lease brings it back
-			rep.Retried = append(rep.Retried, Retried{Member: it.member, Err: xerr.Error()})
-		case n >= int64(o.MaxAttempts):
-			rec := DelayDeadRecord{Reason: DelayReasonEnqueueFailed, Detail: xerr.Error(), Attempts: n, At: now.UTC()}
-			if err := d.bury(ctx, it.member, rec); err != nil {
-				rep.Retried = append(rep.Retried, Retried{Member: it.member, Attempts: n, Err: xerr.Error()})
-				continue
-			}
-			rep.Dead = append(rep.Dead, DelayDead{Member: it.member, Record: rec})
-		default:
-			wait := min(o.RetryBase*time.Duration(1<<min(n-1, 30)), o.RetryMax)
-			_ = c.Do(ctx, c.B().Zadd().Key(key).Xx().ScoreMember().ScoreMember(float64(now.Add(wait).UnixMilli()), it.member).Build()).Error()
-			rep.Retried = append(rep.Retried, Retried{Member: it.member, Attempts: n, Err: xerr.Error()})
-		}
-	}
-}
-
-// bury moves a claimed member to :dead in a cluster: the record first, so a crash in between
-// leaves a member that is buried again, never one that is lost.
-func (d *Delay) bury(ctx context.Context, member string, rec DelayDeadRecord) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("delay queue %s: encode dead record: %w", d.name, err)
-	}
-	c := d.c
-	if err := c.Do(ctx, c.B().Hset().Key(d.DeadKey()).FieldValue().FieldValue(member, string(b)).Build()).Error(); err != nil {
-		return fmt.Errorf("%w: delay queue %s: bury: %w", ErrRedis, d.DeadKey(), err)
-	}
-	for _, r := range c.DoMulti(ctx, c.B().Zrem().Key(d.ScheduledKey()).Member(member).Build(),
-		c.B().Hdel().Key(d.AttemptsKey()).Field(member).Build()) {
-		if err := r.Error(); err != nil {
-			return fmt.Errorf("%w: delay queue %s: bury: %w", ErrRedis, d.name, err)
-		}
-	}
-	return nil
+	it.Payload = string(payload)
+	return it, nil
 }
 
 // ---- reading ----
@@ -640,29 +460,11 @@ type DelayStats struct {
 func (d *Delay) Stats(ctx context.Context, now time.Time) (DelayStats, error) {
 	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
-	c, key := d.c, d.ScheduledKey()
-	res := c.DoMulti(ctx, c.B().Zcard().Key(key).Build(),
-		c.B().Zcount().Key(key).Min("-inf").Max(strconv.FormatInt(now.UnixMilli(), 10)).Build(),
-		c.B().Hlen().Key(d.DeadKey()).Build(),
-		c.B().Zrange().Key(key).Min("0").Max("0").Withscores().Build())
-	var s DelayStats
-	var errs []error
-	var err error
-	s.Scheduled, err = res[0].AsInt64()
-	errs = append(errs, err)
-	s.Due, err = res[1].AsInt64()
-	errs = append(errs, err)
-	s.Dead, err = res[2].AsInt64()
-	errs = append(errs, err)
-	first, err := res[3].AsZScores()
-	errs = append(errs, err)
-	if err := errors.Join(errs...); err != nil {
-		return DelayStats{}, fmt.Errorf("%w: delay queue %s: stats: %w", ErrRedis, d.name, err)
+	st, err := d.d.Stats(ctx, d.name, now)
+	if err != nil {
+		return DelayStats{}, fmt.Errorf("delay queue %s: stats: %w", d.name, err)
 	}
-	if len(first) > 0 {
-		s.OldestDue = time.UnixMilli(int64(first[0].Score)).UTC()
-	}
-	return s, nil
+	return st, nil
 }
 
 // DelayLookup is where one entry stands in the queue.
@@ -683,29 +485,13 @@ func (d *Delay) Lookup(ctx context.Context, e DelayEntry) (DelayLookup, error) {
 	}
 	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
-	c := d.c
-	res := c.DoMulti(ctx, c.B().Zscore().Key(d.ScheduledKey()).Member(m).Build(),
-		c.B().Hget().Key(d.AttemptsKey()).Field(m).Build(),
-		c.B().Hget().Key(d.DeadKey()).Field(m).Build())
-	var l DelayLookup
-	score, err := res[0].AsFloat64()
-	switch {
-	case err == nil:
-		l.Scheduled, l.At = true, time.UnixMilli(int64(score)).UTC()
-	case !rueidis.IsRedisNil(err):
-		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup: %w", ErrRedis, d.name, err)
+	at, scheduled, attempts, dead, err := d.d.Lookup(ctx, d.name, m)
+	if err != nil {
+		return DelayLookup{}, fmt.Errorf("delay queue %s: lookup: %w", d.name, err)
 	}
-	if n, err := res[1].AsInt64(); err == nil {
-		l.Attempts = n
-	} else if !rueidis.IsRedisNil(err) {
-		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup attempts: %w", ErrRedis, d.name, err)
-	}
-	raw, err := res[2].ToString()
-	switch {
-	case err == nil:
-		l.Dead = decodeDeadRecord(raw)
-	case !rueidis.IsRedisNil(err):
-		return DelayLookup{}, fmt.Errorf("%w: delay queue %s: lookup dead: %w", ErrRedis, d.name, err)
+	l := DelayLookup{Scheduled: scheduled, At: at, Attempts: attempts}
+	if dead != "" {
+		l.Dead = decodeDeadRecord(dead)
 	}
 	return l, nil
 }
@@ -722,9 +508,9 @@ func decodeDeadRecord(raw string) *DelayDeadRecord {
 func (d *Delay) ListDead(ctx context.Context) ([]DelayDead, error) {
 	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
 	defer cancel()
-	m, err := d.c.Do(ctx, d.c.B().Hgetall().Key(d.DeadKey()).Build()).AsStrMap()
+	m, err := d.d.Dead(ctx, d.name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: delay queue %s: list dead: %w", ErrRedis, d.DeadKey(), err)
+		return nil, fmt.Errorf("delay queue %s: list dead: %w", d.name, err)
 	}
 	out := make([]DelayDead, 0, len(m))
 	for member, raw := range m {

@@ -24,7 +24,7 @@ func TestDelayScheduleMemberAndScore(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	d, err := NewDelay(c, root+":delay:queue")
+	d, err := NewDelay(RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,13 @@ func TestDelayRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	if _, err := NewDelay(c, ""); err == nil {
+	if _, err := NewDelay(RedisDelays(c), ""); err == nil {
 		t.Error("an empty delay queue name must be refused")
 	}
 	if _, err := NewDelay(nil, "x"); err == nil {
-		t.Error("a nil client must be refused")
+		t.Error("a nil driver must be refused")
 	}
-	d, err := NewDelay(c, root+":delay:queue")
+	d, err := NewDelay(RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestDelayScheduleBoundsOfTheDueTime(t *testing.T) {
 	t.Parallel()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	d, err := NewDelay(c, root+":delay:queue")
+	d, err := NewDelay(RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +153,7 @@ type delayFix struct {
 
 func newDelayFix(t *testing.T, c rueidis.Client, root string) *delayFix {
 	t.Helper()
-	d, err := NewDelay(c, root+":delay:queue")
+	d, err := NewDelay(RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}

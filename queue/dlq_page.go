@@ -10,7 +10,6 @@ import (
 // whole dead-letter stream a page at a time (a bulk replay by filter), where ListDLQ reads only
 // its newest entries.
 func (q *Queue) DLQPage(ctx context.Context, before string, count int) ([]DLQEntry, string, error) {
-	c := q.c
 	end := "+"
 	if before != "" {
 		if _, ok := parseID(before); !ok {
@@ -19,12 +18,12 @@ func (q *Queue) DLQPage(ctx context.Context, before string, count int) ([]DLQEnt
 		end = "(" + before // exclusive (Redis 6.2)
 	}
 	count = max(count, 1)
-	es, err := c.Do(ctx, c.B().Xrevrange().Key(q.dlq).End(end).Start("-").Count(int64(count)).Build()).AsXRange()
+	found, err := q.d.Range(ctx, q.dlq, Span{Start: "-", End: end, Count: count, Rev: true})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: page %s: %w", ErrRedis, q.dlq, err)
+		return nil, "", fmt.Errorf("page: %w", err)
 	}
-	out := make([]DLQEntry, 0, len(es))
-	for _, e := range es {
+	out := make([]DLQEntry, 0, len(found[0]))
+	for _, e := range found[0] {
 		out = append(out, dlqEntry(e))
 	}
 	next := ""

@@ -1,6 +1,15 @@
-// Package queue is plaita's task queue: the task envelope (envelope.go), the Redis Stream the
+// Package queue is plaita's task queue: the task envelope (envelope.go), the stream the
 // workers consume through one consumer group, the delivery gate, the dead-letter stream and
 // its replay, the residue sweeper, and the delay queue's schedule (Delay).
+//
+// # Drivers
+//
+// Queue, Producer and Delay hold every policy; what they store goes through a Driver (task
+// streams: driver.go) and a DelayDriver. RedisDriver and RedisDelay are Redis Streams, ZSETs and
+// the scripts below, one round trip per driver call, as in the cluster; store/sqlite's Broker
+// and Delays are the same on the console's database, for local mode. Both are held to one
+// contract, queuetest, in the default tests. Below, the Redis command names describe the
+// cluster; the embedded driver does the same in SQL transactions.
 //
 // # Envelope
 //

@@ -230,7 +230,7 @@ func (e Envelope) MarshalJSON() ([]byte, error) {
 // created_at (when zero), validates, and XADDs the JSON in the field "payload". A copy of an
 // existing message keeps its source's schema_version and generations (see Queue.Requeue); a
 // fresh envelope gets the producer's generations from Envelope.Stamp.
-func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope, opts ...Option) (id string, err error) {
+func Enqueue(ctx context.Context, d Driver, stream string, env Envelope, opts ...Option) (id string, err error) {
 	if stream == "" {
 		return "", fmt.Errorf("%w: empty stream name", ErrInvalidEnvelope)
 	}
@@ -259,9 +259,9 @@ func Enqueue(ctx context.Context, c rueidis.Client, stream string, env Envelope,
 	if err != nil {
 		return "", err
 	}
-	id, err = c.Do(ctx, c.B().Xadd().Key(stream).Id("*").FieldValue().FieldValue(PayloadField, string(payload)).Build()).ToString()
+	id, err = d.Add(ctx, stream, PayloadField, string(payload))
 	if err != nil {
-		return "", fmt.Errorf("%w: enqueue to %s: %w", ErrRedis, stream, err)
+		return "", fmt.Errorf("enqueue: %w", err)
 	}
 	return id, nil
 }

@@ -167,7 +167,7 @@ func TestEnqueueRefusesAnInputOverTheBound(t *testing.T) {
 	start.Input = big
 	resume := Envelope{Kind: KindResume, ExecutionID: "ex_1", ResumeType: "event", ResumeData: big}
 	for _, env := range []Envelope{start, resume} {
-		_, err := Enqueue(testCtx(t), b.c, b.q.Stream(), env, MaxInput(1024))
+		_, err := Enqueue(testCtx(t), Redis(b.c), b.q.Stream(), env, MaxInput(1024))
 		if !errors.Is(err, ErrInputTooLarge) || !errors.Is(err, ErrInvalidEnvelope) || !strings.Contains(err.Error(), "PLAITA_EXECUTION_STATE_MAX_BYTES") {
 			t.Errorf("%s: %v", env.Kind, err)
 		}
@@ -175,7 +175,7 @@ func TestEnqueueRefusesAnInputOverTheBound(t *testing.T) {
 	if n := b.xlen(t, b.q.Stream()); n != 0 {
 		t.Fatalf("%d entries written", n)
 	}
-	if _, err := Enqueue(testCtx(t), b.c, b.q.Stream(), start, MaxInput(4096)); err != nil {
+	if _, err := Enqueue(testCtx(t), Redis(b.c), b.q.Stream(), start, MaxInput(4096)); err != nil {
 		t.Fatalf("under the bound: %v", err)
 	}
 }
@@ -189,11 +189,11 @@ func TestIsConnectionFailure(t *testing.T) {
 	if err := c.Do(ctx, c.B().Set().Key(key).Value("x").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	_, wrongType := Enqueue(ctx, c, key, Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
-	_, invalid := Enqueue(ctx, c, "", Envelope{})
+	_, wrongType := Enqueue(ctx, Redis(c), key, Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
+	_, invalid := Enqueue(ctx, Redis(c), "", Envelope{})
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
-	_, ctxErr := Enqueue(cancelled, c, key+"2", Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
+	_, ctxErr := Enqueue(cancelled, Redis(c), key+"2", Envelope{Kind: KindStart, FlowID: "f", ExecutionID: "ex_1"})
 	for _, tc := range []struct {
 		name string
 		err  error

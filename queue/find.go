@@ -33,15 +33,15 @@ const findPage = 500
 // execution in the stream (found false: none there). An execution whose start is still here
 // exists for its producer but has no state yet: `execution show` says it is queued.
 func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit int) (FoundTask, bool, error) {
-	c := q.c
 	end := "+"
 	for read := 0; read < limit; {
-		es, err := c.Do(ctx, c.B().Xrevrange().Key(q.stream).End(end).Start("-").Count(int64(min(findPage, limit-read))).Build()).AsXRange()
+		found, err := q.d.Range(ctx, q.stream, Span{Start: "-", End: end, Count: min(findPage, limit-read), Rev: true})
 		if err != nil {
-			return FoundTask{}, false, fmt.Errorf("%w: look for execution %s in %s: %w", ErrRedis, executionID, q.stream, err)
+			return FoundTask{}, false, fmt.Errorf("look for execution %s: %w", executionID, err)
 		}
+		es := found[0]
 		for _, e := range es {
-			payload, ok := e.FieldValues[PayloadField]
+			payload, ok := e.Fields[PayloadField]
 			// A cheap test before decoding: the id appears in the payload.
 			if !ok || !strings.Contains(payload, executionID) {
 				continue
@@ -56,7 +56,7 @@ func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit 
 				return FoundTask{}, false, err
 			}
 			if p != nil {
-				t.Pending, t.Consumer, t.Idle, t.Deliveries = true, p.consumer, p.idle, p.count
+				t.Pending, t.Consumer, t.Idle, t.Deliveries = true, p.Consumer, p.Idle, p.Deliveries
 			}
 			return t, true, nil
 		}
@@ -70,15 +70,13 @@ func (q *Queue) FindTask(ctx context.Context, tenant, executionID string, limit 
 }
 
 // pendingEntry is the group's pending-list entry of one stream entry (nil: nobody has it).
-func (q *Queue) pendingEntry(ctx context.Context, id string) (*pendingEntry, error) {
-	c := q.c
-	rows, err := c.Do(ctx, c.B().Xpending().Key(q.stream).Group(q.group).Start(id).End(id).Count(1).Build()).ToArray()
+func (q *Queue) pendingEntry(ctx context.Context, id string) (*PendingEntry, error) {
+	rows, err := q.d.Pending(ctx, q.stream, PendingSpan{Group: q.group, Start: id, End: id, Count: 1})
 	if err != nil {
-		return nil, q.wrapGroupErr("xpending", err)
+		return nil, err
 	}
-	if len(rows) == 0 {
+	if len(rows[0]) == 0 {
 		return nil, nil
 	}
-	p, err := q.pendingRow(rows[0])
-	return &p, err
+	return &rows[0][0], nil
 }

@@ -154,11 +154,8 @@ func (q *Queue) LeavePending(ctx context.Context, d Delivery) error { return q.r
 // restoreCount sets the entry's delivery counter back to what it was before this delivery
 // (XCLAIM to the same consumer with RETRYCOUNT and JUSTID, which does not increment it).
 func (q *Queue) restoreCount(ctx context.Context, d Delivery) error {
-	c := q.c
-	err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(d.Consumer).MinIdleTime("0").
-		Id(d.ID).Retrycount(max(d.Count-1, 0)).Justid().Build()).Error()
-	if err != nil {
-		return fmt.Errorf("%w: restore delivery count of %s: %w", ErrRedis, d.ID, err)
+	if err := q.d.Hold(ctx, q.stream, q.group, d.Consumer, max(d.Count-1, 0), d.ID); err != nil {
+		return fmt.Errorf("restore delivery count of %s: %w", d.ID, err)
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func (b *bundle) newQueue(t *testing.T, extra map[string]string) (*Queue, *metri
 	}
 	set := metrics.NewSet()
 	logs := &logBuf{}
-	q, err := New(b.c, fromConfig(cfg), set, zerolog.New(logs))
+	q, err := New(Redis(b.c), fromConfig(cfg), set, zerolog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func startEnv(flow string) Envelope {
 
 func (b *bundle) enqueue(t *testing.T, e Envelope) string {
 	t.Helper()
-	id, err := Enqueue(testCtx(t), b.c, b.q.Stream(), e)
+	id, err := Enqueue(testCtx(t), Redis(b.c), b.q.Stream(), e)
 	if err != nil {
 		t.Fatal(err)
 	}

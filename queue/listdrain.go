@@ -64,7 +64,11 @@ func (q *Queue) ListDrain(list string) (*ListDrain, error) {
 		return nil, fmt.Errorf("%w: the List %q is the dead-letter stream", ErrListDrain, list)
 	}
 	side := sameSlot(list)
-	return &ListDrain{c: q.c, list: list, processing: side + ":drain:processing", rejected: side + ":drain:rejected",
+	rd, ok := q.d.(*RedisDriver)
+	if !ok {
+		return nil, fmt.Errorf("%w: the list drain moves a Redis List: it runs on Redis only", ErrInvalidEnvelope)
+	}
+	return &ListDrain{c: rd.c, list: list, processing: side + ":drain:processing", rejected: side + ":drain:rejected",
 		stream: q.stream, now: q.Now}, nil
 }
 

@@ -3,8 +3,6 @@ package queue
 import (
 	"context"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // Producer is the one way a fresh task — a start or a resume that copies no earlier message —
@@ -14,7 +12,7 @@ import (
 // benchmarks) uses one, so none can forget a step. Copies of existing messages (requeue, replay,
 // the delay queue's script) keep their source's stamps and go through Queue or Delay instead.
 type Producer struct {
-	c        rueidis.Client
+	d        Driver
 	stream   string
 	gens     Generations
 	maxInput int
@@ -24,11 +22,11 @@ type Producer struct {
 // NewProducer returns a producer to stream with the producer's generations and input bound
 // (PLAITA_EXECUTION_STATE_MAX_BYTES; < 1: none). now is the clock of the stamps,
 // config_effective_at and created_at (nil: time.Now).
-func NewProducer(c rueidis.Client, stream string, gens Generations, maxInput int, now func() time.Time) *Producer {
+func NewProducer(d Driver, stream string, gens Generations, maxInput int, now func() time.Time) *Producer {
 	if now == nil {
 		now = time.Now
 	}
-	return &Producer{c: c, stream: stream, gens: gens, maxInput: maxInput, now: now}
+	return &Producer{d: d, stream: stream, gens: gens, maxInput: maxInput, now: now}
 }
 
 // Stream is the stream the producer writes to.
@@ -42,5 +40,5 @@ func (p *Producer) Enqueue(ctx context.Context, env Envelope) (string, error) {
 	if env.CreatedAt.IsZero() {
 		env.CreatedAt = now.UTC()
 	}
-	return Enqueue(ctx, p.c, p.stream, env, MaxInput(p.maxInput))
+	return Enqueue(ctx, p.d, p.stream, env, MaxInput(p.maxInput))
 }

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"plaita/model"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 )
 
@@ -60,7 +58,7 @@ type Queue struct {
 	// replace it before first use).
 	Now func() time.Time
 
-	c             rueidis.Client
+	d             Driver
 	log           zerolog.Logger
 	stream        string
 	group         string
@@ -84,14 +82,15 @@ type Queue struct {
 // counted again, which only overstates a counter).
 const maxNoted = 10000
 
-// New builds the queue of s and registers its counters on set (never the global set).
-func New(c rueidis.Client, s Settings, set *metrics.Set, log zerolog.Logger) (*Queue, error) {
-	if c == nil || set == nil {
-		return nil, errors.New("queue.New: client and metrics set are required")
+// New builds the queue of s over driver d and registers its counters on set (never the global
+// set).
+func New(d Driver, s Settings, set *metrics.Set, log zerolog.Logger) (*Queue, error) {
+	if d == nil || set == nil {
+		return nil, errors.New("queue.New: driver and metrics set are required")
 	}
 	q := &Queue{
 		Now:           time.Now,
-		c:             c,
+		d:             d,
 		stream:        s.Stream,
 		group:         s.Group,
 		startID:       s.StartID,
@@ -179,18 +178,13 @@ func (q *Queue) EnsureGroup(ctx context.Context) error {
 	if err := q.CheckKeys(ctx); err != nil {
 		return err
 	}
-	c := q.c
-	err := c.Do(ctx, c.B().XgroupCreate().Key(q.stream).Group(q.group).Id(q.startID).Mkstream().Build()).Error()
-	if rueidis.IsRedisBusyGroup(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%w: create consumer group %s on %s: %w", ErrRedis, q.group, q.stream, err)
+	created, err := q.d.CreateGroup(ctx, q.stream, q.group, q.startID)
+	if err != nil || !created {
+		return err
 	}
 	ev := q.log.Info()
 	if q.startID == "0" || q.startID == "0-0" {
-		n, err := c.Do(ctx, c.B().Xlen().Key(q.stream).Build()).AsInt64()
-		if err == nil && n > 0 {
+		if n, err := q.d.Len(ctx, q.stream); err == nil && n > 0 {
 			ev = q.log.Warn().Int64("replay_entries", n)
 		}
 	}
@@ -208,15 +202,15 @@ var ErrNotAStream = model.New(model.Conflict, "", "queue key is not a stream")
 // worker that cannot dead-letter would leave every poisoned message pending for good, so it
 // refuses to start instead.
 func (q *Queue) CheckKeys(ctx context.Context) error {
-	return CheckStreamKeys(ctx, q.c, q.stream, q.dlq)
+	return CheckStreamKeys(ctx, q.d, q.stream, q.dlq)
 }
 
 // CheckStreamKeys is CheckKeys for the configured names (what `plaita doctor --redis` runs).
-func CheckStreamKeys(ctx context.Context, c rueidis.Client, stream, dlq string) error {
+func CheckStreamKeys(ctx context.Context, d Driver, stream, dlq string) error {
 	for _, k := range []struct{ key, name string }{{stream, "PLAITA_QUEUE_NAME"}, {dlq, "PLAITA_DLQ_KEY"}} {
-		typ, err := c.Do(ctx, c.B().Type().Key(k.key).Build()).ToString()
+		typ, err := d.KeyType(ctx, k.key)
 		if err != nil {
-			return fmt.Errorf("%w: check the type of %s: %w", ErrRedis, k.key, err)
+			return fmt.Errorf("check the type of %s: %w", k.key, err)
 		}
 		if typ != "none" && typ != "stream" {
 			return fmt.Errorf("%w: %s %q holds a %s, not a stream (another key has that name, such as a flow version "+
@@ -230,79 +224,24 @@ func CheckStreamKeys(ctx context.Context, c rueidis.Client, stream, dlq string) 
 // there are none (block <= 0: do not block). Nothing within block is an empty result, not an
 // error. Keep block shorter than ctx's deadline.
 func (q *Queue) Read(ctx context.Context, consumer string, count int, block time.Duration) ([]Delivery, error) {
-	c := q.c
-	if count < 1 {
-		count = 1
-	}
-	xr := c.B().Xreadgroup().Group(q.group, consumer).Count(int64(count))
-	var cmd rueidis.Completed
-	if block > 0 {
-		cmd = xr.Block(max(block.Milliseconds(), 1)).Streams().Key(q.stream).Id(">").Build().UnblockOnCancel()
-	} else {
-		cmd = xr.Streams().Key(q.stream).Id(">").Build()
-	}
-	res, err := c.Do(ctx, cmd).AsXRead()
-	if rueidis.IsRedisNil(err) {
-		return nil, nil
-	}
+	es, err := q.d.ReadGroup(ctx, q.stream, q.group, consumer, max(count, 1), block)
 	if err != nil {
-		return nil, q.wrapGroupErr("read", err)
+		return nil, err
 	}
-	entries := res[q.stream]
-	out := make([]Delivery, 0, len(entries))
-	for _, e := range entries {
-		out = append(out, q.handOut(q.delivery(e.ID, e.FieldValues, consumer, 1, false)))
+	out := make([]Delivery, 0, len(es))
+	for _, e := range es {
+		out = append(out, q.handOut(q.delivery(e.ID, e.Fields, consumer, 1, false)))
 	}
 	return out, nil
 }
 
-func (q *Queue) wrapGroupErr(op string, err error) error {
-	if re, ok := rueidis.IsRedisErr(err); ok && strings.HasPrefix(re.Error(), "NOGROUP") {
-		return fmt.Errorf("%s %s: %w (%v)", op, q.stream, ErrNoGroup, err)
-	}
-	return fmt.Errorf("%w: %s %s: %w", ErrRedis, op, q.stream, err)
-}
-
-// pendingEntry is one row of XPENDING's extended form.
-type pendingEntry struct {
-	id       string
-	consumer string
-	idle     time.Duration
-	count    int64
-}
-
-func (q *Queue) pending(ctx context.Context, start string, count int) ([]pendingEntry, error) {
-	c := q.c
-	rows, err := c.Do(ctx, c.B().Xpending().Key(q.stream).Group(q.group).Idle(q.minIdle.Milliseconds()).
-		Start(start).End("+").Count(int64(count)).Build()).ToArray()
+// pending lists the group's entries idle for PLAITA_CLAIM_MIN_IDLE_MS, from start on.
+func (q *Queue) pending(ctx context.Context, start string, count int) ([]PendingEntry, error) {
+	rows, err := q.d.Pending(ctx, q.stream, PendingSpan{Group: q.group, Start: start, End: "+", MinIdle: q.minIdle, Count: count})
 	if err != nil {
-		return nil, q.wrapGroupErr("xpending", err)
+		return nil, err
 	}
-	out := make([]pendingEntry, 0, len(rows))
-	for _, r := range rows {
-		p, err := q.pendingRow(r)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, nil
-}
-
-// pendingRow reads one row of the extended XPENDING reply: id, consumer, idle ms, deliveries.
-func (q *Queue) pendingRow(r rueidis.RedisMessage) (pendingEntry, error) {
-	f, err := r.ToArray()
-	if err != nil || len(f) < 4 {
-		return pendingEntry{}, fmt.Errorf("xpending %s: unexpected row: %v", q.stream, err)
-	}
-	var p pendingEntry
-	var idle int64
-	p.id, _ = f[0].ToString()
-	p.consumer, _ = f[1].ToString()
-	idle, _ = f[2].AsInt64()
-	p.count, _ = f[3].AsInt64()
-	p.idle = time.Duration(idle) * time.Millisecond
-	return p, nil
+	return rows[0], nil
 }
 
 // Reclaim takes over up to count entries that other consumers (or this one) left pending for
@@ -314,7 +253,6 @@ func (q *Queue) pendingRow(r rueidis.RedisMessage) (pendingEntry, error) {
 // config_family or budget_generation, and XCLAIMs only the rest. Pending entries whose stream
 // entry was deleted are acknowledged away, as XAUTOCLAIM does with its deleted ids.
 func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Delivery, error) {
-	c := q.c
 	if count < 1 {
 		count = 1
 	}
@@ -327,7 +265,7 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 	}
 	next := "-"
 	if len(pend) == count {
-		next = "(" + pend[len(pend)-1].id
+		next = "(" + pend[len(pend)-1].ID
 	}
 	q.mu.Lock()
 	q.reclaimCursor = next
@@ -336,32 +274,32 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 		return nil, nil
 	}
 
-	cmds := make(rueidis.Commands, 0, len(pend))
+	spans := make([]Span, 0, len(pend))
 	for _, p := range pend {
-		cmds = append(cmds, c.B().Xrange().Key(q.stream).Start(p.id).End(p.id).Build())
+		spans = append(spans, Span{Start: p.ID, End: p.ID})
+	}
+	found, err := q.d.Range(ctx, q.stream, spans...)
+	if err != nil {
+		return nil, err
 	}
 	var accept, deleted []string
 	scanned := map[string]Delivery{}
-	for i, r := range c.DoMulti(ctx, cmds...) {
+	for i, es := range found {
 		p := pend[i]
-		es, err := r.AsXRange()
-		if err != nil {
-			return nil, fmt.Errorf("%w: xrange %s %s: %w", ErrRedis, q.stream, p.id, err)
-		}
 		if len(es) == 0 {
-			deleted = append(deleted, p.id)
+			deleted = append(deleted, p.ID)
 			continue
 		}
-		d := q.delivery(p.id, es[0].FieldValues, consumer, p.count+1, true)
+		d := q.delivery(p.ID, es[0].Fields, consumer, p.Deliveries+1, true)
 		if v := q.generationVerdict(d.Envelope, true); v != VerdictRun {
 			q.noteGated(d, v)
 			continue
 		}
-		accept = append(accept, p.id)
-		scanned[p.id] = d
+		accept = append(accept, p.ID)
+		scanned[p.ID] = d
 	}
 	if len(deleted) > 0 {
-		if err := c.Do(ctx, c.B().Xack().Key(q.stream).Group(q.group).Id(deleted...).Build()).Error(); err != nil {
+		if err := q.d.Ack(ctx, q.stream, q.group, deleted...); err != nil {
 			q.log.Warn().Err(err).Str("event", "queue.reclaim_deleted").Strs("ids", deleted).Msg("could not drop pending entries whose stream entry is gone")
 		} else {
 			q.log.Info().Str("event", "queue.reclaim_deleted").Strs("ids", deleted).Msg("dropped pending entries whose stream entry is gone")
@@ -370,43 +308,29 @@ func (q *Queue) Reclaim(ctx context.Context, consumer string, count int) ([]Deli
 	if len(accept) == 0 {
 		return nil, nil
 	}
-	res, err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(consumer).
-		MinIdleTime(fmt.Sprint(q.minIdle.Milliseconds())).Id(accept...).Build()).ToArray()
-	if err != nil {
-		return nil, q.wrapGroupErr("xclaim", err)
-	}
-	out := make([]Delivery, 0, len(res))
-	for _, m := range res {
-		if m.IsNil() { // Redis < 7 answers nil for an entry deleted meanwhile
-			continue
-		}
-		e, err := m.AsXRangeEntry()
-		if err != nil {
-			return out, fmt.Errorf("%w: xclaim %s: %w", ErrRedis, q.stream, err)
-		}
+	claimed, err := q.d.Claim(ctx, q.stream, q.group, consumer, q.minIdle, accept)
+	out := make([]Delivery, 0, len(claimed))
+	for _, e := range claimed {
 		d, ok := scanned[e.ID]
-		if !ok || e.FieldValues == nil {
+		if !ok {
 			continue
 		}
 		out = append(out, q.handOut(d))
 		q.m.reclaimed.Inc()
 	}
-	return out, nil
+	return out, err
 }
 
 // Ack removes a handled entry: XACK and XDEL in one pipeline. A failed XDEL leaves a residue
 // entry (acknowledged, still in the stream) for SweepResidue; it is logged, not returned.
 func (q *Queue) Ack(ctx context.Context, d Delivery) error {
-	c := q.c
-	res := c.DoMulti(ctx,
-		c.B().Xack().Key(q.stream).Group(q.group).Id(d.ID).Build(),
-		c.B().Xdel().Key(q.stream).Id(d.ID).Build())
-	if err := res[0].Error(); err != nil {
-		return fmt.Errorf("%w: ack %s %s: %w", ErrRedis, q.stream, d.ID, err)
+	delErr, err := q.d.AckDelete(ctx, q.stream, q.group, d.ID)
+	if err != nil {
+		return fmt.Errorf("ack %s: %w", d.ID, err)
 	}
 	q.m.acked.Inc()
-	if err := res[1].Error(); err != nil {
-		q.log.Warn().Err(err).Str("event", "queue.residue").Str("message_id", d.ID).Msg("acknowledged but not deleted; the residue sweeper will remove it")
+	if delErr != nil {
+		q.log.Warn().Err(delErr).Str("event", "queue.residue").Str("message_id", d.ID).Msg("acknowledged but not deleted; the residue sweeper will remove it")
 	}
 	return nil
 }
@@ -418,10 +342,8 @@ func (q *Queue) Touch(ctx context.Context, consumer string, ids ...string) error
 	if len(ids) == 0 {
 		return nil
 	}
-	c := q.c
-	if err := c.Do(ctx, c.B().Xclaim().Key(q.stream).Group(q.group).Consumer(consumer).MinIdleTime("0").
-		Id(ids...).Justid().Build()).Error(); err != nil {
-		return fmt.Errorf("%w: touch %s %v: %w", ErrRedis, q.stream, ids, err)
+	if err := q.d.Hold(ctx, q.stream, q.group, consumer, -1, ids...); err != nil {
+		return fmt.Errorf("touch %v: %w", ids, err)
 	}
 	return nil
 }
@@ -440,12 +362,12 @@ func (q *Queue) Requeue(ctx context.Context, d Delivery, mutate func(*Envelope))
 	}
 	env.inheritFrom(d.Envelope)
 	env.SourceMessageID = d.ID
-	id, err := Enqueue(ctx, q.c, q.stream, env)
+	id, err := Enqueue(ctx, q.d, q.stream, env)
 	if err != nil {
-		return "", fmt.Errorf("%w: requeue %s: %w", ErrRedis, d.ID, err)
+		return "", fmt.Errorf("requeue %s: %w", d.ID, err)
 	}
 	if err := q.Ack(ctx, d); err != nil {
-		return id, fmt.Errorf("%w: requeued %s as %s but the source stays pending: %w", ErrRedis, d.ID, id, err)
+		return id, fmt.Errorf("requeued %s as %s but the source stays pending: %w", d.ID, id, err)
 	}
 	return id, nil
 }
@@ -458,27 +380,30 @@ type Depth struct {
 }
 
 // Depth reads the stream length, the group's pending count and the DLQ length. A stream length
-// above the pending count and the group's lag is residue, not backlog.
+// above the pending count and the group's lag is residue, not backlog. A group that does not
+// exist yet is ErrNoGroup.
 func (q *Queue) Depth(ctx context.Context) (Depth, error) {
-	c := q.c
-	res := c.DoMulti(ctx,
-		c.B().Xlen().Key(q.stream).Build(),
-		c.B().Xpending().Key(q.stream).Group(q.group).Build(),
-		c.B().Xlen().Key(q.dlq).Build())
-	var d Depth
-	var err error
-	if d.StreamLength, err = res[0].AsInt64(); err != nil {
-		return d, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.stream, err)
+	in, err := q.d.Info(ctx, q.stream, q.dlq)
+	if err != nil {
+		return Depth{}, err
 	}
-	if sum, err := res[1].ToArray(); err == nil && len(sum) > 0 {
-		d.Pending, _ = sum[0].AsInt64()
-	} else if err != nil {
-		return d, q.wrapGroupErr("xpending", err)
+	d := Depth{StreamLength: in.Length, DLQLength: in.DLQLength}
+	g, ok := q.ownGroup(in)
+	if !ok {
+		return d, fmt.Errorf("pending of %s: %w", q.stream, ErrNoGroup)
 	}
-	if d.DLQLength, err = res[2].AsInt64(); err != nil {
-		return d, fmt.Errorf("%w: xlen %s: %w", ErrRedis, q.dlq, err)
-	}
+	d.Pending = g.Pending
 	return d, nil
+}
+
+// ownGroup is the queue's group among in's.
+func (q *Queue) ownGroup(in StreamInfo) (GroupInfo, bool) {
+	for _, g := range in.Groups {
+		if g.Name == q.group {
+			return g, true
+		}
+	}
+	return GroupInfo{}, false
 }
 
 // AckMany removes handled entries in one round trip: XACK and XDEL of every id. A failed XDEL
@@ -487,16 +412,13 @@ func (q *Queue) AckMany(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	c := q.c
-	res := c.DoMulti(ctx,
-		c.B().Xack().Key(q.stream).Group(q.group).Id(ids...).Build(),
-		c.B().Xdel().Key(q.stream).Id(ids...).Build())
-	if err := res[0].Error(); err != nil {
-		return fmt.Errorf("%w: ack %s (%d entries): %w", ErrRedis, q.stream, len(ids), err)
+	delErr, err := q.d.AckDelete(ctx, q.stream, q.group, ids...)
+	if err != nil {
+		return fmt.Errorf("ack %d entries: %w", len(ids), err)
 	}
 	q.m.acked.Add(len(ids))
-	if err := res[1].Error(); err != nil {
-		q.log.Warn().Err(err).Str("event", "queue.residue").Int("entries", len(ids)).Msg("acknowledged but not deleted; the residue sweeper will remove them")
+	if delErr != nil {
+		q.log.Warn().Err(delErr).Str("event", "queue.residue").Int("entries", len(ids)).Msg("acknowledged but not deleted; the residue sweeper will remove them")
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func TestEnqueueRejectsStartWithoutExecutionID(t *testing.T) {
 	b := setup(t, nil)
 	e := startEnv("f")
 	e.ExecutionID = ""
-	_, err := Enqueue(testCtx(t), b.c, b.q.Stream(), e)
+	_, err := Enqueue(testCtx(t), Redis(b.c), b.q.Stream(), e)
 	if !errors.Is(err, ErrMissingExecutionID) || !errors.Is(err, ErrInvalidEnvelope) {
 		t.Fatalf("want ErrMissingExecutionID, got %v", err)
 	}

@@ -3,10 +3,7 @@ package queue
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"plaita/internal/service"
 )
@@ -25,34 +22,27 @@ const (
 	sweepRoundTimeout = time.Minute
 )
 
-// groupInfo is what the sweeper needs from XINFO GROUPS.
+// groups is the stream's consumer groups with their last-delivered ids.
+func (q *Queue) groups(ctx context.Context) ([]groupInfo, error) {
+	in, err := q.d.Info(ctx, q.stream, q.dlq)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]groupInfo, 0, len(in.Groups))
+	for _, g := range in.Groups {
+		last, ok := parseID(g.LastDelivered)
+		if !ok {
+			return nil, fmt.Errorf("groups of %s: group %q has last-delivered-id %q", q.stream, g.Name, g.LastDelivered)
+		}
+		out = append(out, groupInfo{name: g.Name, lastDelivered: last})
+	}
+	return out, nil
+}
+
+// groupInfo is what the sweeper needs of a group.
 type groupInfo struct {
 	name          string
 	lastDelivered streamID
-}
-
-func (q *Queue) groups(ctx context.Context) ([]groupInfo, error) {
-	c := q.c
-	rows, err := c.Do(ctx, c.B().XinfoGroups().Key(q.stream).Build()).ToArray()
-	if err != nil {
-		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(strings.ToLower(re.Error()), "no such key") {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
-	}
-	out := make([]groupInfo, 0, len(rows))
-	for _, r := range rows {
-		m, err := r.AsStrMap()
-		if err != nil {
-			return nil, fmt.Errorf("%w: xinfo groups %s: %w", ErrRedis, q.stream, err)
-		}
-		last, ok := parseID(m["last-delivered-id"])
-		if !ok {
-			return nil, fmt.Errorf("xinfo groups %s: group %q has last-delivered-id %q", q.stream, m["name"], m["last-delivered-id"])
-		}
-		out = append(out, groupInfo{name: m["name"], lastDelivered: last})
-	}
-	return out, nil
 }
 
 // SweepResidue is one round of the residue sweeper: it deletes up to ResidueBatch entries
@@ -62,7 +52,6 @@ func (q *Queue) groups(ctx context.Context) ([]groupInfo, error) {
 // last-delivered-id) and that no group has pending are touched; the undelivered backlog never
 // is. Each removal is counted in residue_swept.
 func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
-	c := q.c
 	groups, err := q.groups(ctx)
 	if err != nil || len(groups) == 0 {
 		return 0, err
@@ -82,31 +71,31 @@ func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
 
 	removed, scanned := 0, 0
 	for removed < ResidueBatch && scanned < residueScanBudget {
-		es, err := c.Do(ctx, c.B().Xrange().Key(q.stream).Start(start).End(bound.String()).Count(ResidueBatch).Build()).AsXRange()
+		found, err := q.d.Range(ctx, q.stream, Span{Start: start, End: bound.String(), Count: ResidueBatch})
 		if err != nil {
-			return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: %w", ErrRedis, q.stream, err))
+			return removed, q.sweepDone(removed, fmt.Errorf("sweep: %w", err))
 		}
+		es := found[0]
 		if len(es) == 0 {
 			start = "-"
 			break
 		}
 		scanned += len(es)
-		cmds := make(rueidis.Commands, 0, len(es)*len(groups))
+		spans := make([]PendingSpan, 0, len(es)*len(groups))
 		for _, e := range es {
 			for _, g := range groups {
-				cmds = append(cmds, c.B().Xpending().Key(q.stream).Group(g.name).Start(e.ID).End(e.ID).Count(1).Build())
+				spans = append(spans, PendingSpan{Group: g.name, Start: e.ID, End: e.ID, Count: 1})
 			}
 		}
-		res := c.DoMulti(ctx, cmds...)
+		res, err := q.d.Pending(ctx, q.stream, spans...)
+		if err != nil {
+			return removed, q.sweepDone(removed, fmt.Errorf("sweep: %w", err))
+		}
 		var residue []string
 		for i, e := range es {
 			pending := false
 			for j := range groups {
-				rows, err := res[i*len(groups)+j].ToArray()
-				if err != nil {
-					return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: xpending: %w", ErrRedis, q.stream, err))
-				}
-				pending = pending || len(rows) > 0
+				pending = pending || len(res[i*len(groups)+j]) > 0
 			}
 			if !pending {
 				residue = append(residue, e.ID)
@@ -118,9 +107,9 @@ func (q *Queue) SweepResidue(ctx context.Context) (int, error) {
 			next = "(" + residue[room-1]
 		}
 		if len(residue) > 0 {
-			n, err := c.Do(ctx, c.B().Xdel().Key(q.stream).Id(residue...).Build()).AsInt64()
+			n, err := q.d.Delete(ctx, q.stream, residue...)
 			if err != nil {
-				return removed, q.sweepDone(removed, fmt.Errorf("%w: sweep %s: xdel: %w", ErrRedis, q.stream, err))
+				return removed, q.sweepDone(removed, fmt.Errorf("sweep: %w", err))
 			}
 			removed += int(n)
 		}

@@ -26,22 +26,22 @@ func (s TaskSet) Has(tenant, executionID string) bool {
 // executions its tasks name. Entries that do not decode name none (they go to the dead letters
 // on their delivery).
 func (q *Queue) Tasks(ctx context.Context, limit int) (TaskSet, error) {
-	c := q.c
 	set := TaskSet{ids: map[string]struct{}{}}
 	start := "-"
 	for {
 		// Past the limit, one more entry is asked for: only its absence makes the set complete.
 		want := max(min(findPage, limit-set.Read), 1)
-		es, err := c.Do(ctx, c.B().Xrange().Key(q.stream).Start(start).End("+").Count(int64(want)).Build()).AsXRange()
+		found, err := q.d.Range(ctx, q.stream, Span{Start: start, End: "+", Count: want})
 		if err != nil {
-			return TaskSet{}, fmt.Errorf("%w: read the tasks of %s: %w", ErrRedis, q.stream, err)
+			return TaskSet{}, fmt.Errorf("read the tasks: %w", err)
 		}
+		es := found[0]
 		if set.Read >= limit {
 			set.Complete = len(es) == 0
 			return set, nil
 		}
 		for _, e := range es {
-			if payload, ok := e.FieldValues[PayloadField]; ok {
+			if payload, ok := e.Fields[PayloadField]; ok {
 				if env, _, err := Decode(q.stream, e.ID, []byte(payload)); err == nil && env.ExecutionID != "" {
 					set.ids[env.Tenant()+"\x00"+env.ExecutionID] = struct{}{}
 				}

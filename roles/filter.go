@@ -92,7 +92,7 @@ func buildFilter(o onRedis) *filterParts {
 // path (queue.Producer) to PLAITA_QUEUE_NAME, the stream the workers read — stamped with this
 // process's generations, the event data held to PLAITA_EXECUTION_STATE_MAX_BYTES.
 func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
-	producer := queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	producer := queue.NewProducer(queue.Redis(c), config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return filter.Deps{
 		Events:  store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Store:   store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),

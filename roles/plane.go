@@ -47,7 +47,7 @@ type PlaneOptions struct {
 // client: the one constructor of the CLI's operator commands and the console (package control:
 // both refuse the same things because they are the same operations).
 func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneOptions) (*control.Plane, error) {
-	delay, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	delay, err := queue.NewDelay(queue.RedisDelays(c), settings.DelayQueue(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +55,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 	if set == nil {
 		set = metrics.NewSet()
 	}
-	q, err := queue.New(c, settings.Queue(cfg), set, log)
+	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -81,7 +81,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Registry:      store.NewRegistry(c, keys.DefaultRoot),
 		Control:       store.NewControl(c, keys.DefaultRoot),
 		Delay:         delay,
-		Producer:      queue.NewProducer(c, stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
+		Producer:      queue.NewProducer(queue.Redis(c), stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
 		Queue:         q,
 		NodeTypes:     nodeTypesOnce(nodeCfg, o.NodeLog),
 		Expr:          settings.Engine(nodeCfg).Expr,

@@ -41,7 +41,7 @@ func buildSchedule(o onRedis) (*presence.Registry, *schedule.Scheduler) {
 	// Starts go to PLAITA_CONSOLE_TASK_QUEUE through the one producer path: stamped with this
 	// process's generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES (a refused start
 	// is recorded as a skipped tick).
-	producer := queue.NewProducer(c, config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	producer := queue.NewProducer(queue.Redis(c), config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	return o.presence(info), schedule.New(schedule.Deps{
 		Store:    store.NewSchedules(c, keys.DefaultRoot),

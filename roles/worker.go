@@ -83,7 +83,7 @@ func buildWorker(o onRedis) (*workerParts, error) {
 	if err := nodes.Register(reg, settings.Nodes(cfg), log); err != nil {
 		return nil, err
 	}
-	q, err := queue.New(c, settings.Queue(cfg), set, log)
+	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 	if err != nil {
 		return worker.Deps{}, err
 	}
-	delay, err := queue.NewDelay(c, settings.DelayQueue(cfg))
+	delay, err := queue.NewDelay(queue.RedisDelays(c), settings.DelayQueue(cfg))
 	if err != nil {
 		return worker.Deps{}, err
 	}

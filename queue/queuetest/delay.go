@@ -27,6 +27,7 @@ func DelayContract(t *testing.T, b DelayBackend) {
 	}{
 		{"DueSentOnceLaterWaits", dueSentOnceLaterWaits},
 		{"RescheduleMovesTheTime", rescheduleMovesTheTime},
+		{"LookupAndStats", lookupAndStats},
 	}
 	for _, c := range cases {
 		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
@@ -104,5 +105,31 @@ func rescheduleMovesTheTime(t *testing.T, d *queue.Delay, s Stream) {
 	rep, err := d.MoveDue(ctxOf(t), now, moveOptions(s, t))
 	if err != nil || len(rep.Fired) != 1 {
 		t.Fatalf("move %+v %v", rep, err)
+	}
+}
+
+// Lookup finds a scheduled entry at its time and a sent one nowhere; Stats counts and dates
+// what waits.
+func lookupAndStats(t *testing.T, d *queue.Delay, s Stream) {
+	now := time.Now().Truncate(time.Millisecond)
+	early, late := delayEntry(now.Add(time.Minute)), delayEntry(now.Add(time.Hour))
+	for _, e := range []queue.DelayEntry{late, early} {
+		if err := d.Schedule(ctxOf(t), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Schedule(ctxOf(t), early); err != nil { // the same entry again: one member
+		t.Fatal(err)
+	}
+	lk, err := d.Lookup(ctxOf(t), early)
+	if err != nil || !lk.Scheduled || !lk.At.Equal(early.Due) || lk.Attempts != 0 || lk.Dead != nil {
+		t.Fatalf("lookup %+v %v, want scheduled at %s", lk, err, early.Due)
+	}
+	st, err := d.Stats(ctxOf(t), now)
+	if err != nil || st.Scheduled != 2 || st.Due != 0 || st.Dead != 0 || !st.OldestDue.Equal(early.Due) {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+	if dead, err := d.ListDead(ctxOf(t)); err != nil || len(dead) != 0 {
+		t.Fatalf("dead %+v %v", dead, err)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
 	"plaita/queue"
 )
 
@@ -30,6 +33,30 @@ type Stream struct {
 	Queue func(t *testing.T, consumer string) *queue.Queue
 	// Enqueue adds a task as the producer path does.
 	Enqueue func(ctx context.Context, env queue.Envelope) (string, error)
+}
+
+// On is the stream <root>:flow:queue of driver d, with its group and dead-letter stream, set
+// up as the contract needs.
+func On(d queue.Driver, root string) Stream {
+	s := queue.Settings{Stream: root + ":flow:queue", Group: "workers", StartID: "0", DLQ: root + ":flow:queue:dlq",
+		ClaimMinIdle: MinIdle, MaxDeliveries: MaxDeliveries, DLQMaxLen: 1000, TaskMaxAge: time.Hour}
+	return Stream{
+		Queue: func(t *testing.T, consumer string) *queue.Queue {
+			s := s
+			s.Consumer = consumer
+			q, err := queue.New(d, s, metrics.NewSet(), zerolog.Nop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.EnsureGroup(ctxOf(t)); err != nil {
+				t.Fatal(err)
+			}
+			return q
+		},
+		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
+			return queue.Enqueue(ctx, d, s.Stream, env)
+		},
+	}
 }
 
 // Backend is one implementation under the contract.
@@ -52,6 +79,12 @@ func Contract(t *testing.T, b Backend) {
 		{"RequeueReplacesItsSource", requeueReplacesItsSource},
 		{"DeadLetterOnceReplayOnce", deadLetterOnceReplayOnce},
 		{"FindTask", findTask},
+		{"BlockedReadWakesOnAdd", blockedReadWakesOnAdd},
+		{"BacklogCountsLagAndPending", backlogCountsLagAndPending},
+		{"TouchKeepsItFromReclaim", touchKeepsItFromReclaim},
+		{"SweepLeavesTheBacklog", sweepLeavesTheBacklog},
+		{"TasksAndDeadLetterPages", tasksAndDeadLetterPages},
+		{"MaxDeliveriesDeadLetters", maxDeliveriesDeadLetters},
 	}
 	for _, c := range cases {
 		t.Run(b.Name+"/"+c.name, func(t *testing.T) {

@@ -226,7 +226,7 @@ func newBench(o Options, url string, conc int) (*bench, error) {
 		c.Close()
 		return nil, err
 	}
-	producer := queue.NewProducer(c, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	producer := queue.NewProducer(queue.Redis(c), config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return &bench{cfg: cfg, log: log, c: c, producer: producer, target: target}, nil
 }
 

@@ -126,7 +126,7 @@ func (r *suspendRun) setUp(ctx context.Context) error {
 	if r.ts, err = st.Tenant(""); err != nil {
 		return err
 	}
-	delay, err := queue.NewDelay(b.c, settings.DelayQueue(b.cfg))
+	delay, err := queue.NewDelay(queue.RedisDelays(b.c), settings.DelayQueue(b.cfg))
 	if err != nil {
 		return err
 	}

@@ -55,7 +55,7 @@ type fix struct {
 
 func newFix(t testing.TB, c rueidis.Client, root string) *fix {
 	t.Helper()
-	q, err := queue.NewDelay(c, root+":delay:queue")
+	q, err := queue.NewDelay(queue.RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func setup(t testing.TB) *bundle {
 		Store:  store.NewRedis(c, store.DefaultSettings(), root),
 		Flows:  store.NewFlows(c, root),
 		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
-			return queue.Enqueue(ctx, c, b.stream, env)
+			return queue.Enqueue(ctx, queue.Redis(c), b.stream, env)
 		},
 		Log: zerolog.Nop(), Metrics: b.set, Now: now,
 	}

@@ -359,7 +359,7 @@ func TestMatcherIgnoresMissingAndBadEvents(t *testing.T) {
 func TestMatcherRefusedWakeUpIsFinal(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.d.Enqueue = queue.NewProducer(b.c, b.stream, queue.Generations{}, 64, nil).Enqueue
+	b.d.Enqueue = queue.NewProducer(queue.Redis(b.c), b.stream, queue.Generations{}, 64, nil).Enqueue
 	f := b.flow("", ordersFlow)
 	b.suspend("", f, "ex_a1", map[string]any{"order_id": "A1"})
 	m := NewMatcher(b.d, b.s)

@@ -121,7 +121,7 @@ func (b *bundle) scheduler(instance string, st *store.Schedules, enqueue func(ct
 }
 
 func (b *bundle) enqueue(ctx context.Context, env queue.Envelope) (string, error) {
-	return queue.Enqueue(ctx, b.c, b.stream, env)
+	return queue.Enqueue(ctx, queue.Redis(b.c), b.stream, env)
 }
 
 // entries is every start in the test stream, in order.
@@ -427,7 +427,7 @@ func TestRefusedStartIsSkipped(t *testing.T) {
 	b.publish("", "report", "1", b.base)
 	b.create(everySecond("big", ""))
 	s := b.scheduler("s-a", nil, func(ctx context.Context, env queue.Envelope) (string, error) {
-		return queue.Enqueue(ctx, b.c, b.stream, env, queue.MaxInput(5))
+		return queue.Enqueue(ctx, queue.Redis(b.c), b.stream, env, queue.MaxInput(5))
 	})
 	b.clock.set(b.base.Add(1100 * time.Millisecond))
 	if p := s.RunOnce(tctx(t)); p.Skipped != 1 || p.Fired != 0 {

@@ -47,7 +47,7 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 			for i := p; i < len(ids); i += producers {
 				env := queue.Envelope{Kind: queue.KindStart, FlowID: "one", FlowVersion: "1", ExecutionID: ids[i],
 					Input: json.RawMessage(`{"n":1}`)}
-				if _, err := queue.Enqueue(ctx, f.c, f.q.Stream(), env); err != nil {
+				if _, err := queue.Enqueue(ctx, queue.Redis(f.c), f.q.Stream(), env); err != nil {
 					errs <- err
 					return
 				}

@@ -89,7 +89,7 @@ func TestQueueDepthCollectorFromRedis(t *testing.T) {
 	stream := root + ":flow:queue"
 	cfg := cfgWith(t, map[string]string{"PLAITA_QUEUE_NAME": stream, "PLAITA_CONSUMER_NAME": "w1"})
 	set := metrics.NewSet()
-	q, err := queue.New(c, settings.Queue(cfg), set, zerolog.Nop())
+	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), set, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,7 +52,7 @@ func newDispatchFix(t testing.TB, extra map[string]string) *dispatchFix {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(c, settings.Queue(cfg), metrics.NewSet(), zerolog.Nop())
+	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func dctx(t testing.TB) context.Context {
 // wakeups records wake-ups under the fixture's root and delay queue.
 func (f *dispatchFix) wakeups(t testing.TB) *Wakeups {
 	t.Helper()
-	delay, err := queue.NewDelay(f.c, settings.DelayQueue(f.cfg))
+	delay, err := queue.NewDelay(queue.RedisDelays(f.c), settings.DelayQueue(f.cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func (f *dispatchFix) publish(t *testing.T, id, version, def string) {
 
 func (f *dispatchFix) enqueue(t *testing.T, env queue.Envelope) string {
 	t.Helper()
-	id, err := queue.Enqueue(dctx(t), f.c, f.q.Stream(), env)
+	id, err := queue.Enqueue(dctx(t), queue.Redis(f.c), f.q.Stream(), env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -293,7 +293,7 @@ type wakeupFixture struct {
 func newWakeupFixture(t *testing.T, env map[string]string) *wakeupFixture {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	delay, err := queue.NewDelay(c, root+":delay:queue")
+	delay, err := queue.NewDelay(queue.RedisDelays(c), root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}

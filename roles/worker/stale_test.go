@@ -256,7 +256,7 @@ func TestWakeupMeetingAHeldLeaseIsRescheduled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	delay, err := queue.NewDelay(f.c, f.root+":delay:queue")
+	delay, err := queue.NewDelay(queue.RedisDelays(f.c), f.root+":delay:queue")
 	if err != nil {
 		t.Fatal(err)
 	}

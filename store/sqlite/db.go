@@ -35,6 +35,9 @@ type DB struct {
 	closeOnce sync.Once
 	closeErr  error
 
+	brokerOnce sync.Once
+	broker     *Broker // the embedded broker (Broker): one per database, its readers wait on its writes
+
 	// beforeOrphanUpdate, when set by a test, runs between the read and the compare-and-swap
 	// of one orphan's reconcile.
 	beforeOrphanUpdate func(executionID string)

@@ -219,6 +219,26 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	5: {
+		sql: []string{
+			"INSERT INTO streams (name, last_ms, last_seq) VALUES ('q', 1000, 1)",
+			`INSERT INTO stream_entries (stream, ms, seq, fields) VALUES ('q', 1000, 0, '{"payload":"a"}'), ('q', 1000, 1, '{"payload":"b"}')`,
+			"INSERT INTO stream_groups (stream, name, last_ms, last_seq) VALUES ('q', 'workers', 1000, 0)",
+			"INSERT INTO stream_consumers (stream, grp, name) VALUES ('q', 'workers', 'w1')",
+			"INSERT INTO stream_pending (stream, grp, ms, seq, consumer, delivered_at, deliveries) VALUES ('q', 'workers', 1000, 0, 'w1', 1000, 2)",
+			"INSERT INTO delay_members (queue, member, due_at, attempts) VALUES ('d', 'm', 5000, 1)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			in, err := f.Broker().Info(ctx(t), "q", "q:dlq")
+			if err != nil || in.Length != 2 || len(in.Groups) != 1 || in.Groups[0].Pending != 1 || in.Groups[0].Lag != 1 || in.Groups[0].LastDelivered != "1000-0" {
+				t.Errorf("seeded stream: %+v %v", in, err)
+			}
+			at, ok, attempts, _, err := f.Delays().Lookup(ctx(t), "d", "m")
+			if err != nil || !ok || at.UnixMilli() != 5000 || attempts != 1 {
+				t.Errorf("seeded delay member: %v %v %d %v", at, ok, attempts, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

@@ -735,7 +735,7 @@ func runChaos(t *testing.T, size chaosSize) {
 		}
 		enqueue := func(env queue.Envelope) error {
 			env.Stamp(settings.Generations(e.cfg), time.Now())
-			_, err := queue.Enqueue(e.ctx, e.c, queueName, env)
+			_, err := queue.Enqueue(e.ctx, queue.Redis(e.c), queueName, env)
 			return failed(fmt.Sprintf("enqueue %s %s", env.Kind, env.ExecutionID), err)
 		}
 		var active []*chaosCase

@@ -122,7 +122,7 @@ func uiRetryAndQuota(t *testing.T, s *stack, con *console, b *browser) {
 		return pr != nil && pr["retry"] != nil
 	}, s.procs...)
 	queued := engine.NewExecutionID()
-	if _, err := queue.Enqueue(s.ctx, s.c, config.QueueName.In(s.cfg), queue.Envelope{Kind: queue.KindStart, TenantID: "quota", FlowID: "quick",
+	if _, err := queue.Enqueue(s.ctx, queue.Redis(s.c), config.QueueName.In(s.cfg), queue.Envelope{Kind: queue.KindStart, TenantID: "quota", FlowID: "quick",
 		FlowVersion: "1", ExecutionID: queued, Input: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}

@@ -442,7 +442,7 @@ func (s *stack) dlqLen() int64 {
 func (s *stack) enqueue(flowID string) string {
 	s.t.Helper()
 	id := engine.NewExecutionID()
-	if _, err := queue.Enqueue(s.ctx, s.c, config.QueueName.In(s.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: flowID,
+	if _, err := queue.Enqueue(s.ctx, queue.Redis(s.c), config.QueueName.In(s.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: flowID,
 		FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}); err != nil {
 		s.t.Fatal(err)
 	}

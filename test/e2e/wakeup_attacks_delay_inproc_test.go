@@ -170,7 +170,7 @@ func TestE2EWakeupAttacksDelayStateWithoutAWakeupEndsInError(t *testing.T) {
 	// in error, naming why, and the task is acknowledged — not retried and dead-lettered.
 	d.start("worker", nil)
 	d.start("delay", nil)
-	if _, err := queue.Enqueue(d.ctx, d.c, config.QueueName.In(d.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: "until-legacy",
+	if _, err := queue.Enqueue(d.ctx, queue.Redis(d.c), config.QueueName.In(d.cfg), queue.Envelope{Kind: queue.KindStart, FlowID: "until-legacy",
 		FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{"at":"0001-01-01T00:00:00Z"}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +230,7 @@ func TestE2EWakeupAttacksDelayWakeupOfAnUnpublishedFlow(t *testing.T) {
 	if err := d.c.Do(d.ctx, d.c.B().Set().Key(flowKey).Value(def).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	q, err := queue.New(d.c, settings.Queue(d.cfg), metrics.NewSet(), zerolog.Nop())
+	q, err := queue.New(queue.Redis(d.c), settings.Queue(d.cfg), metrics.NewSet(), zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

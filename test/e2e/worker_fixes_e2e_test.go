@@ -82,7 +82,7 @@ func TestE2ERedeliveredResumeAfterKill9Completes(t *testing.T) {
 		st, err := e.ts.Load(e.ctx, id)
 		return err == nil && st.Status == state.Suspended
 	}, a)
-	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindResume, FlowID: "rs",
+	if _, err := queue.Enqueue(e.ctx, queue.Redis(e.c), config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindResume, FlowID: "rs",
 		FlowVersion: "1", ExecutionID: id, ResumeType: engine.ResumeEvent, ResumeData: json.RawMessage(`{"type":"go","n":7}`)}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestE2EProducerWithAnotherBudgetIsRun(t *testing.T) {
 	id := engine.NewExecutionID()
 	env := queue.Envelope{Kind: queue.KindStart, FlowID: "short", FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}
 	env.Stamp(settings.Generations(producer), time.Now())
-	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), env); err != nil {
+	if _, err := queue.Enqueue(e.ctx, queue.Redis(e.c), config.QueueName.In(e.cfg), env); err != nil {
 		t.Fatal(err)
 	}
 	w := e.spawn("worker", nil)

@@ -36,7 +36,7 @@ func (e *stack) publishFor(tenant, id, flow string) {
 func (e *stack) enqueueFor(tenant, flowID string) string {
 	e.t.Helper()
 	id := engine.NewExecutionID()
-	if _, err := queue.Enqueue(e.ctx, e.c, config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindStart, TenantID: tenant,
+	if _, err := queue.Enqueue(e.ctx, queue.Redis(e.c), config.QueueName.In(e.cfg), queue.Envelope{Kind: queue.KindStart, TenantID: tenant,
 		FlowID: flowID, FlowVersion: "1", ExecutionID: id, Input: json.RawMessage(`{}`)}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestWorkerRunsAFlowAndDrainsOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := engine.NewExecutionID()
-	if _, err := queue.Enqueue(ctx, c, config.QueueName.In(cfg), queue.Envelope{Kind: queue.KindStart, FlowID: "hello", FlowVersion: "1",
+	if _, err := queue.Enqueue(ctx, queue.Redis(c), config.QueueName.In(cfg), queue.Envelope{Kind: queue.KindStart, FlowID: "hello", FlowVersion: "1",
 		ExecutionID: id, Input: json.RawMessage(`{"name":"Ada"}`)}); err != nil {
 		t.Fatal(err)
 	}

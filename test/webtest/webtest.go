@@ -115,15 +115,16 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		}
 		f.Root = redistest.Root(t, f.C)
 		stream := f.Root + ":flow:queue"
-		f.Q, err = queue.New(f.C, queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
+		f.Q, err = queue.New(queue.Redis(f.C), queue.Settings{Stream: stream, Group: "g", StartID: "0", Consumer: "c", DLQ: stream + ":dlq",
 			ClaimMinIdle: time.Minute, MaxDeliveries: 5, DLQMaxLen: 100, TaskMaxAge: time.Hour}, metrics.NewSet(), zerolog.Nop())
+
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := f.Q.EnsureGroup(ctx); err != nil {
 			t.Fatal(err)
 		}
-		delay, err := queue.NewDelay(f.C, f.Root+":delay:queue")
+		delay, err := queue.NewDelay(queue.RedisDelays(f.C), f.Root+":delay:queue")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +140,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		f.Plane = control.New(control.Deps{Root: f.Root, Store: f.Redis, Flows: store.NewFlows(f.C, f.Root).Reserve(stream, stream+":dlq"),
 			Events: f.Events, Schedules: store.NewSchedules(f.C, f.Root),
 			Registry: store.NewRegistry(f.C, f.Root), Control: store.NewControl(f.C, f.Root), Delay: delay, Queue: f.Q, Dispatch: dispatch,
-			Producer: queue.NewProducer(f.C, stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
+			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(f.C, f.Root), LocalRuns: localRuns(o.localRuns, db)})
 		d.Plane = f.Plane
 		d.Jobs = control.NewBulk(f.Plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
@@ -430,7 +431,7 @@ func (f *Fixture) DeadLetters(t testing.TB, tenants ...string) map[string][]stri
 	t.Helper()
 	ctx := context.Background()
 	stream := f.Root + ":flow:queue"
-	p := queue.NewProducer(f.C, stream, queue.Generations{}, 1<<20, nil)
+	p := queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil)
 	for _, tenant := range tenants {
 		if _, err := p.Enqueue(ctx, queue.Envelope{Kind: queue.KindStart, TenantID: tenant, FlowID: "f", FlowVersion: "1",
 			ExecutionID: engine.NewExecutionID(), Input: json.RawMessage(`{}`)}); err != nil {
@@ -461,7 +462,7 @@ func (f *Fixture) DeadLetters(t testing.TB, tenants ...string) map[string][]stri
 func (f *Fixture) DeadLetter(t testing.TB, flow, reason string) {
 	t.Helper()
 	ctx := context.Background()
-	p := queue.NewProducer(f.C, f.Root+":flow:queue", queue.Generations{}, 1<<20, nil)
+	p := queue.NewProducer(queue.Redis(f.C), f.Root+":flow:queue", queue.Generations{}, 1<<20, nil)
 	if _, err := p.Enqueue(ctx, queue.Envelope{Kind: queue.KindStart, TenantID: "default", FlowID: flow, FlowVersion: "1",
 		ExecutionID: engine.NewExecutionID(), Input: []byte(`{}`)}); err != nil {
 		t.Fatal(err)

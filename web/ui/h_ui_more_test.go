@@ -332,7 +332,7 @@ func TestUIWaitingPanelRunningAndQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := engine.NewExecutionID()
-	p := queue.NewProducer(f.C, f.Root+":flow:queue", queue.Generations{Family: "cf1-aaaaaaaaaaaa"}, 1<<20, nil)
+	p := queue.NewProducer(queue.Redis(f.C), f.Root+":flow:queue", queue.Generations{Family: "cf1-aaaaaaaaaaaa"}, 1<<20, nil)
 	if _, err := p.Enqueue(ctx, queue.Envelope{Kind: queue.KindStart, TenantID: "default", FlowID: "flaky", FlowVersion: "1", ExecutionID: id,
 		Input: json.RawMessage(`{}`), QuotaDeferCount: 1}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,10 @@
+DROP TABLE delay_dead;
+DROP INDEX delay_members_due;
+DROP TABLE delay_members;
+DROP INDEX markers_expiry;
+DROP TABLE markers;
+DROP TABLE stream_pending;
+DROP TABLE stream_consumers;
+DROP TABLE stream_groups;
+DROP TABLE stream_entries;
+DROP TABLE streams;
