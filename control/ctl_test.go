@@ -17,12 +17,12 @@ import (
 // onStop runs when a stop comes.
 func (f *fixture) startInstance(id, role string, capacity int, onStop func(*presence.Registry)) *presence.Registry {
 	f.t.Helper()
-	reg := presence.New(store.NewRegistry(f.c, f.root), presence.InstanceInfo{InstanceID: id, Role: role, Host: "h", PID: 7,
+	reg := presence.New(store.NewRegistry(store.OnRedis(f.c), f.root), presence.InstanceInfo{InstanceID: id, Role: role, Host: "h", PID: 7,
 		Capacity: capacity, StartedAt: time.Now().Add(-time.Minute)}, zerolog.Nop(), metrics.NewSet())
 	if err := reg.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
-	ctl := presence.NewControl(store.NewControl(f.c, f.root), reg, func() { onStop(reg) }, zerolog.Nop())
+	ctl := presence.NewControl(store.NewControl(store.OnRedis(f.c), f.root), reg, func() { onStop(reg) }, zerolog.Nop())
 	if err := ctl.Start(context.Background()); err != nil {
 		f.t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ func TestCtlStatusAndStop(t *testing.T) {
 	refusal(t, "no id", func() error { _, err := f.p.InstanceStatus(ctx, InstanceRequest{}); return err }(), Invalid, "invalid_instance")
 
 	// Registered (an older build, or its channel is gone) but deaf.
-	deaf := presence.New(store.NewRegistry(f.c, f.root), presence.InstanceInfo{InstanceID: "w-deaf", Role: "worker"}, zerolog.Nop(), metrics.NewSet())
+	deaf := presence.New(store.NewRegistry(store.OnRedis(f.c), f.root), presence.InstanceInfo{InstanceID: "w-deaf", Role: "worker"}, zerolog.Nop(), metrics.NewSet())
 	if err := deaf.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

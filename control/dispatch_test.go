@@ -83,7 +83,7 @@ func TestStartDispatchesByCapacity(t *testing.T) {
 		if _, err := f.p.PublishFlow(ctx, "acme", []byte(askFlow), ""); err != nil {
 			t.Fatal(err)
 		}
-		reg := store.NewRegistry(f.c, f.root)
+		reg := store.NewRegistry(store.OnRedis(f.c), f.root)
 		now := time.Now().UTC()
 		for _, rec := range []store.InstanceRecord{
 			{InstanceID: "w-busy", Role: "worker", Status: "running", Queue: f.root + ":flow:queue", ActiveTasks: 3, Capacity: 4, HeartbeatAt: now},

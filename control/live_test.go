@@ -118,7 +118,7 @@ func (f *fixture) publish(id string, seq int, ev string, status state.Status) {
 }
 
 func (f *fixture) withLive() *fixture {
-	f.p.d.Live = store.NewLiveEvents(f.c, f.root)
+	f.p.d.Live = store.NewLiveEvents(store.OnRedis(f.c), f.root)
 	return f
 }
 

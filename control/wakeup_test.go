@@ -25,7 +25,7 @@ func TestWakeUpReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg := store.NewRegistry(c, keys.DefaultRoot)
+	reg := store.NewRegistry(store.OnRedis(c), keys.DefaultRoot)
 	p := New(Deps{Registry: reg, Delay: delayQ, Now: func() time.Time { return now },
 		Built: func(role string) bool { return role != "console" }})
 	register := func(id, role, status string) {

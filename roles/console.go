@@ -181,8 +181,8 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		deps.EngineSync = control.NewEngineSync(deps.Plane, db, control.EngineSyncSettings{
 			Deadline:    time.Duration(config.ConsoleEngineSyncDeadline.In(cfg) * float64(time.Second)),
 			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg)})
-		registry = presence.New(store.NewRegistry(c, keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
-		ctlChannel = store.NewControl(c, keys.DefaultRoot)
+		registry = presence.New(store.NewRegistry(store.OnRedis(c), keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
+		ctlChannel = store.NewControl(store.OnRedis(c), keys.DefaultRoot)
 	}
 	deps.Accounts = control.NewAccounts(db, redisStore, deps.Plane, control.AccountsSettings{Epoch: config.DeploymentEpoch.In(cfg), Log: log})
 	deps.Catalog = control.NewCatalog(db, publisher(deps.Plane, local))

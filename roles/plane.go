@@ -78,8 +78,8 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Flows:         store.NewFlows(c, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
 		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Schedules:     store.NewSchedules(c, keys.DefaultRoot),
-		Registry:      store.NewRegistry(c, keys.DefaultRoot),
-		Control:       store.NewControl(c, keys.DefaultRoot),
+		Registry:      store.NewRegistry(store.OnRedis(c), keys.DefaultRoot),
+		Control:       store.NewControl(store.OnRedis(c), keys.DefaultRoot),
 		Delay:         delay,
 		Producer:      queue.NewProducer(queue.Redis(c), stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
 		Queue:         q,
@@ -91,7 +91,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Dispatch:      dispatch,
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
-		Live:          store.NewLiveEvents(c, keys.DefaultRoot),
+		Live:          store.NewLiveEvents(store.OnRedis(c), keys.DefaultRoot),
 		LocalRuns:     o.LocalRuns,
 	}), nil
 }

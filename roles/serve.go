@@ -153,7 +153,7 @@ func newOnRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zero
 
 // presence is the role's record in the registry, as info describes the instance.
 func (o onRedis) presence(info presence.InstanceInfo) *presence.Registry {
-	return presence.New(store.NewRegistry(o.client, keys.DefaultRoot), info, o.log, o.set)
+	return presence.New(store.NewRegistry(store.OnRedis(o.client), keys.DefaultRoot), info, o.log, o.set)
 }
 
 // runOnRedis is the run of every service role on PLAITA_REDIS_URL: connect (the client is
@@ -172,7 +172,7 @@ func runOnRedis(ctx context.Context, cfg *config.Config, log zerolog.Logger, bui
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
-	r.name, r.ready, r.server, r.control = name, o.ready, o.server, store.NewControl(c, keys.DefaultRoot)
+	r.name, r.ready, r.server, r.control = name, o.ready, o.server, store.NewControl(store.OnRedis(c), keys.DefaultRoot)
 	return r.serve(ctx, log)
 }
 

@@ -92,7 +92,7 @@ func buildWorker(o onRedis) (*workerParts, error) {
 	info.MetricsAddr = metricsAddr(cfg, info.Host)
 	w := &workerParts{queue: q, registry: o.presence(info),
 		alerter:  alert.New(config.AlertWebhook.In(cfg), info.InstanceID, set, log),
-		observer: worker.NewObserver(store.NewLiveEvents(c, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
+		observer: worker.NewObserver(store.NewLiveEvents(store.OnRedis(c), keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
 	}
 	o.server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
 	deps, err := gateDeps(cfg, c, st, set, log)

@@ -25,11 +25,33 @@ func TestSchedulesContractRedis(t *testing.T) {
 	}})
 }
 
+// The live events' contract on Redis, each case under a key root of its own.
+func TestLiveContractRedis(t *testing.T) {
+	storetest.LiveContract(t, storetest.LiveBackend{Name: "redis", Open: func(t *testing.T) *store.LiveEvents {
+		c := redistest.Client(t)
+		return store.NewLiveEvents(store.OnRedis(c), redistest.Root(t, c))
+	}})
+}
+
+// The contracts of what lives only while processes run (live events, the registry, the
+// control channels) on the in-process hub of local mode.
+func TestEphemeralContractsHub(t *testing.T) {
+	storetest.LiveContract(t, storetest.LiveBackend{Name: "hub", Open: func(t *testing.T) *store.LiveEvents {
+		return store.NewLiveEvents(store.NewHub(), "")
+	}})
+	storetest.RegistryContract(t, storetest.RegistryBackend{Name: "hub", Open: func(t *testing.T) *store.Registry {
+		return store.NewRegistry(store.NewHub(), "")
+	}})
+	storetest.ControlContract(t, storetest.ControlBackend{Name: "hub", Open: func(t *testing.T) *store.Control {
+		return store.NewControl(store.NewHub(), "")
+	}})
+}
+
 // The instance registry's contract on Redis, each case under a key root of its own.
 func TestRegistryContractRedis(t *testing.T) {
 	storetest.RegistryContract(t, storetest.RegistryBackend{Name: "redis", Open: func(t *testing.T) *store.Registry {
 		c := redistest.Client(t)
-		return store.NewRegistry(c, redistest.Root(t, c))
+		return store.NewRegistry(store.OnRedis(c), redistest.Root(t, c))
 	}})
 }
 
@@ -37,6 +59,6 @@ func TestRegistryContractRedis(t *testing.T) {
 func TestControlContractRedis(t *testing.T) {
 	storetest.ControlContract(t, storetest.ControlBackend{Name: "redis", Open: func(t *testing.T) *store.Control {
 		c := redistest.Client(t)
-		return store.NewControl(c, redistest.Root(t, c))
+		return store.NewControl(store.OnRedis(c), redistest.Root(t, c))
 	}})
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/internal/callctx"
 	"plaita/store/keys"
 )
@@ -16,11 +14,11 @@ import (
 // instance listens on its own channel (internal/presence/control.go); `plaita ctl` and the
 // console's drain route publish a ControlRequest there and wait for the ControlReply the
 // instance pushes to the request's reply List (<root>:registry:reply:<request id>, a TTL of
-// ReplyTTL, read with BLPOP). A List, not a reply channel: an answer pushed before the asker
+// ReplyTTL, read with BRPOP). A List, not a reply channel: an answer pushed before the asker
 // blocks on it is not lost.
 //
-// Round trips: Ask 1 (PUBLISH), Await 1 (BLPOP, blocking up to its timeout), Answer 1 (LPUSH and
-// EXPIRE pipelined), Listen 1 (SUBSCRIBE on a connection of its own).
+// Round trips: Ask 1 (PUBLISH), Await 1 (BRPOP, blocking up to its timeout), Answer 1 (LPUSH and
+// PEXPIRE pipelined), Listen 1 (SUBSCRIBE on a connection of its own).
 
 // Control operations.
 const (
@@ -63,14 +61,14 @@ type ControlReply struct {
 
 // Control is the control channels of one deployment (one client, one key root).
 type Control struct {
-	c  rueidis.Client
+	e  Ephemeral
 	sp keys.Space
 }
 
-// NewControl returns the control channels over client c under key root root ("" is
+// NewControl returns the control channels over e under key root root ("" is
 // keys.DefaultRoot).
-func NewControl(c rueidis.Client, root string) *Control {
-	return &Control{c: c, sp: keys.MustFor(root, "")}
+func NewControl(e Ephemeral, root string) *Control {
+	return &Control{e: e, sp: keys.MustFor(root, "")}
 }
 
 // Channel is instance id's control channel.
@@ -86,9 +84,9 @@ func (c *Control) Ask(ctx context.Context, id string, req ControlRequest) (int64
 	if err != nil {
 		return 0, fmt.Errorf("%w: control request: %w", ErrInvalid, err)
 	}
-	n, err := c.c.Do(ctx, c.c.B().Publish().Channel(c.Channel(id)).Message(string(body)).Build()).AsInt64()
+	n, err := c.e.Publish(ctx, c.Channel(id), body)
 	if err != nil {
-		return 0, transient(ErrRedis, "control: publish to "+c.Channel(id), err)
+		return 0, fmt.Errorf("control: %w", err)
 	}
 	return n, nil
 }
@@ -97,20 +95,15 @@ func (c *Control) Ask(ctx context.Context, id string, req ControlRequest) (int64
 // A reply that does not decode is ErrBadRecord.
 func (c *Control) Await(ctx context.Context, id string, wait time.Duration) (ControlReply, bool, error) {
 	key := c.sp.RegistryReply(id)
-	// BLPOP's timeout is in seconds (fractions from Redis 6); the call's own deadline is past it.
+	// The wait blocks on the server; the call's own deadline is past it.
 	ctx, cancel := callctx.Within(ctx, wait+callctx.BlockingSlack)
 	defer cancel()
-	kv, err := c.c.Do(ctx, c.c.B().Blpop().Key(key).Timeout(max(wait.Seconds(), 0.01)).Build()).AsStrSlice()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return ControlReply{}, false, nil
-	case err != nil:
-		return ControlReply{}, false, transient(ErrRedis, "control: blpop "+key, err)
-	case len(kv) != 2:
-		return ControlReply{}, false, &BadRecordError{ID: id, Err: fmt.Errorf("blpop replied %d values", len(kv))}
+	v, ok, err := c.e.Pop(ctx, key, wait)
+	if err != nil || !ok {
+		return ControlReply{}, false, err
 	}
 	var r ControlReply
-	if err := json.Unmarshal([]byte(kv[1]), &r); err != nil {
+	if err := json.Unmarshal([]byte(v), &r); err != nil {
 		return ControlReply{}, false, &BadRecordError{ID: id, Err: err}
 	}
 	return r, true, nil
@@ -126,11 +119,8 @@ func (c *Control) Answer(ctx context.Context, r ControlReply) error {
 		return fmt.Errorf("%w: control reply: %w", ErrInvalid, err)
 	}
 	key := c.sp.RegistryReply(r.RequestID)
-	for _, res := range c.c.DoMulti(ctx, c.c.B().Lpush().Key(key).Element(string(body)).Build(),
-		c.c.B().Pexpire().Key(key).Milliseconds(ReplyTTL.Milliseconds()).Build()) {
-		if err := res.Error(); err != nil {
-			return transient(ErrRedis, "control: answer to "+key, err)
-		}
+	if err := c.e.Push(ctx, key, string(body), ReplyTTL); err != nil {
+		return fmt.Errorf("control: answer: %w", err)
 	}
 	return nil
 }
@@ -138,7 +128,7 @@ func (c *Control) Answer(ctx context.Context, r ControlReply) error {
 // Listen subscribes to instance id's control channel; it returns once Redis confirmed the
 // subscription. Each message's Payload is a ControlRequest (DecodeControlRequest).
 func (c *Control) Listen(ctx context.Context, id string) (*LiveSubscription, error) {
-	return subscribe(ctx, c.c, c.Channel(id))
+	return c.e.Subscribe(ctx, c.Channel(id))
 }
 
 // DecodeControlRequest reads one message of a control channel.

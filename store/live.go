@@ -2,9 +2,8 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"strings"
-
-	"github.com/redis/rueidis"
 
 	"plaita/store/keys"
 )
@@ -14,16 +13,16 @@ import (
 // (<prefix>execution_status) for the live executions list. Best effort: a lost message only
 // thins a live view; the state is the record.
 type LiveEvents struct {
-	c    rueidis.Client
+	e    Ephemeral
 	root string
 }
 
-// NewLiveEvents returns the publisher over c under root ("" = keys.DefaultRoot).
-func NewLiveEvents(c rueidis.Client, root string) *LiveEvents {
+// NewLiveEvents returns the publisher over e under root ("" = keys.DefaultRoot).
+func NewLiveEvents(e Ephemeral, root string) *LiveEvents {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
-	return &LiveEvents{c: c, root: root}
+	return &LiveEvents{e: e, root: root}
 }
 
 // Publish sends one event (JSON) on the execution's channel.
@@ -49,8 +48,8 @@ func (l *LiveEvents) PublishStatus(ctx context.Context, tenant, executionID stri
 }
 
 func (l *LiveEvents) publish(ctx context.Context, channel, executionID string, msg []byte) error {
-	if err := l.c.Do(ctx, l.c.B().Publish().Channel(channel).Message(rueidis.BinaryString(msg)).Build()).Error(); err != nil {
-		return transient(ErrRedis, "publish live event of "+executionID, err)
+	if _, err := l.e.Publish(ctx, channel, msg); err != nil {
+		return fmt.Errorf("publish live event of %s: %w", executionID, err)
 	}
 	return nil
 }
@@ -82,29 +81,19 @@ func (w Watchers) Tenant(tenant string) bool {
 func (l *LiveEvents) Listened(ctx context.Context) (Watchers, error) {
 	w := Watchers{Executions: map[string]struct{}{}, Tenants: map[string]struct{}{}}
 	root := l.root + ":"
-	for addr, node := range l.c.Nodes() {
-		res := node.DoMulti(ctx,
-			node.B().PubsubChannels().Pattern(root+"*execution_events:*").Build(),
-			node.B().PubsubChannels().Pattern(root+"*execution_status").Build(),
-			node.B().PubsubNumpat().Build())
-		events, err1 := res[0].AsStrSlice()
-		status, err2 := res[1].AsStrSlice()
-		numpat, err3 := res[2].AsInt64()
-		for _, err := range []error{err1, err2, err3} {
-			if err != nil {
-				return Watchers{}, transient(ErrRedis, "PUBSUB on "+addr, err)
-			}
+	found, all, err := l.e.Listened(ctx, root+"*execution_events:*", root+"*execution_status")
+	if err != nil {
+		return Watchers{}, err
+	}
+	w.All = all
+	for _, ch := range found[0] {
+		if i := strings.LastIndexByte(ch, '{'); i >= 0 && strings.HasSuffix(ch, "}") {
+			w.Executions[ch[i+1:len(ch)-1]] = struct{}{}
 		}
-		w.All = w.All || numpat > 0
-		for _, ch := range events {
-			if i := strings.LastIndexByte(ch, '{'); i >= 0 && strings.HasSuffix(ch, "}") {
-				w.Executions[ch[i+1:len(ch)-1]] = struct{}{}
-			}
-		}
-		for _, ch := range status {
-			if t, ok := statusTenant(root, ch); ok {
-				w.Tenants[t] = struct{}{}
-			}
+	}
+	for _, ch := range found[1] {
+		if t, ok := statusTenant(root, ch); ok {
+			w.Tenants[t] = struct{}{}
 		}
 	}
 	return w, nil

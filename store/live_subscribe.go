@@ -55,7 +55,7 @@ func (l *LiveEvents) SubscribeExecution(ctx context.Context, tenant, executionID
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to %s: %w", executionID, err)
 	}
-	return subscribe(ctx, l.c, channel)
+	return l.e.Subscribe(ctx, channel)
 }
 
 // SubscribeStatus subscribes to the status changes of tenant's executions (the live list).
@@ -64,7 +64,7 @@ func (l *LiveEvents) SubscribeStatus(ctx context.Context, tenant string) (*LiveS
 	if err != nil {
 		return nil, fmt.Errorf("subscribe to the status of tenant %q: %w", tenant, err)
 	}
-	return subscribe(ctx, l.c, sp.ExecutionStatus())
+	return l.e.Subscribe(ctx, sp.ExecutionStatus())
 }
 
 // subscribe returns once Redis has confirmed the subscription: a message published after

@@ -55,7 +55,7 @@ func next(t *testing.T, s *store.LiveSubscription) store.LiveMessage {
 func TestSubscribeExecutionAndStatus(t *testing.T) {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	live := store.NewLiveEvents(c, root)
+	live := store.NewLiveEvents(store.OnRedis(c), root)
 	ctx := t.Context()
 	channel, _ := keys.MustFor(root, "acme").ExecutionEvents("ex_1")
 
@@ -117,7 +117,7 @@ func TestSubscribeExecutionAndStatus(t *testing.T) {
 func TestSubscriptionLostAndContext(t *testing.T) {
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	live := store.NewLiveEvents(c, root)
+	live := store.NewLiveEvents(store.OnRedis(c), root)
 	ctx, cancel := context.WithCancel(t.Context())
 	s, err := live.SubscribeExecution(ctx, "", "ex_flood")
 	if err != nil {
@@ -157,7 +157,7 @@ func TestSubscriptionLostAndContext(t *testing.T) {
 func TestSubscriptionEndsWithTheConnection(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	live := store.NewLiveEvents(c, "plaita")
+	live := store.NewLiveEvents(store.OnRedis(c), "plaita")
 	s, err := live.SubscribeExecution(t.Context(), "", "ex_1")
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,7 @@ import (
 func TestLiveEventsListened(t *testing.T) {
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	live := store.NewLiveEvents(c, "plaita")
+	live := store.NewLiveEvents(store.OnRedis(c), "plaita")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	listened := func() store.Watchers {

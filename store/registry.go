@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/store/keys"
 )
 
@@ -85,15 +83,15 @@ const DefaultRegistryTimeout = 5 * time.Second
 // Registry is the instance registry of one deployment (one client, one key root). It is safe
 // for concurrent use; it keeps no state of its own.
 type Registry struct {
-	c       rueidis.Client
+	e       Ephemeral
 	sp      keys.Space
 	timeout time.Duration
 }
 
-// NewRegistry returns the registry over client c under key root root ("" is keys.DefaultRoot).
-// Every call is bounded by DefaultRegistryTimeout (see WithTimeout).
-func NewRegistry(c rueidis.Client, root string) *Registry {
-	return &Registry{c: c, sp: keys.MustFor(root, ""), timeout: DefaultRegistryTimeout}
+// NewRegistry returns the registry over e under key root root ("" is keys.DefaultRoot). Every
+// call is bounded by DefaultRegistryTimeout (see WithTimeout).
+func NewRegistry(e Ephemeral, root string) *Registry {
+	return &Registry{e: e, sp: keys.MustFor(root, ""), timeout: DefaultRegistryTimeout}
 }
 
 // WithTimeout returns the same registry with every call bounded by d instead (d ≤ 0 keeps the
@@ -141,9 +139,8 @@ func (r *Registry) Register(ctx context.Context, rec InstanceRecord, ttl time.Du
 	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	key := r.Key(rec.InstanceID)
-	if err := r.c.Do(ctx, r.c.B().Set().Key(key).Value(body).PxMilliseconds(ms).Build()).Error(); err != nil {
-		return transient(ErrRedis, "registry: set "+key, err)
+	if _, err := r.e.SetRecord(ctx, r.Key(rec.InstanceID), body, time.Duration(ms)*time.Millisecond, false); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	return r.addMember(ctx, rec.InstanceID)
 }
@@ -160,20 +157,19 @@ func (r *Registry) Refresh(ctx context.Context, rec InstanceRecord, ttl time.Dur
 	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	key := r.Key(rec.InstanceID)
-	err = r.c.Do(ctx, r.c.B().Set().Key(key).Value(body).Xx().PxMilliseconds(ms).Build()).Error()
+	written, err := r.e.SetRecord(ctx, r.Key(rec.InstanceID), body, time.Duration(ms)*time.Millisecond, true)
 	switch {
-	case rueidis.IsRedisNil(err):
-		return true, nil
 	case err != nil:
-		return false, transient(ErrRedis, "registry: refresh "+key, err)
+		return false, fmt.Errorf("registry: refresh: %w", err)
+	case !written:
+		return true, nil
 	}
 	return false, r.addMember(ctx, rec.InstanceID)
 }
 
 func (r *Registry) addMember(ctx context.Context, id string) error {
-	if err := r.c.Do(ctx, r.c.B().Sadd().Key(r.SetKey()).Member(id).Build()).Error(); err != nil {
-		return transient(ErrRedis, "registry: sadd "+r.SetKey(), err)
+	if err := r.e.AddMember(ctx, r.SetKey(), id); err != nil {
+		return fmt.Errorf("registry: %w", err)
 	}
 	return nil
 }
@@ -186,11 +182,8 @@ func (r *Registry) Deregister(ctx context.Context, id string) error {
 	}
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	c := r.c
-	for _, res := range c.DoMulti(ctx, c.B().Del().Key(r.Key(id)).Build(), c.B().Srem().Key(r.SetKey()).Member(id).Build()) {
-		if err := res.Error(); err != nil {
-			return transient(ErrRedis, "registry: deregister "+id, err)
-		}
+	if err := r.e.DeleteRecord(ctx, r.Key(id), r.SetKey(), id); err != nil {
+		return fmt.Errorf("registry: deregister %s: %w", id, err)
 	}
 	return nil
 }
@@ -200,21 +193,22 @@ func (r *Registry) Deregister(ctx context.Context, id string) error {
 func (r *Registry) Get(ctx context.Context, id string) (InstanceRecord, bool, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	raw, err := r.c.Do(ctx, r.c.B().Get().Key(r.Key(id)).Build()).ToString()
-	return r.decodeReply(id, raw, err)
+	recs, err := r.e.Records(ctx, r.Key(id))
+	if err != nil {
+		return InstanceRecord{}, false, fmt.Errorf("registry: %w", err)
+	}
+	return decodeInstance(id, recs[0])
 }
 
-func (r *Registry) decodeReply(id, raw string, err error) (InstanceRecord, bool, error) {
+func decodeInstance(id string, got Record) (InstanceRecord, bool, error) {
 	switch {
-	case rueidis.IsRedisNil(err):
+	case got.Err != nil:
+		return InstanceRecord{}, false, &BadRecordError{ID: id, Err: got.Err}
+	case !got.Found:
 		return InstanceRecord{}, false, nil
-	case isWrongType(err):
-		return InstanceRecord{}, false, &BadRecordError{ID: id, Err: err}
-	case err != nil:
-		return InstanceRecord{}, false, transient(ErrRedis, "registry: get "+r.Key(id), err)
 	}
 	var rec InstanceRecord
-	if err := json.Unmarshal([]byte(raw), &rec); err != nil {
+	if err := json.Unmarshal([]byte(got.Value), &rec); err != nil {
 		return InstanceRecord{}, false, &BadRecordError{ID: id, Err: err}
 	}
 	if rec.InstanceID == "" {
@@ -254,23 +248,25 @@ type InstanceList struct {
 func (r *Registry) Instances(ctx context.Context, now time.Time, fallback time.Duration) (InstanceList, error) {
 	ctx, cancel := r.bound(ctx)
 	defer cancel()
-	c := r.c
-	ids, err := c.Do(ctx, c.B().Smembers().Key(r.SetKey()).Build()).AsStrSlice()
+	ids, err := r.e.Members(ctx, r.SetKey())
 	if err != nil {
-		return InstanceList{}, transient(ErrRedis, "registry: smembers "+r.SetKey(), err)
+		return InstanceList{}, fmt.Errorf("registry: %w", err)
 	}
 	var out InstanceList
 	if len(ids) == 0 {
 		return out, nil
 	}
 	slices.Sort(ids)
-	cmds := make(rueidis.Commands, len(ids))
+	ks := make([]string, len(ids))
 	for i, id := range ids {
-		cmds[i] = c.B().Get().Key(r.Key(id)).Build()
+		ks[i] = r.Key(id)
 	}
-	for i, res := range c.DoMulti(ctx, cmds...) {
-		raw, err := res.ToString()
-		rec, ok, err := r.decodeReply(ids[i], raw, err)
+	recs, err := r.e.Records(ctx, ks...)
+	if err != nil {
+		return InstanceList{}, fmt.Errorf("registry: %w", err)
+	}
+	for i, got := range recs {
+		rec, ok, err := decodeInstance(ids[i], got)
 		var bad *BadRecordError
 		switch {
 		case errors.As(err, &bad):
@@ -286,8 +282,8 @@ func (r *Registry) Instances(ctx context.Context, now time.Time, fallback time.D
 	if len(out.Pruned) > 0 {
 		// A member whose key expired between the GET and this SREM and that registers again in
 		// that window is re-added by its next heartbeat (every write re-adds the member).
-		if err := c.Do(ctx, c.B().Srem().Key(r.SetKey()).Member(out.Pruned...).Build()).Error(); err != nil {
-			out.PruneErr = transient(ErrRedis, "registry: prune "+r.SetKey(), err)
+		if err := r.e.RemoveMembers(ctx, r.SetKey(), out.Pruned...); err != nil {
+			out.PruneErr = fmt.Errorf("registry: prune: %w", err)
 		}
 	}
 	return out, nil

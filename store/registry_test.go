@@ -27,7 +27,7 @@ func regSetup(t *testing.T) *regFixture {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	return &regFixture{t: t, c: c, root: root, reg: store.NewRegistry(c, root)}
+	return &regFixture{t: t, c: c, root: root, reg: store.NewRegistry(store.OnRedis(c), root)}
 }
 
 func regRecord(id string, heartbeat time.Time, ttl time.Duration) store.InstanceRecord {
@@ -277,7 +277,7 @@ func TestRegistryInstancesPrunesDeadMembers(t *testing.T) {
 		t.Errorf("members after pruning %v: only the ghost goes", m)
 	}
 
-	empty := store.NewRegistry(f.c, redistest.Root(t, f.c))
+	empty := store.NewRegistry(store.OnRedis(f.c), redistest.Root(t, f.c))
 	if got, err := empty.Instances(ctx(t), now, time.Minute); err != nil || len(got.Live)+len(got.Pruned)+len(got.Unreadable) != 0 {
 		t.Errorf("empty registry: %+v, %v", got, err)
 	}
@@ -290,7 +290,7 @@ func TestRegistryFailuresAreTransientAndBounded(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	reg := store.NewRegistry(c, "plaita").WithTimeout(300 * time.Millisecond)
+	reg := store.NewRegistry(store.OnRedis(c), "plaita").WithTimeout(300 * time.Millisecond)
 	rec := regRecord("w-down", time.Now(), time.Minute)
 	if err := reg.Register(ctx(t), rec, time.Minute); err != nil {
 		t.Fatal(err)

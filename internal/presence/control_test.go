@@ -37,7 +37,7 @@ func TestControlAnswersStatusAndStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.SetActive(3)
-	st := store.NewControl(b.c, b.root)
+	st := store.NewControl(store.OnRedis(b.c), b.root)
 	var stops atomic.Int32
 	var logs logSink
 	c := NewControl(st, r, func() { stops.Add(1) }, zerolog.New(&logs))
@@ -94,13 +94,13 @@ func TestControlSubscribesAgainAfterARedisRestart(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
 	cl := srv.Client(t)
-	r := New(store.NewRegistry(cl, "plaita"), regInfo("w-restart"), zerolog.Nop(), metrics.NewSet())
+	r := New(store.NewRegistry(store.OnRedis(cl), "plaita"), regInfo("w-restart"), zerolog.Nop(), metrics.NewSet())
 	r.Interval = time.Hour
 	t.Cleanup(func() { r.Stop(context.Background()) })
 	if err := r.Start(regCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	st := store.NewControl(cl, "plaita")
+	st := store.NewControl(store.OnRedis(cl), "plaita")
 	var logs logSink
 	c := NewControl(st, r, func() {}, zerolog.New(&logs))
 	c.Retry = 20 * time.Millisecond
@@ -135,7 +135,7 @@ func TestControlOutlivesItsStartContext(t *testing.T) {
 	if err := r.Start(regCtx(t)); err != nil {
 		t.Fatal(err)
 	}
-	st := store.NewControl(b.c, b.root)
+	st := store.NewControl(store.OnRedis(b.c), b.root)
 	var logs logSink
 	c := NewControl(st, r, func() {}, zerolog.New(&logs))
 	startCtx, cancel := context.WithCancel(context.Background())

@@ -105,7 +105,7 @@ func TestRegistryHeartbeatFailuresAreLoggedOncePerOutage(t *testing.T) {
 	c := srv.Client(t)
 	var logs logSink
 	set := metrics.NewSet()
-	r := New(store.NewRegistry(c, "plaita"), regInfo("w-outage"), zerolog.New(&logs), set)
+	r := New(store.NewRegistry(store.OnRedis(c), "plaita"), regInfo("w-outage"), zerolog.New(&logs), set)
 	r.Interval = time.Hour // heartbeats are driven by the test; each Redis call is bounded by 5s
 	t.Cleanup(func() { r.Stop(context.Background()) })
 	if err := r.Start(regCtx(t)); err != nil {
@@ -319,7 +319,7 @@ func TestRegistryInstancesPrunesDeadMembers(t *testing.T) {
 		t.Errorf("prune and bad record not logged:\n%s", logs.String())
 	}
 
-	empty := New(store.NewRegistry(b.c, redistest.Root(t, b.c)), regInfo("x"), zerolog.Nop(), metrics.NewSet())
+	empty := New(store.NewRegistry(store.OnRedis(b.c), redistest.Root(t, b.c)), regInfo("x"), zerolog.Nop(), metrics.NewSet())
 	if got, err := empty.Instances(regCtx(t)); err != nil || len(got) != 0 {
 		t.Errorf("empty registry: %v, %v", got, err)
 	}

@@ -48,7 +48,7 @@ func regSetup(t *testing.T) *regBundle {
 	t.Helper()
 	c := redistest.Client(t)
 	root := redistest.Root(t, c)
-	return &regBundle{c: c, root: root, st: store.NewRegistry(c, root)}
+	return &regBundle{c: c, root: root, st: store.NewRegistry(store.OnRedis(c), root)}
 }
 
 // registry builds a registry for id with the given heartbeat interval, stopped at cleanup.

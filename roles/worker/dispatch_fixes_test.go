@@ -52,7 +52,7 @@ func TestDispatchLeaseConflictsSpendNoDeliveries(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := f.enqueue(t, env)
-	reg := presence.New(store.NewRegistry(f.c, f.root), InstanceInfo(f.cfg), zerolog.Nop(), metrics.NewSet())
+	reg := presence.New(store.NewRegistry(store.OnRedis(f.c), f.root), InstanceInfo(f.cfg), zerolog.Nop(), metrics.NewSet())
 	f.start(t, func(d *Deps) { d.Registry = reg })
 	// Several reclaims meet the dead holder's lease (max deliveries is 2).
 	waitUntil(t, "five lease conflicts", func() bool { return f.q.Stats().LeaseConflicts >= 5 })

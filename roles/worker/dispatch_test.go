@@ -591,7 +591,7 @@ func TestDispatchLeaseHeldByDeadHolderOrLivenessOff(t *testing.T) {
 			defer l.Release(context.Background())
 			f.enqueue(t, env)
 			// A registry in which gone-worker has no record: it is dead.
-			reg := presence.New(store.NewRegistry(f.c, f.root), InstanceInfo(f.cfg), zerolog.Nop(), metrics.NewSet())
+			reg := presence.New(store.NewRegistry(store.OnRedis(f.c), f.root), InstanceInfo(f.cfg), zerolog.Nop(), metrics.NewSet())
 			f.start(t, func(d *Deps) { d.Registry = reg })
 			if off {
 				f.waitSettled(t) // acked unconditionally

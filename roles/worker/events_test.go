@@ -52,7 +52,7 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 	}
 
 	set := metrics.NewSet()
-	obs := NewObserver(store.NewLiveEvents(f.c, f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
+	obs := NewObserver(store.NewLiveEvents(store.OnRedis(f.c), f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
 	obs.Start(context.Background()) // reads the watched executions: ours is
 	defer obs.Stop(context.Background())
 	if !obs.watched(env.ExecutionID) || obs.watched("ex_nobody") {
@@ -118,7 +118,7 @@ func TestObserverPublishesLiveEventsAndCountsMetrics(t *testing.T) {
 func TestObserverPublishOffOnlyCounts(t *testing.T) {
 	f := newDispatchFix(t, map[string]string{"PLAITA_EXECUTION_EVENTS_PUBLISH": "0"})
 	set := metrics.NewSet()
-	obs := NewObserver(store.NewLiveEvents(f.c, f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
+	obs := NewObserver(store.NewLiveEvents(store.OnRedis(f.c), f.root), SettingsFrom(f.cfg).EventsPublish, set, zerolog.Nop())
 	obs.Start(context.Background())
 	f.publish(t, "simple", "1", simpleFlow)
 	env := f.startEnv("simple")
@@ -156,7 +156,7 @@ func TestObserverPublishesStatusChangesToTheTenantChannel(t *testing.T) {
 		}
 	})
 	set := metrics.NewSet()
-	obs := NewObserver(store.NewLiveEvents(f.c, f.root), true, set, zerolog.Nop())
+	obs := NewObserver(store.NewLiveEvents(store.OnRedis(f.c), f.root), true, set, zerolog.Nop())
 	waitUntil(t, "the status channel's subscription seen", func() bool {
 		obs.Refresh(dctx(t))
 		return obs.statusWatched("default") && !obs.statusWatched("acme")

@@ -139,9 +139,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		}
 		f.Plane = control.New(control.Deps{Root: f.Root, Store: f.Redis, Flows: store.NewFlows(f.C, f.Root).Reserve(stream, stream+":dlq"),
 			Events: f.Events, Schedules: store.NewSchedules(f.C, f.Root),
-			Registry: store.NewRegistry(f.C, f.Root), Control: store.NewControl(f.C, f.Root), Delay: delay, Queue: f.Q, Dispatch: dispatch,
+			Registry: store.NewRegistry(store.OnRedis(f.C), f.Root), Control: store.NewControl(store.OnRedis(f.C), f.Root), Delay: delay, Queue: f.Q, Dispatch: dispatch,
 			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
-			Live: store.NewLiveEvents(f.C, f.Root), LocalRuns: localRuns(o.localRuns, db)})
+			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root), LocalRuns: localRuns(o.localRuns, db)})
 		d.Plane = f.Plane
 		d.Jobs = control.NewBulk(f.Plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
 		if err := d.Jobs.Start(ctx); err != nil {
@@ -541,7 +541,7 @@ func (f *Fixture) RegisterInstance(t testing.TB, rec store.InstanceRecord) {
 	if rec.HeartbeatAt.IsZero() {
 		rec.HeartbeatAt = time.Now().UTC()
 	}
-	if err := store.NewRegistry(f.C, f.Root).Register(context.Background(), rec, time.Minute); err != nil {
+	if err := store.NewRegistry(store.OnRedis(f.C), f.Root).Register(context.Background(), rec, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -550,7 +550,7 @@ func (f *Fixture) RegisterInstance(t testing.TB, rec store.InstanceRecord) {
 func (f *Fixture) PublishLive(t testing.TB, tenant, id string, seq int, ev string, status state.Status) {
 	t.Helper()
 	b, _ := json.Marshal(store.LiveEvent{ExecutionID: id, TenantID: tenant, FlowID: "ask", Status: status, Seq: seq, Event: ev})
-	if err := store.NewLiveEvents(f.C, f.Root).Publish(context.Background(), tenant, id, b); err != nil {
+	if err := store.NewLiveEvents(store.OnRedis(f.C), f.Root).Publish(context.Background(), tenant, id, b); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -123,7 +123,7 @@ func TestClusterMetrics(t *testing.T) {
 		}
 	}
 	// The registry's set replaced by a string: its read fails, the rest is read.
-	reg := store.NewRegistry(f.C, f.Root)
+	reg := store.NewRegistry(store.OnRedis(f.C), f.Root)
 	if err := f.C.Do(ctx, f.C.B().Del().Key(reg.SetKey()).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}

@@ -24,13 +24,13 @@ func TestClusterInstanceStatusAndDrain(t *testing.T) {
 	t.Parallel()
 	f := webtest.New(t)
 	ctx := context.Background()
-	reg := presence.New(store.NewRegistry(f.C, f.Root), presence.InstanceInfo{InstanceID: "w-ctl", Role: "worker", Host: "h", PID: 9,
+	reg := presence.New(store.NewRegistry(store.OnRedis(f.C), f.Root), presence.InstanceInfo{InstanceID: "w-ctl", Role: "worker", Host: "h", PID: 9,
 		Capacity: 2, StartedAt: time.Now().Add(-time.Hour)}, zerolog.Nop(), metrics.NewSet())
 	if err := reg.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	var stops atomic.Int32
-	ctl := presence.NewControl(store.NewControl(f.C, f.Root), reg, func() { stops.Add(1) }, zerolog.Nop())
+	ctl := presence.NewControl(store.NewControl(store.OnRedis(f.C), f.Root), reg, func() { stops.Add(1) }, zerolog.Nop())
 	if err := ctl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}

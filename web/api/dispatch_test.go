@@ -24,7 +24,7 @@ func TestStartDispatchesByCapacity(t *testing.T) {
 		ctx := context.Background()
 		ed := f.Key(f.APIKey(t, "default", sqlite.RoleEditor))
 		ed.Want(t, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(webtest.ApprovalFlow)})
-		reg := store.NewRegistry(f.C, f.Root)
+		reg := store.NewRegistry(store.OnRedis(f.C), f.Root)
 		now := time.Now().UTC()
 		for _, rec := range []store.InstanceRecord{
 			{InstanceID: "w-busy", Role: "worker", Status: "running", Queue: f.Root + ":flow:queue", ActiveTasks: 2, Capacity: 2, HeartbeatAt: now},

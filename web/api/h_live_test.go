@@ -174,7 +174,7 @@ func TestExecutionStatusStream(t *testing.T) {
 	} else if ev.Decode(t, &note); note.TenantID != "acme" {
 		t.Fatalf("ready %+v", note)
 	}
-	live := store.NewLiveEvents(f.C, f.Root)
+	live := store.NewLiveEvents(store.OnRedis(f.C), f.Root)
 	for _, c := range []struct{ tenant, flow string }{{"default", "ask"}, {"acme", "other"}, {"acme", "ask"}} {
 		b, _ := json.Marshal(store.LiveEvent{ExecutionID: "ex_" + c.tenant + "_" + c.flow, TenantID: c.tenant, FlowID: c.flow, Status: state.Completed, Event: "completed"})
 		if err := live.PublishStatus(context.Background(), c.tenant, "ex_x", b); err != nil {

@@ -339,14 +339,14 @@ func TestUIWaitingPanelRunningAndQueued(t *testing.T) {
 	}
 	register := func(inst, family string) {
 		rec := store.InstanceRecord{InstanceID: inst, Role: "worker", Status: "running", HeartbeatAt: time.Now(), TTLMillis: 30000, ConfigFamily: family}
-		if err := store.NewRegistry(f.C, f.Root).Register(ctx, rec, time.Minute); err != nil {
+		if err := store.NewRegistry(store.OnRedis(f.C), f.Root).Register(ctx, rec, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	}
 	register("w-a", "cf1-aaaaaaaaaaaa")
 	_, body = c.get(t, "/ui/executions/"+id, http.StatusOK)
 	mustHave(t, "over quota", body, `data-kind="quota"`, "tenant default is over its running quota: 1 running, limit 1", "deferred this start 1 time(s)")
-	if err := store.NewRegistry(f.C, f.Root).Deregister(ctx, "w-a"); err != nil {
+	if err := store.NewRegistry(store.OnRedis(f.C), f.Root).Deregister(ctx, "w-a"); err != nil {
 		t.Fatal(err)
 	}
 	register("w-b", "cf1-bbbbbbbbbbbb")
