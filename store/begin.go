@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -84,10 +83,6 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	if err != nil {
 		return nil, err
 	}
-	ks, err := ts.beginKeys(l)
-	if err != nil {
-		return nil, err
-	}
 	from := ""
 	if takeover {
 		from = holder
@@ -95,52 +90,39 @@ func (ts *TenantStore) Begin(ctx context.Context, executionID, holder string, ta
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	inScript := fresh != nil && ts.r.c.Mode() != rueidis.ClientModeCluster
-	args := []string{l.value, seconds(l.ttl), from, rueidis.BinaryString(fe.payload)}
-	if inScript {
-		ks, args = ts.indexArgs(ks, args, fe)
-	} else {
-		args = append(args, "0", executionID)
+	call := BeginCall{ID: executionID, Lease: LeaseRef{Value: l.value, TTL: l.ttl}, Takeover: from}
+	if fresh != nil {
+		w := fe.write()
+		call.Fresh = &w
 	}
-	arr, err := beginScript.Exec(ctx, ts.r.c, ks, args).ToArray()
-	if err != nil {
-		return nil, transient(ErrRedis, "begin a run of "+executionID, err)
+	rep, err := ts.r.d.Begin(ctx, ts.sp, call)
+	if err != nil && !rep.Created {
+		return nil, err
 	}
-	if ok, _ := arr[0].AsInt64(); ok != 1 || len(arr) != 8 {
-		cur, _ := arr[min(1, len(arr)-1)].ToString()
-		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(cur)}
+	if !rep.Taken {
+		return nil, &LeaseHeldError{ExecutionID: executionID, Holder: leaseHolder(rep.Held)}
 	}
-	l.gen, _ = arr[1].AsInt64()
-	took, _ := arr[2].AsInt64()
-	l.tookOver, l.renewedAt = took == 1, start
-	b := &Begun{Lease: l}
-	tomb, _ := arr[4].AsInt64()
-	canc, _ := arr[5].AsInt64()
-	b.Tombstoned, b.Cancelled = tomb == 1, canc == 1
-	b.NoFail, _ = arr[6].AsInt64()
+	l.gen, l.tookOver, l.renewedAt = rep.Generation, rep.TookOver, start
+	b := &Begun{Lease: l, Tombstoned: rep.Tombstoned, Cancelled: rep.Cancelled, NoFail: rep.NoFail}
 	l.cancelled.Store(b.Cancelled)
 	l.read.Store(true)
-	if created, _ := arr[7].AsInt64(); created == 1 {
+	if rep.Created {
 		b.State = fresh
 		l.preload(fresh)
-		if !inScript {
-			if err := ts.index(ctx, fe); err != nil {
-				return b, err
-			}
+		if err != nil { // written, not indexed
+			return b, err
 		}
 		l.mu.Lock()
 		l.indexed, l.indexScore = true, fe.score
 		l.mu.Unlock()
 		return b, nil
 	}
-	if raw, err := arr[3].AsBytes(); err == nil {
-		if b.State, err = decodeFor(executionID, raw); err != nil {
+	if rep.State != nil {
+		if b.State, err = decodeFor(executionID, rep.State); err != nil {
 			return b, err
 		}
-		l.preload(b.State)
-	} else if rueidis.IsRedisNil(err) {
-		l.preload(nil)
 	}
+	l.preload(b.State)
 	return b, nil
 }
 
@@ -150,34 +132,15 @@ func (ts *TenantStore) newLease(executionID, holder string) (*Lease, error) {
 		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
 	}
 	l := &Lease{ts: ts, id: executionID, holder: holder, ttl: ts.r.leaseTTL()}
-	var err error
-	if l.leaseKey, err = ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
+	if _, err := ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
 		return nil, err
 	}
-	l.genKey, _ = ts.sp.Mechanism(keys.FamFenceGen, executionID)
-	l.cancelKey, _ = ts.sp.Mechanism(keys.FamCancel, executionID)
 	var tok [16]byte
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, fmt.Errorf("lease token: %w", err)
 	}
 	l.value = holder + "|" + hex.EncodeToString(tok[:])
 	return l, nil
-}
-
-func (ts *TenantStore) beginKeys(l *Lease) ([]string, error) {
-	stateKey, err := ts.sp.Execution(l.id)
-	if err != nil {
-		return nil, err
-	}
-	tomb, err := ts.sp.Tombstone(l.id)
-	if err != nil {
-		return nil, err
-	}
-	nofail, err := ts.sp.Mechanism(keys.FamNoFail, l.id)
-	if err != nil {
-		return nil, err
-	}
-	return []string{l.leaseKey, l.genKey, stateKey, tomb, l.cancelKey, nofail}, nil
 }
 
 // fencedSaveScript writes a state only while fencegen equals our generation (any later lease,
@@ -207,30 +170,23 @@ for i = 5, #KEYS do redis.call('ZADD', KEYS[i], ARGV[5], ARGV[6]) end
 return {1, v[2] and 1 or 0}
 `)
 
-// fencedSave runs fencedSaveScript for an encoded state; release deletes the lease with it,
-// index (single server only) indexes it.
+// fencedSave writes an encoded state under the lease's generation (StateDriver.FencedSave);
+// release deletes the lease with it, index indexes it.
 func (s *FencedStorage) fencedSave(ctx context.Context, e encoded, release, index bool) error {
 	l := s.l
-	rel := "0"
-	if release {
-		rel = "1"
-	}
-	ks := []string{e.key, l.genKey, l.cancelKey, l.leaseKey}
-	args := []string{strconv.FormatInt(l.gen, 10), rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
-	if index {
-		ks, args = l.ts.indexArgs(ks, args, e)
-	}
-	arr, err := fencedSaveScript.Exec(ctx, l.ts.r.c, ks, args).ToArray()
+	rep, err := l.ts.r.d.FencedSave(ctx, l.ts.sp, FencedSave{W: e.write(), Gen: l.gen, Release: release, Index: index})
 	if err != nil {
-		return transient(ErrStateSave, "execution "+e.id, err)
+		return err
 	}
-	if ok, _ := arr[0].AsInt64(); ok != 1 {
-		return lostError(e.id, l.gen, arr)
+	if rep.Lost {
+		return lostError(e.id, l.gen, rep.FenceGen)
 	}
-	if len(arr) > 1 {
-		c, _ := arr[1].AsInt64()
-		l.cancelled.Store(c == 1)
-		l.read.Store(true)
+	l.cancelled.Store(rep.Cancelled)
+	l.read.Store(true)
+	if rep.Indexed {
+		l.mu.Lock()
+		l.indexed, l.indexScore = true, e.score
+		l.mu.Unlock()
 	}
 	if release {
 		l.markReleased()

@@ -75,51 +75,28 @@ if ARGV[6] == '1' then redis.call('DEL', KEYS[1]) end
 return {1, g, took}
 `)
 
-// beginSave runs beginSaveScript for the deferred lease's first save. The caller holds no lock.
+// beginSave is the deferred lease's first save (StateDriver.BeginSave). The caller holds no
+// lock.
 func (s *FencedStorage) beginSave(ctx context.Context, e encoded, release bool) error {
 	l, ts := s.l, s.l.ts
-	c := ts.r.c
-	ks, err := ts.beginKeys(l)
-	if err != nil {
+	start := time.Now()
+	rep, err := ts.r.d.BeginSave(ctx, ts.sp, BeginSaveCall{W: e.write(), Lease: LeaseRef{Value: l.value, TTL: l.ttl},
+		Holder: l.holder, Release: release})
+	if err != nil && !rep.Taken {
 		return err
 	}
-	rel := "0"
-	if release {
-		rel = "1"
-	}
-	inScript := c.Mode() != rueidis.ClientModeCluster
-	args := []string{l.value, seconds(l.ttl), l.holder, rueidis.BinaryString(e.payload), seconds(e.ttl), rel}
-	if inScript {
-		ks, args = ts.indexArgs(ks, args, e)
-	}
-	start := time.Now()
-	arr, err := beginSaveScript.Exec(ctx, c, ks, args).ToArray()
-	if err != nil {
-		return transient(ErrStateSave, "execution "+e.id+" (its first save)", err)
-	}
-	switch ok, _ := arr[0].AsInt64(); {
-	case ok == 2:
+	switch {
+	case rep.NotFresh:
 		return ErrNotFresh
-	case ok != 1 || len(arr) != 3:
-		cur, _ := arr[min(1, len(arr)-1)].ToString()
-		return &LeaseHeldError{ExecutionID: l.id, Holder: leaseHolder(cur)}
+	case !rep.Taken:
+		return &LeaseHeldError{ExecutionID: l.id, Holder: leaseHolder(rep.Held)}
 	}
-	gen, _ := arr[1].AsInt64()
-	took, _ := arr[2].AsInt64()
 	l.mu.Lock()
-	l.deferred, l.gen, l.tookOver, l.renewedAt = false, gen, took == 1, start
-	l.indexed, l.indexScore = inScript, e.score
+	l.deferred, l.gen, l.tookOver, l.renewedAt = false, rep.Generation, rep.TookOver, start
+	l.indexed, l.indexScore = rep.Indexed, e.score
 	l.mu.Unlock()
 	if release {
 		l.markReleased()
 	}
-	if !inScript {
-		if err := ts.index(ctx, e); err != nil {
-			return err
-		}
-		l.mu.Lock()
-		l.indexed = true
-		l.mu.Unlock()
-	}
-	return nil
+	return err // written; a failed index is reported, the lease is ours
 }

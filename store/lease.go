@@ -66,9 +66,6 @@ type Lease struct {
 	value     string // holder|token, the lease key's value while we hold it
 	gen       int64
 	ttl       time.Duration
-	leaseKey  string
-	genKey    string
-	cancelKey string
 	tookOver  bool        // AcquireOwn replaced a leftover lease of the same holder
 	cancelled atomic.Bool // the cancel flag as the last begin or save read it
 	read      atomic.Bool // cancelled holds a read (Begin ran, or a fenced save did)
@@ -151,11 +148,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	start := time.Now()
-	n, err := renewScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey}, []string{l.value, seconds(l.ttl)}).AsInt64()
+	ok, err := l.ts.r.d.Renew(ctx, l.ts.sp, l.id, l.value, l.ttl)
 	if err != nil {
-		return transient(ErrRedis, "renew lease of "+l.id, err)
+		return err
 	}
-	if n != 1 {
+	if !ok {
 		return fmt.Errorf("%w: execution %s: the lease expired or another worker holds it", ErrLeaseLost, l.id)
 	}
 	l.mu.Lock()
@@ -177,11 +174,11 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := releaseScript.Exec(ctx, l.ts.r.c, []string{l.leaseKey}, []string{l.value}).AsInt64()
+	ok, err := l.ts.r.d.Release(ctx, l.ts.sp, l.id, l.value)
 	if err != nil {
-		return transient(ErrRedis, "release lease of "+l.id, err)
+		return err
 	}
-	if n != 1 {
+	if !ok {
 		return fmt.Errorf("%w: execution %s: the lease was no longer ours at release", ErrLeaseLost, l.id)
 	}
 	return nil
@@ -301,32 +298,14 @@ func (s *FencedStorage) Save(ctx context.Context, st *state.Execution) error {
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
 	l.mu.Lock()
 	indexed, deferred := l.indexed && l.indexScore == e.score, l.deferred
 	l.mu.Unlock()
 	if deferred {
 		return s.beginSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal())
 	}
-	inScript := !indexed && c.Mode() != rueidis.ClientModeCluster
-	if err := s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal(), inScript); err != nil {
-		return err
-	}
-	if indexed || inScript {
-		if inScript {
-			l.mu.Lock()
-			l.indexed, l.indexScore = true, e.score
-			l.mu.Unlock()
-		}
-		return nil
-	}
-	if err := ts.index(ctx, e); err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.indexed, l.indexScore = true, e.score
-	l.mu.Unlock()
-	return nil
+	// The state is indexed with the lease's first save and when its start time changes.
+	return s.fencedSave(ctx, e, l.ReleaseOnTerminal && st.Status.Terminal(), !indexed)
 }
 
 // Load is an ordinary load (TenantStore.Load), except that the first one after Begin is served

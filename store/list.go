@@ -349,7 +349,14 @@ func summarize(st *state.Execution, full bool) Summary {
 
 // IndexReady reports whether a backfill of the tenant's index has completed.
 func (ts *TenantStore) IndexReady(ctx context.Context) (bool, error) {
-	return ts.exists(ctx, ts.sp.IndexReady(), "read index ready marker")
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	c := ts.r.c
+	n, err := c.Do(ctx, c.B().Exists().Key(ts.sp.IndexReady()).Build()).AsInt64()
+	if err != nil {
+		return false, transient(ErrRedis, "read index ready marker", err)
+	}
+	return n > 0, nil
 }
 
 // backfillCursor is the persisted position of an interrupted backfill: which node (by sorted
@@ -473,7 +480,7 @@ func (ts *TenantStore) indexKeys(ctx context.Context, scanned []string) (int, er
 		}
 		zadd = zadd.ScoreMember(indexScore(st), ids[i])
 		if len(st.Index) > 0 {
-			by = append(by, ts.indexNXCmds(ids[i], indexScore(st), st.Index)[1:]...)
+			by = append(by, redisState{c: c}.indexNXCmds(ts.sp, ids[i], indexScore(st), st.Index)[1:]...)
 		}
 		added++
 	}

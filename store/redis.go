@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -76,7 +73,8 @@ func DefaultSettings() Settings {
 // Redis is the Redis execution storage of one deployment (one client, one key root). It is
 // safe for concurrent use; TenantStore scopes it to one tenant.
 type Redis struct {
-	c    rueidis.Client
+	c    rueidis.Client // nil on another driver: the parts not on drivers yet need Redis
+	d    StateDriver
 	s    Settings
 	root string
 }
@@ -84,6 +82,14 @@ type Redis struct {
 // NewRedis returns the storage over client c with settings s under key root root ("" is
 // keys.DefaultRoot).
 func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
+	r := NewStore(redisState{c: c}, s, root)
+	r.c = c
+	return r
+}
+
+// NewStore returns the storage over driver d (local mode's: store/sqlite) with settings s under
+// key root root. Only what runs on StateDriver works on it.
+func NewStore(drv StateDriver, s Settings, root string) *Redis {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
@@ -98,7 +104,7 @@ func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
 		s.MaxStateBytes = d.MaxStateBytes
 	}
 	s.StateTTL = max(s.StateTTL, 0)
-	return &Redis{c: c, s: s, root: root}
+	return &Redis{d: drv, s: s, root: root}
 }
 
 // Root is the key root.
@@ -108,10 +114,7 @@ func (r *Redis) Root() string { return r.root }
 func (r *Redis) Ping(ctx context.Context) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	if err := r.c.Do(ctx, r.c.B().Ping().Build()).Error(); err != nil {
-		return transient(ErrRedis, "ping", err)
-	}
-	return nil
+	return r.d.Ping(ctx)
 }
 
 // Tenant scopes the storage to one tenant ("" or "default" is the default tenant). An invalid
@@ -158,7 +161,12 @@ type encoded struct {
 	payload []byte
 	ttl     time.Duration // 0: no TTL (the SET also clears an earlier one)
 	score   float64       // index score: start time in ms
-	by      []string      // the IndexBy keys of its indexed values (none for most flows)
+	index   map[string]string
+}
+
+// write is the encoded state as the driver takes it.
+func (e encoded) write() StateWrite {
+	return StateWrite{ID: e.id, Payload: e.payload, TTL: e.ttl, Score: e.score, Index: e.index}
 }
 
 // encode serializes st and works out where and how it is written. Nothing here talks to
@@ -175,7 +183,7 @@ func (ts *TenantStore) encode(st *state.Execution) (encoded, error) {
 	if err != nil {
 		return encoded{}, err
 	}
-	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st), by: ts.indexByKeys(st.Index)}
+	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st), index: st.Index}
 	if st.Status.Terminal() {
 		e.ttl = ts.r.stateTTL()
 	}
@@ -190,68 +198,9 @@ func indexScore(st *state.Execution) float64 {
 	return float64(st.StartTime.UnixMilli())
 }
 
-func (ts *TenantStore) setCmd(e encoded) rueidis.Completed {
-	c := ts.r.c
-	v := c.B().Set().Key(e.key).Value(rueidis.BinaryString(e.payload))
-	if e.ttl > 0 {
-		return v.ExSeconds(int64(e.ttl / time.Second)).Build()
-	}
-	return v.Build() // a plain SET drops any TTL: running/suspended states persist
-}
-
-// indexByKeys are the IndexBy keys of a state's indexed values (state.Execution.Index), in
-// field order. A field that cannot name a key (a state not written by the engine) is left out:
-// it is not indexed, and nothing else changes.
-func (ts *TenantStore) indexByKeys(index map[string]string) []string {
-	if len(index) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(index))
-	for _, field := range slices.Sorted(maps.Keys(index)) {
-		if k, err := ts.sp.IndexBy(field, index[field]); err == nil {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
-// indexCmds index an encoded state: its member in the tenant's index and in the IndexBy key of
-// each of its indexed values, each a ZADD of its own (each key has its own Cluster slot).
-func (ts *TenantStore) indexCmds(e encoded) rueidis.Commands {
-	c := ts.r.c
-	cmds := make(rueidis.Commands, 0, 1+len(e.by))
-	for _, k := range append([]string{ts.sp.Index()}, e.by...) {
-		cmds = append(cmds, c.B().Zadd().Key(k).ScoreMember().ScoreMember(e.score, e.id).Build())
-	}
-	return cmds
-}
-
-// indexNXCmds put back a stored state's members where they are missing (ZADD NX: a member
-// there keeps its score): Load's repair and the backfill.
-func (ts *TenantStore) indexNXCmds(id string, score float64, index map[string]string) rueidis.Commands {
-	c := ts.r.c
-	var cmds rueidis.Commands
-	for _, k := range append([]string{ts.sp.Index()}, ts.indexByKeys(index)...) {
-		cmds = append(cmds, c.B().Zadd().Key(k).Nx().ScoreMember().ScoreMember(score, id).Build())
-	}
-	return cmds
-}
-
-// index sends indexCmds (after a script that wrote the state, in a Cluster).
+// index indexes an encoded state (the Redis-only parts that write states by script: reap.go).
 func (ts *TenantStore) index(ctx context.Context, e encoded) error {
-	for _, r := range ts.r.c.DoMulti(ctx, ts.indexCmds(e)...) {
-		if err := r.Error(); err != nil {
-			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
-		}
-	}
-	return nil
-}
-
-// indexArgs extend a script's KEYS and ARGV with the index and the IndexBy keys, its score and
-// its member (a script on a single server indexes the state itself).
-func (ts *TenantStore) indexArgs(ks, args []string, e encoded) ([]string, []string) {
-	ks = append(append(ks, ts.sp.Index()), e.by...)
-	return ks, append(args, strconv.FormatFloat(e.score, 'f', -1, 64), e.id)
+	return redisState{c: ts.r.c}.index(ctx, ts.sp, e.write())
 }
 
 // Save writes the state without any fencing (readers, tools, operators; and a lease's save
@@ -265,47 +214,23 @@ func (ts *TenantStore) Save(ctx context.Context, st *state.Execution) error {
 	return ts.plainSave(ctx, e)
 }
 
-// plainSave writes the state, then indexes it. On one server SET and ZADD go in one pipeline:
-// one connection, executed in order, so the ZADD runs after the SET (and an error reply that
-// fails the SET — OOM, READONLY — fails the ZADD too). In a cluster the two keys live on
-// different nodes and a pipeline would run them in parallel, so the ZADD is sent only once the
-// SET is confirmed (2 round trips). A lost ZADD leaves the state saved but unindexed: the error
-// says so, and Load puts the member back.
+// plainSave writes the state and indexes it (StateDriver.Save).
 func (ts *TenantStore) plainSave(ctx context.Context, e encoded) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	if c.Mode() == rueidis.ClientModeCluster {
-		if err := c.Do(ctx, ts.setCmd(e)).Error(); err != nil {
-			return transient(ErrStateSave, "execution "+e.id, err)
-		}
-		return ts.index(ctx, e)
-	}
-	res := c.DoMulti(ctx, append(rueidis.Commands{ts.setCmd(e)}, ts.indexCmds(e)...)...)
-	if err := res[0].Error(); err != nil {
-		return transient(ErrStateSave, "execution "+e.id, err)
-	}
-	for _, r := range res[1:] {
-		if err := r.Error(); err != nil {
-			return transient(ErrStateSave, "execution "+e.id+": state written, index not updated", err)
-		}
-	}
-	return nil
+	return ts.r.d.Save(ctx, ts.sp, e.write())
 }
 
-// Load reads a state. Missing: ErrNotFound. Redis failure: ErrStateLoad (transient). Bytes
+// Load reads a state. Missing: ErrNotFound. Storage failure: ErrStateLoad (transient). Bytes
 // that are not a state of this id (bad JSON, wrong type, another id): ErrStateCorrupt. A state
 // whose index member is missing (a restored key, a lost ZADD) is put back in the index.
 func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, error) {
-	key, err := ts.sp.Execution(id)
-	if err != nil {
+	if _, err := ts.sp.Execution(id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Zscore().Key(ts.sp.Index()).Member(id).Build())
-	b, err := stateBytes(id, res[0])
+	b, indexed, err := ts.r.d.Load(ctx, ts.sp, id)
 	if err != nil {
 		return nil, err
 	}
@@ -313,10 +238,10 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 	if err != nil {
 		return nil, err
 	}
-	if _, zerr := res[1].AsFloat64(); rueidis.IsRedisNil(zerr) {
+	if !indexed {
 		// Best effort: the state is what the caller asked for; the index heals later if this
 		// fails (the next load, or Backfill).
-		c.DoMulti(ctx, ts.indexNXCmds(id, indexScore(st), st.Index)...)
+		_ = ts.r.d.Reindex(ctx, ts.sp, id, indexScore(st), st.Index)
 	}
 	return st, nil
 }
@@ -325,32 +250,16 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 // execution index (the filter reads the state of every wait an event may wake, and the index
 // is not its to heal).
 func (ts *TenantStore) Peek(ctx context.Context, id string) (*state.Execution, error) {
-	key, err := ts.sp.Execution(id)
-	if err != nil {
+	if _, err := ts.sp.Execution(id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	b, err := stateBytes(id, ts.r.c.Do(ctx, ts.r.c.B().Get().Key(key).Build()))
+	b, err := ts.r.d.Get(ctx, ts.sp, id)
 	if err != nil {
 		return nil, err
 	}
 	return decodeFor(id, b)
-}
-
-// stateBytes is the reply of a GET of id's state key: the bytes, ErrNotFound when there is
-// none, a *CorruptStateError when the key holds no string, ErrStateLoad when Redis failed.
-func stateBytes(id string, res rueidis.RedisResult) ([]byte, error) {
-	b, err := res.AsBytes()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
-	case isWrongType(err):
-		return nil, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
-	case err != nil:
-		return nil, transient(ErrStateLoad, "execution "+id, err)
-	}
-	return b, nil
 }
 
 // decodeFor decodes the bytes stored under id's state key.
@@ -411,43 +320,6 @@ if type(st) == 'string' and string.find(st, '"index":{', 1, true) then return {1
 return {1, n}
 `)
 
-// nodeSetKey is the SET of node ids that have a per-node retry counter.
-func (ts *TenantStore) nodeSetKey(id string) (string, error) {
-	return ts.sp.NodeRetrySet(id)
-}
-
-// nodeSetPos is the node-retry set's position in deleteKeys (KEYS[7] of deleteScript).
-const nodeSetPos = 6
-
-// deleteKeys lists the fixed keys of deleteScript, in its KEYS order.
-func (ts *TenantStore) deleteKeys(id string) ([]string, error) {
-	var out []string
-	add := func(k string, err error) error {
-		out = append(out, k)
-		return err
-	}
-	if err := add(ts.sp.Execution(id)); err != nil {
-		return nil, err
-	}
-	for _, f := range []string{keys.FamFence, keys.FamFenceGen, keys.FamLease, keys.FamCancel} {
-		if err := add(ts.sp.Mechanism(f, id)); err != nil {
-			return nil, err
-		}
-	}
-	if err := add(ts.sp.Tombstone(id)); err != nil {
-		return nil, err
-	}
-	if err := add(ts.nodeSetKey(id)); err != nil {
-		return nil, err
-	}
-	for _, f := range keys.CounterFamilies() {
-		if err := add(ts.sp.Mechanism(f, id)); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 type tombstone struct {
 	ExecutionID string    `json:"execution_id"`
 	Tenant      string    `json:"tenant_id"`
@@ -456,65 +328,24 @@ type tombstone struct {
 }
 
 func (ts *TenantStore) deleteExecution(ctx context.Context, id string, fenced bool, gen int64) error {
-	fixed, err := ts.deleteKeys(id)
-	if err != nil {
+	if _, err := ts.sp.Execution(id); err != nil {
 		return err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
 	tomb, _ := json.Marshal(tombstone{ExecutionID: id, Tenant: ts.sp.Tenant(), DeletedAt: time.Now().UTC(), Generation: gen})
-	fencedArg := "0"
-	if fenced {
-		fencedArg = "1"
+	rep, err := ts.r.d.Delete(ctx, ts.sp, id, fenced, gen, tomb, ts.r.tombstoneTTL())
+	if err != nil {
+		return err
 	}
-	ttl := strconv.FormatInt(int64(ts.r.tombstoneTTL()/time.Second), 10)
-	for range 5 {
-		nodes, err := c.Do(ctx, c.B().Smembers().Key(fixed[nodeSetPos]).Build()).AsStrSlice()
-		if err != nil && !rueidis.IsRedisNil(err) {
-			return transient(ErrStateDelete, "execution "+id+": read node retry set", err)
-		}
-		ks := append([]string(nil), fixed...)
-		for _, n := range nodes {
-			if k, err := ts.sp.NodeRetry(id, n); err == nil {
-				ks = append(ks, k)
-			}
-		}
-		args := []string{fencedArg, strconv.FormatInt(gen, 10), string(tomb), ttl, strconv.Itoa(len(nodes))}
-		arr, err := deleteScript.Exec(ctx, c, ks, args).ToArray()
-		if err != nil {
-			return transient(ErrStateDelete, "execution "+id, err)
-		}
-		switch code, _ := arr[0].AsInt64(); code {
-		case 0:
-			return lostError(id, gen, arr)
-		case 2:
-			continue // a node counter was added between SMEMBERS and the script
-		}
-		var index map[string]string
-		if len(arr) == 3 {
-			index = indexOf(arr[2])
-		}
-		var zrem rueidis.Commands
-		for _, k := range append([]string{ts.sp.Index()}, ts.indexByKeys(index)...) {
-			zrem = append(zrem, c.B().Zrem().Key(k).Member(id).Build())
-		}
-		for _, r := range c.DoMulti(ctx, zrem...) {
-			if err := r.Error(); err != nil {
-				return transient(ErrStateDelete, "execution "+id+": deleted, but not removed from the index", err)
-			}
-		}
-		return nil
+	if rep.Lost {
+		return lostError(id, gen, rep.FenceGen)
 	}
-	return fmt.Errorf("%w: execution %s: its node retry counters kept changing during the delete", ErrStateDelete, id)
+	return nil
 }
 
 // indexOf reads the indexed values of a state's bytes (nil when they are not a state).
-func indexOf(m rueidis.RedisMessage) map[string]string {
-	b, err := m.AsBytes()
-	if err != nil {
-		return nil
-	}
+func indexOf(b []byte) map[string]string {
 	var st struct {
 		Index map[string]string `json:"index"`
 	}
@@ -524,71 +355,46 @@ func indexOf(m rueidis.RedisMessage) map[string]string {
 	return st.Index
 }
 
-// lostError explains a refused fenced write from the script's {0, ”, fencegen} reply.
-func lostError(id string, gen int64, arr []rueidis.RedisMessage) error {
-	var g string
-	if len(arr) == 3 {
-		g, _ = arr[2].ToString()
-	}
+// lostError explains a refused fenced write (fencegen: the generation found, "" none).
+func lostError(id string, gen int64, fencegen string) error {
 	return fmt.Errorf("%w: execution %s: our generation %d, fencegen %q (another worker took over, or the execution was deleted); nothing written",
-		ErrLeaseLost, id, gen, g)
+		ErrLeaseLost, id, gen, fencegen)
 }
 
 // SetCancel raises the cancel flag (TTL MechanismTTL); the executor checks it between steps.
 func (ts *TenantStore) SetCancel(ctx context.Context, id string) error {
-	key, err := ts.sp.Mechanism(keys.FamCancel, id)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := opCtx(ctx)
-	defer cancel()
-	c := ts.r.c
-	if err := c.Do(ctx, c.B().Set().Key(key).Value("1").ExSeconds(int64(MechanismTTL/time.Second)).Build()).Error(); err != nil {
-		return transient(ErrRedis, "set cancel flag of "+id, err)
-	}
-	return nil
+	return ts.setCancel(ctx, id, true)
 }
 
 // ClearCancel lowers the cancel flag.
 func (ts *TenantStore) ClearCancel(ctx context.Context, id string) error {
-	key, err := ts.sp.Mechanism(keys.FamCancel, id)
-	if err != nil {
+	return ts.setCancel(ctx, id, false)
+}
+
+func (ts *TenantStore) setCancel(ctx context.Context, id string, on bool) error {
+	if _, err := ts.sp.Mechanism(keys.FamCancel, id); err != nil {
 		return err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	if err := c.Do(ctx, c.B().Del().Key(key).Build()).Error(); err != nil {
-		return transient(ErrRedis, "clear cancel flag of "+id, err)
-	}
-	return nil
+	return ts.r.d.SetCancel(ctx, ts.sp, id, on)
 }
 
 // Cancelled reports the cancel flag (engine.CancelChecker).
 func (ts *TenantStore) Cancelled(ctx context.Context, id string) (bool, error) {
-	key, err := ts.sp.Mechanism(keys.FamCancel, id)
-	if err != nil {
-		return false, err
-	}
-	return ts.exists(ctx, key, "read cancel flag of "+id)
+	return ts.has(ctx, id, FlagCancel)
 }
 
 // Tombstoned reports whether the execution was deleted within the tombstone TTL.
 func (ts *TenantStore) Tombstoned(ctx context.Context, id string) (bool, error) {
-	key, err := ts.sp.Tombstone(id)
-	if err != nil {
-		return false, err
-	}
-	return ts.exists(ctx, key, "read tombstone of "+id)
+	return ts.has(ctx, id, FlagTombstone)
 }
 
-func (ts *TenantStore) exists(ctx context.Context, key, what string) (bool, error) {
+func (ts *TenantStore) has(ctx context.Context, id string, f Flag) (bool, error) {
+	if _, err := ts.sp.Tombstone(id); err != nil {
+		return false, err
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	n, err := c.Do(ctx, c.B().Exists().Key(key).Build()).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, what, err)
-	}
-	return n > 0, nil
+	return ts.r.d.Has(ctx, ts.sp, id, f)
 }
