@@ -25,6 +25,16 @@ func TestSchedulesContractRedis(t *testing.T) {
 	}})
 }
 
+// The execution storage's lease and fencing contract on Redis.
+func TestStateContractRedis(t *testing.T) {
+	storetest.StateContract(t, storetest.StateBackend{Name: "redis", Open: func(t *testing.T, leaseTTL time.Duration) *store.Redis {
+		c := redistest.Client(t)
+		s := store.DefaultSettings()
+		s.LeaseTTL = leaseTTL
+		return store.NewRedis(c, s, redistest.Root(t, c))
+	}})
+}
+
 // The live events' contract on Redis, each case under a key root of its own.
 func TestLiveContractRedis(t *testing.T) {
 	storetest.LiveContract(t, storetest.LiveBackend{Name: "redis", Open: func(t *testing.T) *store.LiveEvents {

@@ -239,6 +239,29 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	6: {
+		sql: []string{
+			`INSERT INTO exec_states (tenant, execution_id, state, started_at, expires_at) VALUES ('acme', 'ex_seed', '{"execution_id":"ex_seed","status":"running"}', 1000, 0)`,
+			"INSERT INTO exec_fences (tenant, execution_id, fencegen, lease, lease_expires_at, cancel_expires_at) VALUES ('acme', 'ex_seed', 3, '', 0, 9999999999999)",
+			"INSERT INTO exec_counters (tenant, execution_id, family, node, value, expires_at) VALUES ('acme', 'ex_seed', 'nofail', '', 2, 9999999999999)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			ts, err := store.NewStore(f.States(), store.DefaultSettings(), "").Tenant("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st, err := ts.Load(ctx(t), "ex_seed"); err != nil || st.Status != "running" {
+				t.Errorf("seeded state: %+v %v", st, err)
+			}
+			if c, err := ts.Cancelled(ctx(t), "ex_seed"); err != nil || !c {
+				t.Errorf("seeded cancel flag: %v %v", c, err)
+			}
+			b, err := ts.Begin(ctx(t), "ex_seed", "w1", false, nil)
+			if err != nil || b.Lease.Generation() != 4 || b.NoFail != 2 {
+				t.Errorf("begin on the seeded fence: %+v %v", b, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.
