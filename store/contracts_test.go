@@ -35,6 +35,14 @@ func TestStateContractRedis(t *testing.T) {
 	}})
 }
 
+// The wake-up records' contract on Redis.
+func TestWakeupContractRedis(t *testing.T) {
+	storetest.WakeupContract(t, storetest.WakeupBackend{Name: "redis", Open: func(t *testing.T) *store.Redis {
+		c := redistest.Client(t)
+		return store.NewRedis(c, store.DefaultSettings(), redistest.Root(t, c))
+	}})
+}
+
 // The live events' contract on Redis, each case under a key root of its own.
 func TestLiveContractRedis(t *testing.T) {
 	storetest.LiveContract(t, storetest.LiveBackend{Name: "redis", Open: func(t *testing.T) *store.LiveEvents {

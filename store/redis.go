@@ -75,6 +75,7 @@ func DefaultSettings() Settings {
 type Redis struct {
 	c    rueidis.Client // nil on another driver: the parts not on drivers yet need Redis
 	d    StateDriver
+	w    WakeupDriver
 	s    Settings
 	root string
 }
@@ -82,14 +83,20 @@ type Redis struct {
 // NewRedis returns the storage over client c with settings s under key root root ("" is
 // keys.DefaultRoot).
 func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
-	r := NewStore(redisState{c: c}, s, root)
+	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}}, s, root)
 	r.c = c
 	return r
 }
 
-// NewStore returns the storage over driver d (local mode's: store/sqlite) with settings s under
-// key root root. Only what runs on StateDriver works on it.
-func NewStore(drv StateDriver, s Settings, root string) *Redis {
+// Drivers are what the storage stores through.
+type Drivers struct {
+	State   StateDriver
+	Wakeups WakeupDriver
+}
+
+// NewStore returns the storage over drivers drv (local mode's: store/sqlite) with settings s
+// under key root root. Only what runs on the drivers works on it.
+func NewStore(drv Drivers, s Settings, root string) *Redis {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
@@ -104,7 +111,7 @@ func NewStore(drv StateDriver, s Settings, root string) *Redis {
 		s.MaxStateBytes = d.MaxStateBytes
 	}
 	s.StateTTL = max(s.StateTTL, 0)
-	return &Redis{d: drv, s: s, root: root}
+	return &Redis{d: drv.State, w: drv.Wakeups, s: s, root: root}
 }
 
 // Root is the key root.

@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
 	"plaita/store/keys"
@@ -53,30 +50,24 @@ type SubscriptionReads struct {
 // next registration of the type (PutSubscription). An index key that is not a sorted set is
 // ErrInvalid: no retry reads it. Waits reads the correlated waits beside them.
 func (ts *TenantStore) Subscriptions(ctx context.Context, eventType string, now time.Time) (SubscriptionReads, error) {
-	idx, err := ts.subscriptionIndex(eventType)
-	if err != nil {
+	if _, err := ts.subscriptionIndex(eventType); err != nil {
 		return SubscriptionReads{}, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	return ts.readIndex(ctx, idx, now, nil, false)
+	return ts.readIndex(ctx, eventType, now, nil, false)
 }
 
-// readIndex pages through the per-type index idx from rank 0; first is the first page when
-// read is true (the caller read it already).
-func (ts *TenantStore) readIndex(ctx context.Context, idx string, now time.Time, first []string, read bool) (SubscriptionReads, error) {
-	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
+// readIndex pages through the per-type index from rank 0; first is the first page when read is
+// true (the caller read it already).
+func (ts *TenantStore) readIndex(ctx context.Context, eventType string, now time.Time, first []string, read bool) (SubscriptionReads, error) {
 	var out SubscriptionReads
-	for skip := int64(0); ; {
+	for skip := 0; ; {
 		ids := first
 		if !read || skip > 0 {
 			var err error
-			ids, err = c.Do(ctx, c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()).AsStrSlice()
-			switch {
-			case isWrongType(err):
-				return SubscriptionReads{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
-			case err != nil:
-				return SubscriptionReads{}, transient(ErrRedis, "read "+idx, err)
+			if ids, err = ts.r.w.Index(ctx, ts.sp, eventType, now, skip, subscriptionPage); err != nil {
+				return SubscriptionReads{}, err
 			}
 		}
 		valid := ids[:0:0]
@@ -92,7 +83,7 @@ func (ts *TenantStore) readIndex(ctx context.Context, idx string, now time.Time,
 		removed := int64(0)
 		if len(bad) > 0 {
 			// Best effort: a member left here is skipped again by the next read.
-			removed, _ = c.Do(ctx, c.B().Zrem().Key(idx).Member(bad...).Build()).AsInt64()
+			removed, _ = ts.r.w.Drop(ctx, ts.sp, eventType, DropFrom{}, bad...)
 		}
 		reads, err := ts.readSubscriptions(ctx, valid)
 		if err != nil {
@@ -103,7 +94,7 @@ func (ts *TenantStore) readIndex(ctx context.Context, idx string, now time.Time,
 			return out, nil
 		}
 		// The members removed from this page no longer take a rank in the next.
-		skip += int64(len(ids)) - removed
+		skip += len(ids) - int(removed)
 	}
 }
 
@@ -143,35 +134,20 @@ type Waits struct {
 // For one event with one path in use and nothing uncorrelated, that is three commands however
 // many waits there are: the paths, the index, the event's bucket.
 func (ts *TenantStore) Waits(ctx context.Context, eventType string, events []any, now time.Time) (Waits, error) {
-	idx, err := ts.subscriptionIndex(eventType)
-	if err != nil {
+	if _, err := ts.subscriptionIndex(eventType); err != nil {
 		return Waits{}, err
 	}
-	pathsKey, _ := ts.sp.SubscriptionPaths(eventType)
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
-	res := c.DoMulti(ctx,
-		c.B().Zrange().Key(pathsKey).Min(nowMs).Max("+inf").Byscore().Build(),
-		c.B().Zrange().Key(idx).Min(nowMs).Max("+inf").Byscore().Limit(0, subscriptionPage).Build())
-	members, err := res[0].AsStrSlice()
-	switch {
-	case isWrongType(err):
-		return Waits{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, pathsKey, err)
-	case err != nil:
-		return Waits{}, transient(ErrRedis, "read "+pathsKey, err)
-	}
-	first, err := res[1].AsStrSlice()
-	switch {
-	case isWrongType(err):
-		return Waits{}, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, idx, err)
-	case err != nil:
-		return Waits{}, transient(ErrRedis, "read "+idx, err)
+	members, first, err := ts.r.w.PathsAndIndex(ctx, ts.sp, eventType, now, subscriptionPage)
+	if err != nil {
+		return Waits{}, err
 	}
 	var out Waits
 	// The buckets the events look up, each with the events that look it up.
 	type lookup struct {
 		term   state.Correlation
+		bucket BucketTerm
 		events []int
 	}
 	var order []string
@@ -189,10 +165,10 @@ func (ts *TenantStore) Waits(ctx context.Context, eventType string, events []any
 			if !ok {
 				continue
 			}
-			key, _ := ts.sp.SubscriptionBucket(eventType, m, v)
+			key := m + "\x00" + v
 			l := lookups[key]
 			if l == nil {
-				l = &lookup{term: state.Correlation{Path: path, Value: v}}
+				l = &lookup{term: state.Correlation{Path: path, Value: v}, bucket: BucketTerm{Path: m, Value: v}}
 				lookups[key] = l
 				order = append(order, key)
 			}
@@ -201,9 +177,13 @@ func (ts *TenantStore) Waits(ctx context.Context, eventType string, events []any
 	}
 	if len(badPaths) > 0 {
 		out.Invalid += len(badPaths)
-		c.Do(ctx, c.B().Zrem().Key(pathsKey).Member(badPaths...).Build()) // best effort: skipped again next time
+		_, _ = ts.r.w.Drop(ctx, ts.sp, eventType, DropFrom{Paths: true}, badPaths...) // best effort: skipped again next time
 	}
-	buckets, err := ts.readBuckets(ctx, order, now)
+	terms := make([]BucketTerm, len(order))
+	for i, key := range order {
+		terms[i] = lookups[key].bucket
+	}
+	buckets, err := ts.r.w.Buckets(ctx, ts.sp, eventType, terms, now)
 	if err != nil {
 		return Waits{}, err
 	}
@@ -220,52 +200,11 @@ func (ts *TenantStore) Waits(ctx context.Context, eventType string, events []any
 		}
 		if len(bad) > 0 {
 			out.Invalid += len(bad)
-			c.Do(ctx, c.B().Zrem().Key(key).Member(bad...).Build()) // best effort
+			_, _ = ts.r.w.Drop(ctx, ts.sp, eventType, DropFrom{Term: &l.bucket}, bad...) // best effort
 		}
 	}
-	if out.Uncorrelated, err = ts.readIndex(ctx, idx, now, first, true); err != nil {
+	if out.Uncorrelated, err = ts.readIndex(ctx, eventType, now, first, true); err != nil {
 		return Waits{}, err
-	}
-	return out, nil
-}
-
-// readBuckets reads the live members of buckets (the first pages pipelined, then each bucket
-// that filled its page on its own).
-func (ts *TenantStore) readBuckets(ctx context.Context, buckets []string, now time.Time) ([][]string, error) {
-	out := make([][]string, len(buckets))
-	if len(buckets) == 0 {
-		return out, nil
-	}
-	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
-	page := func(key string, skip int64) rueidis.Completed {
-		return c.B().Zrange().Key(key).Min(nowMs).Max("+inf").Byscore().Limit(skip, subscriptionPage).Build()
-	}
-	cmds := make(rueidis.Commands, len(buckets))
-	for i, key := range buckets {
-		cmds[i] = page(key, 0)
-	}
-	read := func(key string, r rueidis.RedisResult) ([]string, error) {
-		m, err := r.AsStrSlice()
-		switch {
-		case isWrongType(err):
-			return nil, fmt.Errorf("%w: %s is not a sorted set: %w", ErrInvalid, key, err)
-		case err != nil:
-			return nil, transient(ErrRedis, "read "+key, err)
-		}
-		return m, nil
-	}
-	for i, r := range c.DoMulti(ctx, cmds...) {
-		m, err := read(buckets[i], r)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = m
-		for skip := int64(len(m)); len(m) == subscriptionPage; skip += int64(len(m)) {
-			if m, err = read(buckets[i], c.Do(ctx, page(buckets[i], skip))); err != nil {
-				return nil, err
-			}
-			out[i] = append(out[i], m...)
-		}
 	}
 	return out, nil
 }
@@ -274,7 +213,7 @@ func (ts *TenantStore) readBuckets(ctx context.Context, buckets []string, now ti
 // over (its execution moved on, was cancelled, was woken by this event). The member names its
 // suspension, so a later one of the same execution in the same bucket stays. One command.
 func (ts *TenantStore) RemoveCorrelatedWait(ctx context.Context, eventType string, w CorrelatedWait) (bool, error) {
-	_, key, err := ts.bucket(eventType, w.Term)
+	path, _, err := ts.bucket(eventType, w.Term)
 	if err != nil {
 		return false, err
 	}
@@ -284,9 +223,9 @@ func (ts *TenantStore) RemoveCorrelatedWait(ctx context.Context, eventType strin
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := ts.r.c.Do(ctx, ts.r.c.B().Zrem().Key(key).Member(m).Build()).AsInt64()
+	n, err := ts.r.w.Drop(ctx, ts.sp, eventType, DropFrom{Term: &BucketTerm{Path: path, Value: w.Term.Value}}, m)
 	if err != nil {
-		return false, transient(ErrRedis, "remove the correlated wait of "+w.ExecutionID, err)
+		return false, fmt.Errorf("remove the correlated wait of %s: %w", w.ExecutionID, err)
 	}
 	return n == 1, nil
 }
@@ -295,46 +234,27 @@ func (ts *TenantStore) RemoveCorrelatedWait(ctx context.Context, eventType strin
 // (decoded JSON) at now: the uncorrelated waits of the type and the correlated ones in the
 // buckets of its values — the members, hints as the filter reads them (the states decide).
 func (ts *TenantStore) WaitingFor(ctx context.Context, eventType string, data any, now time.Time) (int64, error) {
-	idx, err := ts.subscriptionIndex(eventType)
+	if _, err := ts.subscriptionIndex(eventType); err != nil {
+		return 0, err
+	}
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	members, n, err := ts.r.w.CountPaths(ctx, ts.sp, eventType, now)
 	if err != nil {
 		return 0, err
 	}
-	pathsKey, _ := ts.sp.SubscriptionPaths(eventType)
-	ctx, cancel := opCtx(ctx)
-	defer cancel()
-	c, nowMs := ts.r.c, strconv.FormatInt(now.UnixMilli(), 10)
-	res := c.DoMulti(ctx, c.B().Zrange().Key(pathsKey).Min(nowMs).Max("+inf").Byscore().Build(),
-		c.B().Zcount().Key(idx).Min(nowMs).Max("+inf").Build())
-	members, err := res[0].AsStrSlice()
-	if err != nil {
-		return 0, transient(ErrRedis, "read "+pathsKey, err)
-	}
-	n, err := res[1].AsInt64()
-	if err != nil {
-		return 0, transient(ErrRedis, "count "+idx, err)
-	}
-	var counts rueidis.Commands
+	var terms []BucketTerm
 	for _, m := range members {
 		path, ok := decodePath(m)
 		if !ok {
 			continue
 		}
 		if v, ok := state.CorrelationValueAt(data, path); ok {
-			key, _ := ts.sp.SubscriptionBucket(eventType, m, v)
-			counts = append(counts, c.B().Zcount().Key(key).Min(nowMs).Max("+inf").Build())
+			terms = append(terms, BucketTerm{Path: m, Value: v})
 		}
 	}
-	if len(counts) == 0 {
-		return n, nil
-	}
-	for _, r := range c.DoMulti(ctx, counts...) {
-		k, err := r.AsInt64()
-		if err != nil {
-			return 0, transient(ErrRedis, "count the correlated waits of "+eventType, err)
-		}
-		n += k
-	}
-	return n, nil
+	k, err := ts.r.w.CountBuckets(ctx, ts.sp, eventType, terms, now)
+	return n + k, err
 }
 
 // readSubscriptions reads the records of valid execution ids.
@@ -343,25 +263,23 @@ func (ts *TenantStore) readSubscriptions(ctx context.Context, ids []string) ([]S
 	if len(ids) == 0 {
 		return out, nil
 	}
-	cmds := make(rueidis.Commands, 0, len(ids))
 	for i, id := range ids {
 		out[i].ExecutionID = id
-		key, _ := ts.sp.Subscription(id) // checked by the caller
-		cmds = append(cmds, ts.r.c.B().Get().Key(key).Build())
 	}
-	for i, res := range ts.r.c.DoMulti(ctx, cmds...) {
+	recs, err := ts.r.w.Subscriptions(ctx, ts.sp, ids)
+	if err != nil {
+		return nil, err
+	}
+	for i, rec := range recs {
 		r := &out[i]
-		s, err := res.ToString()
 		switch {
-		case rueidis.IsRedisNil(err):
+		case rec.Err != nil:
+			r.Err = fmt.Errorf("%w: subscription of %s: %w", ErrInvalid, r.ExecutionID, rec.Err)
+		case !rec.Found:
 			r.Missing = true
-		case isWrongType(err):
-			r.Err = fmt.Errorf("%w: subscription of %s: %w", ErrInvalid, r.ExecutionID, err)
-		case err != nil:
-			return nil, transient(ErrRedis, "read subscriptions of "+ts.sp.Tenant(), err)
 		default:
-			r.Raw = s
-			r.Sub, r.Err = DecodeSubscription(r.ExecutionID, []byte(s))
+			r.Raw = rec.Value
+			r.Sub, r.Err = DecodeSubscription(r.ExecutionID, []byte(rec.Value))
 		}
 	}
 	return out, nil
@@ -385,15 +303,6 @@ func DecodeSubscription(id string, b []byte) (Subscription, error) {
 	return sub, nil
 }
 
-// casDeleteScript: KEYS[1] = a record; ARGV[1] = the value it must still hold. One key.
-var casDeleteScript = rueidis.NewLuaScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
-return 0
-`)
-
 // RemoveStaleSubscription removes an execution's uncorrelated subscription to an event type
 // once its state shows it waits for something else (or nothing): the record — only while it
 // still holds raw ("" = leave the record: it is gone, or it is not this index's), so a record
@@ -404,40 +313,21 @@ return 0
 //
 // A member that is no execution id has no record: only the member is removed.
 func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID, eventType, raw string) (bool, error) {
-	idx, err := ts.subscriptionIndex(eventType)
-	if err != nil {
+	if _, err := ts.subscriptionIndex(eventType); err != nil {
 		return false, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	key, err := ts.sp.Subscription(executionID)
-	if err != nil {
-		n, err := c.Do(ctx, c.B().Zrem().Key(idx).Member(executionID).Build()).AsInt64()
+	if _, err := ts.sp.Subscription(executionID); err != nil {
+		n, err := ts.r.w.Drop(ctx, ts.sp, eventType, DropFrom{}, executionID)
 		if err != nil {
-			return false, transient(ErrRedis, "remove an invalid member of "+idx, err)
+			return false, fmt.Errorf("remove an invalid member of the %s index: %w", eventType, err)
 		}
 		return n == 1, nil
 	}
-	if raw != "" {
-		n, err := casDeleteScript.Exec(ctx, c, []string{key}, []string{raw}).AsInt64()
-		if err != nil {
-			return false, transient(ErrRedis, "remove subscription of "+executionID, err)
-		}
-		if n == 0 {
-			return false, nil // rewritten meanwhile: it is current
-		}
-	}
-	res := c.DoMulti(ctx, c.B().Zrem().Key(idx).Member(executionID).Build(), c.B().Get().Key(key).Build())
-	if err := res[0].Error(); err != nil {
-		return false, transient(ErrRedis, "remove subscription of "+executionID, err)
-	}
-	again, err := res[1].ToString()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return true, nil
-	case err != nil:
-		return true, transient(ErrRedis, "read subscription of "+executionID, err)
+	removed, again, err := ts.r.w.RemoveStale(ctx, ts.sp, executionID, eventType, raw)
+	if err != nil || !removed || again == "" {
+		return removed, err
 	}
 	sub, err := DecodeSubscription(executionID, []byte(again))
 	if err != nil || sub.EventType != eventType || sub.Correlation != nil {
@@ -447,10 +337,7 @@ func (ts *TenantStore) RemoveStaleSubscription(ctx context.Context, executionID,
 	if !sub.ExpiresAt.IsZero() {
 		score = float64(sub.ExpiresAt.UnixMilli())
 	}
-	if err := c.Do(ctx, c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, executionID).Build()).Error(); err != nil {
-		return true, transient(ErrRedis, "restore subscription of "+executionID, err)
-	}
-	return true, nil
+	return true, ts.r.w.Reindex(ctx, ts.sp, executionID, eventType, score)
 }
 
 func truncate(s string, n int) string {

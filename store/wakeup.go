@@ -5,11 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
 	"plaita/store/keys"
@@ -80,26 +79,6 @@ func (ts *TenantStore) subscriptionIndex(eventType string) (string, error) {
 	return idx, nil
 }
 
-// indexScript adds a wait to one of its indexes (the per-type index, a bucket, the paths of a
-// type), drops the members that timed out more than expiredMargin before the wait began, and
-// makes the key live at least the record's TTL — never shorter than it lives already, so that
-// a wait registered with a short TTL does not take the index away from one with a long TTL
-// (a plain EXPIRE would, and EXPIRE … GT needs Redis 7). One key.
-// KEYS[1] the ZSET. ARGV: 1 score, 2 member, 3 'GT' (keep the higher of two scores) or empty,
-// 4 drop the members scored below this (Unix ms), 5 TTL (ms).
-var indexScript = rueidis.NewLuaScript(`
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[4])
-if ARGV[3] == 'GT' then
-  redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[2])
-else
-  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-end
-return 1
-`)
-
 // PutSubscription writes the subscription record (TenantID is the store's tenant) with TTL
 // ttl, then indexes the wait: an uncorrelated one (Correlation nil) in the event type's index,
 // member the execution id; a correlated one in the bucket of its term, member "<execution
@@ -109,8 +88,7 @@ return 1
 // execution id is keys.ErrBadID, a bad event type or a ttl under a second ErrInvalid; a Redis
 // failure is ErrRedis.
 func (ts *TenantStore) PutSubscription(ctx context.Context, sub Subscription, ttl time.Duration) error {
-	key, err := ts.sp.Subscription(sub.ExecutionID)
-	if err != nil {
+	if _, err := ts.sp.Subscription(sub.ExecutionID); err != nil {
 		return err
 	}
 	if _, err := ts.subscriptionIndex(sub.EventType); err != nil {
@@ -124,46 +102,22 @@ func (ts *TenantStore) PutSubscription(ctx context.Context, sub Subscription, tt
 	if err != nil {
 		return fmt.Errorf("%w: subscription of %s: %w", ErrInvalid, sub.ExecutionID, err)
 	}
-	adds, err := ts.indexAdds(sub, ttl)
-	if err != nil {
-		return err
+	w := SubscriptionWrite{ID: sub.ExecutionID, EventType: sub.EventType, Record: b, TTL: ttl, Score: math.Inf(1),
+		Drop: sub.Since.Add(-expiredMargin).UnixMilli()}
+	if !sub.ExpiresAt.IsZero() {
+		w.Score = float64(sub.ExpiresAt.UnixMilli())
 	}
-	c := ts.r.c
-	what := "write subscription of " + sub.ExecutionID
-	if err := ts.doAll(ctx, what, c.B().Set().Key(key).Value(string(b)).Ex(ttl).Build()); err != nil {
-		return err
+	if sub.Correlation != nil {
+		path, _, err := ts.bucket(sub.EventType, *sub.Correlation)
+		if err != nil {
+			return err
+		}
+		w.Term = &BucketTerm{Path: path, Value: sub.Correlation.Value}
+		w.Member = bucketMember(sub.ExecutionID, sub.Since)
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	for _, r := range indexScript.ExecMulti(ctx, c, adds...) {
-		if err := r.Error(); err != nil {
-			return transient(ErrRedis, what, err)
-		}
-	}
-	return nil
-}
-
-// indexAdds are the indexScript runs that index sub.
-func (ts *TenantStore) indexAdds(sub Subscription, ttl time.Duration) ([]rueidis.LuaExec, error) {
-	score := "+inf"
-	if !sub.ExpiresAt.IsZero() {
-		score = strconv.FormatInt(sub.ExpiresAt.UnixMilli(), 10)
-	}
-	drop := strconv.FormatInt(sub.Since.Add(-expiredMargin).UnixMilli(), 10)
-	ms := strconv.FormatInt(ttl.Milliseconds(), 10)
-	if sub.Correlation == nil {
-		idx, _ := ts.subscriptionIndex(sub.EventType) // checked by the caller
-		return []rueidis.LuaExec{{Keys: []string{idx}, Args: []string{score, sub.ExecutionID, "", drop, ms}}}, nil
-	}
-	path, bucket, err := ts.bucket(sub.EventType, *sub.Correlation)
-	if err != nil {
-		return nil, err
-	}
-	paths, _ := ts.sp.SubscriptionPaths(sub.EventType)
-	return []rueidis.LuaExec{
-		{Keys: []string{paths}, Args: []string{score, path, "GT", drop, ms}},
-		{Keys: []string{bucket}, Args: []string{score, bucketMember(sub.ExecutionID, sub.Since), "", drop, ms}},
-	}, nil
+	return ts.r.w.PutSubscription(ctx, ts.sp, w)
 }
 
 // bucket is the paths member of a term's path and the term's bucket key. A term without a
@@ -222,25 +176,22 @@ func parseBucketMember(m string) (executionID string, since time.Time, ok bool) 
 // type's index (what a consumer does once it has enqueued the resume). Idempotent. The
 // member of a correlated wait is removed by RemoveCorrelatedWait.
 func (ts *TenantStore) RemoveSubscription(ctx context.Context, executionID, eventType string) error {
-	key, err := ts.sp.Subscription(executionID)
-	if err != nil {
+	if _, err := ts.sp.Subscription(executionID); err != nil {
 		return err
 	}
-	idx, err := ts.subscriptionIndex(eventType)
-	if err != nil {
+	if _, err := ts.subscriptionIndex(eventType); err != nil {
 		return err
 	}
-	c := ts.r.c
-	return ts.doAll(ctx, "remove subscription of "+executionID,
-		c.B().Del().Key(key).Build(), c.B().Zrem().Key(idx).Member(executionID).Build())
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	return ts.r.w.RemoveSubscription(ctx, ts.sp, executionID, eventType)
 }
 
 // PutApproval writes the approval record (TenantID is the store's tenant) with TTL ttl and
 // adds the execution to the tenant's pending-approval index with score Since. One round trip.
 // The index has no TTL: it lists what waits for an answer, and answers remove members.
 func (ts *TenantStore) PutApproval(ctx context.Context, ap Approval, ttl time.Duration) error {
-	key, err := ts.sp.Approval(ap.ExecutionID)
-	if err != nil {
+	if _, err := ts.sp.Approval(ap.ExecutionID); err != nil {
 		return err
 	}
 	if ttl < time.Second {
@@ -251,32 +202,18 @@ func (ts *TenantStore) PutApproval(ctx context.Context, ap Approval, ttl time.Du
 	if err != nil {
 		return fmt.Errorf("%w: approval of %s: %w", ErrInvalid, ap.ExecutionID, err)
 	}
-	c := ts.r.c
-	return ts.doAll(ctx, "write approval of "+ap.ExecutionID,
-		c.B().Set().Key(key).Value(string(b)).Ex(ttl).Build(),
-		c.B().Zadd().Key(ts.sp.ApprovalIndex()).ScoreMember().ScoreMember(float64(ap.Since.UnixMilli()), ap.ExecutionID).Build())
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	return ts.r.w.PutApproval(ctx, ts.sp, ap.ExecutionID, b, ap.Since, ttl)
 }
 
 // RemoveApproval deletes the approval record and the execution's index member (what the
 // console does once the answer is enqueued). Idempotent.
 func (ts *TenantStore) RemoveApproval(ctx context.Context, executionID string) error {
-	key, err := ts.sp.Approval(executionID)
-	if err != nil {
+	if _, err := ts.sp.Approval(executionID); err != nil {
 		return err
 	}
-	c := ts.r.c
-	return ts.doAll(ctx, "remove approval of "+executionID,
-		c.B().Del().Key(key).Build(), c.B().Zrem().Key(ts.sp.ApprovalIndex()).Member(executionID).Build())
-}
-
-// doAll pipelines cmds and fails with ErrRedis on the first error reply.
-func (ts *TenantStore) doAll(ctx context.Context, what string, cmds ...rueidis.Completed) error {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	for _, r := range ts.r.c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
-			return transient(ErrRedis, what, err)
-		}
-	}
-	return nil
+	return ts.r.w.RemoveApproval(ctx, ts.sp, executionID)
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"plaita/model"
 	"plaita/store"
@@ -246,7 +247,7 @@ var seeds = map[uint]struct {
 			"INSERT INTO exec_counters (tenant, execution_id, family, node, value, expires_at) VALUES ('acme', 'ex_seed', 'nofail', '', 2, 9999999999999)",
 		},
 		check: func(t *testing.T, f *fixture) {
-			ts, err := store.NewStore(f.States(), store.DefaultSettings(), "").Tenant("acme")
+			ts, err := store.NewStore(f.StoreDrivers(), store.DefaultSettings(), "").Tenant("acme")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -259,6 +260,23 @@ var seeds = map[uint]struct {
 			b, err := ts.Begin(ctx(t), "ex_seed", "w1", false, nil)
 			if err != nil || b.Lease.Generation() != 4 || b.NoFail != 2 {
 				t.Errorf("begin on the seeded fence: %+v %v", b, err)
+			}
+		},
+	},
+	7: {
+		sql: []string{
+			`INSERT INTO wake_records (tenant, kind, execution_id, record, expires_at) VALUES ('acme', 'subscription', 'ex_w', '{"execution_id":"ex_w","node":"w","event_type":"payment","since":"2026-11-29T11:00:00Z"}', 9999999999999)`,
+			"INSERT INTO wake_sets (tenant, kind, event_type, path, value, expires_at) VALUES ('acme', 'index', 'payment', '', '', 0)",
+			"INSERT INTO wake_members (tenant, kind, event_type, path, value, member, score) VALUES ('acme', 'index', 'payment', '', '', 'ex_w', 4611686018427387904)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			ts, err := store.NewStore(f.StoreDrivers(), store.DefaultSettings(), "").Tenant("acme")
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads, err := ts.Subscriptions(ctx(t), "payment", time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+			if err != nil || len(reads.Reads) != 1 || reads.Reads[0].Sub.Node != "w" {
+				t.Errorf("seeded subscription: %+v %v", reads, err)
 			}
 		},
 	},

@@ -14,7 +14,7 @@ func TestStateContractSQLite(t *testing.T) {
 	storetest.StateContract(t, storetest.StateBackend{Name: "sqlite", Open: func(t *testing.T, leaseTTL time.Duration) *store.Redis {
 		s := store.DefaultSettings()
 		s.LeaseTTL = leaseTTL
-		return store.NewStore(realClockDB(t).States(), s, "")
+		return store.NewStore(realClockDB(t).StoreDrivers(), s, "")
 	}})
 }
 
@@ -25,7 +25,7 @@ func TestStatesStorageContract(t *testing.T) {
 	s := store.DefaultSettings()
 	s.MaxStateBytes = storetest.MaxStateBytes
 	open := func(db *DB) *store.TenantStore {
-		ts, err := store.NewStore(db.States(), s, "").Tenant("")
+		ts, err := store.NewStore(db.StoreDrivers(), s, "").Tenant("")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -41,4 +41,11 @@ func TestStatesStorageContract(t *testing.T) {
 	}
 	storetest.Contract(t, storetest.Backend{Name: "sqlite-states", Storage: ts, Down: down})
 	storetest.Contract(t, storetest.Backend{Name: "sqlite-states-fenced", Storage: lease.Storage(), Down: down})
+}
+
+// The wake-up records' contract on the console's database (local mode).
+func TestWakeupContractSQLite(t *testing.T) {
+	storetest.WakeupContract(t, storetest.WakeupBackend{Name: "sqlite", Open: func(t *testing.T) *store.Redis {
+		return store.NewStore(realClockDB(t).StoreDrivers(), store.DefaultSettings(), "")
+	}})
 }
