@@ -3,7 +3,9 @@
 // tests, the console's local-mode SQLite storage in store/sqlite's), the event bus
 // (EventsContract, events.go), the schedules (SchedulesContract, schedules.go), the instance
 // registry (RegistryContract, registry.go) and the control channels (ControlContract,
-// control.go): Redis in store's tests. It imports "testing": only tests import it.
+// control.go): Redis in store's tests; the published flows (FlowsContract, flows.go): Redis in
+// store's tests, the console's database in store/sqlite's. It imports "testing": only tests
+// import it.
 package storetest
 
 import (
