@@ -160,7 +160,7 @@ func TestEngineSyncWithAHalfOpenRedis(t *testing.T) {
 	t.Parallel()
 	srv := redistest.StartServer(t)
 	c := srv.Client(t)
-	f := newSyncFixture(t, func(d *Deps) { d.Flows = store.NewFlows(c, d.Root) })
+	f := newSyncFixture(t, func(d *Deps) { d.Flows = store.NewFlows(store.RedisFlows(c), d.Root) })
 	ctx := context.Background()
 	f.publish("default", "order", "1")
 	f.forget("default", "order", "1")

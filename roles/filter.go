@@ -96,7 +96,7 @@ func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zero
 	return filter.Deps{
 		Events:  store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
 		Store:   store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:   store.NewFlows(c, keys.DefaultRoot),
+		Flows:   store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
 		Enqueue: producer.Enqueue,
 		Log:     log, Metrics: set,
 	}

@@ -45,7 +45,7 @@ func buildSchedule(o onRedis) (*presence.Registry, *schedule.Scheduler) {
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	return o.presence(info), schedule.New(schedule.Deps{
 		Store:    store.NewSchedules(c, keys.DefaultRoot),
-		Flows:    store.NewFlows(c, keys.DefaultRoot),
+		Flows:    store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
 		Tenants:  schedule.Tenants(st),
 		Enqueue:  producer.Enqueue,
 		Stream:   producer.Stream(),

@@ -133,7 +133,7 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 		TenantStatus: tenantStatus, Quota: quota, Disk: worker.NewDiskGuardGate(settings.WorkerDiskGuard(cfg), log, nil),
 		Affinity:    worker.NewAffinityGate(st, settings.WorkerAffinity(cfg), root.Path, set, log),
 		Wakeups:     worker.NewWakeups(st, delay, settings.WorkerWakeups(cfg)),
-		Definitions: store.NewFlows(c, keys.DefaultRoot)}, nil
+		Definitions: store.NewFlows(store.RedisFlows(c), keys.DefaultRoot)}, nil
 }
 
 // RedisClient connects to the URL the preflight accepted. Client-side caching is off: every

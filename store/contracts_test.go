@@ -43,6 +43,14 @@ func TestWakeupContractRedis(t *testing.T) {
 	}})
 }
 
+// The published flows' contract on Redis, each case under a key root of its own.
+func TestFlowsContractRedis(t *testing.T) {
+	storetest.FlowsContract(t, storetest.FlowsBackend{Name: "redis", Open: func(t *testing.T) *store.Flows {
+		c := redistest.Client(t)
+		return store.NewFlows(store.RedisFlows(c), redistest.Root(t, c))
+	}})
+}
+
 // The live events' contract on Redis, each case under a key root of its own.
 func TestLiveContractRedis(t *testing.T) {
 	storetest.LiveContract(t, storetest.LiveBackend{Name: "redis", Open: func(t *testing.T) *store.LiveEvents {

@@ -3,10 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
+	"plaita/store/keys"
 )
 
 // FlowSummary is one published flow: its id, when it was last published and its versions.
@@ -54,60 +53,51 @@ func (f *Flows) Page(ctx context.Context, tenant, cursorArg string, limit int) (
 	limit = min(max(limit, 1), MaxFlowList)
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	rows, err := f.after(ctx, sp.FlowList(), cur, limit+1)
+	rows, err := f.after(ctx, sp, cur, limit+1)
 	if err != nil {
-		return FlowPage{}, transient(ErrRedis, "list flows", err)
+		return FlowPage{}, err
 	}
 	var page FlowPage
 	if len(rows) > limit {
 		rows = rows[:limit]
 		last := rows[limit-1]
-		page.NextCursor = cursor{Score: last.Score, Member: last.Member}.encode()
+		page.NextCursor = cursor{Score: last.Score, Member: last.Name}.encode()
 	}
-	c := f.c
 	page.Items = make([]FlowSummary, 0, len(rows))
-	cmds := make(rueidis.Commands, 0, 2*len(rows))
+	ids := make([]string, 0, len(rows))
 	for _, r := range rows {
-		page.Items = append(page.Items, FlowSummary{FlowID: r.Member, PublishedAt: time.UnixMilli(int64(r.Score)).UTC()})
-		cmds = append(cmds, c.B().Zrevrange().Key(sp.FlowVersions(r.Member)).Start(0).Stop(0).Build(), c.B().Zcard().Key(sp.FlowVersions(r.Member)).Build())
+		page.Items = append(page.Items, FlowSummary{FlowID: r.Name, PublishedAt: time.UnixMilli(int64(r.Score)).UTC()})
+		ids = append(ids, r.Name)
 	}
-	if len(cmds) == 0 {
+	if len(ids) == 0 {
 		return page, nil
 	}
-	res := c.DoMulti(ctx, cmds...)
-	for i := range page.Items {
-		it := &page.Items[i]
-		latest, err := res[2*i].AsStrSlice()
-		if err != nil {
-			return FlowPage{}, transient(ErrRedis, "read versions of flow "+it.FlowID, err)
-		}
-		if len(latest) > 0 {
-			it.Latest = latest[0]
-		}
-		if it.Versions, err = res[2*i+1].AsInt64(); err != nil {
-			return FlowPage{}, transient(ErrRedis, "count versions of flow "+it.FlowID, err)
-		}
+	heads, err := f.d.Heads(ctx, sp, ids)
+	if err != nil {
+		return FlowPage{}, err
+	}
+	for i, h := range heads {
+		page.Items[i].Latest, page.Items[i].Versions = h.Latest, h.Versions
 	}
 	return page, nil
 }
 
-// after reads up to n members of a ZSET after cur in ZREVRANGE order (score descending, ties
-// by member descending). Members of the cursor's score that do not sort before its member
-// are skipped: ties need the same millisecond, so asking for a few more each round ends fast.
-func (f *Flows) after(ctx context.Context, key string, cur cursor, n int) ([]rueidis.ZScore, error) {
-	c := f.c
+// after reads up to n flows of the tenant's list after cur, most recently published first
+// (ties by flow id descending). The driver reads by time only: flows of the cursor's time that
+// do not sort before its flow are skipped; ties need the same millisecond, so asking for a few
+// more each round ends fast.
+func (f *Flows) after(ctx context.Context, sp keys.Space, cur cursor, n int) ([]FlowEntry, error) {
 	if cur.Member == "" {
-		return c.Do(ctx, c.B().Zrevrange().Key(key).Start(0).Stop(int64(n-1)).Withscores().Build()).AsZScores()
+		return f.d.FlowList(ctx, sp, nil, n)
 	}
-	top := strconv.FormatFloat(cur.Score, 'f', -1, 64)
 	for extra := 16; ; extra *= 4 {
-		rows, err := c.Do(ctx, c.B().Zrevrangebyscore().Key(key).Max(top).Min("-inf").Withscores().Limit(0, int64(n+extra)).Build()).AsZScores()
+		rows, err := f.d.FlowList(ctx, sp, &cur.Score, n+extra)
 		if err != nil {
 			return nil, err
 		}
 		kept := rows[:0]
 		for _, r := range rows {
-			if r.Score == cur.Score && r.Member >= cur.Member {
+			if r.Score == cur.Score && r.Name >= cur.Member {
 				continue
 			}
 			kept = append(kept, r)
@@ -126,17 +116,16 @@ func (f *Flows) Versions(ctx context.Context, tenant, flowID string) ([]FlowVers
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := f.c
-	rows, err := c.Do(ctx, c.B().Zrevrange().Key(sp.FlowVersions(flowID)).Start(0).Stop(MaxFlowList-1).Withscores().Build()).AsZScores()
+	rows, err := f.d.Versions(ctx, sp, flowID, MaxFlowList)
 	if err != nil {
-		return nil, transient(ErrRedis, "read versions of flow "+flowID, err)
+		return nil, err
 	}
 	if len(rows) == 0 {
 		return nil, fmt.Errorf("%w: flow %s in tenant %s has no published version", ErrFlowNotFound, flowID, sp.Tenant())
 	}
 	out := make([]FlowVersion, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, FlowVersion{Version: r.Member, PublishedAt: time.UnixMilli(int64(r.Score)).UTC()})
+		out = append(out, FlowVersion{Version: r.Name, PublishedAt: time.UnixMilli(int64(r.Score)).UTC()})
 	}
 	return out, nil
 }

@@ -6,12 +6,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/store/keys"
 )
 
-// Flow publication (what `plaita start FLOW.json` and the console write):
+// Flow publication (what `plaita start FLOW.json` and the console write), as the Redis driver
+// (flows_redis.go) keeps it — the console's database keeps the same in its own tables
+// (store/sqlite/flowstore.go):
 //
 //	<prefix>flow:<flow_id>:<version>   STRING  the definition, byte for byte as published
 //	<prefix>flow_versions:<flow_id>    ZSET    member <version>, score = publication time (unix ms)
@@ -43,20 +43,25 @@ const (
 	AlreadyPublished PublishResult = "already_published"
 )
 
-// Flows reads and publishes flow definitions of every tenant under one key root.
+// Flows reads and publishes flow definitions of every tenant under one key root, over a
+// driver (FlowsDriver: Redis for the cluster, the console's database in local mode) that only
+// stores: every rule below is written once, here.
 type Flows struct {
-	c        rueidis.Client
+	d        FlowsDriver
 	root     string
 	reserved []string
 }
 
-// NewFlows returns the flow store over c under root ("" = keys.DefaultRoot).
-func NewFlows(c rueidis.Client, root string) *Flows {
+// NewFlows returns the flow store over driver d under root ("" = keys.DefaultRoot).
+func NewFlows(d FlowsDriver, root string) *Flows {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
-	return &Flows{c: c, root: root}
+	return &Flows{d: d, root: root}
 }
+
+// Root is the key root the flows' keys are under: Reserve's names are keys of it.
+func (f *Flows) Root() string { return f.root }
 
 // Reserve names keys no publication may write: every publisher passes the task queue's stream
 // and dead-letter stream (configured names that may fall among the flow keys).
@@ -67,7 +72,9 @@ func (f *Flows) Reserve(streams ...string) *Flows {
 
 func (f *Flows) space(tenant string) (keys.Space, error) { return keys.For(f.root, tenant) }
 
-// checkReserved refuses a publication that would write one of the reserved keys.
+// checkReserved refuses a publication that would write one of the reserved keys. The keys are
+// Redis's: a publication refused on Redis is refused on every driver, so a flow published in
+// local mode can be published on the cluster.
 func (f *Flows) checkReserved(sp keys.Space, flowID, version string) error {
 	for _, k := range []string{sp.Flow(flowID, version), sp.FlowVersions(flowID), sp.FlowList()} {
 		if slices.Contains(f.reserved, k) {
@@ -78,8 +85,8 @@ func (f *Flows) checkReserved(sp keys.Space, flowID, version string) error {
 	return nil
 }
 
-// Get reads a published definition: ErrFlowNotFound when it is not published, ErrRedis
-// (transient) when Redis does not answer.
+// Get reads a published definition: ErrFlowNotFound when it is not published, a transient
+// error (ErrRedis on Redis) when the driver does not answer.
 func (f *Flows) Get(ctx context.Context, tenant, flowID, version string) ([]byte, error) {
 	sp, err := f.space(tenant)
 	if err != nil {
@@ -87,13 +94,12 @@ func (f *Flows) Get(ctx context.Context, tenant, flowID, version string) ([]byte
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	key := sp.Flow(flowID, version)
-	b, err := f.c.Do(ctx, f.c.B().Get().Key(key).Build()).AsBytes()
+	b, found, err := f.d.Definition(ctx, sp, flowID, version)
 	switch {
-	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: flow %s version %q in tenant %s", ErrFlowNotFound, flowID, version, sp.Tenant())
 	case err != nil:
-		return nil, transient(ErrRedis, "read flow "+flowID, err)
+		return nil, err
+	case !found:
+		return nil, fmt.Errorf("%w: flow %s version %q in tenant %s", ErrFlowNotFound, flowID, version, sp.Tenant())
 	}
 	return b, nil
 }
@@ -106,23 +112,23 @@ func (f *Flows) Latest(ctx context.Context, tenant, flowID string) (string, erro
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	vs, err := f.c.Do(ctx, f.c.B().Zrevrange().Key(sp.FlowVersions(flowID)).Start(0).Stop(0).Build()).AsStrSlice()
-	if err != nil {
-		return "", transient(ErrRedis, "read versions of flow "+flowID, err)
-	}
-	if len(vs) == 0 {
+	v, found, err := f.d.Latest(ctx, sp, flowID)
+	switch {
+	case err != nil:
+		return "", err
+	case !found:
 		return "", fmt.Errorf("%w: flow %s in tenant %s has no published version", ErrFlowNotFound, flowID, sp.Tenant())
 	}
-	return vs[0], nil
+	return v, nil
 }
 
-// publishAttempts bounds the SET NX / GET race with a concurrent delete of the key.
+// publishAttempts bounds the Put / Definition race with a concurrent delete of the definition.
 const publishAttempts = 3
 
 // Publish publishes def under (flowID, version) unless that version exists. same tells whether
 // a stored definition is this one (the caller compares flow hashes; the store knows no flow
 // model). A version already holding the same definition is left as it is — existing registry
-// entries keep their scores, so republishing an old version does not make it the latest — and
+// entries keep their times, so republishing an old version does not make it the latest — and
 // missing registry entries are added (a publication interrupted between its writes); a
 // different definition is ErrVersionConflict and nothing is written.
 func (f *Flows) Publish(ctx context.Context, tenant, flowID, version string, def []byte, at time.Time,
@@ -139,84 +145,57 @@ func (f *Flows) Publish(ctx context.Context, tenant, flowID, version string, def
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c, key := f.c, sp.Flow(flowID, version)
 	for range publishAttempts {
-		err := c.Do(ctx, c.B().Set().Key(key).Value(rueidis.BinaryString(def)).Nx().Build()).Error()
+		created, err := f.d.Put(ctx, sp, flowID, version, def)
 		switch {
-		case err == nil:
-			return Published, f.register(ctx, sp, flowID, version, at, false)
-		case !rueidis.IsRedisNil(err):
-			return "", transient(ErrRedis, "publish flow "+flowID, err)
-		}
-		stored, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
-		switch {
-		case rueidis.IsRedisNil(err):
-			continue // deleted in between: try to publish again
 		case err != nil:
-			return "", transient(ErrRedis, "read flow "+flowID, err)
+			return "", err
+		case created:
+			return Published, f.d.Register(ctx, sp, flowID, version, at, false)
+		}
+		stored, found, err := f.d.Definition(ctx, sp, flowID, version)
+		switch {
+		case err != nil:
+			return "", err
+		case !found:
+			continue // deleted in between: try to publish again
 		}
 		ok, err := same(stored)
 		if err != nil {
-			return "", fmt.Errorf("the definition published as %s cannot be read: %w", key, err)
+			return "", fmt.Errorf("the definition published as %s cannot be read: %w", sp.Flow(flowID, version), err)
 		}
 		if !ok {
 			return "", fmt.Errorf("%w: flow %s version %q", ErrVersionConflict, flowID, version)
 		}
-		return AlreadyPublished, f.register(ctx, sp, flowID, version, at, true)
+		return AlreadyPublished, f.d.Register(ctx, sp, flowID, version, at, true)
 	}
-	return "", fmt.Errorf("%s was deleted %d times while publishing it", key, publishAttempts)
+	return "", fmt.Errorf("%s was deleted %d times while publishing it", sp.Flow(flowID, version), publishAttempts)
 }
 
-// register records the version in flow_versions and the flow in flow_list; onlyMissing keeps
-// existing entries' scores.
-func (f *Flows) register(ctx context.Context, sp keys.Space, flowID, version string, at time.Time, onlyMissing bool) error {
-	c, score := f.c, float64(at.UnixMilli())
-	var cmds rueidis.Commands
-	if onlyMissing {
-		cmds = rueidis.Commands{
-			c.B().Zadd().Key(sp.FlowVersions(flowID)).Nx().ScoreMember().ScoreMember(score, version).Build(),
-			c.B().Zadd().Key(sp.FlowList()).Nx().ScoreMember().ScoreMember(score, flowID).Build(),
-		}
-	} else {
-		cmds = rueidis.Commands{
-			c.B().Zadd().Key(sp.FlowVersions(flowID)).ScoreMember().ScoreMember(score, version).Build(),
-			c.B().Zadd().Key(sp.FlowList()).ScoreMember().ScoreMember(score, flowID).Build(),
-		}
-	}
-	for _, r := range c.DoMulti(ctx, cmds...) {
-		if err := r.Error(); err != nil {
-			return transient(ErrRedis, fmt.Sprintf("record flow %s version %s", flowID, version), err)
-		}
-	}
-	return nil
-}
-
-// FlowRestore is one published version to write back to Redis when Redis lost it (the
-// console's engine sync, control/engine_sync.go, from its record of every version it
-// published).
+// FlowRestore is one published version to write back when the runtime lost it (the console's
+// engine sync, control/engine_sync.go, from its record of every version it published).
 type FlowRestore struct {
 	Tenant, FlowID, Version string
 	Definition              []byte
 	PublishedAt             time.Time
 }
 
-// RestoreOutcome is what Restore did with one version: Written (Redis lacked the definition
-// and has it now) or not (Redis had one: it is left as it is, not compared — the console
-// records a version only after Redis took it), or Err.
+// RestoreOutcome is what Restore did with one version: Written (the runtime lacked the
+// definition and has it now) or not (it had one: it is left as it is, not compared — the
+// console records a version only after the runtime took it), or Err.
 type RestoreOutcome struct {
 	Written bool
 	Err     error
 }
 
-// Restore writes back the versions Redis lacks, in one pipeline: for each, SET NX of the
-// definition and the registry entries a publication writes (ZADD NX in flow_versions with the
-// publication time, ZADD GT in flow_list, so a flow's newer publication keeps its place).
-// An item whose keys are invalid or reserved is refused without being sent. A Redis that does
-// not answer fails every item sent (ErrRedis, transient).
+// Restore writes back the versions the runtime lacks, in one round trip (FlowsDriver.Restore:
+// the definition unless one is stored, the version with its publication time unless the flow
+// has it, the flow in the list unless a newer publication keeps its place). An item whose keys
+// are invalid or reserved is refused without being sent. A driver that does not answer fails
+// every item sent (transient).
 func (f *Flows) Restore(ctx context.Context, items []FlowRestore) []RestoreOutcome {
 	out := make([]RestoreOutcome, len(items))
-	c := f.c
-	cmds := make(rueidis.Commands, 0, 3*len(items))
+	writes := make([]FlowWrite, 0, len(items))
 	sent := make([]int, 0, len(items))
 	for i, it := range items {
 		sp, err := f.space(it.Tenant)
@@ -233,32 +212,16 @@ func (f *Flows) Restore(ctx context.Context, items []FlowRestore) []RestoreOutco
 			out[i].Err = err
 			continue
 		}
-		score := float64(it.PublishedAt.UnixMilli())
-		cmds = append(cmds, c.B().Set().Key(sp.Flow(it.FlowID, it.Version)).Value(rueidis.BinaryString(it.Definition)).Nx().Build(),
-			c.B().Zadd().Key(sp.FlowVersions(it.FlowID)).Nx().ScoreMember().ScoreMember(score, it.Version).Build(),
-			c.B().Zadd().Key(sp.FlowList()).Gt().ScoreMember().ScoreMember(score, it.FlowID).Build())
+		writes = append(writes, FlowWrite{Space: sp, FlowID: it.FlowID, Version: it.Version, Definition: it.Definition, PublishedAt: it.PublishedAt})
 		sent = append(sent, i)
 	}
-	if len(cmds) == 0 {
+	if len(writes) == 0 {
 		return out
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	res := c.DoMulti(ctx, cmds...)
-	for k, i := range sent {
-		set, vers, list := res[3*k], res[3*k+1], res[3*k+2]
-		switch err := set.Error(); {
-		case err == nil:
-			out[i].Written = true
-		case !rueidis.IsRedisNil(err):
-			out[i].Err = transient(ErrRedis, "restore flow "+items[i].FlowID, err)
-			continue
-		}
-		for _, r := range []rueidis.RedisResult{vers, list} {
-			if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
-				out[i].Err = transient(ErrRedis, "register flow "+items[i].FlowID, err)
-			}
-		}
+	for k, o := range f.d.Restore(ctx, writes) {
+		out[sent[k]] = o
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 // Package store holds every Redis key and script of plaita behind typed methods: execution
 // states (Redis with leases and fencing, and an in-memory backend that serializes exactly like
-// it), published flows and versions, wake-up records (subscriptions, approvals), registry
+// it), published flows and versions (Flows, over a FlowsDriver: Redis, or the console's
+// database in local mode), wake-up records (subscriptions, approvals), registry
 // records and the instances' control channels (control.go), tenant status and quota, live
 // events. Only store and queue build Redis commands. The
 // console's database (SQLite: tenants, users, audit, drafts, local-mode executions) is

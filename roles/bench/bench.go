@@ -247,7 +247,7 @@ func (b *bench) run(ctx context.Context, scenario string, def []byte, n, steps i
 	if err != nil {
 		return Result{}, err
 	}
-	flows := store.NewFlows(b.c, keys.DefaultRoot)
+	flows := store.NewFlows(store.RedisFlows(b.c), keys.DefaultRoot)
 	if _, err := flows.Publish(ctx, "", f.ID, f.Version, def, time.Now(), func(stored []byte) (bool, error) {
 		h, err := engine.FlowHash(stored)
 		return h == f.Hash, err

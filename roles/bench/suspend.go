@@ -99,7 +99,7 @@ func (b *bench) suspend(ctx context.Context, n, waits, types, conc int) (Result,
 // setUp publishes the flows and seeds the waits.
 func (r *suspendRun) setUp(ctx context.Context) error {
 	b := r.b
-	flows := store.NewFlows(b.c, keys.DefaultRoot)
+	flows := store.NewFlows(store.RedisFlows(b.c), keys.DefaultRoot)
 	publish := func(def []byte) (*engine.Flow, error) {
 		f, err := engine.Parse(def, engine.NewRegistry(), settings.Engine(b.cfg).Expr)
 		if err != nil {

@@ -57,7 +57,7 @@ func setup(t testing.TB) *bundle {
 	b.d = Deps{
 		Events: ev,
 		Store:  store.NewRedis(c, store.DefaultSettings(), root),
-		Flows:  store.NewFlows(c, root),
+		Flows:  store.NewFlows(store.RedisFlows(c), root),
 		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
 			return queue.Enqueue(ctx, queue.Redis(c), b.stream, env)
 		},

@@ -63,7 +63,7 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 	b.ResetTimer()
 	began := time.Now()
 	p := NewDispatcher(Deps{
-		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(f.c, f.root), Wakeups: f.wakeups(b),
+		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(store.RedisFlows(f.c), f.root), Wakeups: f.wakeups(b),
 		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 10),
 		ReadBlock: 200 * time.Millisecond,
 	})

@@ -84,7 +84,7 @@ func (f *dispatchFix) wakeups(t testing.TB) *Wakeups {
 func (f *dispatchFix) start(t *testing.T, mod ...func(*Deps)) *Dispatcher {
 	t.Helper()
 	d := Deps{
-		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(f.c, f.root), Wakeups: f.wakeups(t),
+		Root: f.root, Queue: f.q, Store: f.st, Nodes: f.reg, Definitions: store.NewFlows(store.RedisFlows(f.c), f.root), Wakeups: f.wakeups(t),
 		Log: zerolog.Nop(), Metrics: metrics.NewSet(), Settings: withIdentity(SettingsFrom(f.cfg), "inst-w1", 2),
 		ReadBlock: 200 * time.Millisecond, ReclaimInterval: 100 * time.Millisecond, CancelPoll: 50 * time.Millisecond,
 	}

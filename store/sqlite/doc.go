@@ -32,6 +32,9 @@
 //     CancelJob, RunnableJobs, JobItems;
 //   - flows: SaveDraft, Draft, ListDrafts, DeleteDraft, RecordVersion, FlowVersion,
 //     ListVersions, AllVersions;
+//   - the runtime's published flows of local mode: FlowStore() — store.FlowsDriver under
+//     store.Flows, the twin of the Redis keys (published_flows, published_flow_versions; not
+//     the record above);
 //   - local executions: Executions() — Save, Load (store.Storage), LoadGeneration, SaveIf,
 //     Delete, RequestCancel, Cancelled, List (ExecutionCursorAfter: a cursor after any row),
 //     ReconcileOrphans;

@@ -280,6 +280,31 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	8: {
+		sql: []string{
+			// Version 3 is stored but not registered: a publication interrupted between its writes.
+			`INSERT INTO published_flow_versions (tenant, flow_id, version, definition, published_at) VALUES
+				('acme', 'order', '1', '{"id":"order"}', 1000), ('acme', 'order', '2', '{"id":"order","v":2}', 2000),
+				('acme', 'order', '3', '{"id":"order","v":3}', NULL)`,
+			"INSERT INTO published_flows (tenant, flow_id, published_at) VALUES ('acme', 'order', 2000)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			c := ctx(t)
+			fl := store.NewFlows(f.FlowStore(), "")
+			if def, err := fl.Get(c, "acme", "order", "3"); err != nil || string(def) != `{"id":"order","v":3}` {
+				t.Errorf("seeded unregistered version: %s %v", def, err)
+			}
+			if v, err := fl.Latest(c, "acme", "order"); err != nil || v != "2" {
+				t.Errorf("seeded latest: %q %v", v, err)
+			}
+			if vs, err := fl.Versions(c, "acme", "order"); err != nil || len(vs) != 2 || vs[0].Version != "2" || vs[0].PublishedAt.UnixMilli() != 2000 || vs[1].Version != "1" {
+				t.Errorf("seeded versions: %+v %v", vs, err)
+			}
+			if l, err := fl.List(c, "acme", 10); err != nil || len(l) != 1 || l[0].FlowID != "order" || l[0].Latest != "2" || l[0].Versions != 2 || l[0].PublishedAt.UnixMilli() != 2000 {
+				t.Errorf("seeded flows: %+v %v", l, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

@@ -1,8 +1,9 @@
 // Package storetest is the storage contracts every backend passes, as test helpers other
 // packages' tests import: execution storage (Contract: the memory and Redis backends in store's
 // tests, the console's local-mode SQLite storage in store/sqlite's), the event bus
-// (EventsContract, events.go), the schedules (SchedulesContract, schedules.go), leases and
-// fencing (StateContract, state.go), live events (LiveContract, live.go), the instance registry
+// (EventsContract, events.go), the schedules (SchedulesContract, schedules.go), the published
+// flows (FlowsContract, flows.go), leases and fencing (StateContract, state.go), wake-up records
+// (WakeupContract, wakeup.go), live events (LiveContract, live.go), the instance registry
 // (RegistryContract, registry.go) and the control channels (ControlContract, control.go). Each
 // runs on Redis in store's tests and on local mode's backend (store/sqlite's tests, the
 // in-process hub in store's). It imports "testing": only tests import it.
