@@ -35,6 +35,14 @@ func TestStateContractRedis(t *testing.T) {
 	}})
 }
 
+// The tenant gates' contract on Redis.
+func TestTenantContractRedis(t *testing.T) {
+	storetest.TenantContract(t, storetest.TenantBackend{Name: "redis", Open: func(t *testing.T) *store.Redis {
+		c := redistest.Client(t)
+		return store.NewRedis(c, store.DefaultSettings(), redistest.Root(t, c))
+	}})
+}
+
 // The wake-up records' contract on Redis.
 func TestWakeupContractRedis(t *testing.T) {
 	storetest.WakeupContract(t, storetest.WakeupBackend{Name: "redis", Open: func(t *testing.T) *store.Redis {

@@ -76,6 +76,7 @@ type Redis struct {
 	c    rueidis.Client // nil on another driver: the parts not on drivers yet need Redis
 	d    StateDriver
 	w    WakeupDriver
+	t    TenantDriver
 	s    Settings
 	root string
 }
@@ -83,7 +84,7 @@ type Redis struct {
 // NewRedis returns the storage over client c with settings s under key root root ("" is
 // keys.DefaultRoot).
 func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
-	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}}, s, root)
+	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}, Tenants: redisTenants{c: c}}, s, root)
 	r.c = c
 	return r
 }
@@ -92,6 +93,7 @@ func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
 type Drivers struct {
 	State   StateDriver
 	Wakeups WakeupDriver
+	Tenants TenantDriver
 }
 
 // NewStore returns the storage over drivers drv (local mode's: store/sqlite) with settings s
@@ -111,7 +113,7 @@ func NewStore(drv Drivers, s Settings, root string) *Redis {
 		s.MaxStateBytes = d.MaxStateBytes
 	}
 	s.StateTTL = max(s.StateTTL, 0)
-	return &Redis{d: drv.State, w: drv.Wakeups, s: s, root: root}
+	return &Redis{d: drv.State, w: drv.Wakeups, t: drv.Tenants, s: s, root: root}
 }
 
 // Root is the key root.

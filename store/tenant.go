@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/store/keys"
 )
 
@@ -112,22 +110,7 @@ func (r *Redis) ReadTenantStatus(ctx context.Context, tenant string, withEpoch b
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := r.c
-	cmds := rueidis.Commands{c.B().Hget().Key(sp.TenantStatus()).Field(sp.Tenant()).Build()}
-	if withEpoch {
-		cmds = append(cmds, c.B().Get().Key(sp.TenantStatusEpoch()).Build())
-	}
-	res := c.DoMulti(ctx, cmds...)
-	var out TenantStatusRead
-	if out.Status, out.Found, err = optString(res[0]); err != nil {
-		return TenantStatusRead{}, transient(ErrRedis, "read "+sp.TenantStatus()+" "+sp.Tenant(), err)
-	}
-	if withEpoch {
-		if out.Epoch, out.EpochFound, err = optString(res[1]); err != nil {
-			return TenantStatusRead{}, transient(ErrRedis, "read "+sp.TenantStatusEpoch(), err)
-		}
-	}
-	return out, nil
+	return r.t.Status(ctx, sp, withEpoch)
 }
 
 // PublishTenantStatus writes one tenant's status (active or disabled) into <root>:tenant_status
@@ -164,10 +147,10 @@ func (r *Redis) SyncTenantStatuses(ctx context.Context, authority map[string]str
 		return TenantStatusSync{}, err
 	}
 	octx, cancel := opCtx(ctx)
-	published, err := r.c.Do(octx, r.c.B().Hkeys().Key(sp.TenantStatus()).Build()).AsStrSlice()
+	published, err := r.t.StatusTenants(octx, sp)
 	cancel()
 	if err != nil {
-		return TenantStatusSync{}, transient(ErrRedis, "read "+sp.TenantStatus(), err)
+		return TenantStatusSync{}, err
 	}
 	writes := make(map[string]string, len(authority)+len(published))
 	var out TenantStatusSync
@@ -194,7 +177,7 @@ func (r *Redis) SyncTenantStatuses(ctx context.Context, authority map[string]str
 	return out, nil
 }
 
-// writeTenantStatuses is one HSET of every status and the SET of the epoch, pipelined.
+// writeTenantStatuses checks and writes the statuses and the epoch (TenantDriver.WriteStatuses).
 func (r *Redis) writeTenantStatuses(ctx context.Context, statuses map[string]string, epoch string) error {
 	if strings.TrimSpace(epoch) == "" {
 		return fmt.Errorf("%w: an empty deployment epoch", ErrInvalid)
@@ -203,35 +186,21 @@ func (r *Redis) writeTenantStatuses(ctx context.Context, statuses map[string]str
 	if err != nil {
 		return err
 	}
-	tenants := slices.Sorted(maps.Keys(statuses))
-	c := r.c
-	hset := c.B().Hset().Key(sp.TenantStatus()).FieldValue()
-	for _, tenant := range tenants {
+	fields := make(map[string]string, len(statuses))
+	for _, tenant := range slices.Sorted(maps.Keys(statuses)) {
+		st := statuses[tenant]
 		field, err := r.tenantSpace(tenant)
 		if err != nil {
 			return err
 		}
-		if st := statuses[tenant]; st != TenantActive && st != TenantDisabled {
+		if st != TenantActive && st != TenantDisabled {
 			return fmt.Errorf("%w: tenant %q status %q: use %s or %s", ErrInvalid, field.Tenant(), st, TenantActive, TenantDisabled)
 		}
-		hset = hset.FieldValue(field.Tenant(), statuses[tenant])
-	}
-	cmds := rueidis.Commands{c.B().Set().Key(sp.TenantStatusEpoch()).Value(epoch).Build()}
-	if len(tenants) > 0 {
-		cmds = append(rueidis.Commands{hset.Build()}, cmds...)
+		fields[field.Tenant()] = st
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	for i, res := range c.DoMulti(ctx, cmds...) {
-		if err := res.Error(); err != nil {
-			what := "write " + sp.TenantStatusEpoch()
-			if i == 0 && len(cmds) == 2 {
-				what = "write " + sp.TenantStatus()
-			}
-			return transient(ErrRedis, what, err)
-		}
-	}
-	return nil
+	return r.t.WriteStatuses(ctx, sp, fields, epoch)
 }
 
 // TenantQuotaOverride reads the tenant's field in <root>:tenant_quota; found is false when it
@@ -243,11 +212,7 @@ func (r *Redis) TenantQuotaOverride(ctx context.Context, tenant string) (raw str
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	raw, found, err = optString(r.c.Do(ctx, r.c.B().Hget().Key(sp.TenantQuota()).Field(sp.Tenant()).Build()))
-	if err != nil {
-		return "", false, transient(ErrRedis, "read "+sp.TenantQuota()+" "+sp.Tenant(), err)
-	}
-	return raw, found, nil
+	return r.t.QuotaOverride(ctx, sp)
 }
 
 // QuotaLimit is a tenant's effective running limit and where it came from: the one rule the
@@ -319,31 +284,6 @@ type RunningAdmission struct {
 	Over bool
 }
 
-// admitScript: KEYS[1] = the tenant's running ZSET. ARGV: now (ms), expiry (ms), execution
-// id, limit (<=0 = unlimited), force (1 = add even over the limit), key TTL (ms).
-// Returns {admitted, running, over}: over = 1 when the slot was added over the limit (force).
-// It touches only KEYS[1]: one slot, cluster-safe.
-var admitScript = rueidis.NewLuaScript(`
-local key = KEYS[1]
-local now, expiry, member = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local limit, force, ttl = tonumber(ARGV[4]), ARGV[5] == '1', tonumber(ARGV[6])
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-if redis.call('ZSCORE', key, member) then
-  redis.call('ZADD', key, expiry, member)
-  redis.call('PEXPIRE', key, ttl)
-  return {1, redis.call('ZCARD', key), 0}
-end
-local n = redis.call('ZCARD', key)
-local over = 0
-if limit > 0 and n >= limit then
-  if not force then return {0, n, 0} end
-  over = 1
-end
-redis.call('ZADD', key, expiry, member)
-redis.call('PEXPIRE', key, ttl)
-return {1, n + 1, over}
-`)
-
 // AdmitRunning prunes the tenant's expired slots, then takes one for the execution when it is
 // under the limit (or Force), atomically. An execution that already holds a slot keeps it and
 // its expiry is refreshed (a redelivered start). A request without execution id or with a TTL
@@ -359,19 +299,7 @@ func (r *Redis) AdmitRunning(ctx context.Context, req RunningAdmit) (RunningAdmi
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	now := req.Now.UnixMilli()
-	key := sp.TenantRunning()
-	arr, err := admitScript.Exec(ctx, r.c, []string{key}, []string{
-		strconv.FormatInt(now, 10), strconv.FormatInt(now+ttl, 10), req.ExecutionID,
-		strconv.Itoa(req.Limit), boolArg(req.Force), strconv.FormatInt(ttl, 10),
-	}).AsIntSlice()
-	if err != nil {
-		return RunningAdmission{}, transient(ErrRedis, "admit running slot "+key+" "+req.ExecutionID, err)
-	}
-	if len(arr) != 3 {
-		return RunningAdmission{}, fmt.Errorf("%w: admit running slot %s: unexpected reply %v", ErrRedis, key, arr)
-	}
-	return RunningAdmission{Admitted: arr[0] == 1, Running: int(arr[1]), Over: arr[2] == 1}, nil
+	return r.t.Admit(ctx, sp, req)
 }
 
 // ReleaseRunning frees the execution's slot. Idempotent: a slot that expired or was never
@@ -383,10 +311,7 @@ func (r *Redis) ReleaseRunning(ctx context.Context, tenant, executionID string) 
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	if err := r.c.Do(ctx, r.c.B().Zrem().Key(sp.TenantRunning()).Member(executionID).Build()).Error(); err != nil {
-		return transient(ErrRedis, "release running slot "+sp.TenantRunning()+" "+executionID, err)
-	}
-	return nil
+	return r.t.Release(ctx, sp, executionID)
 }
 
 // CountRunning counts the tenant's slots that have not expired at now (expired ones are left
@@ -398,29 +323,5 @@ func (r *Redis) CountRunning(ctx context.Context, tenant string, now time.Time) 
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := r.c.Do(ctx, r.c.B().Zcount().Key(sp.TenantRunning()).
-		Min("("+strconv.FormatInt(now.UnixMilli(), 10)).Max("+inf").Build()).AsInt64()
-	if err != nil {
-		return 0, transient(ErrRedis, "count running slots "+sp.TenantRunning(), err)
-	}
-	return int(n), nil
-}
-
-// optString reads a string reply; a nil reply is found = false.
-func optString(r rueidis.RedisResult) (s string, found bool, err error) {
-	s, err = r.ToString()
-	if rueidis.IsRedisNil(err) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, err
-	}
-	return s, true, nil
-}
-
-func boolArg(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
+	return r.t.CountRunning(ctx, sp, now)
 }

@@ -305,6 +305,26 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	9: {
+		sql: []string{
+			"INSERT INTO gate_status (tenant, status) VALUES ('acme', 'disabled')",
+			"INSERT INTO gate_settings (name, value) VALUES ('epoch', '42')",
+			"INSERT INTO gate_quota (tenant, raw) VALUES ('acme', '3')",
+			"INSERT INTO gate_running (tenant, execution_id, expires_at) VALUES ('acme', 'ex_r', 9999999999999)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			r := store.NewStore(f.StoreDrivers(), store.DefaultSettings(), "")
+			if read, err := r.ReadTenantStatus(ctx(t), "acme", true); err != nil || read.Status != "disabled" || read.Epoch != "42" {
+				t.Errorf("seeded status: %+v %v", read, err)
+			}
+			if l, err := r.TenantQuotaLimit(ctx(t), "acme", 0); err != nil || l.Limit != 3 {
+				t.Errorf("seeded quota: %+v %v", l, err)
+			}
+			if n, err := r.CountRunning(ctx(t), "acme", time.Now()); err != nil || n != 1 {
+				t.Errorf("seeded running slots: %d %v", n, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

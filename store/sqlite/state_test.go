@@ -49,3 +49,10 @@ func TestWakeupContractSQLite(t *testing.T) {
 		return store.NewStore(realClockDB(t).StoreDrivers(), store.DefaultSettings(), "")
 	}})
 }
+
+// The tenant gates' contract on the console's database (local mode).
+func TestTenantContractSQLite(t *testing.T) {
+	storetest.TenantContract(t, storetest.TenantBackend{Name: "sqlite", Open: func(t *testing.T) *store.Redis {
+		return store.NewStore(realClockDB(t).StoreDrivers(), store.DefaultSettings(), "")
+	}})
+}
