@@ -37,6 +37,9 @@
 //     ReconcileOrphans;
 //   - how the database was served: MarkServed, ServedIn (cluster: a console started on it
 //     with Redis; local: one ran local mode on it).
+//   - schedules: Schedules() is store.SchedulesDriver over the tables of migration 0006, local
+//     mode's cron schedules under store.Schedules, held to the contract the Redis driver passes
+//     (storetest.SchedulesContract).
 //
 // Lists take ListOptions (an opaque cursor and a bounded limit) and return a Page; the audit
 // has its own query (before_id, limit 1..1000, default 200).

@@ -1,9 +1,10 @@
 // Package storetest is the storage contracts every backend passes, as test helpers other
 // packages' tests import: execution storage (Contract: the memory and Redis backends in store's
-// tests, the console's local-mode SQLite storage in store/sqlite's), the event bus
-// (EventsContract, events.go), the schedules (SchedulesContract, schedules.go), the instance
-// registry (RegistryContract, registry.go) and the control channels (ControlContract,
-// control.go): Redis in store's tests. It imports "testing": only tests import it.
+// tests, the console's local-mode SQLite storage in store/sqlite's), the schedules
+// (SchedulesContract, schedules.go: the Redis driver in store's tests, the console's database in
+// store/sqlite's), the event bus (EventsContract, events.go), the instance registry
+// (RegistryContract, registry.go) and the control channels (ControlContract, control.go): Redis
+// in store's tests. It imports "testing": only tests import it.
 package storetest
 
 import (
