@@ -77,7 +77,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Store:         store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:         store.NewFlows(store.RedisFlows(c), keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
 		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
-		Schedules:     store.NewSchedules(c, keys.DefaultRoot),
+		Schedules:     store.NewSchedules(store.RedisSchedules(c), keys.DefaultRoot),
 		Registry:      store.NewRegistry(store.OnRedis(c), keys.DefaultRoot),
 		Control:       store.NewControl(store.OnRedis(c), keys.DefaultRoot),
 		Delay:         delay,

@@ -44,7 +44,7 @@ func buildSchedule(o onRedis) (*presence.Registry, *schedule.Scheduler) {
 	producer := queue.NewProducer(queue.Redis(c), config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	return o.presence(info), schedule.New(schedule.Deps{
-		Store:    store.NewSchedules(c, keys.DefaultRoot),
+		Store:    store.NewSchedules(store.RedisSchedules(c), keys.DefaultRoot),
 		Flows:    store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
 		Tenants:  schedule.Tenants(st),
 		Enqueue:  producer.Enqueue,

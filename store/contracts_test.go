@@ -1,10 +1,15 @@
 package store_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"plaita/store"
+	"plaita/store/keys"
 	"plaita/store/storetest"
 	"plaita/test/redistest"
 )
@@ -19,9 +24,47 @@ func TestEventsContractRedis(t *testing.T) {
 
 // The schedules' contract on Redis, each case under a key root of its own.
 func TestSchedulesContractRedis(t *testing.T) {
-	storetest.SchedulesContract(t, storetest.SchedulesBackend{Name: "redis", Open: func(t *testing.T) *store.Schedules {
+	storetest.SchedulesContract(t, storetest.SchedulesBackend{Name: "redis", Open: func(t *testing.T) storetest.SchedulesFixture {
 		c := redistest.Client(t)
-		return store.NewSchedules(c, redistest.Root(t, c))
+		root := redistest.Root(t, c)
+		d := store.RedisSchedules(c)
+		record := func(t *testing.T, tenant, id string) string {
+			t.Helper()
+			k, err := keys.MustFor(root, tenant).Schedule(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return k
+		}
+		do := func(t *testing.T, cmd rueidis.Completed) rueidis.RedisResult {
+			t.Helper()
+			res := c.Do(context.Background(), cmd)
+			if err := res.Error(); err != nil {
+				t.Fatal(err)
+			}
+			return res
+		}
+		return storetest.SchedulesFixture{
+			Schedules: store.NewSchedules(d, root), Driver: d, Stream: root + ":flow:queue",
+			AgeClaim: func(t *testing.T, tenant, id string, tickMS int64, by time.Duration) {
+				key, field := record(t, tenant, id), "pending:"+strconv.FormatInt(tickMS, 10)
+				raw, err := do(t, c.B().Hget().Key(key).Field(field).Build()).ToString()
+				if err != nil {
+					t.Fatal(err)
+				}
+				aged, err := storetest.AgeClaimJSON(raw, by)
+				if err != nil {
+					t.Fatal(err)
+				}
+				do(t, c.B().Hset().Key(key).FieldValue().FieldValue(field, aged).Build())
+			},
+			Spoil: func(t *testing.T, tenant, id string) {
+				do(t, c.B().Hset().Key(record(t, tenant, id)).FieldValue().FieldValue("def", "{").Build())
+			},
+			Drop: func(t *testing.T, tenant, id string) {
+				do(t, c.B().Del().Key(record(t, tenant, id)).Build())
+			},
+		}
 	}})
 }
 

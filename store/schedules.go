@@ -15,35 +15,26 @@ import (
 	// still accept "Europe/Paris", and a zone the CLI accepted must load in the schedule role.
 	_ "time/tzdata"
 
-	"github.com/redis/rueidis"
-
 	"plaita/engine/state"
+	"plaita/queue"
 	"plaita/store/keys"
 )
 
-// Cron schedules (docs/schedules.md). Every key carries the hash tag {sched}, whatever the
-// tenant, so that a schedule's record, its tenant's index and the due index are one Cluster
-// slot and every write is one script:
-//
-//	<prefix>schedule:{sched}:<id>   HASH  def (JSON Schedule), rev, last_tick, next_ms,
-//	                                      pending:<tick_ms> (JSON PendingFire), last_fire (JSON),
-//	                                      last_fire_tick, last_skip (JSON)
-//	<prefix>schedules:{sched}       ZSET  id → created_at (Unix ms)
-//	<root>:schedule_due:{sched}     ZSET  <tenant>:<id> → when the schedule role looks next
-//	                                      (Unix ms): min(next_ms, every pending's claimed_ms +
-//	                                      grace); +inf when there is nothing to do
+// Cron schedules (docs/schedules.md). A schedule is a record — its definition, a revision
+// (rev), last_tick, the next tick, its pending claims, its last fire and its last skip —
+// listed in its tenant's index and in one due index shared by every tenant, whose entry says
+// when the schedule role looks at it next: min(next tick, every pending claim's claimed_ms +
+// grace), none when there is nothing to do. Schedules holds the rules; a SchedulesDriver stores (schedules_driver.go): on
+// Redis, the cluster's authority (RedisSchedules, schedules_redis.go), or in the console's
+// database for local mode (store/sqlite).
 //
 // last_tick is the newest tick handled (fired or skipped), or the baseline: the creation time,
 // and for a schedule enabled again the time it was enabled (ticks before it are never fired).
-// next_ms is the first tick after last_tick ("+inf" while the schedule is disabled).
+// The next tick is the first tick after last_tick (none while the schedule is disabled).
 //
 // Every write of the definition bumps rev; the schedule role's claim and skip are
 // compare-and-set on (rev, last_tick), so an edit between its read and its write, or another
 // schedule process that claimed first, makes the write fail instead of firing twice.
-//
-// One slot for every schedule is deliberate: a few thousand schedules of a few hundred bytes fit
-// one slot easily, and it keeps the due index exact (an index in another slot could lose a
-// member between two writes and leave a schedule that never fires again).
 
 var (
 	// ErrScheduleNotFound: no schedule with that id in the tenant. Permanent (it matches
@@ -52,7 +43,7 @@ var (
 	// ErrScheduleExists: Create found the id taken. Permanent (it matches ErrInvalid).
 	ErrScheduleExists = ErrInvalid.Kind("", "schedule already exists")
 	// ErrBadSchedule: a definition that is refused (bad cron spec, unknown time zone, input that
-	// is not JSON …), or a record in Redis that does not decode. Permanent (it matches
+	// is not JSON …), or a stored record that does not decode. Permanent (it matches
 	// ErrInvalid).
 	ErrBadSchedule = ErrInvalid.Kind("", "invalid schedule")
 	// ErrScheduleChanged: the schedule kept changing under a read-modify-write. Transient (it
@@ -126,9 +117,10 @@ func (s Schedule) Validate() error {
 
 // ---- records -----------------------------------------------------------------------------
 
-// PendingFire is a claimed tick whose start is not confirmed enqueued yet. The claim script
-// adds ClaimedMS and FirstClaimedMS from the Redis clock (the clock of the stream ids, so a
-// takeover can look for the start in the stream by time).
+// PendingFire is a claimed tick whose start is not confirmed enqueued yet. The driver's claim
+// adds ClaimedMS and FirstClaimedMS from its clock (the Redis clock, or the console database's:
+// the clock of its task streams' ids, so a takeover can look for the start in the stream by
+// time).
 type PendingFire struct {
 	TickMS         int64  `json:"tick_ms"`
 	ExecutionID    string `json:"execution_id"`
@@ -189,9 +181,10 @@ const (
 	infScore      = "+inf"
 )
 
-// DecodeSchedule reads the fields of a schedule HASH (HGETALL) stored under tenant and id. Any
-// field that is missing or malformed is an ErrBadSchedule naming it; unknown fields are ignored
-// (a newer writer may add some).
+// DecodeSchedule reads the fields of a schedule record stored under tenant and id, as every
+// driver reads them (SchedulesDriver.Read: the Redis HASH's HGETALL, or the same fields from
+// the console's database). Any field that is missing or malformed is an ErrBadSchedule naming
+// it; unknown fields are ignored (a newer writer may add some).
 func DecodeSchedule(tenant, id string, fields map[string]string) (ScheduleRecord, error) {
 	bad := func(format string, a ...any) (ScheduleRecord, error) {
 		return ScheduleRecord{}, schedErr(ErrBadSchedule, "record of schedule %s in tenant %s: %s", id, tenant, fmt.Sprintf(format, a...))
@@ -279,203 +272,44 @@ func tenantName(t string) string {
 
 // ---- the store ---------------------------------------------------------------------------
 
-// Schedules is the schedule store of every tenant under one key root.
+// Schedules is the schedule store of every tenant under one key root, over a driver.
 type Schedules struct {
-	c    rueidis.Client
+	d    SchedulesDriver
 	root string
 	// Grace is how long a claimed tick stays pending before a takeover may complete it
 	// (DefaultClaimGrace when zero); every writer of one deployment uses the same value.
 	Grace time.Duration
 }
 
-// NewSchedules returns the schedule store over c under root ("" = keys.DefaultRoot).
-func NewSchedules(c rueidis.Client, root string) *Schedules {
+// NewSchedules returns the schedule store over driver d under root ("" = keys.DefaultRoot).
+func NewSchedules(d SchedulesDriver, root string) *Schedules {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
-	return &Schedules{c: c, root: root, Grace: DefaultClaimGrace}
+	return &Schedules{d: d, root: root, Grace: DefaultClaimGrace}
 }
 
-func (s *Schedules) grace() string {
-	g := s.Grace
-	if g <= 0 {
-		g = DefaultClaimGrace
+func (s *Schedules) grace() time.Duration {
+	if s.Grace <= 0 {
+		return DefaultClaimGrace
 	}
-	return strconv.FormatInt(g.Milliseconds(), 10)
+	return s.Grace
 }
 
-// schedKeys are one schedule's keys and its member in the due index.
-type schedKeys struct {
-	sp          keys.Space
-	rec, idx    string
-	due, member string
-}
-
-func (s *Schedules) keysOf(tenant, id string) (schedKeys, error) {
+// refOf names a schedule to the driver once its tenant and id are valid names.
+func (s *Schedules) refOf(tenant, id string) (ScheduleRef, error) {
 	sp, err := keys.For(s.root, tenant)
 	if err != nil {
-		return schedKeys{}, err
+		return ScheduleRef{}, err
 	}
 	if err := keys.ValidName("schedule id", id); err != nil {
-		return schedKeys{}, schedErr(ErrBadSchedule, "%v", err)
+		return ScheduleRef{}, schedErr(ErrBadSchedule, "%v", err)
 	}
-	rec, err := sp.Schedule(id)
-	if err != nil {
-		return schedKeys{}, schedErr(ErrBadSchedule, "%v", err)
+	if _, err := sp.Schedule(id); err != nil {
+		return ScheduleRef{}, schedErr(ErrBadSchedule, "%v", err)
 	}
-	return schedKeys{sp: sp, rec: rec, idx: sp.Schedules(), due: sp.ScheduleDue(), member: sp.Tenant() + ":" + id}, nil
+	return ScheduleRef{Root: s.root, Tenant: sp.Tenant(), ID: id}, nil
 }
-
-// msArg is a time as the scripts' Unix-millisecond argument; the zero time is +inf.
-func msArg(t time.Time) string {
-	if t.IsZero() {
-		return infScore
-	}
-	return strconv.FormatInt(t.UnixMilli(), 10)
-}
-
-// schedLuaDue is the shared part of every script that changes what the schedule role waits for:
-// set_due recomputes the member's score from next_ms and the pending claims.
-const schedLuaDue = `
-local function set_due(rec, due, member, grace)
-  local best = math.huge
-  local nx = redis.call('HGET', rec, 'next_ms')
-  if nx and nx ~= '+inf' then best = tonumber(nx) or math.huge end
-  local all = redis.call('HGETALL', rec)
-  for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 8) == 'pending:' then
-      local ok, p = pcall(cjson.decode, all[i + 1])
-      local at = 0
-      if ok and type(p) == 'table' and tonumber(p['claimed_ms']) then at = tonumber(p['claimed_ms']) end
-      if at + grace < best then best = at + grace end
-    end
-  end
-  if best == math.huge then
-    redis.call('ZADD', due, '+inf', member)
-  else
-    redis.call('ZADD', due, string.format('%.0f', best), member)
-  end
-end
-local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-`
-
-// schedLuaEffects lets a script write after TIME on Redis before 7 (effects replication; a no-op
-// from Redis 7 on, where it is the only mode).
-const schedLuaEffects = `if redis.replicate_commands then pcall(redis.replicate_commands) end
-`
-
-// schedCreateScript: KEYS rec, idx, due. ARGV def, last_tick, next_ms, created_ms, id, member, grace.
-var schedCreateScript = rueidis.NewLuaScript(schedLuaDue + `
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'def', ARGV[1], 'rev', '1', 'last_tick', ARGV[2], 'next_ms', ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[5])
-set_due(KEYS[1], KEYS[3], ARGV[6], tonumber(ARGV[7]))
-return 1
-`)
-
-// schedUpdateScript: KEYS rec, due. ARGV rev, def, last_tick (empty: kept), next_ms, member, grace.
-// Returns -1 when the record is gone, 0 when rev moved, 1 when written.
-var schedUpdateScript = rueidis.NewLuaScript(schedLuaDue + `
-local rev = redis.call('HGET', KEYS[1], 'rev')
-if not rev then return -1 end
-if rev ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'def', ARGV[2], 'rev', tostring(tonumber(rev) + 1), 'next_ms', ARGV[4])
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'last_tick', ARGV[3]) end
-set_due(KEYS[1], KEYS[2], ARGV[5], tonumber(ARGV[6]))
-return 1
-`)
-
-// schedDeleteScript: KEYS rec, idx, due. ARGV id, member.
-var schedDeleteScript = rueidis.NewLuaScript(`
-local n = redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[2])
-return n
-`)
-
-// schedClaimScript: KEYS rec, due. ARGV rev, last_tick, tick_ms, pending (JSON without the claim
-// times), next_ms, member, grace. Returns {1, stored pending} or {0} when rev or last_tick
-// moved (an edit, or another process claimed first).
-var schedClaimScript = rueidis.NewLuaScript(schedLuaEffects + schedLuaDue + `
-if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return {0} end
-if redis.call('HGET', KEYS[1], 'last_tick') ~= ARGV[2] then return {0} end
-local ms = string.format('%.0f', now_ms())
-local p = string.sub(ARGV[4], 1, -2) .. ',"claimed_ms":' .. ms .. ',"first_claimed_ms":' .. ms .. '}'
-redis.call('HSET', KEYS[1], 'last_tick', ARGV[3], 'next_ms', ARGV[5], 'pending:' .. ARGV[3], p)
-set_due(KEYS[1], KEYS[2], ARGV[6], tonumber(ARGV[7]))
-return {1, p}
-`)
-
-// schedSkipScript: KEYS rec, due. ARGV rev, last_tick, tick_ms, skip (JSON), next_ms, member, grace.
-// Returns 1, or 0 when rev or last_tick moved.
-var schedSkipScript = rueidis.NewLuaScript(schedLuaDue + `
-if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
-if redis.call('HGET', KEYS[1], 'last_tick') ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], 'last_tick', ARGV[3], 'next_ms', ARGV[5], 'last_skip', ARGV[4])
-set_due(KEYS[1], KEYS[2], ARGV[6], tonumber(ARGV[7]))
-return 1
-`)
-
-// schedCompleteScript: KEYS rec, due. ARGV field, pending (exact), outcome (JSON), tick_ms, 'fire' or
-// 'skip', member, grace. Returns 0 when the pending claim is no longer there as given (deleted
-// with the schedule, or taken over).
-var schedCompleteScript = rueidis.NewLuaScript(schedLuaDue + `
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1])
-if ARGV[5] == 'fire' then
-  local lf = tonumber(redis.call('HGET', KEYS[1], 'last_fire_tick') or '-1') or -1
-  if tonumber(ARGV[4]) >= lf then redis.call('HSET', KEYS[1], 'last_fire', ARGV[3], 'last_fire_tick', ARGV[4]) end
-else
-  redis.call('HSET', KEYS[1], 'last_skip', ARGV[3])
-end
-set_due(KEYS[1], KEYS[2], ARGV[6], tonumber(ARGV[7]))
-return 1
-`)
-
-// schedTakeoverScript: KEYS rec, due. ARGV field, pending (exact), by, member, grace. Returns {1,
-// new pending}, {0} when the claim is no longer there as given, {2} when it is younger than
-// the grace (by the Redis clock), {-1} when it does not decode.
-var schedTakeoverScript = rueidis.NewLuaScript(schedLuaEffects + schedLuaDue + `
-local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if cur ~= ARGV[2] then return {0} end
-local ok, p = pcall(cjson.decode, cur)
-if not ok or type(p) ~= 'table' or not tonumber(p['claimed_ms']) then return {-1} end
-local now = now_ms()
-if now < tonumber(p['claimed_ms']) + tonumber(ARGV[5]) then return {2} end
-p['claimed_ms'] = now
-p['by'] = ARGV[3]
-if not tonumber(p['first_claimed_ms']) then p['first_claimed_ms'] = now end
-local enc = cjson.encode(p)
-redis.call('HSET', KEYS[1], ARGV[1], enc)
-set_due(KEYS[1], KEYS[2], ARGV[4], tonumber(ARGV[5]))
-return {1, enc}
-`)
-
-// schedRescheduleScript: KEYS rec, due. ARGV rev, next_ms, member, grace. Returns 0 when rev moved.
-var schedRescheduleScript = rueidis.NewLuaScript(schedLuaDue + `
-if redis.call('HGET', KEYS[1], 'rev') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'next_ms', ARGV[2])
-set_due(KEYS[1], KEYS[2], ARGV[3], tonumber(ARGV[4]))
-return 1
-`)
-
-// schedForgetScript: KEYS rec, due. ARGV member. Drops a due member whose record is gone.
-var schedForgetScript = rueidis.NewLuaScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('ZREM', KEYS[2], ARGV[1])
-return 1
-`)
-
-// schedParkScript: KEYS rec, due. ARGV member. Puts an unreadable record out of the due index's
-// way (+inf) until someone fixes or deletes it.
-var schedParkScript = rueidis.NewLuaScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('ZADD', KEYS[2], '+inf', ARGV[1])
-return 1
-`)
 
 // nextAfter is the first tick of s after t, or the zero time (+inf) when s is disabled or has
 // none.
@@ -508,7 +342,7 @@ func (s *Schedules) Create(ctx context.Context, sc Schedule, now time.Time) (Sch
 	if err := sc.Validate(); err != nil {
 		return ScheduleRecord{}, err
 	}
-	k, err := s.keysOf(sc.TenantID, sc.ID)
+	ref, err := s.refOf(sc.TenantID, sc.ID)
 	if err != nil {
 		return ScheduleRecord{}, err
 	}
@@ -522,38 +356,37 @@ func (s *Schedules) Create(ctx context.Context, sc Schedule, now time.Time) (Sch
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := schedCreateScript.Exec(ctx, s.c, []string{k.rec, k.idx, k.due}, []string{
-		string(def), msArg(now), msArg(next), msArg(sc.CreatedAt), sc.ID, k.member, s.grace(),
-	}).AsInt64()
+	created, err := s.d.Create(ctx, ref, string(def), now, next, sc.CreatedAt, s.grace())
 	if err != nil {
-		return ScheduleRecord{}, transient(ErrRedis, "create schedule "+k.rec, err)
+		return ScheduleRecord{}, err
 	}
-	if n == 0 {
+	if !created {
 		return ScheduleRecord{}, schedErr(ErrScheduleExists, "schedule %s in tenant %s", sc.ID, sc.TenantID)
 	}
 	return ScheduleRecord{Schedule: sc, Rev: 1, LastTick: now, Next: next}, nil
 }
 
 // Get reads one schedule: ErrScheduleNotFound when there is none, ErrBadSchedule when its
-// record does not decode, ErrRedis when Redis does not answer.
+// record does not decode, a transient error when the store does not answer.
 func (s *Schedules) Get(ctx context.Context, tenant, id string) (ScheduleRecord, error) {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return ScheduleRecord{}, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	fields, err := s.c.Do(ctx, s.c.B().Hgetall().Key(k.rec).Build()).AsStrMap()
-	if err != nil {
-		if isWrongType(err) {
-			return ScheduleRecord{}, schedErr(ErrBadSchedule, "%s is not a HASH", k.rec)
-		}
-		return ScheduleRecord{}, transient(ErrRedis, "read schedule "+k.rec, err)
+	got, err := s.d.Read(ctx, ref)
+	switch {
+	case err != nil:
+		return ScheduleRecord{}, err
+	case len(got) != 1:
+		return ScheduleRecord{}, fmt.Errorf("%w: read schedule %s in tenant %s: %d records for one", ErrRedis, id, ref.Tenant, len(got))
+	case got[0].Err != nil:
+		return ScheduleRecord{}, got[0].Err
+	case len(got[0].Fields) == 0:
+		return ScheduleRecord{}, schedErr(ErrScheduleNotFound, "schedule %s in tenant %s", id, ref.Tenant)
 	}
-	if len(fields) == 0 {
-		return ScheduleRecord{}, schedErr(ErrScheduleNotFound, "schedule %s in tenant %s", id, k.sp.Tenant())
-	}
-	return DecodeSchedule(k.sp.Tenant(), id, fields)
+	return DecodeSchedule(ref.Tenant, id, got[0].Fields)
 }
 
 // BadSchedule is a listed schedule whose record does not decode.
@@ -571,38 +404,41 @@ func (s *Schedules) List(ctx context.Context, tenant string) (recs []ScheduleRec
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	ids, err := s.c.Do(ctx, s.c.B().Zrange().Key(sp.Schedules()).Min("0").Max("-1").Build()).AsStrSlice()
+	ids, err := s.d.IDs(ctx, s.root, sp.Tenant())
 	if err != nil {
-		return nil, nil, transient(ErrRedis, "list schedules "+sp.Schedules(), err)
+		return nil, nil, err
 	}
-	cmds := make(rueidis.Commands, 0, len(ids))
-	var listed []string
+	var refs []ScheduleRef
 	for _, id := range ids {
-		rec, err := sp.Schedule(id)
-		if err != nil || keys.ValidName("schedule id", id) != nil {
-			bad = append(bad, BadSchedule{ID: id, Err: schedErr(ErrBadSchedule, "index %s holds %q, not a schedule id", sp.Schedules(), id)})
+		ref, err := s.refOf(sp.Tenant(), id)
+		if err != nil {
+			bad = append(bad, BadSchedule{ID: id, Err: schedErr(ErrBadSchedule, "the index of tenant %s holds %q, not a schedule id", sp.Tenant(), id)})
 			continue
 		}
-		listed = append(listed, id)
-		cmds = append(cmds, s.c.B().Hgetall().Key(rec).Build())
+		refs = append(refs, ref)
 	}
-	if len(cmds) == 0 {
+	if len(refs) == 0 {
 		return nil, bad, nil
 	}
-	for i, res := range s.c.DoMulti(ctx, cmds...) {
-		fields, err := res.AsStrMap()
+	got, err := s.d.Read(ctx, refs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(got) != len(refs) {
+		return nil, nil, fmt.Errorf("%w: read schedules of %s: %d records for %d", ErrRedis, sp.Tenant(), len(got), len(refs))
+	}
+	for i, st := range got {
+		id := refs[i].ID
 		switch {
-		case err != nil && isWrongType(err):
-			bad = append(bad, BadSchedule{ID: listed[i], Err: schedErr(ErrBadSchedule, "schedule %s is not a HASH", listed[i])})
+		case st.Err != nil:
+			bad = append(bad, BadSchedule{ID: id, Err: st.Err})
 			continue
-		case err != nil:
-			return nil, nil, transient(ErrRedis, "read schedules of "+sp.Tenant(), err)
-		case len(fields) == 0:
+		case len(st.Fields) == 0:
 			continue // deleted between the two reads
 		}
-		r, err := DecodeSchedule(sp.Tenant(), listed[i], fields)
+		r, err := DecodeSchedule(sp.Tenant(), id, st.Fields)
 		if err != nil {
-			bad = append(bad, BadSchedule{ID: listed[i], Err: err})
+			bad = append(bad, BadSchedule{ID: id, Err: err})
 			continue
 		}
 		recs = append(recs, r)
@@ -649,11 +485,11 @@ func (s *Schedules) Update(ctx context.Context, tenant, id string, now time.Time
 			return rec, false, err
 		}
 		rec.UpdatedAt = now
-		last := ""
+		var last time.Time
 		calendar := rec.Cron != before.Cron || rec.TimeZone != before.TimeZone
 		if rec.Enabled && (!before.Enabled || calendar) && now.After(rec.LastTick) {
 			rec.LastTick = now
-			last = msArg(now)
+			last = now
 		}
 		ok, err := s.update(ctx, rec, last)
 		if err != nil {
@@ -684,12 +520,12 @@ func sameDefinition(a, b Schedule) (bool, error) {
 }
 
 // update writes rec's definition if its rev is still the stored one; last is the new
-// last_tick ("" keeps it).
-func (s *Schedules) update(ctx context.Context, rec ScheduleRecord, last string) (bool, error) {
+// last_tick (the zero time keeps it).
+func (s *Schedules) update(ctx context.Context, rec ScheduleRecord, last time.Time) (bool, error) {
 	if err := rec.Validate(); err != nil {
 		return false, err
 	}
-	k, err := s.keysOf(rec.TenantID, rec.ID)
+	ref, err := s.refOf(rec.TenantID, rec.ID)
 	if err != nil {
 		return false, err
 	}
@@ -703,32 +539,26 @@ func (s *Schedules) update(ctx context.Context, rec ScheduleRecord, last string)
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := schedUpdateScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
-		strconv.FormatInt(rec.Rev, 10), string(def), last, msArg(next), k.member, s.grace(),
-	}).AsInt64()
+	found, written, err := s.d.Update(ctx, ref, rec.Rev, string(def), last, next, s.grace())
 	switch {
 	case err != nil:
-		return false, transient(ErrRedis, "update schedule "+k.rec, err)
-	case n < 0:
-		return false, schedErr(ErrScheduleNotFound, "schedule %s in tenant %s", rec.ID, k.sp.Tenant())
+		return false, err
+	case !found:
+		return false, schedErr(ErrScheduleNotFound, "schedule %s in tenant %s", rec.ID, ref.Tenant)
 	}
-	return n == 1, nil
+	return written, nil
 }
 
 // Delete removes a schedule and its index entries; false when there was none. A start already
 // claimed is not recalled.
 func (s *Schedules) Delete(ctx context.Context, tenant, id string) (bool, error) {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := schedDeleteScript.Exec(ctx, s.c, []string{k.rec, k.idx, k.due}, []string{id, k.member}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "delete schedule "+k.rec, err)
-	}
-	return n == 1, nil
+	return s.d.Delete(ctx, ref)
 }
 
 // ---- the schedule role's side ----------------------------------------------------------------
@@ -743,25 +573,19 @@ type DueRef struct {
 // Due lists up to limit schedules whose score is ≤ now, earliest first, across all tenants.
 // Members that do not name a schedule are skipped.
 func (s *Schedules) Due(ctx context.Context, now time.Time, limit int) ([]DueRef, error) {
-	due := keys.MustFor(s.root, "").ScheduleDue()
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	zs, err := s.c.Do(ctx, s.c.B().Zrangebyscore().Key(due).Min("-inf").Max(msArg(now)).Withscores().
-		Limit(0, int64(max(limit, 1))).Build()).AsZScores()
+	members, err := s.d.Due(ctx, s.root, now, max(limit, 1))
 	if err != nil {
-		return nil, transient(ErrRedis, "read "+due, err)
+		return nil, err
 	}
-	out := make([]DueRef, 0, len(zs))
-	for _, z := range zs {
-		tenant, id, ok := strings.Cut(z.Member, ":")
+	out := make([]DueRef, 0, len(members))
+	for _, m := range members {
+		tenant, id, ok := strings.Cut(m.Member, ":")
 		if !ok || keys.ValidTenant(tenant) != nil || keys.ValidName("schedule id", id) != nil {
 			continue
 		}
-		at := time.Time{}
-		if !math.IsInf(z.Score, 0) {
-			at = time.UnixMilli(int64(z.Score)).UTC()
-		}
-		out = append(out, DueRef{Tenant: tenant, ID: id, At: at})
+		out = append(out, DueRef{Tenant: tenant, ID: id, At: m.At})
 	}
 	return out, nil
 }
@@ -769,31 +593,22 @@ func (s *Schedules) Due(ctx context.Context, now time.Time, limit int) ([]DueRef
 // DueScore is the schedule's score in the due index (ok false: not a member; the zero time:
 // +inf). For status output and tests.
 func (s *Schedules) DueScore(ctx context.Context, tenant, id string) (at time.Time, ok bool, err error) {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return time.Time{}, false, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	f, err := s.c.Do(ctx, s.c.B().Zscore().Key(k.due).Member(k.member).Build()).AsFloat64()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return time.Time{}, false, nil
-	case err != nil:
-		return time.Time{}, false, transient(ErrRedis, "read "+k.due, err)
-	case math.IsInf(f, 0):
-		return time.Time{}, true, nil
-	}
-	return time.UnixMilli(int64(f)).UTC(), true, nil
+	return s.d.DueScore(ctx, ref)
 }
 
 // Claim claims tick for rec (as read): it succeeds only when rec's rev and last_tick are still
 // the stored ones, and then moves last_tick to tick, next_ms to next, and records p as pending.
-// The returned PendingFire is the stored claim (with the Redis clock's claim times): give it to
+// The returned PendingFire is the stored claim (with the store clock's claim times): give it to
 // Complete once the start is enqueued. ok is false when the schedule changed or another process
 // claimed first.
 func (s *Schedules) Claim(ctx context.Context, rec ScheduleRecord, p PendingFire, next time.Time) (PendingFire, bool, error) {
-	k, err := s.keysOf(rec.TenantID, rec.ID)
+	ref, err := s.refOf(rec.TenantID, rec.ID)
 	if err != nil {
 		return PendingFire{}, false, err
 	}
@@ -813,26 +628,15 @@ func (s *Schedules) Claim(ctx context.Context, rec ScheduleRecord, p PendingFire
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	tick := strconv.FormatInt(p.TickMS, 10)
-	arr, err := schedClaimScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
-		strconv.FormatInt(rec.Rev, 10), msArg(rec.LastTick), tick, string(body), msArg(next), k.member, s.grace(),
-	}).ToArray()
+	raw, ok, err := s.d.Claim(ctx, ref, TickWrite{Rev: rec.Rev, Last: rec.LastTick, Tick: time.UnixMilli(p.TickMS), Body: string(body), Next: next}, s.grace())
+	if err != nil || !ok {
+		return PendingFire{}, false, err
+	}
+	stored, err := decodePending(strconv.FormatInt(p.TickMS, 10), raw)
 	if err != nil {
-		return PendingFire{}, false, transient(ErrRedis, "claim schedule "+k.rec, err)
-	}
-	if len(arr) == 0 {
-		return PendingFire{}, false, fmt.Errorf("%w: claim of %s: empty reply", ErrRedis, k.rec)
-	}
-	if n, _ := arr[0].AsInt64(); n != 1 || len(arr) < 2 {
-		return PendingFire{}, false, nil
-	}
-	raw, err := arr[1].ToString()
-	if err != nil {
-		return PendingFire{}, false, fmt.Errorf("%w: claim of %s: unexpected reply: %w", ErrRedis, k.rec, err)
-	}
-	stored, err := decodePending(tick, raw)
-	if err != nil {
-		return PendingFire{}, false, fmt.Errorf("%w: claim of %s: %w", ErrRedis, k.rec, err)
+		// The driver answered a claim other than the one it was given: a store that
+		// misbehaves, transient as an unexpected Redis reply always was.
+		return PendingFire{}, false, fmt.Errorf("%w: claim of schedule %s in tenant %s: %w", ErrRedis, rec.ID, ref.Tenant, err)
 	}
 	return stored, true, nil
 }
@@ -840,7 +644,7 @@ func (s *Schedules) Claim(ctx context.Context, rec ScheduleRecord, p PendingFire
 // Skip records that tick was not fired (reason) and moves last_tick past it, with the same
 // compare-and-set as Claim: a skipped tick is never fired later.
 func (s *Schedules) Skip(ctx context.Context, rec ScheduleRecord, tick time.Time, reason string, next time.Time, at time.Time) (bool, error) {
-	k, err := s.keysOf(rec.TenantID, rec.ID)
+	ref, err := s.refOf(rec.TenantID, rec.ID)
 	if err != nil {
 		return false, err
 	}
@@ -850,26 +654,20 @@ func (s *Schedules) Skip(ctx context.Context, rec ScheduleRecord, tick time.Time
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := schedSkipScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
-		strconv.FormatInt(rec.Rev, 10), msArg(rec.LastTick), msArg(tick), string(body), msArg(next), k.member, s.grace(),
-	}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "skip tick of schedule "+k.rec, err)
-	}
-	return n == 1, nil
+	return s.d.Skip(ctx, ref, TickWrite{Rev: rec.Rev, Last: rec.LastTick, Tick: tick, Body: string(body), Next: next}, s.grace())
 }
 
 // Complete settles a pending claim: as fired (fire set) or, when its start cannot be enqueued
 // at all, as skipped (skip set). false when the claim is no longer stored as p (the schedule
 // was deleted, or a takeover holds it now).
 func (s *Schedules) Complete(ctx context.Context, tenant, id string, p PendingFire, fire *ScheduleFire, skip *ScheduleSkip) (bool, error) {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return false, err
 	}
-	kind, outcome := "fire", any(fire)
+	outcome := any(fire)
 	if fire == nil {
-		kind, outcome = "skip", skip
+		outcome = skip
 	}
 	body, err := json.Marshal(outcome)
 	if err != nil || (fire == nil && skip == nil) {
@@ -877,48 +675,33 @@ func (s *Schedules) Complete(ctx context.Context, tenant, id string, p PendingFi
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	tick := strconv.FormatInt(p.TickMS, 10)
-	n, err := schedCompleteScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
-		fPending + tick, p.raw, string(body), tick, kind, k.member, s.grace(),
-	}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "complete claim of schedule "+k.rec, err)
-	}
-	return n == 1, nil
+	return s.d.Complete(ctx, ref, p.TickMS, p.raw, string(body), fire != nil, s.grace())
 }
 
 // TakeOver makes a pending claim this process's (by) once it is older than the grace by the
-// Redis clock. ok false: it is gone, changed, or still young (young true).
+// store's clock. ok false: it is gone, changed, or still young (young true).
 func (s *Schedules) TakeOver(ctx context.Context, tenant, id string, p PendingFire, by string) (taken PendingFire, ok, young bool, err error) {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return PendingFire{}, false, false, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
 	tick := strconv.FormatInt(p.TickMS, 10)
-	arr, err := schedTakeoverScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{fPending + tick, p.raw, by, k.member, s.grace()}).ToArray()
-	if err != nil {
-		return PendingFire{}, false, false, transient(ErrRedis, "take over claim of schedule "+k.rec, err)
-	}
-	if len(arr) == 0 {
-		return PendingFire{}, false, false, fmt.Errorf("%w: takeover of %s: empty reply", ErrRedis, k.rec)
-	}
-	switch n, _ := arr[0].AsInt64(); {
-	case n == 2:
+	what, raw, err := s.d.TakeOver(ctx, ref, p.TickMS, p.raw, by, s.grace())
+	switch {
+	case err != nil:
+		return PendingFire{}, false, false, err
+	case what == TakeoverYoung:
 		return PendingFire{}, false, true, nil
-	case n == -1:
+	case what == TakeoverUnreadable:
 		return PendingFire{}, false, false, schedErr(ErrBadSchedule, "pending claim %s of schedule %s does not decode", tick, id)
-	case n != 1 || len(arr) < 2:
+	case what != TakeoverTaken:
 		return PendingFire{}, false, false, nil
 	}
-	raw, err := arr[1].ToString()
-	if err != nil {
-		return PendingFire{}, false, false, fmt.Errorf("%w: takeover of %s: unexpected reply: %w", ErrRedis, k.rec, err)
-	}
-	taken, err = decodePending(tick, raw)
-	if err != nil {
-		return PendingFire{}, false, false, fmt.Errorf("%w: takeover of %s: %w", ErrRedis, k.rec, err)
+	if taken, err = decodePending(tick, raw); err != nil {
+		// The store answered a claim that does not decode.
+		return PendingFire{}, false, false, fmt.Errorf("%w: takeover of schedule %s in tenant %s: %w", ErrRedis, id, ref.Tenant, err)
 	}
 	return taken, true, false, nil
 }
@@ -926,43 +709,36 @@ func (s *Schedules) TakeOver(ctx context.Context, tenant, id string, p PendingFi
 // Reschedule sets next_ms (the zero time: +inf) if rec's rev is still the stored one, and
 // recomputes the due score: for a score that was left early (an edit, a clock step).
 func (s *Schedules) Reschedule(ctx context.Context, rec ScheduleRecord, next time.Time) (bool, error) {
-	k, err := s.keysOf(rec.TenantID, rec.ID)
+	ref, err := s.refOf(rec.TenantID, rec.ID)
 	if err != nil {
 		return false, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := schedRescheduleScript.Exec(ctx, s.c, []string{k.rec, k.due}, []string{
-		strconv.FormatInt(rec.Rev, 10), msArg(next), k.member, s.grace(),
-	}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "reschedule "+k.rec, err)
-	}
-	return n == 1, nil
+	return s.d.Reschedule(ctx, ref, rec.Rev, next, s.grace())
 }
 
 // Forget removes a due member whose record no longer exists.
 func (s *Schedules) Forget(ctx context.Context, tenant, id string) error {
-	return s.dueOnly(ctx, schedForgetScript, tenant, id, "forget")
-}
-
-// Park moves an unreadable record's due member to +inf, so it is not read every pass; writing
-// the record again (or deleting it) is the operator's fix.
-func (s *Schedules) Park(ctx context.Context, tenant, id string) error {
-	return s.dueOnly(ctx, schedParkScript, tenant, id, "park")
-}
-
-func (s *Schedules) dueOnly(ctx context.Context, script *rueidis.Lua, tenant, id, what string) error {
-	k, err := s.keysOf(tenant, id)
+	ref, err := s.refOf(tenant, id)
 	if err != nil {
 		return err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	if err := script.Exec(ctx, s.c, []string{k.rec, k.due}, []string{k.member}).Error(); err != nil {
-		return transient(ErrRedis, what+" due member of "+k.rec, err)
+	return s.d.Forget(ctx, ref)
+}
+
+// Park moves an unreadable record's due member to +inf, so it is not read every pass; writing
+// the record again (or deleting it) is the operator's fix.
+func (s *Schedules) Park(ctx context.Context, tenant, id string) error {
+	ref, err := s.refOf(tenant, id)
+	if err != nil {
+		return err
 	}
-	return nil
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	return s.d.Park(ctx, ref)
 }
 
 // StreamEntry is one stream entry as FindInStream hands it to its matcher.
@@ -971,27 +747,32 @@ type StreamEntry struct {
 	Fields map[string]string
 }
 
+// findPage is how many entries one read of FindInStream asks for.
+const findPage = 500
+
 // FindInStream pages through stream from the entry id <fromMS>-0 to its end, at most limit
 // entries, and reports whether match accepted one. complete is false when it stopped at limit
 // first. It is how a takeover tells whether a claimed start is already enqueued: the task
-// stream's ids are Redis-clock milliseconds, like the claim's times.
+// stream's ids are milliseconds of the store's clock, like the claim's times. It reads through
+// the driver's task streams (queue.Driver's Range: XRANGE on Redis).
 func (s *Schedules) FindInStream(ctx context.Context, stream string, fromMS int64, limit int, match func(StreamEntry) bool) (found, complete bool, err error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	const page = 500
+	streams := s.d.Streams()
 	start := strconv.FormatInt(max(fromMS, 0), 10) + "-0"
 	for seen := 0; seen < limit; {
-		entries, err := s.c.Do(ctx, s.c.B().Xrange().Key(stream).Start(start).End("+").Count(page).Build()).AsXRange()
+		pages, err := streams.Range(ctx, stream, queue.Span{Start: start, End: "+", Count: findPage})
 		if err != nil {
-			return false, false, transient(ErrRedis, "scan "+stream, err)
+			return false, false, fmt.Errorf("scan %s: %w", stream, err)
 		}
+		entries := pages[0]
 		for _, e := range entries {
-			if match(StreamEntry{ID: e.ID, Fields: e.FieldValues}) {
+			if match(StreamEntry{ID: e.ID, Fields: e.Fields}) {
 				return true, true, nil
 			}
 		}
 		seen += len(entries)
-		if len(entries) < page {
+		if len(entries) < findPage {
 			return false, true, nil
 		}
 		if start, err = nextStreamID(entries[len(entries)-1].ID); err != nil {

@@ -19,7 +19,9 @@ func newSchedule(id, tenant, spec string) store.Schedule {
 		FlowID: "report", FlowVersion: store.LatestVersion, Input: json.RawMessage(`{"k":1}`)}
 }
 
-func (f *fixture) schedules() *store.Schedules { return store.NewSchedules(f.c, f.root) }
+func (f *fixture) schedules() *store.Schedules {
+	return store.NewSchedules(store.RedisSchedules(f.c), f.root)
+}
 
 func (f *fixture) schedKey(tenant, id string) string {
 	f.t.Helper()
@@ -563,7 +565,7 @@ func TestSchedulesOnRedisCluster(t *testing.T) {
 	cl, _ := redistest.StartCluster(t, 3)
 	waitClusterOK(t, cl)
 	c := ctx(t)
-	st := store.NewSchedules(cl, "plaita")
+	st := store.NewSchedules(store.RedisSchedules(cl), "plaita")
 	past := time.Now().Add(-time.Hour)
 	for _, tenant := range []string{"", "acme"} {
 		rec, err := st.Create(c, newSchedule("cl", tenant, "* * * * * *"), past)

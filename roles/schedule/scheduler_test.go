@@ -80,7 +80,7 @@ func setup(t testing.TB) *bundle {
 	// The test clock runs well ahead of the Redis clock: a claim (stamped by Redis) is old by the
 	// test clock at once, and a takeover waits only for the Redis clock to pass its grace.
 	base := time.Now().UTC().Truncate(time.Second).Add(time.Minute)
-	b := &bundle{t: t, c: c, root: root, st: store.NewSchedules(c, root), redis: store.NewRedis(c, store.DefaultSettings(), root),
+	b := &bundle{t: t, c: c, root: root, st: store.NewSchedules(store.RedisSchedules(c), root), redis: store.NewRedis(c, store.DefaultSettings(), root),
 		flows: store.NewFlows(store.RedisFlows(c), root), stream: root + ":flow:queue", clock: &clock{t: base.Add(500 * time.Millisecond)},
 		gate: &gate{}, base: base}
 	return b

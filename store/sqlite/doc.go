@@ -40,6 +40,14 @@
 //     ReconcileOrphans;
 //   - how the database was served: MarkServed, ServedIn (cluster: a console started on it
 //     with Redis; local: one ran local mode on it).
+//   - schedules: Schedules() is store.SchedulesDriver over the tables of migration 0010, local
+//     mode's cron schedules under store.Schedules, held to the contract the Redis driver passes
+//     (storetest.SchedulesContract);
+//   - local mode's broker and execution storage, each the twin of a Redis driver held to one
+//     contract: Broker() (queue.Driver: task and dead-letter streams, markers) and Delays()
+//     (queue.DelayDriver), migration 0005; StoreDrivers() for store.NewStore — States()
+//     (store.StateDriver, 0006), Wakeups() (store.WakeupDriver, 0007), Gates()
+//     (store.TenantDriver, 0009).
 //
 // Lists take ListOptions (an opaque cursor and a bounded limit) and return a Page; the audit
 // has its own query (before_id, limit 1..1000, default 200).

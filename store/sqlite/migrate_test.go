@@ -325,6 +325,32 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	10: {
+		sql: []string{
+			"INSERT INTO schedules (root, tenant, id, def, rev, last_tick, next_ms, created_ms, due_at, last_fire, last_fire_tick, last_skip) " +
+				`VALUES ('plaita', 'acme', 'nightly', '{"id":"nightly","tenant_id":"acme","cron":"0 2 * * *","time_zone":"UTC","enabled":true,` +
+				`"flow_id":"report","flow_version":"latest","input":{"k":1},"created_at":"2026-01-01T00:00:00Z","updated_at":"2026-01-01T00:00:00Z"}', ` +
+				`3, 1767232800000, 1767319200000, 1767225600000, 1767232815000, ` +
+				`'{"tick":"2025-12-31T02:00:00Z","execution_id":"ex_prev","flow_version":"2","at":"2025-12-31T02:00:01Z","by":"s1"}', 1767146400000, NULL)`,
+			"INSERT INTO schedule_pending (root, tenant, id, tick_ms, claim) VALUES ('plaita', 'acme', 'nightly', 1767232800000, " +
+				`'{"tick_ms":1767232800000,"execution_id":"ex_seed","flow_id":"report","flow_version":"2","by":"s1","claimed_ms":1767232800000,"first_claimed_ms":1767232800000}')`,
+		},
+		check: func(t *testing.T, f *fixture) {
+			s := store.NewSchedules(f.Schedules(), "")
+			rec, err := s.Get(ctx(t), "acme", "nightly")
+			if err != nil || rec.Rev != 3 || rec.Cron != "0 2 * * *" || string(rec.Input) != `{"k":1}` || rec.LastTick.UnixMilli() != 1767232800000 ||
+				rec.Next.UnixMilli() != 1767319200000 || len(rec.Pending) != 1 || rec.Pending[0].ExecutionID != "ex_seed" ||
+				rec.LastFire == nil || rec.LastFire.ExecutionID != "ex_prev" || rec.LastSkip != nil {
+				t.Errorf("seeded schedule: %+v %v", rec, err)
+			}
+			if at, ok, err := s.DueScore(ctx(t), "acme", "nightly"); err != nil || !ok || at.UnixMilli() != 1767232815000 {
+				t.Errorf("seeded due time: %v %v %v", at, ok, err)
+			}
+			if list, bad, err := s.List(ctx(t), "acme"); err != nil || len(list) != 1 || len(bad) != 0 {
+				t.Errorf("seeded list: %+v %+v %v", list, bad, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

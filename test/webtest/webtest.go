@@ -138,7 +138,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 			dispatch = control.DispatchSettings{Ledger: f.Ledger, Stale: time.Minute, Shadow: o.shadow, Actor: "console-test"}
 		}
 		f.Plane = control.New(control.Deps{Root: f.Root, Store: f.Redis, Flows: store.NewFlows(store.RedisFlows(f.C), f.Root).Reserve(stream, stream+":dlq"),
-			Events: f.Events, Schedules: store.NewSchedules(f.C, f.Root),
+			Events: f.Events, Schedules: store.NewSchedules(store.RedisSchedules(f.C), f.Root),
 			Registry: store.NewRegistry(store.OnRedis(f.C), f.Root), Control: store.NewControl(store.OnRedis(f.C), f.Root), Delay: delay, Queue: f.Q, Dispatch: dispatch,
 			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root), LocalRuns: localRuns(o.localRuns, db)})
