@@ -4,9 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-
-	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
 )
@@ -17,19 +14,6 @@ import (
 // execution no longer waits at that approval is removed on the way (Pruned), never listed. The
 // removal is conditional on the score read: an execution that suspends at an approval again
 // between the read and the removal has re-scored its member (since), and keeps it.
-
-// pruneScript removes the members whose score is still the one given.
-// KEYS: 1 index. ARGV: member, score pairs. Returns the number removed.
-var pruneScript = rueidis.NewLuaScript(`
-local n = 0
-for i = 1, #ARGV, 2 do
-  local s = redis.call('ZSCORE', KEYS[1], ARGV[i])
-  if s and tonumber(s) == tonumber(ARGV[i + 1]) then
-    n = n + redis.call('ZREM', KEYS[1], ARGV[i])
-  end
-end
-return n
-`)
 
 // PendingApproval is an execution that waits for an answer, with its record.
 type PendingApproval struct {
@@ -60,28 +44,21 @@ func (ts *TenantStore) Approvals(ctx context.Context, cursorText string, limit i
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
 	page := ApprovalPage{Items: []PendingApproval{}}
 	scanned, exhausted := 0, false
 	for len(page.Items) < limit && scanned < limit*listScanFactor {
 		want := limit - len(page.Items)
-		rows, err := pageScript.Exec(ctx, c, []string{ts.sp.ApprovalIndex()},
-			[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(want)}).ToArray()
+		rows, err := ts.r.l.Rows(ctx, ts.sp, ListSource{Approvals: true}, ListRow{Member: cur.Member, Score: cur.Score}, want, "")
 		if err != nil {
-			return ApprovalPage{}, transient(ErrRedis, "list approvals", err)
+			return ApprovalPage{}, fmt.Errorf("list approvals: %w", err)
 		}
 		var ids []string
 		scores := map[string]float64{}
-		for i := 0; i+1 < len(rows); i += 2 {
-			member, _ := rows[i].ToString()
-			score, err := rows[i+1].AsFloat64()
-			if err != nil {
-				return ApprovalPage{}, fmt.Errorf("%w: list approvals: index score of %q: %w", ErrRedis, member, err)
-			}
-			cur = cursor{Score: score, Member: member}
+		for _, row := range rows {
+			cur = cursor{Score: row.Score, Member: row.Member}
 			scanned++
-			ids = append(ids, member)
-			scores[member] = score
+			ids = append(ids, row.Member)
+			scores[row.Member] = row.Score
 		}
 		items, stale, skipped, err := ts.checkApprovals(ctx, ids)
 		if err != nil {
@@ -90,17 +67,17 @@ func (ts *TenantStore) Approvals(ctx context.Context, cursorText string, limit i
 		page.Items = append(page.Items, items...)
 		page.Skipped += skipped
 		if len(stale) > 0 {
-			args := make([]string, 0, 2*len(stale))
+			prune := make([]ListRow, 0, len(stale))
 			for _, m := range stale {
-				args = append(args, m, strconv.FormatFloat(scores[m], 'g', -1, 64))
+				prune = append(prune, ListRow{Member: m, Score: scores[m]})
 			}
-			n, err := pruneScript.Exec(ctx, c, []string{ts.sp.ApprovalIndex()}, args).AsInt64()
+			n, err := ts.r.l.PruneApprovals(ctx, ts.sp, prune)
 			if err != nil {
-				return ApprovalPage{}, transient(ErrRedis, "prune approval index", err)
+				return ApprovalPage{}, err
 			}
 			page.Pruned += int(n)
 		}
-		if len(rows)/2 < want {
+		if len(rows) < want {
 			exhausted = true
 			break
 		}
@@ -117,35 +94,29 @@ func (ts *TenantStore) checkApprovals(ctx context.Context, ids []string) (items 
 	if len(ids) == 0 {
 		return nil, nil, 0, nil
 	}
-	c := ts.r.c
-	cmds := make(rueidis.Commands, 0, 2*len(ids))
 	var valid []string
 	for _, id := range ids {
-		rk, err1 := ts.sp.Approval(id)
-		sk, err2 := ts.sp.Execution(id)
+		_, err1 := ts.sp.Approval(id)
+		_, err2 := ts.sp.Execution(id)
 		if err1 != nil || err2 != nil {
 			stale = append(stale, id) // no writer makes such a member
 			continue
 		}
 		valid = append(valid, id)
-		cmds = append(cmds, c.B().Get().Key(rk).Build(), c.B().Get().Key(sk).Build())
 	}
-	res := c.DoMulti(ctx, cmds...)
+	reads, err := ts.r.l.ApprovalReads(ctx, ts.sp, valid)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	for i, id := range valid {
-		rec, recErr := res[2*i].AsBytes()
-		raw, stErr := res[2*i+1].AsBytes()
-		for _, e := range []error{recErr, stErr} {
-			if e != nil && !rueidis.IsRedisNil(e) && !isWrongType(e) {
-				return nil, nil, 0, transient(ErrRedis, "list approvals: read "+id, e)
-			}
-		}
-		if rueidis.IsRedisNil(stErr) || rueidis.IsRedisNil(recErr) {
+		rd := reads[i]
+		if rd.State == nil && !rd.StateBad || rd.Record == nil && !rd.RecordBad {
 			stale = append(stale, id) // deleted, expired, or answered and cleaned up
 			continue
 		}
 		var ap Approval
-		st, err := decodeFor(id, raw)
-		if err != nil || stErr != nil || recErr != nil || json.Unmarshal(rec, &ap) != nil {
+		st, err := decodeFor(id, rd.State)
+		if err != nil || rd.StateBad || rd.RecordBad || json.Unmarshal(rd.Record, &ap) != nil {
 			skipped++
 			continue
 		}

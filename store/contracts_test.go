@@ -78,6 +78,14 @@ func TestStateContractRedis(t *testing.T) {
 	}})
 }
 
+// The listings' contract on Redis.
+func TestListContractRedis(t *testing.T) {
+	storetest.ListContract(t, storetest.ListBackend{Name: "redis", Open: func(t *testing.T) *store.Redis {
+		c := redistest.Client(t)
+		return store.NewRedis(c, store.DefaultSettings(), redistest.Root(t, c))
+	}})
+}
+
 // The tenant gates' contract on Redis.
 func TestTenantContractRedis(t *testing.T) {
 	storetest.TenantContract(t, storetest.TenantBackend{Name: "redis", Open: func(t *testing.T) *store.Redis {

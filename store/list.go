@@ -128,54 +128,6 @@ func decodeCursor(s string) (cursor, error) {
 	return c, nil
 }
 
-// pageScript returns the next index rows after the cursor member, newest first. Anchoring on
-// the member's current rank keeps pages exact while newer executions are added in front.
-// When the member has left the index (deleted, or the cursor comes from another index of the
-// same order: a listing by an indexed field reads an IndexBy key, whose members and scores are
-// those of the tenant's index), it restarts at the first member with the cursor's score and
-// skips the members of that score that sort before it (byte order, as Redis orders ties;
-// compared byte by byte so the server's locale cannot matter). An upper bound on the score
-// skips the members at or above it.
-// KEYS: 1 index. ARGV: 1 cursor member ("" = from the top), 2 cursor score, 3 count[, 4 the
-// first score left out above ("" = none)].
-// Returns a flat [member, score, …] array.
-var pageScript = rueidis.NewLuaScript(`
-local idx, m, n = KEYS[1], ARGV[1], tonumber(ARGV[3])
-local start = 0
-if m ~= '' then
-  local r = redis.call('ZREVRANK', idx, m)
-  if r then
-    start = r + 1
-  else
-    local s = tonumber(ARGV[2])
-    local function after(a, b)
-      local la, lb = #a, #b
-      for i = 1, math.min(la, lb) do
-        local x, y = string.byte(a, i), string.byte(b, i)
-        if x ~= y then return x > y end
-      end
-      return la > lb
-    end
-    start = redis.call('ZCOUNT', idx, '(' .. ARGV[2], '+inf')
-    while true do
-      local rows = redis.call('ZREVRANGE', idx, start, start + 99, 'WITHSCORES')
-      local moved = 0
-      for i = 1, #rows, 2 do
-        if tonumber(rows[i + 1]) ~= s or not after(rows[i], m) then break end
-        moved = moved + 1
-      end
-      start = start + moved
-      if moved < #rows / 2 or #rows == 0 then break end
-    end
-  end
-end
-if ARGV[4] and ARGV[4] ~= '' then
-  local above = redis.call('ZCOUNT', idx, ARGV[4], '+inf')
-  if above > start then start = above end
-end
-return redis.call('ZREVRANGE', idx, start, start + n - 1, 'WITHSCORES')
-`)
-
 // List returns one page of the tenant's executions, newest first (see the section comment for
 // what is skipped). A malformed cursor or index term is ErrInvalid; a Redis failure ErrRedis
 // (transient).
@@ -189,68 +141,59 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 	if err != nil {
 		return Page{}, err
 	}
+	for _, t := range req.Index {
+		if _, err := ts.sp.IndexBy(t.Field, t.Value); err != nil {
+			return Page{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	src, err := ts.listSource(ctx, req.Index)
-	if src == "" || err != nil {
-		return Page{}, err // an IndexBy key that is empty: nothing to list
+	src, err := ts.r.l.Source(ctx, ts.sp, req.Index)
+	if src.Empty || err != nil {
+		return Page{}, err // an indexed value's list that is empty: nothing to list
 	}
 	above, below := scoreBounds(req)
 	keep := listFilter(req)
-	c := ts.r.c
 	var page Page
 	scanned, exhausted := 0, false
 	for len(page.Items) < limit && scanned < limit*listScanFactor && !exhausted {
 		want := limit - len(page.Items)
-		rows, err := pageScript.Exec(ctx, c, []string{src},
-			[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(want), above}).ToArray()
+		rows, err := ts.r.l.Rows(ctx, ts.sp, src, ListRow{Member: cur.Member, Score: cur.Score}, want, above)
 		if err != nil {
-			return Page{}, transient(ErrRedis, "list executions", err)
+			return Page{}, fmt.Errorf("list executions: %w", err)
 		}
-		exhausted = len(rows)/2 < want
-		type candidate struct{ id, key string }
-		var cands []candidate
-		for i := 0; i+1 < len(rows); i += 2 {
-			member, _ := rows[i].ToString()
-			score, err := rows[i+1].AsFloat64()
-			if err != nil {
-				return Page{}, fmt.Errorf("%w: list executions: index score of %q: %w", ErrRedis, member, err)
-			}
-			if score < below {
+		exhausted = len(rows) < want
+		var cands []string
+		for _, row := range rows {
+			if row.Score < below {
 				exhausted = true // older than the range: so is every member after it
 				break
 			}
-			cur = cursor{Score: score, Member: member}
+			cur = cursor{Score: row.Score, Member: row.Member}
 			scanned++
-			key, err := ts.sp.Execution(member)
-			if err != nil || keys.IsMechanismKey(ts.r.root, key) || ts.sp.ExecutionID(key) != member {
+			key, err := ts.sp.Execution(row.Member)
+			if err != nil || keys.IsMechanismKey(ts.r.root, key) || ts.sp.ExecutionID(key) != row.Member {
 				page.Skipped++
 				continue
 			}
-			cands = append(cands, candidate{member, key})
+			cands = append(cands, row.Member)
 		}
-		if len(cands) > 0 {
-			cmds := make(rueidis.Commands, len(cands))
-			for i, cd := range cands {
-				cmds[i] = c.B().Get().Key(cd.key).Build()
+		states, err := ts.r.l.States(ctx, ts.sp, cands)
+		if err != nil {
+			return Page{}, err
+		}
+		for i, b := range states {
+			if b == nil {
+				page.Skipped++
+				continue
 			}
-			for i, res := range c.DoMulti(ctx, cmds...) {
-				b, err := res.AsBytes()
-				switch {
-				case rueidis.IsRedisNil(err) || isWrongType(err):
-					page.Skipped++
-					continue
-				case err != nil:
-					return Page{}, transient(ErrRedis, "list executions: read "+cands[i].id, err)
-				}
-				st, err := decodeFor(cands[i].id, b)
-				if err != nil {
-					page.Skipped++
-					continue
-				}
-				if keep(st) {
-					page.Items = append(page.Items, summarize(st, req.States))
-				}
+			st, err := decodeFor(cands[i], b)
+			if err != nil {
+				page.Skipped++
+				continue
+			}
+			if keep(st) {
+				page.Items = append(page.Items, summarize(st, req.States))
 			}
 		}
 	}
@@ -259,44 +202,6 @@ func (ts *TenantStore) List(ctx context.Context, req ListRequest) (Page, error) 
 	}
 	page.Degraded = page.Skipped > 0
 	return page, nil
-}
-
-// listSource is the ZSET a listing reads: the tenant's index, or with index terms the IndexBy
-// key of the one term with the fewest members ("" when that key is empty: nothing matches).
-func (ts *TenantStore) listSource(ctx context.Context, terms []IndexTerm) (string, error) {
-	if len(terms) == 0 {
-		return ts.sp.Index(), nil
-	}
-	ks := make([]string, len(terms))
-	for i, t := range terms {
-		k, err := ts.sp.IndexBy(t.Field, t.Value)
-		if err != nil {
-			return "", fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
-		ks[i] = k
-	}
-	if len(ks) == 1 {
-		return ks[0], nil
-	}
-	c := ts.r.c
-	cmds := make(rueidis.Commands, len(ks))
-	for i, k := range ks {
-		cmds[i] = c.B().Zcard().Key(k).Build()
-	}
-	best, fewest := "", int64(-1)
-	for i, res := range c.DoMulti(ctx, cmds...) {
-		n, err := res.AsInt64()
-		if err != nil {
-			return "", transient(ErrRedis, "list executions: count "+ks[i], err)
-		}
-		if fewest < 0 || n < fewest {
-			best, fewest = ks[i], n
-		}
-	}
-	if fewest == 0 {
-		return "", nil
-	}
-	return best, nil
 }
 
 // scoreBounds are the index scores of a request's start-time range: above, the first score

@@ -77,6 +77,7 @@ type Redis struct {
 	d    StateDriver
 	w    WakeupDriver
 	t    TenantDriver
+	l    ListDriver
 	s    Settings
 	root string
 }
@@ -84,7 +85,7 @@ type Redis struct {
 // NewRedis returns the storage over client c with settings s under key root root ("" is
 // keys.DefaultRoot).
 func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
-	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}, Tenants: redisTenants{c: c}}, s, root)
+	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}, Tenants: redisTenants{c: c}, Lists: redisLists{c: c}}, s, root)
 	r.c = c
 	return r
 }
@@ -94,6 +95,7 @@ type Drivers struct {
 	State   StateDriver
 	Wakeups WakeupDriver
 	Tenants TenantDriver
+	Lists   ListDriver
 }
 
 // NewStore returns the storage over drivers drv (local mode's: store/sqlite) with settings s
@@ -113,7 +115,7 @@ func NewStore(drv Drivers, s Settings, root string) *Redis {
 		s.MaxStateBytes = d.MaxStateBytes
 	}
 	s.StateTTL = max(s.StateTTL, 0)
-	return &Redis{d: drv.State, w: drv.Wakeups, t: drv.Tenants, s: s, root: root}
+	return &Redis{d: drv.State, w: drv.Wakeups, t: drv.Tenants, l: drv.Lists, s: s, root: root}
 }
 
 // Root is the key root.

@@ -400,12 +400,31 @@ func WriteText(w io.Writer, r Result) {
 
 // privateRedis is a redis-server of this run.
 type privateRedis struct {
-	cmd *exec.Cmd
-	dir string
-	url string
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+	dir  string
+	url  string
 }
 
+// startPrivateRedis starts a redis-server on a free port. A port is free when it is picked,
+// not when the server binds it: another process may take it between the two, and the server
+// then exits at once — or, worse, the readiness check reaches the other process's server. A
+// server that exited is tried again on another port.
 func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
+	var err error
+	for range 3 {
+		var r *privateRedis
+		if r, err = launchPrivateRedis(ctx); err == nil {
+			return r, nil
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, err
+}
+
+func launchPrivateRedis(ctx context.Context) (*privateRedis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, errors.New("redis-server is not installed")
@@ -425,10 +444,28 @@ func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("start redis-server: %w", err)
 	}
-	r := &privateRedis{cmd: cmd, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	r := &privateRedis{cmd: cmd, done: done, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-done:
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("the private redis-server on port %d exited before it answered", port)
+		default:
+		}
 		if conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), 200*time.Millisecond); err == nil {
 			conn.Close()
+			// An answer from a server that is not ours (it lost the port): ours has exited.
+			select {
+			case <-done:
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("the private redis-server on port %d exited: the port was taken", port)
+			case <-time.After(50 * time.Millisecond):
+			}
 			return r, nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -440,6 +477,6 @@ func startPrivateRedis(ctx context.Context) (*privateRedis, error) {
 
 func (r *privateRedis) stop() {
 	r.cmd.Process.Kill()
-	r.cmd.Wait()
+	<-r.done
 	os.RemoveAll(r.dir)
 }

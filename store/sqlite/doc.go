@@ -47,7 +47,7 @@
 //     contract: Broker() (queue.Driver: task and dead-letter streams, markers) and Delays()
 //     (queue.DelayDriver), migration 0005; StoreDrivers() for store.NewStore — States()
 //     (store.StateDriver, 0006), Wakeups() (store.WakeupDriver, 0007), Gates()
-//     (store.TenantDriver, 0009).
+//     (store.TenantDriver, 0009), Lists() (store.ListDriver over those tables).
 //
 // Lists take ListOptions (an opaque cursor and a bounded limit) and return a Page; the audit
 // has its own query (before_id, limit 1..1000, default 200).

@@ -56,3 +56,10 @@ func TestTenantContractSQLite(t *testing.T) {
 		return store.NewStore(realClockDB(t).StoreDrivers(), store.DefaultSettings(), "")
 	}})
 }
+
+// The listings' contract on the console's database (local mode).
+func TestListContractSQLite(t *testing.T) {
+	storetest.ListContract(t, storetest.ListBackend{Name: "sqlite", Open: func(t *testing.T) *store.Redis {
+		return store.NewStore(realClockDB(t).StoreDrivers(), store.DefaultSettings(), "")
+	}})
+}

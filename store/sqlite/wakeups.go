@@ -383,5 +383,5 @@ func (w *Wakeups) Reindex(ctx context.Context, sp keys.Space, id, eventType stri
 // StoreDrivers are the drivers of store.NewStore on this database: local mode's execution
 // storage.
 func (db *DB) StoreDrivers() store.Drivers {
-	return store.Drivers{State: db.States(), Wakeups: db.Wakeups(), Tenants: db.Gates()}
+	return store.Drivers{State: db.States(), Wakeups: db.Wakeups(), Tenants: db.Gates(), Lists: db.Lists()}
 }

@@ -3,7 +3,8 @@
 // tests, the console's local-mode SQLite storage in store/sqlite's), the event bus
 // (EventsContract, events.go), the schedules (SchedulesContract, schedules.go), the published
 // flows (FlowsContract, flows.go), leases and fencing (StateContract, state.go), wake-up records
-// (WakeupContract, wakeup.go), live events (LiveContract, live.go), the instance registry
+// (WakeupContract, wakeup.go), tenant gates (TenantContract, tenant.go), listings
+// (ListContract, list.go), live events (LiveContract, live.go), the instance registry
 // (RegistryContract, registry.go) and the control channels (ControlContract, control.go). Each
 // runs on Redis in store's tests and on local mode's backend (store/sqlite's tests, the
 // in-process hub in store's). It imports "testing": only tests import it.

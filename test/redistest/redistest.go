@@ -6,6 +6,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -100,6 +101,7 @@ type Server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited (its Wait returned)
 }
 
 // FreePort returns a TCP port nobody listens on right now.
@@ -118,34 +120,76 @@ func FreePort(t testing.TB) int {
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
 	s := &Server{t: t, Port: FreePort(t), dir: t.TempDir(), args: args}
-	s.start()
 	t.Cleanup(s.Kill)
-	return s
+	// The free port is free when FreePort looked; another process may take it before the
+	// server binds it, and then the server exits at once: a new port is tried.
+	for try := 0; ; try++ {
+		err := s.launch()
+		if err == nil {
+			return s
+		}
+		if try == 2 {
+			t.Fatal(err)
+		}
+		t.Logf("%v; trying another port", err)
+		s.Port = FreePort(t)
+	}
 }
 
 func (s *Server) start() {
 	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// launch starts the server on s.Port and waits until it answers: an error when it exits
+// first (with what it said) or does not answer in time.
+func (s *Server) launch() error {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
-		s.t.Fatalf("redis-server is not installed (apt-get install redis-server; .ci/run does it): %v", err)
+		return fmt.Errorf("redis-server is not installed (apt-get install redis-server; .ci/run does it): %w", err)
 	}
 	args := append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--daemonize", "no"}, s.args...)
-	s.cmd = exec.Command(bin, args...)
-	s.cmd.Stdout, s.cmd.Stderr = nil, nil
-	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("start redis-server: %v", err)
+	cmd := exec.Command(bin, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start redis-server: %w", err)
 	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(done)
+	}()
+	s.cmd, s.done = cmd, done
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if ping(s.Addr()) {
-			return
+	for !ping(s.Addr()) {
+		select {
+		case <-done:
+			s.cmd = nil
+			return fmt.Errorf("redis-server on port %d exited before it answered: %s", s.Port, lastLine(out.String()))
+		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			s.t.Fatalf("redis-server on port %d did not answer", s.Port)
+			return fmt.Errorf("redis-server on port %d did not answer in 10 s", s.Port)
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	// An answer from a server that is not ours (another test's took the port): ours has exited.
+	select {
+	case <-done:
+		s.cmd = nil
+		return fmt.Errorf("redis-server on port %d exited: the port was taken (%s)", s.Port, lastLine(out.String()))
+	case <-time.After(50 * time.Millisecond):
+	}
+	return nil
+}
+
+// lastLine is the last non-empty line of a process's output (why redis-server stopped).
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 // Addr is host:port.
@@ -161,7 +205,7 @@ func (s *Server) Client(t testing.TB) rueidis.Client { return connect(t, s.URL()
 func (s *Server) Kill() {
 	if s.cmd != nil && s.cmd.Process != nil {
 		s.cmd.Process.Kill()
-		s.cmd.Wait()
+		<-s.done
 		s.cmd = nil
 	}
 }
