@@ -23,7 +23,7 @@ import (
 // (kill -9) loses nothing: an entry leaves the queue only in the step that sends it.
 func runDelay(ctx context.Context, cfg *config.Config, log zerolog.Logger) error {
 	return runOnRedis(ctx, cfg, log, func(_ context.Context, o onRedis) (roleProcess, error) {
-		q, err := queue.NewDelay(queue.RedisDelays(o.client), settings.DelayQueue(cfg))
+		q, err := queue.NewDelay(o.b.Delay, settings.DelayQueue(cfg))
 		if err != nil {
 			return roleProcess{}, err
 		}

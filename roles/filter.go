@@ -65,9 +65,9 @@ type filterParts struct {
 // buildFilter builds every part; nothing runs yet. The filter is ready once its listener is
 // subscribed.
 func buildFilter(o onRedis) *filterParts {
-	cfg, c := o.cfg, o.client
+	cfg := o.cfg
 	s := filter.SettingsFrom(cfg)
-	d := FilterDeps(cfg, c, o.set, o.log)
+	d := FilterDeps(cfg, o.b.Client, o.set, o.log)
 	m := filter.NewMatcher(d, s)
 	f := &filterParts{
 		registry:   o.presence(roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now())),

@@ -36,16 +36,16 @@ func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) er
 
 // buildSchedule builds the schedule role's registry presence and scheduler; nothing runs yet.
 func buildSchedule(o onRedis) (*presence.Registry, *schedule.Scheduler) {
-	cfg, c := o.cfg, o.client
-	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
+	cfg := o.cfg
+	st := o.b.storage(settings.Store(cfg))
 	// Starts go to PLAITA_CONSOLE_TASK_QUEUE through the one producer path: stamped with this
 	// process's generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES (a refused start
 	// is recorded as a skipped tick).
-	producer := queue.NewProducer(queue.Redis(c), config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	producer := queue.NewProducer(o.b.Queue, config.ConsoleTaskQueue.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	info := roleInstance(cfg, config.RoleSchedule, config.ConsoleTaskQueue.In(cfg), time.Now())
 	return o.presence(info), schedule.New(schedule.Deps{
-		Store:    store.NewSchedules(store.RedisSchedules(c), keys.DefaultRoot),
-		Flows:    store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
+		Store:    store.NewSchedules(o.b.Schedules, keys.DefaultRoot),
+		Flows:    store.NewFlows(o.b.Flows, keys.DefaultRoot),
 		Tenants:  schedule.Tenants(st),
 		Enqueue:  producer.Enqueue,
 		Stream:   producer.Stream(),

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"plaita/config"
@@ -133,27 +132,28 @@ func (r roleProcess) run(ctx context.Context, log zerolog.Logger) error {
 	return nil
 }
 
-// onRedis is what a service role on PLAITA_REDIS_URL (worker, filter, schedule, delay) builds
-// its parts from: the client, the process's metrics set, and the readiness its metrics server
-// (/metrics, /healthz, /readyz on PLAITA_METRICS_HOST:PLAITA_METRICS_PORT) reports.
+// onRedis is what a service role (worker, filter, schedule, delay) builds its parts from: its
+// backend (Redis for the cluster; the console's database in local mode), the process's metrics
+// set, and the readiness its metrics server (/metrics, /healthz, /readyz on
+// PLAITA_METRICS_HOST:PLAITA_METRICS_PORT) reports.
 type onRedis struct {
 	cfg    *config.Config
 	log    zerolog.Logger
-	client rueidis.Client
+	b      Backend
 	set    *metrics.Set
 	ready  *health.Readiness
 	server *health.Server
 }
 
-func newOnRedis(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) onRedis {
+func newOnRedis(cfg *config.Config, b Backend, set *metrics.Set, log zerolog.Logger) onRedis {
 	ready := health.NewReadiness()
-	return onRedis{cfg: cfg, log: log, client: c, set: set, ready: ready,
+	return onRedis{cfg: cfg, log: log, b: b, set: set, ready: ready,
 		server: health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log)}
 }
 
 // presence is the role's record in the registry, as info describes the instance.
 func (o onRedis) presence(info presence.InstanceInfo) *presence.Registry {
-	return presence.New(store.NewRegistry(store.OnRedis(o.client), keys.DefaultRoot), info, o.log, o.set)
+	return presence.New(store.NewRegistry(o.b.Ephemeral, keys.DefaultRoot), info, o.log, o.set)
 }
 
 // runOnRedis is the run of every service role on PLAITA_REDIS_URL: connect (the client is
@@ -167,7 +167,7 @@ func runOnRedis(ctx context.Context, cfg *config.Config, log zerolog.Logger, bui
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	defer c.Close()
-	o := newOnRedis(cfg, c, metrics.NewSet(), log)
+	o := newOnRedis(cfg, RedisBackend(c), metrics.NewSet(), log)
 	r, err := build(ctx, o)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -78,24 +78,24 @@ type workerParts struct {
 // buildWorker builds every part; nothing runs yet. A refused code backend or an invalid jail
 // root stops here.
 func buildWorker(o onRedis) (*workerParts, error) {
-	cfg, c, set, log := o.cfg, o.client, o.set, o.log
+	cfg, b, set, log := o.cfg, o.b, o.set, o.log
 	reg := engine.NewRegistry()
 	if err := nodes.Register(reg, settings.Nodes(cfg), log); err != nil {
 		return nil, err
 	}
-	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), set, log)
+	q, err := queue.New(b.Queue, settings.Queue(cfg), set, log)
 	if err != nil {
 		return nil, err
 	}
-	st := store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot)
+	st := b.storage(settings.Store(cfg))
 	info := worker.InstanceInfo(cfg)
 	info.MetricsAddr = metricsAddr(cfg, info.Host)
 	w := &workerParts{queue: q, registry: o.presence(info),
 		alerter:  alert.New(config.AlertWebhook.In(cfg), info.InstanceID, set, log),
-		observer: worker.NewObserver(store.NewLiveEvents(store.OnRedis(c), keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
+		observer: worker.NewObserver(store.NewLiveEvents(b.Ephemeral, keys.DefaultRoot), worker.SettingsFrom(cfg).EventsPublish, set, log),
 	}
 	o.server.AddCollector(worker.QueueDepthCollector(q, config.QueueName.In(cfg), set, log))
-	deps, err := gateDeps(cfg, c, st, set, log)
+	deps, err := gateDeps(cfg, b, st, set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func buildWorker(o onRedis) (*workerParts, error) {
 }
 
 // gateDeps builds the admission gates and the wake-up records.
-func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metrics.Set, log zerolog.Logger) (worker.Deps, error) {
+func gateDeps(cfg *config.Config, b Backend, st *store.Redis, set *metrics.Set, log zerolog.Logger) (worker.Deps, error) {
 	tenantStatus, err := worker.NewTenantStatusGate(st, settings.WorkerTenantStatus(cfg), set, log)
 	if err != nil {
 		return worker.Deps{}, err
@@ -124,7 +124,7 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 	if err != nil {
 		return worker.Deps{}, err
 	}
-	delay, err := queue.NewDelay(queue.RedisDelays(c), settings.DelayQueue(cfg))
+	delay, err := queue.NewDelay(b.Delay, settings.DelayQueue(cfg))
 	if err != nil {
 		return worker.Deps{}, err
 	}
@@ -133,7 +133,7 @@ func gateDeps(cfg *config.Config, c rueidis.Client, st *store.Redis, set *metric
 		TenantStatus: tenantStatus, Quota: quota, Disk: worker.NewDiskGuardGate(settings.WorkerDiskGuard(cfg), log, nil),
 		Affinity:    worker.NewAffinityGate(st, settings.WorkerAffinity(cfg), root.Path, set, log),
 		Wakeups:     worker.NewWakeups(st, delay, settings.WorkerWakeups(cfg)),
-		Definitions: store.NewFlows(store.RedisFlows(c), keys.DefaultRoot)}, nil
+		Definitions: store.NewFlows(b.Flows, keys.DefaultRoot)}, nil
 }
 
 // RedisClient connects to the URL the preflight accepted. Client-side caching is off: every
@@ -169,7 +169,7 @@ type InProcessWorker struct {
 
 // NewInProcessWorker builds a worker on the configuration a preflight accepted; nothing runs yet.
 func NewInProcessWorker(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) (*InProcessWorker, error) {
-	w, err := buildWorker(newOnRedis(cfg, c, set, log))
+	w, err := buildWorker(newOnRedis(cfg, RedisBackend(c), set, log))
 	if err != nil {
 		return nil, err
 	}

@@ -85,9 +85,14 @@ type Redis struct {
 // NewRedis returns the storage over client c with settings s under key root root ("" is
 // keys.DefaultRoot).
 func NewRedis(c rueidis.Client, s Settings, root string) *Redis {
-	r := NewStore(Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}, Tenants: redisTenants{c: c}, Lists: redisLists{c: c}}, s, root)
+	r := NewStore(RedisDrivers(c), s, root)
 	r.c = c
 	return r
+}
+
+// RedisDrivers are the storage's drivers over client c.
+func RedisDrivers(c rueidis.Client) Drivers {
+	return Drivers{State: redisState{c: c}, Wakeups: redisWakeups{c: c}, Tenants: redisTenants{c: c}, Lists: redisLists{c: c}}
 }
 
 // Drivers are what the storage stores through.

@@ -1,0 +1,117 @@
+package roles
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"plaita/config"
+	"plaita/engine"
+	"plaita/engine/state"
+	"plaita/internal/service"
+	"plaita/queue"
+	"plaita/roles/delay"
+	"plaita/roles/settings"
+	"plaita/store"
+	"plaita/store/keys"
+	"plaita/store/sqlite"
+)
+
+// The worker and the delay role, built as runWorker and runDelay build them, on local mode's
+// backend (the console's database and the in-process hub) instead of Redis: a flow with a
+// delay runs to its end — the same roles, the embedded drivers.
+func TestRolesRunOnTheLocalBackend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := LocalBackend(db, store.NewHub())
+	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
+		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0"}
+	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := zerolog.Nop()
+	w, err := buildWorker(newOnRedis(cfg, b, metrics.NewSet(), log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dq, err := queue.NewDelay(b.Delay, settings.DelayQueue(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mover := delay.NewMover(dq, delay.Settings{Interval: 50 * time.Millisecond, Move: queue.MoveOptions{Stream: config.QueueName.In(cfg),
+		Generations: settings.Generations(cfg), EffectiveAt: time.Now()}}, metrics.NewSet(), log)
+	var g service.Group
+	if err := g.Start(ctx, service.Named{Name: "registry", Service: w.registry}, service.Named{Name: "live events", Service: w.observer},
+		service.Named{Name: "dispatcher", Service: w.dispatcher}, service.Named{Name: "mover", Service: mover}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+
+	def := `{"id":"nap","version":"1","start":"compose","nodes":[
+		{"id":"compose","type":"set","params":{"vars":{"text":"hi {{ INPUT.name }}"}},"next":"nap"},
+		{"id":"nap","type":"delay","params":{"seconds":1},"next":"done"},
+		{"id":"done","type":"end","params":{"output":{"text":"{{ VARS.text }}"}}}]}`
+	if _, err := store.NewFlows(b.Flows, keys.DefaultRoot).Publish(ctx, "", "nap", "1", []byte(def), time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	id := engine.NewExecutionID()
+	producer := queue.NewProducer(b.Queue, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+	if _, err := producer.Enqueue(ctx, queue.Envelope{Kind: queue.KindStart, FlowID: "nap", FlowVersion: "1", ExecutionID: id,
+		Input: []byte(`{"name":"ada"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := b.storage(settings.Store(cfg)).Tenant("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st *state.Execution
+	sawSuspended := false
+	for st == nil || !st.Status.Terminal() {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the execution did not end: %+v", st)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if st, err = ts.Load(ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			t.Fatal(err)
+		}
+		sawSuspended = sawSuspended || st != nil && st.Status == state.Suspended
+	}
+	if st.Status != state.Completed || !sawSuspended {
+		t.Fatalf("ended %s (suspended on the way: %v): %+v", st.Status, sawSuspended, st.Error)
+	}
+	out, _ := st.Output.(map[string]any)
+	if out["text"] != "hi ada" {
+		t.Fatalf("output %v", st.Output)
+	}
+	// The start and the resume are each settled (the last one's ack follows its terminal save):
+	// nothing is left in the stream.
+	for {
+		d, err := w.queue.Depth(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.StreamLength == 0 && d.Pending == 0 && d.DLQLength == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("depth %+v: a task was left", d)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
