@@ -75,7 +75,7 @@ func (k *conn) close() {
 // newPlane builds the control plane the way the console does (roles.NewPlane), enqueuing on
 // PLAITA_QUEUE_NAME, with hints that name this program.
 func newPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, program string) (*control.Plane, error) {
-	return roles.NewPlane(cfg, c, log, roles.PlaneOptions{Program: program, NodeLog: nodeSetupLog(log)})
+	return roles.NewPlane(cfg, roles.RedisBackend(c), log, roles.PlaneOptions{Program: program, NodeLog: nodeSetupLog(log)})
 }
 
 // stateBound is the bound of a document that becomes part of an execution state (a start's

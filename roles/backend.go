@@ -39,6 +39,14 @@ func LocalBackend(db *sqlite.DB, hub *store.Hub) Backend {
 		Schedules: db.Schedules(), Ephemeral: hub}
 }
 
+// events is the event bus with settings s (nil until local mode has its driver).
+func (b Backend) events(s store.EventSettings) *store.Events {
+	if b.Client == nil {
+		return nil
+	}
+	return store.NewEvents(b.Client, s, keys.DefaultRoot)
+}
+
 // storage is the execution storage with settings s.
 func (b Backend) storage(s store.Settings) *store.Redis {
 	if b.Client != nil {

@@ -361,7 +361,7 @@ func publisher(plane *control.Plane, local *control.Local) control.Publisher {
 // local mode; without a docker daemon it would refuse every flow); the executions a console
 // ran in local mode on this database are listed and shown beside Redis's, read-only.
 func consoleRedis(cfg *config.Config, c rueidis.Client, db *sqlite.DB, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
-	plane, err := NewPlane(cfg, c, log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
+	plane, err := NewPlane(cfg, RedisBackend(c), log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
 		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true, LocalRuns: db.Executions()})
 	if err != nil {
 		return nil, nil, err

@@ -43,11 +43,12 @@ type PlaneOptions struct {
 }
 
 // NewPlane builds the control plane from the configuration — the stores, the producer with
-// this process's generations and the input bound, the node types of a worker — over one Redis
-// client: the one constructor of the CLI's operator commands and the console (package control:
-// both refuse the same things because they are the same operations).
-func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneOptions) (*control.Plane, error) {
-	delay, err := queue.NewDelay(queue.RedisDelays(c), settings.DelayQueue(cfg))
+// this process's generations and the input bound, the node types of a worker — over one
+// backend: the one constructor of the CLI's operator commands and the console (package control:
+// both refuse the same things because they are the same operations). Capacity dispatch needs
+// Redis (its ledger): it is off on another backend.
+func NewPlane(cfg *config.Config, b Backend, log zerolog.Logger, o PlaneOptions) (*control.Plane, error) {
+	delay, err := queue.NewDelay(b.Delay, settings.DelayQueue(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +56,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 	if set == nil {
 		set = metrics.NewSet()
 	}
-	q, err := queue.New(queue.Redis(c), settings.Queue(cfg), set, log)
+	q, err := queue.New(b.Queue, settings.Queue(cfg), set, log)
 	if err != nil {
 		return nil, err
 	}
@@ -68,20 +69,20 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		stream = config.QueueName.In(cfg)
 	}
 	var dispatch control.DispatchSettings
-	if o.Dispatch {
-		if dispatch, err = dispatchSettings(cfg, c); err != nil {
+	if o.Dispatch && b.Client != nil {
+		if dispatch, err = dispatchSettings(cfg, b.Client); err != nil {
 			return nil, err
 		}
 	}
 	return control.New(control.Deps{
-		Store:         store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:         store.NewFlows(store.RedisFlows(c), keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
-		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
-		Schedules:     store.NewSchedules(store.RedisSchedules(c), keys.DefaultRoot),
-		Registry:      store.NewRegistry(store.OnRedis(c), keys.DefaultRoot),
-		Control:       store.NewControl(store.OnRedis(c), keys.DefaultRoot),
+		Store:         b.storage(settings.Store(cfg)),
+		Flows:         store.NewFlows(b.Flows, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
+		Events:        b.events(settings.Events(cfg)),
+		Schedules:     store.NewSchedules(b.Schedules, keys.DefaultRoot),
+		Registry:      store.NewRegistry(b.Ephemeral, keys.DefaultRoot),
+		Control:       store.NewControl(b.Ephemeral, keys.DefaultRoot),
 		Delay:         delay,
-		Producer:      queue.NewProducer(queue.Redis(c), stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
+		Producer:      queue.NewProducer(b.Queue, stream, settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil),
 		Queue:         q,
 		NodeTypes:     nodeTypesOnce(nodeCfg, o.NodeLog),
 		Expr:          settings.Engine(nodeCfg).Expr,
@@ -91,7 +92,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 		Dispatch:      dispatch,
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
-		Live:          store.NewLiveEvents(store.OnRedis(c), keys.DefaultRoot),
+		Live:          store.NewLiveEvents(b.Ephemeral, keys.DefaultRoot),
 		LocalRuns:     o.LocalRuns,
 	}), nil
 }
