@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"plaita/config"
+	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/service"
@@ -113,5 +114,92 @@ func TestRolesRunOnTheLocalBackend(t *testing.T) {
 			t.Fatalf("depth %+v: a task was left", d)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// The control plane built on local mode's backend, with a worker on the same backend: a flow
+// published and started through the plane's operations runs to its end, is shown and listed;
+// a poison task is dead-lettered once and replayed once through the plane.
+func TestPlaneRunsOnTheLocalBackend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := LocalBackend(db, store.NewHub())
+	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
+		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0", "PLAITA_MAX_DELIVERIES": "1", "PLAITA_CLAIM_MIN_IDLE_MS": "100"}
+	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := buildWorker(newOnRedis(cfg, b, metrics.NewSet(), zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var g service.Group
+	if err := g.Start(ctx, service.Named{Name: "registry", Service: w.registry}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+	plane, err := NewPlane(cfg, b, zerolog.Nop(), PlaneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := `{"id":"hello","version":"1","start":"greet","nodes":[
+		{"id":"greet","type":"set","params":{"vars":{"greeting":"Hello, {{ INPUT.name }}!"}},"next":"done"},
+		{"id":"done","type":"end","params":{"output":{"greeting":"{{ VARS.greeting }}"}}}]}`
+	if _, err := plane.PublishFlow(ctx, "", []byte(def), ""); err != nil {
+		t.Fatal(err)
+	}
+	started, err := plane.Start(ctx, control.StartRequest{FlowID: "hello", Input: []byte(`{"name":"ada"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := plane.WaitSettled(ctx, "", started.ExecutionID, 30*time.Second)
+	if err != nil || st.Status != state.Completed {
+		t.Fatalf("settled: %+v %v", st, err)
+	}
+	shown, err := plane.Show(ctx, "", started.ExecutionID)
+	if err != nil || shown.Execution == nil || shown.Status != state.Completed {
+		t.Fatalf("show: %+v %v", shown, err)
+	}
+	page, err := plane.List(ctx, "", control.ListRequest{})
+	if err != nil || len(page.Items) != 1 || page.Items[0].ExecutionID != started.ExecutionID {
+		t.Fatalf("list: %+v %v", page, err)
+	}
+
+	// A task of a flow version nobody published is retried to its budget, then dead-lettered.
+	poison := engine.NewExecutionID()
+	producer := queue.NewProducer(b.Queue, config.QueueName.In(cfg), settings.Generations(cfg), 1<<20, nil)
+	if _, err := producer.Enqueue(ctx, queue.Envelope{Kind: queue.KindStart, FlowID: "hello", FlowVersion: "9",
+		ExecutionID: poison, Input: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var letters []queue.DLQEntry
+	for len(letters) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the poison task was never dead-lettered")
+		case <-time.After(50 * time.Millisecond):
+		}
+		if letters, err = plane.DeadLetters(ctx, "", true, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(letters) != 1 || letters[0].ExecutionID != poison {
+		t.Fatalf("dead letters: %+v", letters)
+	}
+	res, err := plane.ReplayDeadLetter(ctx, "", true, letters[0].ID)
+	if err != nil || res.Status != queue.ReplayDone {
+		t.Fatalf("replay: %+v %v", res, err)
+	}
+	if again, err := plane.ReplayDeadLetter(ctx, "", true, letters[0].ID); err != nil || again.Status != queue.ReplayAlreadyReplayed {
+		t.Fatalf("second replay: %+v %v", again, err)
 	}
 }
