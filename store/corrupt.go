@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/engine/state"
 )
 
@@ -105,33 +103,15 @@ func skipValue(dec *json.Decoder) bool {
 // Permanent (it matches ErrInvalid): the same replacement can never apply again.
 var ErrCorruptChanged = ErrInvalid.Kind("", "the stored state changed since it was read")
 
-// replaceCorruptScript writes st over the corrupt bytes it was read as, and fences out every
-// lease taken before: the fence generation moves on and the lease goes.
-//
-// KEYS: 1 state, 2 fencegen, 3 lease. ARGV: 1 sha1 of the corrupt bytes, 2 new state, 3 TTL (s,
-// 0 = none). Returns 1 | 0 (the bytes changed).
-var replaceCorruptScript = rueidis.NewLuaScript(`
-local cur = redis.call('GET', KEYS[1])
-if not cur or redis.sha1hex(cur) ~= ARGV[1] then return 0 end
-if ARGV[3] ~= '0' then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[2])
-end
-redis.call('INCR', KEYS[2])
-redis.call('DEL', KEYS[3])
-return 1
-`)
-
 // ReplaceCorrupt writes st in place of the corrupt bytes raw that Load found (an operator ending
 // an execution that can no longer be read). ErrCorruptChanged when the key holds anything else
 // by now.
 func (ts *TenantStore) ReplaceCorrupt(ctx context.Context, raw []byte, st *state.Execution) error {
-	n, err := ts.replaceRead(ctx, replaceCorruptScript, raw, st)
+	n, err := ts.replaceRead(ctx, raw, st, ReplaceFencing)
 	switch {
 	case err != nil:
 		return err
-	case n == 0:
+	case n == ReplacedChanged:
 		return fmt.Errorf("%w: %s", ErrCorruptChanged, st.ExecutionID)
 	}
 	return nil

@@ -2,16 +2,9 @@ package store
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"fmt"
-	"strconv"
-	"time"
-
-	"github.com/redis/rueidis"
 
 	"plaita/engine/state"
-	"plaita/store/keys"
 )
 
 // Reaping a zombie execution — a running state no worker holds and nothing will resume — is a
@@ -36,93 +29,45 @@ type Snapshot struct {
 // Snapshot reads a state's bytes and whether its lease exists, in one round trip (one slot: the
 // keys share the execution's hash tag). Missing: ErrNotFound; undecodable: *CorruptStateError.
 func (ts *TenantStore) Snapshot(ctx context.Context, id string) (Snapshot, error) {
-	key, err := ts.sp.Execution(id)
-	if err != nil {
-		return Snapshot{}, err
-	}
-	lease, err := ts.sp.Mechanism(keys.FamLease, id)
-	if err != nil {
+	if _, err := ts.sp.Execution(id); err != nil {
 		return Snapshot{}, err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Exists().Key(lease).Build())
-	b, err := stateBytes(id, res[0])
+	b, leased, err := ts.r.d.Snapshot(ctx, ts.sp, id)
 	if err != nil {
 		return Snapshot{}, err
-	}
-	n, err := res[1].AsInt64()
-	if err != nil {
-		return Snapshot{}, transient(ErrStateLoad, "lease of "+id, err)
 	}
 	st, err := decodeFor(id, b)
 	if err != nil {
 		return Snapshot{}, err
 	}
-	return Snapshot{State: st, Raw: b, Leased: n > 0}, nil
+	return Snapshot{State: st, Raw: b, Leased: leased}, nil
 }
-
-// replaceUnleasedScript writes a new state over the bytes it was read as, when no lease exists.
-//
-// KEYS: 1 state, 2 fencegen, 3 lease. ARGV: 1 sha1 of the bytes read, 2 new state, 3 TTL (s, 0 =
-// none). Returns 1 written | 0 the bytes changed | 2 a lease exists.
-var replaceUnleasedScript = rueidis.NewLuaScript(`
-local cur = redis.call('GET', KEYS[1])
-if not cur or redis.sha1hex(cur) ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end
-if ARGV[3] ~= '0' then
-  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
-else
-  redis.call('SET', KEYS[1], ARGV[2])
-end
-redis.call('INCR', KEYS[2])
-return 1
-`)
 
 // ReplaceUnleased writes st in place of the bytes raw that Snapshot read, only while the key
 // holds them and no lease exists: ErrStateChanged, or ErrLeaseHeld (a live worker runs it),
 // otherwise; nothing written then.
 func (ts *TenantStore) ReplaceUnleased(ctx context.Context, raw []byte, st *state.Execution) error {
-	n, err := ts.replaceRead(ctx, replaceUnleasedScript, raw, st)
+	n, err := ts.replaceRead(ctx, raw, st, ReplaceUnleased)
 	switch {
 	case err != nil:
 		return err
-	case n == 0:
+	case n == ReplacedChanged:
 		return fmt.Errorf("%w: %s", ErrStateChanged, st.ExecutionID)
-	case n == 2:
+	case n == ReplacedLeased:
 		return fmt.Errorf("%w: %s", ErrLeaseHeld, st.ExecutionID)
 	}
 	return nil
 }
 
-// replaceRead runs a replacement script — KEYS state, fencegen, lease; ARGV sha1 of the bytes
-// read, the new state, its TTL in seconds — and indexes the new state when the script wrote it
-// (returned 1). The script's answer is returned for the caller to name.
-func (ts *TenantStore) replaceRead(ctx context.Context, script *rueidis.Lua, raw []byte, st *state.Execution) (int64, error) {
+// replaceRead writes st in place of the bytes raw were read as (StateDriver.Replace).
+func (ts *TenantStore) replaceRead(ctx context.Context, raw []byte, st *state.Execution, how ReplaceHow) (Replaced, error) {
 	e, err := ts.encode(st)
 	if err != nil {
-		return 0, err
+		return ReplacedChanged, err
 	}
-	fencegen, err := ts.sp.Mechanism(keys.FamFenceGen, st.ExecutionID)
-	if err != nil {
-		return 0, err
-	}
-	lease, err := ts.sp.Mechanism(keys.FamLease, st.ExecutionID)
-	if err != nil {
-		return 0, err
-	}
-	sum := sha1.Sum(raw)
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
-	n, err := script.Exec(ctx, c, []string{e.key, fencegen, lease},
-		[]string{hex.EncodeToString(sum[:]), string(e.payload), strconv.FormatInt(int64(e.ttl/time.Second), 10)}).AsInt64()
-	if err != nil {
-		return 0, transient(ErrStateSave, "replace the state of "+st.ExecutionID, err)
-	}
-	if n != 1 {
-		return n, nil
-	}
-	return n, ts.index(ctx, e)
+	return ts.r.d.Replace(ctx, ts.sp, raw, e.write(), how)
 }

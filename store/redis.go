@@ -214,11 +214,6 @@ func indexScore(st *state.Execution) float64 {
 	return float64(st.StartTime.UnixMilli())
 }
 
-// index indexes an encoded state (the Redis-only parts that write states by script: reap.go).
-func (ts *TenantStore) index(ctx context.Context, e encoded) error {
-	return redisState{c: ts.r.c}.index(ctx, ts.sp, e.write())
-}
-
 // Save writes the state without any fencing (readers, tools, operators; and a lease's save
 // when PLAITA_DISABLE_FENCING=1). A state that cannot be encoded fails with
 // ErrStateSerialization and nothing is sent; a Redis failure is ErrStateSave (transient).

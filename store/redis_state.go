@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
@@ -589,4 +591,92 @@ func (r redisState) ResetCounter(ctx context.Context, sp keys.Space, family, id,
 		return transient(ErrRedis, "reset "+key, err)
 	}
 	return nil
+}
+
+// Snapshot is GET of the state and EXISTS of the lease, pipelined (one slot: the keys share the
+// execution's hash tag).
+func (r redisState) Snapshot(ctx context.Context, sp keys.Space, id string) ([]byte, bool, error) {
+	key, err := sp.Execution(id)
+	if err != nil {
+		return nil, false, err
+	}
+	lease, err := sp.Mechanism(keys.FamLease, id)
+	if err != nil {
+		return nil, false, err
+	}
+	c := r.c
+	res := c.DoMulti(ctx, c.B().Get().Key(key).Build(), c.B().Exists().Key(lease).Build())
+	b, err := stateBytes(id, res[0])
+	if err != nil {
+		return nil, false, err
+	}
+	n, err := res[1].AsInt64()
+	if err != nil {
+		return nil, false, transient(ErrStateLoad, "lease of "+id, err)
+	}
+	return b, n > 0, nil
+}
+
+// replaceUnleasedScript writes a new state over the bytes it was read as, when no lease exists.
+//
+// KEYS: 1 state, 2 fencegen, 3 lease. ARGV: 1 sha1 of the bytes read, 2 new state, 3 TTL (s, 0 =
+// none). Returns 1 written | 0 the bytes changed | 2 a lease exists.
+var replaceUnleasedScript = rueidis.NewLuaScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or redis.sha1hex(cur) ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 2 end
+if ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+redis.call('INCR', KEYS[2])
+return 1
+`)
+
+// replaceCorruptScript writes st over the corrupt bytes it was read as, and fences out every
+// lease taken before: the fence generation moves on and the lease goes.
+//
+// KEYS: 1 state, 2 fencegen, 3 lease. ARGV: 1 sha1 of the corrupt bytes, 2 new state, 3 TTL (s,
+// 0 = none). Returns 1 | 0 (the bytes changed).
+var replaceCorruptScript = rueidis.NewLuaScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur or redis.sha1hex(cur) ~= ARGV[1] then return 0 end
+if ARGV[3] ~= '0' then
+  redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+else
+  redis.call('SET', KEYS[1], ARGV[2])
+end
+redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[3])
+return 1
+`)
+
+// Replace runs replaceUnleasedScript or replaceCorruptScript (KEYS state, fencegen, lease; ARGV
+// sha1 of the bytes read, the new state, its TTL in seconds), then indexes the new state when
+// it was written.
+func (r redisState) Replace(ctx context.Context, sp keys.Space, read []byte, w StateWrite, how ReplaceHow) (Replaced, error) {
+	key, err := sp.Execution(w.ID)
+	if err != nil {
+		return ReplacedChanged, err
+	}
+	fencegen, _ := sp.Mechanism(keys.FamFenceGen, w.ID)
+	lease, _ := sp.Mechanism(keys.FamLease, w.ID)
+	script := replaceUnleasedScript
+	if how == ReplaceFencing {
+		script = replaceCorruptScript
+	}
+	sum := sha1.Sum(read)
+	n, err := script.Exec(ctx, r.c, []string{key, fencegen, lease},
+		[]string{hex.EncodeToString(sum[:]), string(w.Payload), strconv.FormatInt(int64(w.TTL/time.Second), 10)}).AsInt64()
+	if err != nil {
+		return ReplacedChanged, transient(ErrStateSave, "replace the state of "+w.ID, err)
+	}
+	switch n {
+	case 1:
+		return ReplacedWritten, r.index(ctx, sp, w)
+	case 2:
+		return ReplacedLeased, nil
+	}
+	return ReplacedChanged, nil
 }

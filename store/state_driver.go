@@ -57,7 +57,31 @@ type StateDriver interface {
 	NodeRetries(ctx context.Context, sp keys.Space, id string) (map[string]int64, error)
 	// ResetCounter deletes a counter; node as for Incr.
 	ResetCounter(ctx context.Context, sp keys.Space, family, id, node string) error
+	// Snapshot reads id's state bytes and whether a lease is held, in one step.
+	Snapshot(ctx context.Context, sp keys.Space, id string) (raw []byte, leased bool, err error)
+	// Replace writes w in place of the bytes read (read), only while the state holds exactly
+	// them: ReplaceUnleased also only while no lease is held; ReplaceFencing moves the fence
+	// generation on and drops the lease with the write. ReplaceUnleased moves the generation on
+	// too, so a lease taken later writes after it.
+	Replace(ctx context.Context, sp keys.Space, read []byte, w StateWrite, how ReplaceHow) (Replaced, error)
 }
+
+// ReplaceHow says what a replacement of a state read fences.
+type ReplaceHow int
+
+const (
+	ReplaceUnleased ReplaceHow = iota // only while no lease is held (the reaper)
+	ReplaceFencing                    // whatever holds it: every lease taken before is fenced out (a corrupt state)
+)
+
+// Replaced is a replacement's outcome.
+type Replaced int
+
+const (
+	ReplacedChanged Replaced = iota // the state no longer holds the bytes read: nothing written
+	ReplacedWritten
+	ReplacedLeased // a lease is held: nothing written (ReplaceUnleased)
+)
 
 // Flag is a presence flag of an execution.
 type Flag int

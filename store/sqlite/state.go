@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -485,4 +486,59 @@ func (s *States) ResetCounter(ctx context.Context, sp keys.Space, family, id, no
 		}
 		return nil
 	})
+}
+
+// Snapshot reads a state and whether its lease is held.
+func (s *States) Snapshot(ctx context.Context, sp keys.Space, id string) ([]byte, bool, error) {
+	var b []byte
+	leased := false
+	err := s.db.write(ctx, "snapshot of "+id, func(tx *sql.Tx) error {
+		now := s.now()
+		var err error
+		if b, err = readState(ctx, tx, sp.Tenant(), id, now); err != nil {
+			return err
+		}
+		f, err := readFence(ctx, tx, sp.Tenant(), id, now)
+		leased = f.lease != ""
+		return err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if b == nil {
+		return nil, false, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return b, leased, nil
+}
+
+// Replace writes w in place of the bytes read, while the state holds them.
+func (s *States) Replace(ctx context.Context, sp keys.Space, read []byte, w store.StateWrite, how store.ReplaceHow) (store.Replaced, error) {
+	out := store.ReplacedChanged
+	tenant := sp.Tenant()
+	err := s.db.write(ctx, "replace the state of "+w.ID, func(tx *sql.Tx) error {
+		now := s.now()
+		cur, err := readState(ctx, tx, tenant, w.ID, now)
+		if err != nil || cur == nil || !bytes.Equal(cur, read) {
+			return err
+		}
+		f, err := readFence(ctx, tx, tenant, w.ID, now)
+		if err != nil {
+			return err
+		}
+		if how == store.ReplaceUnleased && f.lease != "" {
+			out = store.ReplacedLeased
+			return nil
+		}
+		if err := writeState(ctx, tx, tenant, w, now); err != nil {
+			return err
+		}
+		// Either way no lease is left (ReplaceUnleased found none live; ReplaceFencing drops
+		// it), and the generation moves on: a lease taken before cannot write after this.
+		if _, err := setLease(ctx, tx, tenant, w.ID, "", 0, true); err != nil {
+			return err
+		}
+		out = store.ReplacedWritten
+		return nil
+	})
+	return out, err
 }

@@ -38,6 +38,7 @@ func StateContract(t *testing.T, b StateBackend) {
 		{"DeferredFirstSaveOnlyCreates", deferredFirstSaveOnlyCreates},
 		{"RenewAndReleaseOnlyOurs", renewAndReleaseOnlyOurs},
 		{"TerminalSaveReleases", terminalSaveReleases},
+		{"ReplaceWhatWasRead", replaceWhatWasRead},
 	}
 	for _, c := range cases {
 		t.Run(b.Name+"/"+c.name, func(t *testing.T) {
@@ -367,6 +368,67 @@ func terminalSaveReleases(t *testing.T, b StateBackend) {
 		t.Fatalf("the terminal save kept the lease: %v", err)
 	}
 	if err := next.Release(eventsCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func replaceWhatWasRead(t *testing.T, b StateBackend) {
+	ts := tenantOf(t, b.Open(t, time.Minute))
+	id := newID()
+	begun, err := ts.Begin(eventsCtx(t), id, "w1", false, fresh(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := ts.Snapshot(eventsCtx(t), id)
+	if err != nil || !snap.Leased || snap.State.ExecutionID != id {
+		t.Fatalf("snapshot of a leased execution: %+v %v", snap, err)
+	}
+	ended := fresh(id)
+	ended.Status = state.Error
+	// The reaper leaves an execution a live worker holds alone.
+	if err := ts.ReplaceUnleased(eventsCtx(t), snap.Raw, ended); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("replace under a lease: %v, want ErrLeaseHeld", err)
+	}
+	// What was read changed meanwhile: nothing is written.
+	moved := fresh(id)
+	moved.CurrentNode = "moved"
+	if err := begun.Lease.Storage().Save(eventsCtx(t), moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := begun.Lease.Release(eventsCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.ReplaceUnleased(eventsCtx(t), snap.Raw, ended); !errors.Is(err, store.ErrStateChanged) {
+		t.Fatalf("replace of bytes that changed: %v, want ErrStateChanged", err)
+	}
+	snap, err = ts.Snapshot(eventsCtx(t), id)
+	if err != nil || snap.Leased {
+		t.Fatalf("snapshot after the release: %+v %v", snap, err)
+	}
+	if err := ts.ReplaceUnleased(eventsCtx(t), snap.Raw, ended); err != nil {
+		t.Fatalf("replace of an unleased state as read: %v", err)
+	}
+	if st, err := ts.Load(eventsCtx(t), id); err != nil || st.Status != state.Error {
+		t.Fatalf("after the replace: %+v %v", st, err)
+	}
+	// A replacement that fences: the holder's lease goes, and its late writes are refused.
+	held, err := ts.Acquire(eventsCtx(t), id, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err = ts.Snapshot(eventsCtx(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.ReplaceCorrupt(eventsCtx(t), snap.Raw, fresh(id)); err != nil {
+		t.Fatalf("fencing replace: %v", err)
+	}
+	if err := held.Storage().Save(eventsCtx(t), ended); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the fenced-out holder's save: %v, want ErrLeaseLost", err)
+	}
+	if l, err := ts.Acquire(eventsCtx(t), id, "w3"); err != nil {
+		t.Fatalf("the lease is free after a fencing replace: %v", err)
+	} else if err := l.Release(eventsCtx(t)); err != nil {
 		t.Fatal(err)
 	}
 }
