@@ -37,6 +37,10 @@ var (
 	// ErrRedis: any other Redis call of this package failed (lease, cancel flag, counters,
 	// listing, backfill). Transient.
 	ErrRedis = model.New(model.Unavailable, "redis_unavailable", "redis call failed (transient)")
+	// ErrNeedsRedis: the call reads or repairs what only Redis keeps (the index backfill and
+	// prune, the known tenants' keys), and the storage runs on another driver (local mode).
+	// Permanent there.
+	ErrNeedsRedis = model.New(model.Conflict, "needs_redis", "this needs Redis: the storage runs on the console's database")
 
 	// ErrLeaseHeld: Acquire found the lease held by another holder (see LeaseHeldError for
 	// who). Not transient in the retry-now sense: the holder may be alive and working.

@@ -254,9 +254,12 @@ func summarize(st *state.Execution, full bool) Summary {
 
 // IndexReady reports whether a backfill of the tenant's index has completed.
 func (ts *TenantStore) IndexReady(ctx context.Context) (bool, error) {
+	c, err := ts.r.redis("the index's ready marker")
+	if err != nil {
+		return false, err
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
 	n, err := c.Do(ctx, c.B().Exists().Key(ts.sp.IndexReady()).Build()).AsInt64()
 	if err != nil {
 		return false, transient(ErrRedis, "read index ready marker", err)
@@ -286,7 +289,10 @@ func (ts *TenantStore) Backfill(ctx context.Context, budget int) (BackfillStep, 
 	if budget <= 0 {
 		budget = backfillBatch
 	}
-	c := ts.r.c
+	c, err := ts.r.redis("the index backfill (the embedded index is its state table)")
+	if err != nil {
+		return BackfillStep{}, err
+	}
 	nodes := c.Nodes()
 	addrs := make([]string, 0, len(nodes))
 	for a := range nodes {

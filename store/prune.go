@@ -37,7 +37,10 @@ func (ts *TenantStore) PruneIndex(ctx context.Context, cursor uint64, count int)
 // removes the members whose state is gone or that are no execution id; it returns the scan's
 // entry and how many it removed.
 func (ts *TenantStore) pruneStep(ctx context.Context, idx string, cursor uint64, count int) (rueidis.ScanEntry, int, error) {
-	c := ts.r.c
+	c, err := ts.r.redis("the index prune (the embedded index is its state table)")
+	if err != nil {
+		return rueidis.ScanEntry{}, 0, err
+	}
 	e, err := c.Do(ctx, c.B().Zscan().Key(idx).Cursor(cursor).Count(int64(max(count, 1))).Build()).AsScanEntry()
 	if err != nil {
 		return e, 0, transient(ErrRedis, "prune index: zscan "+idx, err)
@@ -95,9 +98,12 @@ type IndexByPrune struct {
 // the index, those keys keep the members of expired states until a prune (plaita reindex);
 // listings skip them. An operator's tool: the one place besides Backfill that scans.
 func (ts *TenantStore) PruneIndexBy(ctx context.Context, pos IndexByPosition, count int) (IndexByPrune, error) {
+	c, err := ts.r.redis("the index prune (the embedded index is its state table)")
+	if err != nil {
+		return IndexByPrune{}, err
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := ts.r.c
 	nodes := c.Nodes()
 	addrs := slices.Sorted(maps.Keys(nodes))
 	out := IndexByPrune{Next: pos}

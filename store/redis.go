@@ -70,8 +70,9 @@ func DefaultSettings() Settings {
 		MaxStateBytes: DefaultMaxStateBytes}
 }
 
-// Redis is the Redis execution storage of one deployment (one client, one key root). It is
-// safe for concurrent use; TenantStore scopes it to one tenant.
+// Redis is the execution storage of one deployment (one key root): its rules over the drivers —
+// Redis's (NewRedis), or local mode's on the console's database (NewStore). It is safe for
+// concurrent use; TenantStore scopes it to one tenant.
 type Redis struct {
 	c    rueidis.Client // nil on another driver: the parts not on drivers yet need Redis
 	d    StateDriver
@@ -121,6 +122,14 @@ func NewStore(drv Drivers, s Settings, root string) *Redis {
 	}
 	s.StateTTL = max(s.StateTTL, 0)
 	return &Redis{d: drv.State, w: drv.Wakeups, t: drv.Tenants, l: drv.Lists, s: s, root: root}
+}
+
+// redis is the Redis client for what only Redis keeps: ErrNeedsRedis on another driver.
+func (r *Redis) redis(what string) (rueidis.Client, error) {
+	if r.c == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNeedsRedis, what)
+	}
+	return r.c, nil
 }
 
 // Root is the key root.

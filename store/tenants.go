@@ -17,9 +17,12 @@ func (r *Redis) KnownTenants(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	c, err := r.redis("the known tenants")
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := r.c
 	res := c.DoMulti(ctx, c.B().Hkeys().Key(sp.TenantStatus()).Build(),
 		c.B().Zrange().Key(sp.EventBusTenants()).Min("0").Max("-1").Build())
 	out := []string{keys.DefaultTenant}
