@@ -94,7 +94,7 @@ func buildFilter(o onRedis) *filterParts {
 func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
 	producer := queue.NewProducer(queue.Redis(c), config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return filter.Deps{
-		Events:  store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
+		Events:  store.NewEvents(store.RedisEvents(c), settings.Events(cfg), keys.DefaultRoot),
 		Store:   store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:   store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
 		Enqueue: producer.Enqueue,

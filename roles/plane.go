@@ -76,7 +76,7 @@ func NewPlane(cfg *config.Config, c rueidis.Client, log zerolog.Logger, o PlaneO
 	return control.New(control.Deps{
 		Store:         store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
 		Flows:         store.NewFlows(store.RedisFlows(c), keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
-		Events:        store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
+		Events:        store.NewEvents(store.RedisEvents(c), settings.Events(cfg), keys.DefaultRoot),
 		Schedules:     store.NewSchedules(c, keys.DefaultRoot),
 		Registry:      store.NewRegistry(store.OnRedis(c), keys.DefaultRoot),
 		Control:       store.NewControl(store.OnRedis(c), keys.DefaultRoot),
