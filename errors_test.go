@@ -50,6 +50,7 @@ var sentinels = map[string]struct {
 	"store.ErrStateLoad":          {store.ErrStateLoad, model.Unavailable},
 	"store.ErrStateDelete":        {store.ErrStateDelete, model.Unavailable},
 	"store.ErrRedis":              {store.ErrRedis, model.Unavailable},
+	"store.ErrNeedsRedis":         {store.ErrNeedsRedis, model.Conflict},
 	"store.ErrLeaseHeld":          {store.ErrLeaseHeld, model.Conflict},
 	"store.ErrInvalid":            {store.ErrInvalid, model.Invalid},
 	"store.ErrConflict":           {store.ErrConflict, model.Unavailable},

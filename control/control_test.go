@@ -52,7 +52,7 @@ func newFixture(t *testing.T, opts ...func(*Deps)) *fixture {
 	}
 	st := store.NewRedis(c, store.DefaultSettings(), root)
 	d := Deps{Root: root, Store: st, Flows: store.NewFlows(store.RedisFlows(c), root).Reserve(stream, stream+":dlq"),
-		Events: store.NewEvents(c, store.EventSettings{TTL: time.Hour}, root), Schedules: store.NewSchedules(store.RedisSchedules(c), root),
+		Events: store.NewEvents(store.RedisEvents(c), store.EventSettings{TTL: time.Hour}, root), Schedules: store.NewSchedules(store.RedisSchedules(c), root),
 		Registry: store.NewRegistry(store.OnRedis(c), root), Control: store.NewControl(store.OnRedis(c), root), Delay: delay, Queue: q,
 		Producer: queue.NewProducer(queue.Redis(c), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20}
 	for _, o := range opts {

@@ -23,28 +23,26 @@ type Backend struct {
 	Store     store.Drivers
 	Flows     store.FlowsDriver
 	Schedules store.SchedulesDriver
+	Events    store.EventsDriver
 	Ephemeral store.Ephemeral
 }
 
 // RedisBackend is the cluster's backend over client c.
 func RedisBackend(c rueidis.Client) Backend {
 	return Backend{Client: c, Queue: queue.Redis(c), Delay: queue.RedisDelays(c), Store: store.RedisDrivers(c),
-		Flows: store.RedisFlows(c), Schedules: store.RedisSchedules(c), Ephemeral: store.OnRedis(c)}
+		Flows: store.RedisFlows(c), Schedules: store.RedisSchedules(c), Events: store.RedisEvents(c), Ephemeral: store.OnRedis(c)}
 }
 
 // LocalBackend is local mode's backend: the console's database db, and hub for what lives only
 // while the process runs (live events, control channels, the registry).
 func LocalBackend(db *sqlite.DB, hub *store.Hub) Backend {
 	return Backend{Queue: db.Broker(), Delay: db.Delays(), Store: db.StoreDrivers(), Flows: db.FlowStore(),
-		Schedules: db.Schedules(), Ephemeral: hub}
+		Schedules: db.Schedules(), Events: db.EventStore(hub), Ephemeral: hub}
 }
 
-// events is the event bus with settings s (nil until local mode has its driver).
+// events is the event bus with settings s.
 func (b Backend) events(s store.EventSettings) *store.Events {
-	if b.Client == nil {
-		return nil
-	}
-	return store.NewEvents(b.Client, s, keys.DefaultRoot)
+	return store.NewEvents(b.Events, s, keys.DefaultRoot)
 }
 
 // storage is the execution storage with settings s.

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
-	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
 	"plaita/config"
@@ -67,7 +66,7 @@ type filterParts struct {
 func buildFilter(o onRedis) *filterParts {
 	cfg := o.cfg
 	s := filter.SettingsFrom(cfg)
-	d := FilterDeps(cfg, o.b.Client, o.set, o.log)
+	d := FilterDeps(cfg, o.b, o.set, o.log)
 	m := filter.NewMatcher(d, s)
 	f := &filterParts{
 		registry:   o.presence(roleInstance(cfg, cfg.Role(), config.QueueName.In(cfg), time.Now())),
@@ -91,12 +90,12 @@ func buildFilter(o onRedis) *filterParts {
 // FilterDeps are the stores the filter's services share and its enqueue: the one producer
 // path (queue.Producer) to PLAITA_QUEUE_NAME, the stream the workers read — stamped with this
 // process's generations, the event data held to PLAITA_EXECUTION_STATE_MAX_BYTES.
-func FilterDeps(cfg *config.Config, c rueidis.Client, set *metrics.Set, log zerolog.Logger) filter.Deps {
-	producer := queue.NewProducer(queue.Redis(c), config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
+func FilterDeps(cfg *config.Config, b Backend, set *metrics.Set, log zerolog.Logger) filter.Deps {
+	producer := queue.NewProducer(b.Queue, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return filter.Deps{
-		Events:  store.NewEvents(c, settings.Events(cfg), keys.DefaultRoot),
-		Store:   store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot),
-		Flows:   store.NewFlows(store.RedisFlows(c), keys.DefaultRoot),
+		Events:  b.events(settings.Events(cfg)),
+		Store:   b.storage(settings.Store(cfg)),
+		Flows:   store.NewFlows(b.Flows, keys.DefaultRoot),
 		Enqueue: producer.Enqueue,
 		Log:     log, Metrics: set,
 	}

@@ -16,9 +16,10 @@ import (
 
 // The event bus's contract on Redis, each case under a key root of its own.
 func TestEventsContractRedis(t *testing.T) {
-	storetest.EventsContract(t, storetest.EventsBackend{Name: "redis", Open: func(t *testing.T) *store.Events {
+	storetest.EventsContract(t, storetest.EventsBackend{Name: "redis", Open: func(t *testing.T) func(store.EventSettings) *store.Events {
 		c := redistest.Client(t)
-		return store.NewEvents(c, store.EventSettings{TTL: time.Hour}, redistest.Root(t, c))
+		root := redistest.Root(t, c)
+		return func(s store.EventSettings) *store.Events { return store.NewEvents(store.RedisEvents(c), s, root) }
 	}})
 }
 

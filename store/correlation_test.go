@@ -248,7 +248,7 @@ func TestPublishEventOnACluster(t *testing.T) {
 	t.Parallel()
 	c, _ := redistest.StartCluster(t, 3)
 	waitClusterOK(t, c)
-	ev := store.NewEvents(c, store.EventSettings{TTL: time.Hour}, "plaita")
+	ev := store.NewEvents(store.RedisEvents(c), store.EventSettings{TTL: time.Hour}, "plaita")
 	bg := ctx(t)
 	for _, tenant := range []string{"default", "acme"} {
 		for i := range 10 {

@@ -30,8 +30,13 @@ import (
 //	<root>:event_bus:notify            pub/sub channel: {"tenant_id","type","id"} per publish
 //
 // Every key sits in its own Cluster slot: a publish is two round trips of single-key commands
-// (the record first, so a notified filter always finds it), never one script. The scripts
-// below (markers, cursor, stale subscriptions) each touch one key.
+// (the record first, so a notified filter always finds it), never one script. The scripts of
+// the Redis driver (events_redis.go: markers, cursor, tenant list) each touch one key.
+//
+// Events keeps the rules (events_bus.go, events_feed.go, events_wake.go, events_notify.go);
+// what it stores goes through an EventsDriver (events_driver.go): RedisEvents lays these keys
+// out, store/sqlite's EventStore keeps the same things in tables of the console's database for
+// local mode.
 
 // DefaultEventTTL is the lifetime of an event record when EventSettings.TTL is unset.
 const DefaultEventTTL = 7 * 24 * time.Hour

@@ -5,10 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"plaita/store/keys"
 )
@@ -25,9 +22,10 @@ type EventSettings struct {
 	DisablePruneOnWrite bool
 }
 
-// Events is the event bus of one key root. It is safe for concurrent use.
+// Events is the event bus of one key root, over a driver (EventsDriver: Redis for the
+// cluster, the console's database in local mode). It is safe for concurrent use.
 type Events struct {
-	c    rueidis.Client
+	d    EventsDriver
 	root string
 	s    EventSettings
 	// Now is the clock of publish times and marker ages (NewEvents sets time.Now; tests
@@ -35,15 +33,15 @@ type Events struct {
 	Now func() time.Time
 }
 
-// NewEvents returns the event bus over c under root ("" = keys.DefaultRoot).
-func NewEvents(c rueidis.Client, s EventSettings, root string) *Events {
+// NewEvents returns the event bus over d under root ("" = keys.DefaultRoot).
+func NewEvents(d EventsDriver, s EventSettings, root string) *Events {
 	if root == "" {
 		root = keys.DefaultRoot
 	}
 	if s.TTL < time.Second {
 		s.TTL = DefaultEventTTL
 	}
-	return &Events{c: c, root: root, s: s, Now: time.Now}
+	return &Events{d: d, root: root, s: s, Now: time.Now}
 }
 
 // TTL is the effective event lifetime.
@@ -84,12 +82,12 @@ func PrepareEvent(ev Event) (Event, error) {
 // returned with duplicate = true, its index entries are written again (a publish interrupted
 // half way is completed) and the filters are notified again (they deliver an event to an
 // execution once, whatever the number of notifications). Another type or other data under the
-// same id is ErrEventConflict and nothing is written. Bad input is ErrBadEvent; a Redis
-// failure ErrRedis.
+// same id is ErrEventConflict and nothing is written. Bad input is ErrBadEvent; a storage
+// failure is transient (ErrRedis on Redis).
 //
-// Two round trips: the record (SET NX, so a notified filter finds it), then the index, the
-// feed, the tenant list and the notification pipelined; the write-side prune adds two, at most
-// once a minute per (tenant, type).
+// Two round trips: the record (Put: SET NX, so a notified filter finds it), then the index,
+// the feed, the tenant list and the notification (Index: pipelined); the write-side prune
+// adds two, at most once a minute per (tenant, type).
 func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate bool, err error) {
 	if ev, err = PrepareEvent(ev); err != nil {
 		return Event{}, false, err
@@ -106,27 +104,31 @@ func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := e.c
 	stored, duplicate = ev, false
 	for attempt := 0; ; attempt++ {
 		if attempt == eventPublishAttempts {
 			return Event{}, false, fmt.Errorf("%w: publish event %s: its record expired %d times while it was read", ErrRedis, ev.ID, attempt)
 		}
-		err := c.Do(ctx, c.B().Set().Key(key).Value(string(rec)).Nx().Px(e.s.TTL).Build()).Error()
-		if err == nil {
+		created, err := e.d.Put(ctx, sp, ev.ID, rec, e.s.TTL)
+		if err != nil {
+			return Event{}, false, err
+		}
+		if created {
 			break
 		}
-		if !rueidis.IsRedisNil(err) {
-			return Event{}, false, transient(ErrRedis, "write event "+ev.ID, err)
+		recs, err := e.d.Records(ctx, sp, []string{ev.ID})
+		if err != nil {
+			return Event{}, false, err
 		}
-		b, err := c.Do(ctx, c.B().Get().Key(key).Build()).AsBytes()
-		if rueidis.IsRedisNil(err) {
+		r := recs[0]
+		switch {
+		case r.Err != nil:
+			// Something that is no record holds the id (a WRONGTYPE key): a failed read.
+			return Event{}, false, transient(ErrRedis, "read event "+ev.ID, r.Err)
+		case !r.Found:
 			continue // expired in between: publish it afresh
 		}
-		if err != nil {
-			return Event{}, false, transient(ErrRedis, "read event "+ev.ID, err)
-		}
-		old, err := DecodeEvent(b)
+		old, err := DecodeEvent([]byte(r.Value))
 		if err != nil {
 			return Event{}, false, fmt.Errorf("%w: event %s: the stored record (%s) does not decode: %w", ErrEventConflict, ev.ID, key, err)
 		}
@@ -139,68 +141,38 @@ func (e *Events) Publish(ctx context.Context, ev Event) (stored Event, duplicate
 	return stored, duplicate, e.index(ctx, sp, stored)
 }
 
+// eventMember is an event as the indexes hold it.
+func eventMember(r EventRef) EventMember {
+	return EventMember{Type: r.Type, ID: r.ID, Feed: feedMember(r.Type, r.ID)}
+}
+
 // index writes an event's index and feed members, the tenant's entry in the tenant list and
 // the notification, and runs the write-side prune when it is due.
 func (e *Events) index(ctx context.Context, sp keys.Space, ev Event) error {
-	c, pl := e.c, e.platform()
-	idx, _ := sp.EventIndex(ev.Type)
-	score := float64(ev.PublishedAt.UnixMilli())
-	note, _ := json.Marshal(EventRef{TenantID: sp.Tenant(), Type: ev.Type, ID: ev.ID})
-	cmds := rueidis.Commands{
-		c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, ev.ID).Build(),
-		c.B().Pexpire().Key(idx).Milliseconds(e.s.TTL.Milliseconds()).Build(),
-		c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(score, feedMember(ev.Type, ev.ID)).Build(),
-		c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(e.s.TTL.Milliseconds()).Build(),
-		c.B().Zadd().Key(pl.EventBusTenants()).ScoreMember().ScoreMember(float64(e.Now().UnixMilli()), sp.Tenant()).Build(),
-		c.B().Publish().Channel(pl.EventBusNotify()).Message(string(note)).Build(),
+	ref := EventRef{TenantID: sp.Tenant(), Type: ev.Type, ID: ev.ID}
+	note, _ := json.Marshal(ref)
+	w := EventIndexWrite{EventMember: eventMember(ref), Score: ev.PublishedAt.UnixMilli(), TTL: e.s.TTL,
+		TenantAt: e.Now().UnixMilli(), Channel: e.platform().EventBusNotify(), Note: note}
+	if !e.s.DisablePruneOnWrite {
+		w.Throttle = pruneEvery
 	}
-	prune := !e.s.DisablePruneOnWrite
-	if prune {
-		throttle, _ := sp.EventIndexPrune(ev.Type)
-		cmds = append(cmds, c.B().Set().Key(throttle).Value("1").Nx().Px(pruneEvery).Build())
+	due, err := e.d.Index(ctx, sp, w)
+	if err != nil {
+		return err
 	}
-	res := doMultiPublishing(ctx, c, cmds, 5)
-	for _, r := range res[:6] {
-		if err := r.Error(); err != nil {
-			return transient(ErrRedis, "index event "+ev.ID, err)
-		}
-	}
-	if !prune {
-		return nil
-	}
-	if err := res[6].Error(); err != nil {
+	if due {
 		// The prune is a fallback of the janitor: an event is published without it.
-		return nil
+		_, _ = e.pruneIndex(ctx, sp, ev.Type)
 	}
-	_, _ = e.pruneIndex(ctx, sp, ev.Type)
 	return nil
-}
-
-// doMultiPublishing sends cmds, of which cmds[pub] is a PUBLISH, in one round trip — except on
-// a Cluster, where a PUBLISH has no slot and rueidis refuses it beside keyed commands: there it
-// goes alone, after the others (a notification must not arrive before what it announces).
-// The results are in the order of cmds.
-func doMultiPublishing(ctx context.Context, c rueidis.Client, cmds rueidis.Commands, pub int) []rueidis.RedisResult {
-	if c.Mode() != rueidis.ClientModeCluster {
-		return c.DoMulti(ctx, cmds...)
-	}
-	rest := append(append(rueidis.Commands{}, cmds[:pub]...), cmds[pub+1:]...)
-	res := c.DoMulti(ctx, rest...)
-	out := append(append([]rueidis.RedisResult{}, res[:pub]...), c.Do(ctx, cmds[pub]))
-	return append(out, res[pub:]...)
 }
 
 // pruneIndex checks the pruneBatch oldest members of a type's index and removes those whose
 // record is gone (from the index and the feed). It returns how many it removed.
 func (e *Events) pruneIndex(ctx context.Context, sp keys.Space, eventType string) (int, error) {
-	c := e.c
-	idx, err := sp.EventIndex(eventType)
+	ids, err := e.d.Ranks(ctx, sp, EventSet{Kind: EventTypeIndex, Type: eventType}, 0, pruneBatch-1)
 	if err != nil {
 		return 0, err
-	}
-	ids, err := c.Do(ctx, c.B().Zrange().Key(idx).Min("0").Max(strconv.Itoa(pruneBatch-1)).Build()).AsStrSlice()
-	if err != nil {
-		return 0, transient(ErrRedis, "read "+idx, err)
 	}
 	var refs []EventRef
 	for _, id := range ids {
@@ -215,58 +187,41 @@ func (e *Events) removeExpired(ctx context.Context, sp keys.Space, refs []EventR
 	if len(refs) == 0 {
 		return 0, nil
 	}
-	c := e.c
-	checks := make(rueidis.Commands, 0, len(refs))
 	var valid []EventRef
-	var removes rueidis.Commands
-	gone := 0
+	var ids []string
+	var removes []EventMember
 	for _, r := range refs {
-		key, err := sp.Event(r.ID)
-		if err != nil {
+		if _, err := sp.Event(r.ID); err != nil {
 			// A member that can never have a record: it goes at once.
-			removes = append(removes, e.removeCmds(sp, r)...)
-			gone++
+			removes = append(removes, eventMember(r))
 			continue
 		}
 		valid = append(valid, r)
-		checks = append(checks, c.B().Exists().Key(key).Build())
+		ids = append(ids, r.ID)
 	}
-	if len(checks) > 0 {
-		for i, res := range c.DoMulti(ctx, checks...) {
-			n, err := res.AsInt64()
-			if err != nil {
-				return 0, transient(ErrRedis, "check events of "+sp.Tenant(), err)
-			}
-			if n == 0 {
-				removes = append(removes, e.removeCmds(sp, valid[i])...)
-				gone++
+	if len(ids) > 0 {
+		exist, err := e.d.Exist(ctx, sp, ids)
+		if err != nil {
+			return 0, err
+		}
+		for i, ok := range exist {
+			if !ok {
+				removes = append(removes, eventMember(valid[i]))
 			}
 		}
 	}
 	if len(removes) == 0 {
 		return 0, nil
 	}
-	for _, res := range c.DoMulti(ctx, removes...) {
-		if err := res.Error(); err != nil {
-			return 0, transient(ErrRedis, "remove expired events of "+sp.Tenant(), err)
-		}
+	if err := e.d.Unindex(ctx, sp, removes); err != nil {
+		return 0, err
 	}
-	return gone, nil
-}
-
-// removeCmds removes an event's feed member and, when its type can have one, its index member.
-func (e *Events) removeCmds(sp keys.Space, r EventRef) rueidis.Commands {
-	c := e.c
-	cmds := rueidis.Commands{c.B().Zrem().Key(sp.EventFeed()).Member(feedMember(r.Type, r.ID)).Build()}
-	if idx, err := sp.EventIndex(r.Type); err == nil {
-		cmds = append(cmds, c.B().Zrem().Key(idx).Member(r.ID).Build())
-	}
-	return cmds
+	return len(removes), nil
 }
 
 // Get reads one event of a tenant: ErrEventNotFound when it does not exist (or expired),
-// ErrBadEvent when the stored bytes are not a record of this id and tenant, ErrRedis when Redis
-// does not answer.
+// ErrBadEvent when the stored bytes are not a record of this id and tenant, a transient error
+// (ErrRedis on Redis) when the storage does not answer.
 func (e *Events) Get(ctx context.Context, tenant, id string) (Event, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -278,21 +233,23 @@ func (e *Events) Get(ctx context.Context, tenant, id string) (Event, error) {
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	b, err := e.c.Do(ctx, e.c.B().Get().Key(key).Build()).AsBytes()
-	switch {
-	case rueidis.IsRedisNil(err):
-		return Event{}, fmt.Errorf("%w: %s in tenant %s", ErrEventNotFound, id, sp.Tenant())
-	case isWrongType(err):
-		return Event{}, fmt.Errorf("%w: %s holds no string: %w", ErrBadEvent, key, err)
-	case err != nil:
-		return Event{}, transient(ErrRedis, "read event "+id, err)
+	recs, err := e.d.Records(ctx, sp, []string{id})
+	if err != nil {
+		return Event{}, err
 	}
-	return decodeEventAt(key, id, sp.Tenant(), b)
+	r := recs[0]
+	switch {
+	case r.Err != nil:
+		return Event{}, fmt.Errorf("%w: %s holds no string: %w", ErrBadEvent, key, r.Err)
+	case !r.Found:
+		return Event{}, fmt.Errorf("%w: %s in tenant %s", ErrEventNotFound, id, sp.Tenant())
+	}
+	return decodeEventAt(key, id, sp.Tenant(), []byte(r.Value))
 }
 
 // GetMany reads several events of a tenant in one round trip (the filter's reconciler reads a
 // page of the feed so): for each id, the event or the error Get would return for it
-// (ErrEventNotFound, ErrBadEvent). A Redis failure fails the whole read (ErrRedis).
+// (ErrEventNotFound, ErrBadEvent). A storage failure fails the whole read (transient).
 func (e *Events) GetMany(ctx context.Context, tenant string, ids []string) ([]Event, []error, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -356,23 +313,17 @@ type EventPage struct {
 // MaxEventList bounds one List.
 const MaxEventList = 1000
 
-// indexPage reads up to limit members of a ZSET index after cur, newest first (pageScript),
-// and the cursor of the next page ("" when the index ended before limit).
-func indexPage(ctx context.Context, c rueidis.Client, key string, cur cursor, limit int) (members []string, next string, err error) {
-	rows, err := pageScript.Exec(ctx, c, []string{key},
-		[]string{cur.Member, strconv.FormatFloat(cur.Score, 'g', -1, 64), strconv.Itoa(limit)}).ToArray()
+// indexPage reads up to limit members of a set after cur, newest first (the driver's Page),
+// and the cursor of the next page ("" when the set ended before limit).
+func (e *Events) indexPage(ctx context.Context, sp keys.Space, set EventSet, cur cursor, limit int) (members []string, next string, err error) {
+	rows, err := e.d.Page(ctx, sp, set, ScoredMember{Member: cur.Member, Score: cur.Score}, limit)
 	if err != nil {
-		return nil, "", transient(ErrRedis, "read "+key, err)
+		return nil, "", err
 	}
-	members = make([]string, 0, len(rows)/2)
-	for i := 0; i+1 < len(rows); i += 2 {
-		m, _ := rows[i].ToString()
-		score, err := rows[i+1].AsFloat64()
-		if err != nil {
-			return nil, "", fmt.Errorf("%w: read %s: score of %q: %w", ErrRedis, key, m, err)
-		}
-		members = append(members, m)
-		cur = cursor{Score: score, Member: m}
+	members = make([]string, 0, len(rows))
+	for _, r := range rows {
+		members = append(members, r.Member)
+		cur = cursor{Score: r.Score, Member: r.Member}
 	}
 	if len(members) == limit {
 		next = cur.encode()
@@ -400,7 +351,7 @@ func (e *Events) List(ctx context.Context, tenant, eventType string, limit int) 
 // first. Members whose record expired are removed on the way (the read-side lazy prune), and
 // so are members no event can have (counted in Invalid); records that do not decode are
 // counted and skipped, so a page may hold fewer events than its limit and still have a next
-// one. A malformed cursor, type or limit is ErrInvalid; a Redis failure ErrRedis.
+// one. A malformed cursor, type or limit is ErrInvalid; a storage failure is transient.
 func (e *Events) Page(ctx context.Context, q EventQuery) (EventPage, error) {
 	sp, err := e.space(q.Tenant)
 	if err != nil {
@@ -414,16 +365,16 @@ func (e *Events) Page(ctx context.Context, q EventQuery) (EventPage, error) {
 	if err != nil {
 		return EventPage{}, err
 	}
-	key := sp.EventFeed()
+	set := EventSet{Kind: EventFeed}
 	if eventType != "" {
-		if key, err = sp.EventIndex(eventType); err != nil {
+		if _, err = sp.EventIndex(eventType); err != nil {
 			return EventPage{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
+		set = EventSet{Kind: EventTypeIndex, Type: eventType}
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c := e.c
-	members, next, err := indexPage(ctx, c, key, cur, limit)
+	members, next, err := e.indexPage(ctx, sp, set, cur, limit)
 	if err != nil {
 		return EventPage{}, err
 	}
@@ -438,7 +389,7 @@ func (e *Events) Page(ctx context.Context, q EventQuery) (EventPage, error) {
 		}
 		if !ok {
 			page.Invalid++
-			c.Do(ctx, c.B().Zrem().Key(key).Member(m).Build())
+			_ = e.d.Drop(ctx, sp, set, m) // best effort: found and dropped again next time
 			continue
 		}
 		refs = append(refs, r)
@@ -474,37 +425,36 @@ type eventRead struct {
 	err     error
 }
 
-// getMany reads several records in one round trip (single-key GETs: they may live in
-// different Cluster slots).
+// getMany reads several records in one round trip (the driver's Records).
 func (e *Events) getMany(ctx context.Context, sp keys.Space, refs []EventRef) ([]eventRead, error) {
 	out := make([]eventRead, len(refs))
-	cmds := make(rueidis.Commands, 0, len(refs))
+	ids := make([]string, 0, len(refs))
 	pos := make([]int, 0, len(refs))
 	for i, r := range refs {
-		key, err := sp.Event(r.ID)
-		if err != nil {
+		if _, err := sp.Event(r.ID); err != nil {
 			out[i].missing = true
 			continue
 		}
-		cmds = append(cmds, e.c.B().Get().Key(key).Build())
+		ids = append(ids, r.ID)
 		pos = append(pos, i)
 	}
-	if len(cmds) == 0 {
+	if len(ids) == 0 {
 		return out, nil
 	}
-	for j, res := range e.c.DoMulti(ctx, cmds...) {
+	recs, err := e.d.Records(ctx, sp, ids)
+	if err != nil {
+		return nil, err
+	}
+	for j, rec := range recs {
 		i := pos[j]
-		b, err := res.AsBytes()
 		switch {
-		case rueidis.IsRedisNil(err):
+		case rec.Err != nil:
+			out[i].err = fmt.Errorf("%w: %w", ErrBadEvent, rec.Err)
+		case !rec.Found:
 			out[i].missing = true
-		case isWrongType(err):
-			out[i].err = fmt.Errorf("%w: %w", ErrBadEvent, err)
-		case err != nil:
-			return nil, transient(ErrRedis, "read events of "+sp.Tenant(), err)
 		default:
 			key, _ := sp.Event(refs[i].ID)
-			out[i].ev, out[i].err = decodeEventAt(key, refs[i].ID, sp.Tenant(), b)
+			out[i].ev, out[i].err = decodeEventAt(key, refs[i].ID, sp.Tenant(), []byte(rec.Value))
 		}
 	}
 	return out, nil

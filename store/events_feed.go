@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"plaita/store/keys"
 )
 
@@ -21,18 +19,19 @@ type TenantList struct {
 }
 
 // Tenants lists the tenants that published an event at or after since (the tenant list's
-// score is the last publish), in slug order. Members that are no tenant slug are removed.
+// score is the last publish), in the order of their last publish (ties in slug order).
+// Members that are no tenant slug are removed.
 func (e *Events) Tenants(ctx context.Context, since time.Time) (TenantList, error) {
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	key := e.platform().EventBusTenants()
-	min := "-inf"
+	var from *int64 // nil: every tenant
 	if !since.IsZero() {
-		min = strconv.FormatInt(since.UnixMilli(), 10)
+		ms := since.UnixMilli()
+		from = &ms
 	}
-	ts, err := e.c.Do(ctx, e.c.B().Zrange().Key(key).Min(min).Max("+inf").Byscore().Build()).AsStrSlice()
+	ts, err := e.d.Tenants(ctx, e.platform(), from)
 	if err != nil {
-		return TenantList{}, transient(ErrRedis, "read "+key, err)
+		return TenantList{}, err
 	}
 	var out TenantList
 	var bad []string
@@ -44,7 +43,7 @@ func (e *Events) Tenants(ctx context.Context, since time.Time) (TenantList, erro
 		}
 	}
 	if out.Invalid = len(bad); out.Invalid > 0 {
-		e.c.Do(ctx, e.c.B().Zrem().Key(key).Member(bad...).Build()) // best effort: skipped again next time
+		_ = e.d.Drop(ctx, e.platform(), EventSet{Kind: EventTenants}, bad...) // best effort: skipped again next time
 	}
 	return out, nil
 }
@@ -72,11 +71,9 @@ func (e *Events) FeedPage(ctx context.Context, tenant string, from, to time.Time
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c, key := e.c, sp.EventFeed()
-	res, err := c.Do(ctx, c.B().Zrange().Key(key).Min(strconv.FormatInt(from.UnixMilli(), 10)).Max(strconv.FormatInt(to.UnixMilli(), 10)).
-		Byscore().Limit(int64(skip), int64(count)).Withscores().Build()).AsZScores()
+	res, err := e.d.FeedRange(ctx, sp, from.UnixMilli(), to.UnixMilli(), skip, count)
 	if err != nil {
-		return FeedRead{}, transient(ErrRedis, "read "+key, err)
+		return FeedRead{}, err
 	}
 	out := FeedRead{Refs: make([]EventRef, 0, len(res)), Read: len(res)}
 	for _, z := range res {
@@ -106,10 +103,9 @@ func (e *Events) Cursor(ctx context.Context, tenant string) (at time.Time, found
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	key := e.platform().EventBusCursor()
-	s, found, err := optString(e.c.Do(ctx, e.c.B().Hget().Key(key).Field(sp.Tenant()).Build()))
+	s, found, err := e.d.Cursor(ctx, sp)
 	if err != nil {
-		return time.Time{}, false, transient(ErrRedis, "read "+key, err)
+		return time.Time{}, false, err
 	}
 	if !found {
 		return time.Time{}, false, nil
@@ -121,18 +117,6 @@ func (e *Events) Cursor(ctx context.Context, tenant string) (at time.Time, found
 	return time.UnixMilli(ms).UTC(), true, nil
 }
 
-// cursorScript moves a tenant's cursor forward only: KEYS[1] = the cursor HASH, ARGV = tenant,
-// Unix ms. One key.
-var cursorScript = rueidis.NewLuaScript(`
-local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
-local at = tonumber(ARGV[2])
-if cur == nil or cur < at then
-  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  return 1
-end
-return 0
-`)
-
 // SetCursor moves a tenant's reconcile cursor to at, never backwards (several filters share
 // it; the one that scanned further wins).
 func (e *Events) SetCursor(ctx context.Context, tenant string, at time.Time) error {
@@ -142,11 +126,7 @@ func (e *Events) SetCursor(ctx context.Context, tenant string, at time.Time) err
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	key := e.platform().EventBusCursor()
-	if err := cursorScript.Exec(ctx, e.c, []string{key}, []string{sp.Tenant(), strconv.FormatInt(at.UnixMilli(), 10)}).Error(); err != nil {
-		return transient(ErrRedis, "write "+key, err)
-	}
-	return nil
+	return e.d.AdvanceCursor(ctx, sp, at.UnixMilli())
 }
 
 // SweepResult is one janitor pass over one tenant's feed.
@@ -171,10 +151,10 @@ func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	c, key := e.c, sp.EventFeed()
-	members, err := c.Do(ctx, c.B().Zrange().Key(key).Min(strconv.Itoa(start)).Max(strconv.Itoa(start+budget-1)).Build()).AsStrSlice()
+	feed := EventSet{Kind: EventFeed}
+	members, err := e.d.Ranks(ctx, sp, feed, start, start+budget-1)
 	if err != nil {
-		return SweepResult{}, transient(ErrRedis, "read "+key, err)
+		return SweepResult{}, err
 	}
 	refs := make([]EventRef, 0, len(members))
 	var bad []string
@@ -187,8 +167,8 @@ func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int
 		refs = append(refs, r)
 	}
 	if len(bad) > 0 {
-		if err := c.Do(ctx, c.B().Zrem().Key(key).Member(bad...).Build()).Error(); err != nil {
-			return SweepResult{}, transient(ErrRedis, "write "+key, err)
+		if err := e.d.Drop(ctx, sp, feed, bad...); err != nil {
+			return SweepResult{}, err
 		}
 	}
 	n, err := e.removeExpired(ctx, sp, refs)
@@ -206,7 +186,7 @@ func (e *Events) SweepFeed(ctx context.Context, tenant string, start, budget int
 
 // ForgetTenant removes a tenant from the tenant list when it has published nothing since
 // before (and so has no live event): the janitor's last step for an idle tenant. It reports
-// whether the entry was removed.
+// whether the entry was removed; a concurrent publish keeps it.
 func (e *Events) ForgetTenant(ctx context.Context, tenant string, before time.Time) (bool, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -214,21 +194,5 @@ func (e *Events) ForgetTenant(ctx context.Context, tenant string, before time.Ti
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	key := e.platform().EventBusTenants()
-	n, err := forgetScript.Exec(ctx, e.c, []string{key}, []string{sp.Tenant(), strconv.FormatInt(before.UnixMilli(), 10)}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "write "+key, err)
-	}
-	return n == 1, nil
+	return e.d.ForgetTenant(ctx, sp, before.UnixMilli())
 }
-
-// forgetScript: KEYS[1] = the tenant list; ARGV = tenant, Unix ms. Removes the tenant only when
-// its last publish is older than the time (a concurrent publish keeps it). One key.
-var forgetScript = rueidis.NewLuaScript(`
-local s = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1]))
-if s ~= nil and s < tonumber(ARGV[2]) then
-  redis.call('ZREM', KEYS[1], ARGV[1])
-  return 1
-end
-return 0
-`)

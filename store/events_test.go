@@ -20,7 +20,7 @@ import (
 func (f *fixture) events(s store.EventSettings) (*store.Events, *atomic.Int64) {
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 11, 29, 12, 0, 0, 123456789, time.UTC).UnixNano())
-	ev := store.NewEvents(f.c, s, f.root)
+	ev := store.NewEvents(store.RedisEvents(f.c), s, f.root)
 	ev.Now = func() time.Time { return time.Unix(0, clock.Load()) }
 	return ev, &clock
 }
@@ -503,6 +503,37 @@ func TestEventWakeMarker(t *testing.T) {
 	}
 	if _, err := bus.WakeSent(c, store.Wake{State: store.WakePending}, "1-1"); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("mark sent without a claim: %v", err)
+	}
+}
+
+// The claim script is DecideWake in Lua: whatever a marker holds, a claim on Redis finds the
+// state DecideWake gives and writes the claimer's value exactly when it says so — what the
+// console's database decides in Go (store/sqlite's EventStore).
+func TestEventClaimScriptIsDecideWake(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, _ := f.events(store.EventSettings{TTL: time.Hour})
+	now := bus.Now().UnixMilli()
+	at := func(d time.Duration) string { return strconv.FormatInt(now-d.Milliseconds(), 10) }
+	values := []string{"", "pending " + at(time.Second) + " a", "pending " + at(2*time.Second), "pending " + at(-time.Second) + " a",
+		"pending x a", "pending  1 a", "pendingx", "sent " + at(0) + " 1-1", "sent", "refused " + at(0) + " why", "refused",
+		"garbage", "pending 99999999999999999999999999 a", "pending 1e3 a"}
+	for i, v := range values {
+		for _, grace := range []time.Duration{0, time.Second, 3 * time.Second} {
+			ev := fmt.Sprintf("evt_%d_%d", i, grace/time.Second)
+			key, _ := f.platform("acme").EventWake("ex_1", "s1", ev)
+			if v != "" {
+				f.must(f.do(f.c.B().Set().Key(key).Value(v).Build()).Error())
+			}
+			state, write := store.DecideWake(v, v != "", now, grace)
+			w, err := bus.ClaimWake(c, "acme", "ex_1", "s1", ev, "me", grace)
+			f.must(err)
+			after, _ := f.get(key)
+			if w.State != state || (after == w.Token) != write || (write && w.Token == "") || w.Previous != v {
+				t.Errorf("marker %q, grace %s: the script found %+v and left %q; DecideWake says %s, write %v", v, grace, w, after, state, write)
+			}
+		}
 	}
 }
 

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/rueidis"
 )
 
 // The one-shot wake-up markers: one claim per (execution, suspension, event), so an event wakes
@@ -41,51 +39,53 @@ type Wake struct {
 	Token string
 	// Previous is the value found (WakeTakenOver, WakeSent, WakePending, WakeRefused).
 	Previous string
+
+	marker WakeMarker
 }
 
 // Mine reports whether the caller owns the wake-up and must enqueue it.
 func (w Wake) Mine() bool { return w.State == WakeClaimed || w.State == WakeTakenOver }
 
-// claimScript: KEYS[1] = the marker. ARGV = the pending value, now (ms), grace (ms), TTL (ms).
-// Values: "pending <ms> <owner>", "sent <ms> <stream id>" or "refused <ms> <why>". One key.
-var claimScript = rueidis.NewLuaScript(`
-local v = redis.call('GET', KEYS[1])
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
-  return {'claimed', ''}
-end
-if string.sub(v, 1, 5) == 'sent ' then
-  return {'sent', v}
-end
-if string.sub(v, 1, 8) == 'refused ' then
-  return {'refused', v}
-end
-local t = tonumber(string.match(v, '^pending (%d+)'))
-if t == nil or tonumber(ARGV[2]) - t >= tonumber(ARGV[3]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
-  return {'taken_over', v}
-end
-return {'pending', v}
-`)
+// Marker values: "pending <ms> <owner>", "sent <ms> <stream id>" or "refused <ms> <why>".
+const (
+	wakePending = "pending "
+	wakeSent    = "sent "
+	wakeRefused = "refused "
+)
 
-// casScript: KEYS[1] = the marker. ARGV = the expected value, the new value ("" deletes), TTL
-// (ms). One key.
-var casScript = rueidis.NewLuaScript(`
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-if ARGV[2] == '' then
-  redis.call('DEL', KEYS[1])
-else
-  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-end
-return 1
-`)
+// DecideWake is what a claim finds in a marker holding value (found false: none) at now (Unix
+// ms): the state, and whether the caller's pending value replaces the marker's (WakeClaimed,
+// WakeTakenOver). A sent or refused marker is final; a pending one is taken over once it is
+// grace old, or when its time does not read. The Redis driver's claim script spells this in
+// Lua; a driver that claims in a transaction calls it there.
+func DecideWake(value string, found bool, now int64, grace time.Duration) (WakeState, bool) {
+	switch {
+	case !found:
+		return WakeClaimed, true
+	case strings.HasPrefix(value, wakeSent):
+		return WakeSent, false
+	case strings.HasPrefix(value, wakeRefused):
+		return WakeRefused, false
+	}
+	// As Lua's tonumber(string.match(v, '^pending (%d+)')): the digits as a float.
+	digits, _ := strings.CutPrefix(value, wakePending)
+	n := 0
+	for n < len(digits) && digits[n] >= '0' && digits[n] <= '9' {
+		n++
+	}
+	t, _ := strconv.ParseFloat(digits[:n], 64) // only a range error: ±Inf, as Lua reads it too
+	if !strings.HasPrefix(value, wakePending) || n == 0 || float64(now)-t >= float64(grace.Milliseconds()) {
+		return WakeTakenOver, true
+	}
+	return WakePending, false
+}
 
 func (e *Events) wakeTTL() time.Duration { return e.s.TTL + wakeMarginTTL }
 
 // ClaimWake claims the one-shot marker of delivering event eventID to the suspension (a token
 // such as its start in Unix ns) of an execution of tenant. owner names the claimer (an
-// instance id). A marker pending for grace or longer is taken over. The marker lives the
-// event TTL plus a day, so every re-scan of a live event finds it.
+// instance id). A marker pending for grace or longer is taken over (DecideWake). The marker
+// lives the event TTL plus a day, so every re-scan of a live event finds it. One round trip.
 func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension, eventID, owner string, grace time.Duration) (Wake, error) {
 	sp, err := e.space(tenant)
 	if err != nil {
@@ -96,15 +96,15 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 		return Wake{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	now := e.Now().UnixMilli()
-	token := "pending " + strconv.FormatInt(now, 10) + " " + owner
+	token := wakePending + strconv.FormatInt(now, 10) + " " + owner
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	arr, err := claimScript.Exec(ctx, e.c, []string{key}, []string{token, strconv.FormatInt(now, 10),
-		strconv.FormatInt(grace.Milliseconds(), 10), strconv.FormatInt(e.wakeTTL().Milliseconds(), 10)}).AsStrSlice()
-	if err != nil || len(arr) != 2 {
-		return Wake{}, transient(ErrRedis, "claim "+key, fmt.Errorf("reply %v: %w", arr, err))
+	m := WakeMarker{Space: sp, ExecutionID: executionID, Suspension: suspension, EventID: eventID}
+	state, prev, err := e.d.ClaimWake(ctx, m, WakeClaim{Token: token, Now: now, Grace: grace, TTL: e.wakeTTL()})
+	if err != nil {
+		return Wake{}, err
 	}
-	w := Wake{State: WakeState(arr[0]), Key: key, Previous: arr[1]}
+	w := Wake{State: state, Key: key, Previous: prev, marker: m}
 	if w.Mine() {
 		w.Token = token
 	}
@@ -115,7 +115,7 @@ func (e *Events) ClaimWake(ctx context.Context, tenant, executionID, suspension,
 // the marker no longer holds the caller's claim (another owner took it over after the grace
 // period, and enqueues too).
 func (e *Events) WakeSent(ctx context.Context, w Wake, streamID string) (bool, error) {
-	return e.casWake(ctx, w, "sent "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+streamID)
+	return e.casWake(ctx, w, wakeSent+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+streamID)
 }
 
 // maxRefusalText bounds the reason a refused marker keeps.
@@ -128,22 +128,19 @@ func (e *Events) WakeRefused(ctx context.Context, w Wake, why string) (bool, err
 	if len(why) > maxRefusalText {
 		why = strings.ToValidUTF8(why[:maxRefusalText], "")
 	}
-	return e.casWake(ctx, w, "refused "+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+why)
+	return e.casWake(ctx, w, wakeRefused+strconv.FormatInt(e.Now().UnixMilli(), 10)+" "+why)
 }
 
 // ReleaseWake deletes a claimed marker whose wake-up could not be enqueued, so the next
 // delivery of the event claims it again at once.
 func (e *Events) ReleaseWake(ctx context.Context, w Wake) (bool, error) { return e.casWake(ctx, w, "") }
 
+// casWake changes the marker while it holds the caller's claim: one round trip.
 func (e *Events) casWake(ctx context.Context, w Wake, value string) (bool, error) {
-	if !w.Mine() {
+	if !w.Mine() || w.marker == (WakeMarker{}) {
 		return false, fmt.Errorf("%w: wake-up %s is not claimed by the caller (%s)", ErrInvalid, w.Key, w.State)
 	}
 	ctx, cancel := opCtx(ctx)
 	defer cancel()
-	n, err := casScript.Exec(ctx, e.c, []string{w.Key}, []string{w.Token, value, strconv.FormatInt(e.wakeTTL().Milliseconds(), 10)}).AsInt64()
-	if err != nil {
-		return false, transient(ErrRedis, "write "+w.Key, err)
-	}
-	return n == 1, nil
+	return e.d.SetWake(ctx, w.marker, w.Token, value, e.wakeTTL())
 }

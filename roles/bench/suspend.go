@@ -232,7 +232,7 @@ func (r *suspendRun) listen(ctx context.Context, services *service.Group) (filte
 	fs := filter.SettingsFrom(r.b.cfg)
 	fs.Handlers, fs.Queue = r.conc, 3*r.n+1
 	set := metrics.NewSet()
-	d := roles.FilterDeps(r.b.cfg, r.b.c, set, r.b.log)
+	d := roles.FilterDeps(r.b.cfg, roles.RedisBackend(r.b.c), set, r.b.log)
 	l := filter.NewListener(d, fs, filter.NewMatcher(d, fs))
 	if err := services.Start(ctx, service.Named{Name: "listener", Service: l}); err != nil {
 		return d, nil, err
@@ -249,7 +249,7 @@ func (r *suspendRun) listen(ctx context.Context, services *service.Group) (filte
 // filterAlone is part 2: the filter's calls and CPU per event, matching and unmatched.
 func (r *suspendRun) filterAlone(ctx context.Context, res *Result) error {
 	b, n := r.b, r.n
-	bus := store.NewEvents(b.c, settings.Events(b.cfg), keys.DefaultRoot)
+	bus := store.NewEvents(store.RedisEvents(b.c), settings.Events(b.cfg), keys.DefaultRoot)
 	// What n publishes cost when no filter listens (nobody waits for the type either).
 	runtime.GC()
 	win, err := b.target.open(ctx)

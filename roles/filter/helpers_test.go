@@ -52,7 +52,7 @@ func setup(t testing.TB) *bundle {
 		}
 		return time.Now()
 	}
-	ev := store.NewEvents(c, store.EventSettings{TTL: time.Hour}, root)
+	ev := store.NewEvents(store.RedisEvents(c), store.EventSettings{TTL: time.Hour}, root)
 	ev.Now = now
 	b.d = Deps{
 		Events: ev,

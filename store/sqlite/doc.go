@@ -35,6 +35,9 @@
 //   - the runtime's published flows of local mode: FlowStore() — store.FlowsDriver under
 //     store.Flows, the twin of the Redis keys (published_flows, published_flow_versions; not
 //     the record above);
+//   - the event bus of local mode: EventStore(notify) — store.EventsDriver under store.Events
+//     (event records, type indexes and feeds, the tenant list and cursors, wake-up markers; the
+//     notifications through notify, the process's hub);
 //   - local executions: Executions() — Save, Load (store.Storage), LoadGeneration, SaveIf,
 //     Delete, RequestCancel, Cancelled, List (ExecutionCursorAfter: a cursor after any row),
 //     ReconcileOrphans;

@@ -351,6 +351,47 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	11: {
+		sql: []string{
+			`INSERT INTO event_records (tenant, event_id, record, expires_at) VALUES ('acme', 'evt_seed',
+				'{"id":"evt_seed","type":"paid","tenant_id":"acme","data":{"n":1},"published_at":"2026-11-29T12:00:00Z"}', 9999999999999)`,
+			"INSERT INTO event_sets (tenant, kind, event_type, expires_at) VALUES ('acme', 'index', 'paid', 9999999999999), ('acme', 'feed', '', 9999999999999)",
+			"INSERT INTO event_members (tenant, kind, event_type, member, score) VALUES ('acme', 'index', 'paid', 'evt_seed', 1795953600000), ('acme', 'feed', '', 'paid evt_seed', 1795953600000)",
+			"INSERT INTO event_prune_throttles (tenant, event_type, expires_at) VALUES ('acme', 'paid', 9999999999999)",
+			"INSERT INTO event_tenants (tenant, last_at) VALUES ('acme', 1795953600000)",
+			"INSERT INTO event_cursors (tenant, at) VALUES ('acme', 1795953500000)",
+			"INSERT INTO event_wakes (tenant, execution_id, suspension, event_id, value, expires_at) VALUES ('acme', 'ex_seed', 's1', 'evt_seed', 'sent 1795953600000 1-1', 9999999999999)",
+		},
+		check: func(t *testing.T, f *fixture) {
+			c := ctx(t)
+			bus := store.NewEvents(f.EventStore(nil), store.EventSettings{}, "")
+			at := time.UnixMilli(1795953600000).UTC()
+			if p, err := bus.Page(c, store.EventQuery{Tenant: "acme", Type: "paid", Limit: 10}); err != nil || len(p.Events) != 1 ||
+				p.Events[0].ID != "evt_seed" || string(p.Events[0].Data) != `{"n":1}` || !p.Events[0].PublishedAt.Equal(at) {
+				t.Errorf("seeded event: %+v %v", p, err)
+			}
+			if r, err := bus.FeedPage(c, "acme", at, at, 0, 10); err != nil || len(r.Refs) != 1 || r.Refs[0].ID != "evt_seed" || r.Refs[0].Type != "paid" {
+				t.Errorf("seeded feed: %+v %v", r, err)
+			}
+			if l, err := bus.Tenants(c, at); err != nil || len(l.Tenants) != 1 || l.Tenants[0] != "acme" {
+				t.Errorf("seeded tenant list: %+v %v", l, err)
+			}
+			if cur, ok, err := bus.Cursor(c, "acme"); err != nil || !ok || cur.UnixMilli() != 1795953500000 {
+				t.Errorf("seeded cursor: %v %v %v", cur, ok, err)
+			}
+			if w, err := bus.ClaimWake(c, "acme", "ex_seed", "s1", "evt_seed", "x", 0); err != nil || w.State != store.WakeSent || w.Previous != "sent 1795953600000 1-1" {
+				t.Errorf("seeded wake-up marker: %+v %v", w, err)
+			}
+			// The throttle is held: this publish does not prune the index (which has nothing
+			// to prune anyway), and it lists the new event beside the seeded one.
+			if _, dup, err := bus.Publish(c, store.Event{ID: "evt_new", Type: "paid", TenantID: "acme"}); err != nil || dup {
+				t.Errorf("publish beside the seed: %v %v", dup, err)
+			}
+			if p, err := bus.List(c, "acme", "paid", 10); err != nil || len(p.Events) != 2 {
+				t.Errorf("list beside the seed: %+v %v", p, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

@@ -708,7 +708,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	}
 	pool.spawnRole("filter")
 	pool.spawnRole("delay")
-	bus := store.NewEvents(e.c, store.EventSettings{}, "")
+	bus := store.NewEvents(store.RedisEvents(e.c), store.EventSettings{}, "")
 
 	// The driver plays the flows' clients: it keeps up to chaosWindow executions enqueued and
 	// unsettled, adds a malformed entry every chaosPoisonEvery executions, and once an

@@ -57,7 +57,7 @@ func TestE2EFilterBurstOverflowTriggersAnImmediateReconcile(t *testing.T) {
 	rssBefore := rssKiB(f.cmd.Process.Pid)
 
 	c := s.srv.Client(t)
-	bus := store.NewEvents(c, store.EventSettings{}, "")
+	bus := store.NewEvents(store.RedisEvents(c), store.EventSettings{}, "")
 	ctx := context.Background()
 	burstStart := time.Now()
 	var next atomic.Int64

@@ -56,7 +56,7 @@ func TestE2EFilterBadIndexMemberDoesNotStallTheReconciler(t *testing.T) {
 	addBad()
 	// An event published ten minutes ago (before the waits: it wakes nothing), while no filter
 	// ran: the filter's start-up pass reads it, and with it the index and its bad members.
-	bus := store.NewEvents(c, store.EventSettings{}, "")
+	bus := store.NewEvents(store.RedisEvents(c), store.EventSettings{}, "")
 	bus.Now = func() time.Time { return time.Now().Add(-10 * time.Minute) }
 	if _, _, err := bus.Publish(ctx, store.Event{Type: "k.set", TenantID: "acme", Data: json.RawMessage(`{"k":"old"}`)}); err != nil {
 		t.Fatal(err)

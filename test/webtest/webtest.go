@@ -129,7 +129,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 			t.Fatal(err)
 		}
 		f.Redis = store.NewRedis(f.C, store.DefaultSettings(), f.Root)
-		f.Events = store.NewEvents(f.C, store.EventSettings{TTL: time.Hour}, f.Root)
+		f.Events = store.NewEvents(store.RedisEvents(f.C), store.EventSettings{TTL: time.Hour}, f.Root)
 		var dispatch control.DispatchSettings
 		if o.dispatch {
 			if f.Ledger, err = store.NewDispatchLedger(f.C, f.Root+":dispatch:ledger", 0); err != nil {

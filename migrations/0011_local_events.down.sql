@@ -1,0 +1,12 @@
+DROP INDEX event_wakes_by_expiry;
+DROP TABLE event_wakes;
+DROP TABLE event_cursors;
+DROP INDEX event_tenants_by_time;
+DROP TABLE event_tenants;
+DROP TABLE event_prune_throttles;
+DROP INDEX event_members_by_score;
+DROP TABLE event_members;
+DROP INDEX event_sets_by_expiry;
+DROP TABLE event_sets;
+DROP INDEX event_records_by_expiry;
+DROP TABLE event_records;
