@@ -203,3 +203,96 @@ func TestPlaneRunsOnTheLocalBackend(t *testing.T) {
 		t.Fatalf("second replay: %+v %v", again, err)
 	}
 }
+
+// The filter joins them on local mode's backend: two executions wait for a payment of their
+// own order (a correlated wait); an event published through the control plane wakes the one
+// whose order it names, through the filter's notification on the in-process hub, and not the
+// other.
+func TestFilterRunsOnTheLocalBackend(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	b := LocalBackend(db, store.NewHub())
+	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
+		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0"}
+	wcfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fcfg, err := config.Load(config.RoleFilter, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := buildWorker(newOnRedis(wcfg, b, metrics.NewSet(), zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f := buildFilter(newOnRedis(fcfg, b, metrics.NewSet(), zerolog.Nop()))
+	var g service.Group
+	if err := g.Start(ctx, service.Named{Name: "dispatcher", Service: w.dispatcher}, service.Named{Name: "listener", Service: f.listener},
+		service.Named{Name: "reconciler", Service: f.reconciler}); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(context.Background())
+	plane, err := NewPlane(wcfg, b, zerolog.Nop(), PlaneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := `{"id":"pay","version":"1","start":"wait","nodes":[
+		{"id":"wait","type":"wait_event","params":{"event_type":"payment","match":"EVENT.order_id == INPUT.order_id","timeout":600},"next":"done"},
+		{"id":"done","type":"end","params":{"output":{"paid":"{{ EVENT.amount }}"}}}]}`
+	if _, err := plane.PublishFlow(ctx, "", []byte(def), ""); err != nil {
+		t.Fatal(err)
+	}
+	start := func(order string) string {
+		t.Helper()
+		s, err := plane.Start(ctx, control.StartRequest{FlowID: "pay", Input: []byte(`{"order_id":"` + order + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.ExecutionID
+	}
+	mine, other := start("A1"), start("B2")
+	for _, id := range []string{mine, other} { // both wait before the event is published
+		for {
+			shown, err := plane.Show(ctx, "", id)
+			if err == nil && shown.Execution != nil && shown.Status == state.Suspended {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s never suspended: %+v %v", id, shown, err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := plane.PublishEvent(ctx, store.Event{ID: store.NewEventID(), Type: "payment", Data: []byte(`{"order_id":"A1","amount":12}`)}); err != nil {
+		t.Fatal(err)
+	}
+	var st *state.Execution
+	for st == nil || st.Status != state.Completed {
+		shown, err := plane.Show(ctx, "", mine)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = shown.Execution
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the awaited execution was not woken: %+v", st)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if out, _ := st.Output.(map[string]any); out["paid"] != 12.0 {
+		t.Fatalf("output %v", st.Output)
+	}
+	if shown, err := plane.Show(ctx, "", other); err != nil || shown.Status != state.Suspended {
+		t.Fatalf("the other order's execution was woken: %+v %v", shown, err)
+	}
+}
