@@ -1,11 +1,16 @@
-// Package store holds every Redis key and script of plaita behind typed methods: execution
-// states (Redis with leases and fencing, and an in-memory backend that serializes exactly like
-// it), published flows and versions (Flows, over a FlowsDriver: Redis, or the console's
-// database in local mode), wake-up records (subscriptions, approvals), registry
-// records and the instances' control channels (control.go), tenant status and quota, live
-// events. Only store and queue build Redis commands. The
-// console's database (SQLite: tenants, users, audit, drafts, local-mode executions) is
-// store/sqlite, the only package that writes SQL.
+// Package store holds plaita's state behind typed methods — execution states (with leases and
+// fencing, and an in-memory backend that serializes exactly like them), published flows and
+// versions, wake-up records (subscriptions, approvals), the event bus, schedules, the tenant
+// gates, listings, registry records, the instances' control channels and live events — each
+// as its rules written once over a driver:
+//
+//	X_driver.go   the driver interface (what is stored, one atomic step per method)
+//	X_redis.go    the cluster's driver: every Redis key and script (only store and queue build
+//	              Redis commands); ephemeral.go holds Redis's pub/sub, mailboxes and TTL records
+//	hub.go        the same in the process, for local mode
+//
+// store/sqlite holds the console's database (tenants, users, audit, drafts) and local mode's
+// twin of every driver; storetest holds the contracts both pass. Only store/sqlite writes SQL.
 //
 // Every backend classifies failures the same way (engine/state/errors.go):
 //   - ErrStateSerialization: the state cannot be encoded; permanent, retrying cannot help;
