@@ -32,9 +32,10 @@ type WakeupDriver interface {
 	PathsAndIndex(ctx context.Context, sp keys.Space, eventType string, now time.Time, limit int) (paths, first []string, err error)
 	// Buckets reads every member of each bucket at now.
 	Buckets(ctx context.Context, sp keys.Space, eventType string, terms []BucketTerm, now time.Time) ([][]string, error)
-	// Count counts the type's index members and those of each bucket at now; paths are read
-	// first so the caller can pick the buckets (terms of the paths in use).
+	// CountPaths reads the type's paths and counts its index at now, in one round trip; the
+	// caller picks the buckets to count from the paths in use.
 	CountPaths(ctx context.Context, sp keys.Space, eventType string, now time.Time) (paths []string, uncorrelated int64, err error)
+	// CountBuckets counts the members of the buckets at now.
 	CountBuckets(ctx context.Context, sp keys.Space, eventType string, terms []BucketTerm, now time.Time) (int64, error)
 	// Subscriptions reads the records of ids (a record of another kind reads as Record.Err).
 	Subscriptions(ctx context.Context, sp keys.Space, ids []string) ([]Record, error)
