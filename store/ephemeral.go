@@ -144,19 +144,28 @@ func (r *RedisEphemeral) SetRecord(ctx context.Context, key, value string, ttl t
 
 // Records is one GET per key, pipelined.
 func (r *RedisEphemeral) Records(ctx context.Context, keys ...string) ([]Record, error) {
+	return getRecords(ctx, r.c, keys, func(i int) string { return "get " + keys[i] })
+}
+
+// getRecords is one GET per key, pipelined: a missing key is a record not found, a key of
+// another type a record with Err; any other failure is ErrRedis, named by what(i).
+func getRecords(ctx context.Context, c rueidis.Client, keys []string, what func(i int) string) ([]Record, error) {
+	out := make([]Record, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
 	cmds := make(rueidis.Commands, len(keys))
 	for i, k := range keys {
-		cmds[i] = r.c.B().Get().Key(k).Build()
+		cmds[i] = c.B().Get().Key(k).Build()
 	}
-	out := make([]Record, len(keys))
-	for i, res := range r.c.DoMulti(ctx, cmds...) {
+	for i, res := range c.DoMulti(ctx, cmds...) {
 		v, err := res.ToString()
 		switch {
 		case rueidis.IsRedisNil(err):
 		case isWrongType(err):
 			out[i].Err = err
 		case err != nil:
-			return nil, transient(ErrRedis, "get "+keys[i], err)
+			return nil, transient(ErrRedis, what(i), err)
 		default:
 			out[i] = Record{Value: v, Found: true}
 		}

@@ -57,31 +57,15 @@ func (r *RedisEventsDriver) Put(ctx context.Context, sp keys.Space, id string, r
 // Records is one GET per id, pipelined (single-key GETs: they may live in different Cluster
 // slots).
 func (r *RedisEventsDriver) Records(ctx context.Context, sp keys.Space, ids []string) ([]Record, error) {
-	out := make([]Record, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	cmds := make(rueidis.Commands, len(ids))
+	ks := make([]string, len(ids))
 	for i, id := range ids {
 		key, err := sp.Event(id)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadEvent, err)
 		}
-		cmds[i] = r.c.B().Get().Key(key).Build()
+		ks[i] = key
 	}
-	for i, res := range r.c.DoMulti(ctx, cmds...) {
-		v, err := res.ToString()
-		switch {
-		case rueidis.IsRedisNil(err):
-		case isWrongType(err):
-			out[i].Err = err
-		case err != nil:
-			return nil, transient(ErrRedis, "read event "+ids[i], err)
-		default:
-			out[i] = Record{Value: v, Found: true}
-		}
-	}
-	return out, nil
+	return getRecords(ctx, r.c, ks, func(i int) string { return "read event " + ids[i] })
 }
 
 // Exist is one EXISTS per id, pipelined.

@@ -253,31 +253,15 @@ func (r redisWakeups) CountBuckets(ctx context.Context, sp keys.Space, eventType
 
 // Subscriptions is one GET per record, pipelined.
 func (r redisWakeups) Subscriptions(ctx context.Context, sp keys.Space, ids []string) ([]Record, error) {
-	out := make([]Record, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	cmds := make(rueidis.Commands, 0, len(ids))
-	for _, id := range ids {
+	ks := make([]string, len(ids))
+	for i, id := range ids {
 		key, err := sp.Subscription(id)
 		if err != nil {
 			return nil, err
 		}
-		cmds = append(cmds, r.c.B().Get().Key(key).Build())
+		ks[i] = key
 	}
-	for i, res := range r.c.DoMulti(ctx, cmds...) {
-		s, err := res.ToString()
-		switch {
-		case rueidis.IsRedisNil(err):
-		case isWrongType(err):
-			out[i].Err = err
-		case err != nil:
-			return nil, transient(ErrRedis, "read subscriptions of "+sp.Tenant(), err)
-		default:
-			out[i] = Record{Value: s, Found: true}
-		}
-	}
-	return out, nil
+	return getRecords(ctx, r.c, ks, func(int) string { return "read subscriptions of " + sp.Tenant() })
 }
 
 // Drop is ZREM from the index, the paths or a bucket.
