@@ -29,26 +29,8 @@ import (
 func TestRolesRunOnTheLocalBackend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	b := LocalBackend(db, store.NewHub())
-	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
-		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0"}
-	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _, cfg, w := localWorker(t, ctx, nil)
 	log := zerolog.Nop()
-	w, err := buildWorker(newOnRedis(cfg, b, metrics.NewSet(), log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.queue.EnsureGroup(ctx); err != nil {
-		t.Fatal(err)
-	}
 	dq, err := queue.NewDelay(b.Delay, settings.DelayQueue(cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -123,25 +105,7 @@ func TestRolesRunOnTheLocalBackend(t *testing.T) {
 func TestPlaneRunsOnTheLocalBackend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	b := LocalBackend(db, store.NewHub())
-	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
-		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0", "PLAITA_MAX_DELIVERIES": "1", "PLAITA_CLAIM_MIN_IDLE_MS": "100"}
-	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := buildWorker(newOnRedis(cfg, b, metrics.NewSet(), zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.queue.EnsureGroup(ctx); err != nil {
-		t.Fatal(err)
-	}
+	b, _, cfg, w := localWorker(t, ctx, map[string]string{"PLAITA_MAX_DELIVERIES": "1", "PLAITA_CLAIM_MIN_IDLE_MS": "100"})
 	var g service.Group
 	if err := g.Start(ctx, service.Named{Name: "registry", Service: w.registry}, service.Named{Name: "dispatcher", Service: w.dispatcher}); err != nil {
 		t.Fatal(err)
@@ -211,27 +175,9 @@ func TestPlaneRunsOnTheLocalBackend(t *testing.T) {
 func TestFilterRunsOnTheLocalBackend(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	b := LocalBackend(db, store.NewHub())
-	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
-		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0"}
-	wcfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, env, wcfg, w := localWorker(t, ctx, nil)
 	fcfg, err := config.Load(config.RoleFilter, true, config.WithEnv(env))
 	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := buildWorker(newOnRedis(wcfg, b, metrics.NewSet(), zerolog.Nop()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.queue.EnsureGroup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	f := buildFilter(newOnRedis(fcfg, b, metrics.NewSet(), zerolog.Nop()))
@@ -295,4 +241,34 @@ func TestFilterRunsOnTheLocalBackend(t *testing.T) {
 	if shown, err := plane.Show(ctx, "", other); err != nil || shown.Status != state.Suspended {
 		t.Fatalf("the other order's execution was woken: %+v %v", shown, err)
 	}
+}
+
+// localWorker is local mode's backend on a new database file and a worker built on it as
+// runWorker builds one (its consumer group created): what these tests start from. extra adds
+// to the worker's environment, which is returned for the other roles' configurations.
+func localWorker(t *testing.T, ctx context.Context, extra map[string]string) (Backend, map[string]string, *config.Config, *workerParts) {
+	t.Helper()
+	db, err := sqlite.Open(ctx, "sqlite:///"+filepath.Join(t.TempDir(), "console.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	b := LocalBackend(db, store.NewHub())
+	env := map[string]string{"PLAITA_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(),
+		"PLAITA_WORKER_CONCURRENCY": "2", "PLAITA_METRICS_PORT": "0"}
+	for k, v := range extra {
+		env[k] = v
+	}
+	cfg, err := config.Load(config.RoleWorker, true, config.WithEnv(env))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := buildWorker(newOnRedis(cfg, b, metrics.NewSet(), zerolog.Nop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.queue.EnsureGroup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return b, env, cfg, w
 }
