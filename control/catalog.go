@@ -163,7 +163,7 @@ func (c *Catalog) Publish(ctx context.Context, req PublishRequest) (FlowPublishe
 	if c.plane == nil {
 		return FlowPublished{}, errNoPlane
 	}
-	pub, err := c.plane.PublishFlow(WithActor(ctx, req.By), req.Tenant, req.Definition, req.Version)
+	pub, err := c.plane.PublishFlow(ctx, req.Tenant, req.Definition, req.Version)
 	if err != nil {
 		return FlowPublished{}, err
 	}

@@ -24,35 +24,35 @@ func IdempotentID(tenant, key string) string {
 // fingerprint, never the key.
 func IdempotencyKeyFingerprint(key string) string { return sqlite.Fingerprint(key) }
 
-// StartOnce is ops.Start for a start named by key ("" : a plain start). When the execution the
+// StartOnce is p.Start for a start named by key ("" : a plain start). When the execution the
 // key names exists already, nothing is enqueued: the answer is that execution, Replayed — or, if
 // it is of another flow or version, a Conflict refusal idempotency_key_reused.
-func StartOnce(ctx context.Context, ops Operations, req StartRequest, key string) (Started, error) {
+func StartOnce(ctx context.Context, p *Plane, req StartRequest, key string) (Started, error) {
 	if key == "" {
-		return ops.Start(ctx, req)
+		return p.Start(ctx, req)
 	}
-	tenant, err := ops.Tenant(req.Tenant)
+	tenant, err := p.Tenant(req.Tenant)
 	if err != nil {
 		return Started{}, err
 	}
 	req.Tenant, req.ExecutionID = tenant, IdempotentID(tenant, key)
-	shown, err := ops.Show(ctx, tenant, req.ExecutionID)
+	shown, err := p.Show(ctx, tenant, req.ExecutionID)
 	switch r := AsRefusal(err); {
 	case err == nil:
 	case r != nil && r.Class == NotFound:
-		return ops.Start(ctx, req)
+		return p.Start(ctx, req)
 	default:
 		return Started{}, err
 	}
 	flowID := req.FlowID
 	if len(req.Definition) > 0 { // a definition to publish: its id is the flow's
-		f, err := ops.ParseFlow(req.Definition)
+		f, err := p.ParseFlow(req.Definition)
 		if err != nil {
 			return Started{}, refuse(Invalid, "invalid_flow", err, "%v", err)
 		}
 		flowID = f.ID
 	}
-	out := Started{ExecutionID: req.ExecutionID, TenantID: tenant, Queue: ops.QueueName(), Replayed: true,
+	out := Started{ExecutionID: req.ExecutionID, TenantID: tenant, Queue: p.QueueName(), Replayed: true,
 		FlowID: flowID, FlowVersion: req.Version}
 	if st := shown.Execution; st != nil {
 		if st.FlowID != flowID || (req.Version != "" && st.FlowVersion != req.Version) {

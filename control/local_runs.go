@@ -11,6 +11,7 @@ import (
 
 	"plaita/engine/state"
 	"plaita/store"
+	"plaita/store/keys"
 	"plaita/store/sqlite"
 )
 
@@ -53,7 +54,7 @@ func (p *Plane) localRun(ctx context.Context, tenant, id string) (*state.Executi
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("execution %s in the console database: %w", id, err)
-	case cmpTenant(st.TenantID) != cmpTenant(tenant):
+	case tenantSlug(st.TenantID) != tenantSlug(tenant):
 		return nil, nil
 	}
 	return st, nil
@@ -72,8 +73,8 @@ func shownLocal(st *state.Execution) Shown {
 
 // DetailShown is Detail for what Show returned: for an execution the front end cannot change
 // (Shown.ReadOnly) no next operation is offered, and HintsNote says why.
-func DetailShown(ctx context.Context, ops Operations, tenant string, sh Shown) Detail {
-	d := ops.Detail(ctx, tenant, sh.Execution)
+func DetailShown(ctx context.Context, p *Plane, tenant string, sh Shown) Detail {
+	d := p.Detail(ctx, tenant, sh.Execution)
 	if sh.ReadOnly != "" {
 		d.Hints, d.HintsNote = nil, "no operation: "+sh.ReadOnly
 	}
@@ -110,9 +111,6 @@ type localRunsPage struct {
 	last    listKey
 	skipped int
 }
-
-// localListExamine bounds the rows one local listing reads.
-const localListExamine = 10000
 
 // listLocalRuns pages the tenant's local executions from cursor, at most limit of them,
 // filtered as req says (status, flow and the start-time range in the database; the start time
@@ -282,5 +280,37 @@ merge:
 		out.NextCursor = next.encode()
 	}
 	out.Degraded = out.Skipped > 0
+	return out, nil
+}
+
+// tenantSlug is tenant as the console database names it (the default tenant "default").
+func tenantSlug(t string) string {
+	if t == "" {
+		return keys.DefaultTenant
+	}
+	return t
+}
+
+// ReconcileResult is what an orphan reconcile of local mode did.
+type ReconcileResult = sqlite.ReconcileResult
+
+// OrphanReport is what local mode's start did with the executions an earlier version's local
+// mode left running in the console database (they have no task in the embedded stream, so
+// nothing would take them up): PLAITA_CONSOLE_RECONCILE_ORPHANS suspends them for an operator,
+// fails them, or leaves them.
+type OrphanReport struct {
+	Result ReconcileResult
+	Error  string
+}
+
+// ReconcileLocalOrphans settles the executions an earlier version's local mode left running in
+// db (sqlite.Executions.ReconcileOrphans with mode).
+func ReconcileLocalOrphans(ctx context.Context, x *sqlite.Executions, mode sqlite.OrphanMode, now time.Time) (*OrphanReport, error) {
+	res, err := x.ReconcileOrphans(ctx, mode, now)
+	out := &OrphanReport{Result: res}
+	if err != nil {
+		out.Error = err.Error()
+		return out, fmt.Errorf("local mode: orphan reconcile: %w", err)
+	}
 	return out, nil
 }

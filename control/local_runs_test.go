@@ -226,40 +226,18 @@ func TestClusterPlaneListsAndShowsLocalExecutions(t *testing.T) {
 func TestClusterPlaneRefusesWritesOnLocalExecutions(t *testing.T) {
 	f := newLocalRunsFix(t)
 	ctx := context.Background()
-	// Made by a console in local mode: an approval it waits for.
-	l := NewLocal(LocalDeps{DB: f.db, Workers: 1})
-	if err := l.Runner().Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := l.PublishFlow(ctx, "", []byte(askFlow), ""); err != nil {
-		t.Fatal(err)
-	}
-	s, err := l.Start(ctx, StartRequest{FlowID: "ask"})
+	// Made by an earlier version's local mode: an approval it waits for.
+	pub, err := f.p.PublishFlow(ctx, "", []byte(askFlow), "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		shown, err := l.Show(ctx, "", s.ExecutionID)
-		if err == nil && shown.Status == state.Suspended {
-			if shown.Runtime != RuntimeLocal {
-				t.Fatalf("local mode's own show: runtime %q", shown.Runtime)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not suspended at the approval: %+v %v", shown, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	at := time.Now().UTC()
+	id := "ex_waiting_locally"
+	if err := f.runs.Save(ctx, &state.Execution{ExecutionID: id, TenantID: "default", FlowID: "ask", FlowVersion: pub.Version,
+		FlowHash: pub.Flow.Hash, FlowHashAlgo: pub.Flow.HashAlgo, Status: state.Suspended, CurrentNode: "ask", Context: map[string]any{},
+		StartTime: at, LastUpdate: at, Suspend: &state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: at}}); err != nil {
+		t.Fatal(err)
 	}
-	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	l.Runner().Stop(stopCtx)
-	cancel()
-	if page, err := l.List(ctx, "", ListRequest{}); err != nil || len(page.Items) != 1 || page.Items[0].Runtime != RuntimeLocal {
-		t.Fatalf("local mode's own list: %+v %v", page, err)
-	}
-
-	id := s.ExecutionID
 	for what, op := range map[string]func() error{
 		"cancel": func() error { _, err := f.p.Cancel(ctx, "", id); return err },
 		"delete": func() error { _, err := f.p.Delete(ctx, "", id, true); return err },

@@ -19,9 +19,9 @@ type NewEvent struct {
 	Data   json.RawMessage
 }
 
-// PublishNewEvent publishes ev in the console's mode (ops: Plane or Local), as PublishEvent does.
-func PublishNewEvent(ctx context.Context, ops Operations, ev NewEvent) (EventPublished, error) {
-	return ops.PublishEvent(ctx, store.Event{ID: ev.ID, Type: ev.Type, TenantID: ev.Tenant, Data: ev.Data})
+// PublishNewEvent publishes ev through the plane, as PublishEvent does.
+func PublishNewEvent(ctx context.Context, p *Plane, ev NewEvent) (EventPublished, error) {
+	return p.PublishEvent(ctx, store.Event{ID: ev.ID, Type: ev.Type, TenantID: ev.Tenant, Data: ev.Data})
 }
 
 // NewSchedule is a cron schedule to create: its id ("" = a new one), its calendar and the flow it

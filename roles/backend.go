@@ -45,8 +45,8 @@ func (b Backend) events(s store.EventSettings) *store.Events {
 	return store.NewEvents(b.Events, s, keys.DefaultRoot)
 }
 
-// storage is the execution storage with settings s.
-func (b Backend) storage(s store.Settings) *store.Redis {
+// Storage is the execution storage with settings s.
+func (b Backend) Storage(s store.Settings) *store.Redis {
 	if b.Client != nil {
 		return store.NewRedis(b.Client, s, keys.DefaultRoot)
 	}

@@ -17,7 +17,6 @@ import (
 
 	"plaita/config"
 	"plaita/control"
-	"plaita/engine"
 	"plaita/internal/callctx"
 	"plaita/internal/health"
 	"plaita/internal/presence"
@@ -79,7 +78,7 @@ type consoleOptions struct {
 	localWhy string
 	// seed runs once the console's operations exist, before the tenant statuses are published
 	// and before it serves (dev's demo tenant, admin and flows).
-	seed func(ctx context.Context, db *sqlite.DB, ops control.Operations) error
+	seed func(ctx context.Context, db *sqlite.DB, plane *control.Plane) error
 	// serving hears the address the console serves on, once it is ready.
 	serving func(addr string)
 }
@@ -111,7 +110,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	deps := api.Deps{Log: log, Ready: ready}
 	var redisStore *store.Redis
 	var registry *presence.Registry
-	var local *control.Local
+	var localMode *LocalMode
 	var ctlChannel *store.Control
 	var waiting *web.Waiting
 	var c rueidis.Client
@@ -146,13 +145,18 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	startCtx, cancel := callctx.Within(ctx, callctx.Start)
 	defer cancel()
 	if err != nil {
-		deps.RedisErr = err
-		local = consoleLocal(cfg, db, log)
-		deps.Local = local
-		ev := log.Warn().Str("event", "console.local_mode").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").Str("database", db.Location().Path).
-			Str("orphans", config.ConsoleReconcileOrphans.In(cfg))
-		msg := "LOCAL MODE: Redis is unreachable, so executions run in this process on the console database — one process, no " +
-			"redelivery, no dead letters, schedules or cluster; restart the console once Redis answers to run on it"
+		deps.RedisErr, deps.LocalMode = err, true
+		if localMode, err = NewLocalMode(cfg, db, log); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		deps.Plane = localMode.Plane
+		redisStore = localMode.Backend.Storage(settings.Store(cfg))
+		registry = presence.New(store.NewRegistry(localMode.Backend.Ephemeral, keys.DefaultRoot),
+			roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
+		ctlChannel = store.NewControl(localMode.Backend.Ephemeral, keys.DefaultRoot)
+		ev := log.Warn().Str("event", "console.local_mode").Err(err).Str("variable", "PLAITA_CONSOLE_REDIS_URL").Str("database", db.Location().Path)
+		msg := "LOCAL MODE: Redis is unreachable, so the console runs the worker, filter, delay and schedule roles in this process on " +
+			"its database — one process, not a cluster; restart the console once Redis answers to hand its executions to Redis and run there"
 		if served {
 			ev = ev.Bool("served_with_redis", true).Time("served_with_redis_since", servedCluster.First)
 			allows := "PLAITA_CONSOLE_LOCAL_FALLBACK allows local mode here"
@@ -165,6 +169,18 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if err := db.MarkServed(startCtx, sqlite.ServedLocal, db.Location().Path); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
+		if err := localMode.Start(startCtx); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		if deps.Orphans, err = control.ReconcileLocalOrphans(startCtx, db.Executions(),
+			sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), time.Now()); err != nil {
+			return fmt.Errorf("console: %w", err)
+		}
+		if r := deps.Orphans.Result; len(r.Changed) > 0 || len(r.Failed) > 0 {
+			log.Warn().Str("event", "console.orphans_reconciled").Str("mode", string(r.Mode)).Int("running", r.Running).
+				Int("changed", len(r.Changed)).Int("failed", len(r.Failed)).Int("skipped", len(r.Skipped)).
+				Msg("executions an earlier version's local mode left running were settled (PLAITA_CONSOLE_RECONCILE_ORPHANS)")
+		}
 	} else {
 		defer c.Close()
 		// Recorded before anything is served: from now on this database does not get local
@@ -175,17 +191,17 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if deps.Plane, redisStore, err = consoleRedis(cfg, c, db, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
-			log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
-		}})
 		deps.EngineSync = control.NewEngineSync(deps.Plane, db, control.EngineSyncSettings{
 			Deadline:    time.Duration(config.ConsoleEngineSyncDeadline.In(cfg) * float64(time.Second)),
 			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg)})
 		registry = presence.New(store.NewRegistry(store.OnRedis(c), keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(store.OnRedis(c), keys.DefaultRoot)
 	}
+	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
+		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
+	}})
 	deps.Accounts = control.NewAccounts(db, redisStore, deps.Plane, control.AccountsSettings{Epoch: config.DeploymentEpoch.In(cfg), Log: log})
-	deps.Catalog = control.NewCatalog(db, publisher(deps.Plane, local))
+	deps.Catalog = control.NewCatalog(db, catalogPublisher(deps.Plane))
 	srv := web.New(deps, consoleSettings(cfg))
 	if deps.Plane != nil && config.ConsoleAdminAPIKey.In(cfg) == "" && !config.ConsoleAllowInsecureAdmin.In(cfg) {
 		log.Warn().Str("event", "console.admin_api_off").Str("variable", "PLAITA_CONSOLE_ADMIN_API_KEY").
@@ -196,24 +212,20 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		httpService = &takeOver{waiting: waiting, srv: srv}
 	}
 	r := roleProcess{name: "console", ready: ready, server: metricsService, addr: srv.Addr,
-		registry: registry, control: ctlChannel, services: consoleServices(deps, httpService, log),
+		registry: registry, control: ctlChannel, services: consoleServices(deps, localMode, httpService, log),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
 			if deps.Jobs != nil {
 				deps.Jobs.Stop(ctx) // hand the running jobs over now: the batch in hand is finished and recorded
 			}
-			if local != nil {
-				local.Runner().Stop(ctx) // the runs in flight finish (within the drain); what is cut short is an orphan next time
+			if localMode != nil {
+				localMode.Drain(ctx) // the steps in flight finish and settle (within the drain); what is cut short is redelivered next time
 			}
 		},
 		drainFor: consoleDrainFor, stopFor: consoleStopFor}
 	if o.seed != nil {
-		var ops control.Operations = local
-		if deps.Plane != nil {
-			ops = deps.Plane
-		}
-		if err := o.seed(startCtx, db, ops); err != nil {
+		if err := o.seed(startCtx, db, deps.Plane); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
 	}
@@ -225,12 +237,12 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
 		}
 	}
-	if local != nil {
+	if localMode != nil {
 		r.services = append(r.services, service.Named{Name: "redis watch", Service: redisWatch(cfg, log)})
 	}
 	r.started = func() {
 		mode := "redis"
-		if deps.Plane == nil {
+		if localMode != nil {
 			mode = "local"
 		}
 		log.Info().Str("event", "console.started").Str("addr", srv.Addr()).Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).
@@ -244,19 +256,19 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 
 // consoleServices are the console's own services in start order: the engine sync (with Redis:
 // the recorded flow versions Redis lacks are written back before anything is served, within
-// its deadline), the bulk jobs' runner (with Redis) before the HTTP server (the drain stops the
-// runner already; stopping it again after the server is a no-op that covers a start that
-// failed half-way).
-func consoleServices(deps api.Deps, http service.Service, log zerolog.Logger) []service.Named {
+// its deadline), in local mode the roles (local), the bulk jobs' runner, then the HTTP server
+// (the drain stops the runner and the roles' work already; stopping them again after the
+// server covers a start that failed half-way).
+func consoleServices(deps api.Deps, local *LocalMode, http service.Service, log zerolog.Logger) []service.Named {
 	var out []service.Named
 	if deps.EngineSync != nil {
 		out = append(out, service.Named{Name: "engine sync", Service: &engineSync{sync: deps.EngineSync, log: log}})
 	}
+	if local != nil {
+		out = append(out, local.Services...)
+	}
 	if deps.Jobs != nil {
 		out = append(out, service.Named{Name: "bulk jobs", Service: deps.Jobs})
-	}
-	if deps.Local != nil {
-		out = append(out, service.Named{Name: "local runner", Service: deps.Local.Runner()})
 	}
 	return append(out, service.Named{Name: "http server", Service: http})
 }
@@ -343,16 +355,12 @@ func buildVersion() string {
 	return "devel"
 }
 
-// publisher is what publishes flows in the console's mode: the plane over Redis, else local
-// mode's.
-func publisher(plane *control.Plane, local *control.Local) control.Publisher {
-	switch {
-	case plane != nil:
-		return plane
-	case local != nil:
-		return local
+// catalogPublisher is what publishes the catalog's flows: the plane, on Redis or in local mode.
+func catalogPublisher(plane *control.Plane) control.Publisher {
+	if plane == nil {
+		return nil // not an interface holding a nil *Plane: the catalog tells "none" by nil
 	}
-	return nil // not an interface holding a nil *Local: the catalog tells "none" by nil
+	return plane
 }
 
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes
@@ -369,30 +377,12 @@ func consoleRedis(cfg *config.Config, c rueidis.Client, db *sqlite.DB, set *metr
 	return plane, store.NewRedis(c, settings.Store(cfg), keys.DefaultRoot), nil
 }
 
-// consoleLocal is local mode over the console database: executions run with the console's own
-// node types (PLAITA_CODE_BACKEND as the console reads it) and a worker's engine settings.
-func consoleLocal(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) *control.Local {
-	nodeTypes := nodeTypesOnce(cfg, log)
-	if _, err := nodeTypes(); err != nil {
-		log.Error().Str("event", "console.local_node_types").Err(err).Str("variable", "PLAITA_CODE_BACKEND").
-			Msg("local mode cannot set up its node types: every flow is refused until this is fixed (e.g. PLAITA_CODE_BACKEND=subprocess, " +
-				"or a docker daemon for the console's default docker backend)")
-	}
-	worker := cfg.As(config.RoleWorker)
-	return control.NewLocal(control.LocalDeps{DB: db, NodeTypes: nodeTypes, Engine: func() engine.Settings { return settings.Engine(worker) },
-		Workers: max(config.WorkerConcurrency.In(worker), localMinWorkers), Orphans: sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), Log: log})
-}
-
-// localMinWorkers is the fewest executions local mode runs at once: a worker's concurrency
-// may be 1 (one worker per core), but in local mode the console is every worker there is.
-const localMinWorkers = 4
-
 // redisWatchEvery is how often local mode checks whether Redis answers again.
 const redisWatchEvery = 30 * time.Second
 
 // redisWatch checks PLAITA_CONSOLE_REDIS_URL while the console runs in local mode and says,
-// once, when Redis answers: local mode does not switch by itself (its executions are in the
-// console database, not in Redis), a restart does.
+// once, when Redis answers: local mode does not switch by itself (the mode is fixed for the
+// process's life, the runbook's rule); a restart does, and hands the executions over.
 func redisWatch(cfg *config.Config, log zerolog.Logger) service.Service {
 	url := config.ConsoleRedisURL.In(cfg)
 	said := false
@@ -407,6 +397,6 @@ func redisWatch(cfg *config.Config, log zerolog.Logger) service.Service {
 		c.Close()
 		said = true
 		log.Warn().Str("event", "console.redis_back").Str("variable", "PLAITA_CONSOLE_REDIS_URL").
-			Msg("Redis answers now; this console stays in local mode until it is restarted (its local executions stay in the console database)")
+			Msg("Redis answers now; this console stays in local mode until it is restarted (a restart hands its executions to Redis)")
 	}}
 }

@@ -181,8 +181,7 @@ func TestConsoleRole(t *testing.T) {
 }
 
 // TestConsoleWithoutRedis: Redis unreachable, the console starts in local mode, says so loudly
-// and on /health, serves flows and executions from its database and answers 503 where it needs
-// the roles.
+// and on /health, and serves what the roles serve — from its database, the roles in its process.
 func TestConsoleWithoutRedis(t *testing.T) {
 	dead := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
 	base, logs, stop := startConsole(t, map[string]string{"PLAITA_CONSOLE_REDIS_URL": dead, "PLAITA_CONSOLE_ADMIN_API_KEY": "k"})
@@ -199,9 +198,23 @@ func TestConsoleWithoutRedis(t *testing.T) {
 	if code := getJSON(t, base+"/api/flows", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
 		t.Fatalf("flows in local mode: %d", code)
 	}
-	var p struct{ Code string }
-	if code := getJSON(t, base+"/api/dead-letters", map[string]string{"X-Admin-API-Key": "k"}, &p); code != 503 || p.Code != "local_mode" {
-		t.Fatalf("dead letters: %d %+v", code, p)
+	var cluster struct {
+		Instances []struct{ Role, Status string }
+	}
+	if code := getJSON(t, base+"/api/cluster/instances", map[string]string{"X-Admin-API-Key": "k"}, &cluster); code != 200 {
+		t.Fatalf("cluster: %d", code)
+	}
+	roles := map[string]bool{}
+	for _, in := range cluster.Instances {
+		roles[in.Role] = true
+	}
+	for _, r := range []string{"console", "worker", "filter", "delay", "schedule"} {
+		if !roles[r] {
+			t.Errorf("the cluster page lacks the %s role: %+v", r, cluster)
+		}
+	}
+	if code := getJSON(t, base+"/api/dead-letters", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
+		t.Fatalf("dead letters: %d", code)
 	}
 	if code := getJSON(t, base+"/api/tenants", map[string]string{"X-Admin-API-Key": "k"}, nil); code != 200 {
 		t.Fatalf("tenants from the database: %d", code)

@@ -17,7 +17,6 @@ import (
 
 	"plaita/config"
 	"plaita/control"
-	"plaita/engine"
 	"plaita/store/sqlite"
 )
 
@@ -167,7 +166,7 @@ type devSeed struct {
 	password string // the admin's password dev made ("" when it made none)
 }
 
-func (d *devSeed) run(ctx context.Context, db *sqlite.DB, ops control.Operations) error {
+func (d *devSeed) run(ctx context.Context, db *sqlite.DB, plane *control.Plane) error {
 	if _, err := db.CreateTenant(ctx, sqlite.NewTenant{Slug: DemoTenant, Name: "Demo"}); err != nil && !errors.Is(err, sqlite.ErrTenantExists) {
 		return fmt.Errorf("dev: the demo tenant: %w", err)
 	}
@@ -186,7 +185,7 @@ func (d *devSeed) run(ctx context.Context, db *sqlite.DB, ops control.Operations
 			return fmt.Errorf("dev: demo flow %s: %w", name, err)
 		}
 		for _, tenant := range []string{"", DemoTenant} {
-			if err := publishDemo(ctx, db, ops, tenant, def); err != nil {
+			if err := publishDemo(ctx, db, plane, tenant, def); err != nil {
 				failed++
 				d.log.Warn().Str("event", "dev.demo_flow").Str("file", name).Str("tenant", tenant).Err(err).Msg("a demo flow was not published")
 				continue
@@ -209,22 +208,13 @@ func demoFlowNames(flows fs.FS) []string {
 	return names
 }
 
-// publishDemo publishes one demo flow in tenant as the console's publish does: through the
-// operations, and in cluster mode recorded in the console database too.
-func publishDemo(ctx context.Context, db *sqlite.DB, ops control.Operations, tenant string, def []byte) error {
-	pub, err := ops.PublishFlow(control.WithActor(ctx, "plaita dev"), tenant, def, "")
-	if err != nil {
-		return err
+// publishDemo publishes one demo flow in tenant as the console's publish does (the catalog:
+// through the control plane, recorded in the console database).
+func publishDemo(ctx context.Context, db *sqlite.DB, plane *control.Plane, tenant string, def []byte) error {
+	pub, err := control.NewCatalog(db, plane).Publish(ctx, control.PublishRequest{Tenant: tenant, Definition: def, By: "plaita dev"})
+	if err == nil {
+		err = pub.RecordErr
 	}
-	if _, local := ops.(*control.Local); local {
-		return nil // local mode records the version itself
-	}
-	hash, err := engine.FlowHash(def)
-	if err != nil {
-		return err
-	}
-	_, _, err = db.RecordVersion(ctx, sqlite.FlowVersion{Tenant: tenant, FlowID: pub.Flow.ID, Version: pub.Version, Definition: def,
-		Hash: hash, HashAlgo: pub.Flow.HashAlgo, PublishedBy: "plaita dev"})
 	return err
 }
 

@@ -94,7 +94,7 @@ func FilterDeps(cfg *config.Config, b Backend, set *metrics.Set, log zerolog.Log
 	producer := queue.NewProducer(b.Queue, config.QueueName.In(cfg), settings.Generations(cfg), config.ExecutionStateMaxBytes.In(cfg), nil)
 	return filter.Deps{
 		Events:  b.events(settings.Events(cfg)),
-		Store:   b.storage(settings.Store(cfg)),
+		Store:   b.Storage(settings.Store(cfg)),
 		Flows:   store.NewFlows(b.Flows, keys.DefaultRoot),
 		Enqueue: producer.Enqueue,
 		Log:     log, Metrics: set,

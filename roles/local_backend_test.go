@@ -57,7 +57,7 @@ func TestRolesRunOnTheLocalBackend(t *testing.T) {
 		Input: []byte(`{"name":"ada"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := b.storage(settings.Store(cfg)).Tenant("")
+	ts, err := b.Storage(settings.Store(cfg)).Tenant("")
 	if err != nil {
 		t.Fatal(err)
 	}

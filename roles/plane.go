@@ -75,7 +75,7 @@ func NewPlane(cfg *config.Config, b Backend, log zerolog.Logger, o PlaneOptions)
 		}
 	}
 	return control.New(control.Deps{
-		Store:         b.storage(settings.Store(cfg)),
+		Store:         b.Storage(settings.Store(cfg)),
 		Flows:         store.NewFlows(b.Flows, keys.DefaultRoot).Reserve(config.QueueName.In(cfg), config.DLQKey.In(cfg)),
 		Events:        b.events(settings.Events(cfg)),
 		Schedules:     store.NewSchedules(b.Schedules, keys.DefaultRoot),

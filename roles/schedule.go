@@ -37,7 +37,7 @@ func runSchedule(ctx context.Context, cfg *config.Config, log zerolog.Logger) er
 // buildSchedule builds the schedule role's registry presence and scheduler; nothing runs yet.
 func buildSchedule(o onRedis) (*presence.Registry, *schedule.Scheduler) {
 	cfg := o.cfg
-	st := o.b.storage(settings.Store(cfg))
+	st := o.b.Storage(settings.Store(cfg))
 	// Starts go to PLAITA_CONSOLE_TASK_QUEUE through the one producer path: stamped with this
 	// process's generations, the input held to PLAITA_EXECUTION_STATE_MAX_BYTES (a refused start
 	// is recorded as a skipped tick).

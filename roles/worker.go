@@ -87,7 +87,7 @@ func buildWorker(o onRedis) (*workerParts, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := b.storage(settings.Store(cfg))
+	st := b.Storage(settings.Store(cfg))
 	info := worker.InstanceInfo(cfg)
 	info.MetricsAddr = metricsAddr(cfg, info.Host)
 	w := &workerParts{queue: q, registry: o.presence(info),

@@ -13,13 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"plaita/engine/state"
+	"plaita/store/sqlite"
 	"plaita/test/redistest"
 )
 
-// Local mode from the binary: `plaita console` with no Redis reachable runs executions in its
-// own process on its database — a delay and an approval to completion — and a console killed
-// with kill -9 mid-step finds its execution on restart and settles it as
-// PLAITA_CONSOLE_RECONCILE_ORPHANS says.
+// Local mode from the binary: `plaita console` with no Redis reachable runs the roles in its
+// own process on its database — a delay and an approval to completion — and a step cut short
+// by kill -9 is redelivered from the embedded task stream when the console starts again: the
+// execution completes by itself. An execution an earlier version's local mode left running
+// (no task to redeliver) is settled as PLAITA_CONSOLE_RECONCILE_ORPHANS says.
 
 // startLocalConsole starts `plaita console` with nothing listening at its Redis URL, its
 // database at db, and waits until it is ready.
@@ -59,7 +62,7 @@ func statusOf(want string) func(map[string]any) bool {
 	return func(st map[string]any) bool { return st["status"] == want }
 }
 
-func TestConsoleLocalModeRunsAndReconcilesOrphans(t *testing.T) {
+func TestConsoleLocalModeRunsAndRedelivers(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "console.db")
 	con := startLocalConsole(t, db, nil)
@@ -94,8 +97,8 @@ func TestConsoleLocalModeRunsAndReconcilesOrphans(t *testing.T) {
 		t.Fatalf("output %v", st["output"])
 	}
 
-	// kill -9 during a step: the execution stays running in the database; the next start
-	// suspends it (the default) and a continue runs the step again.
+	// kill -9 during a step: the step's task stays pending in the embedded stream; the next
+	// start claims it (once idle for PLAITA_CLAIM_MIN_IDLE_MS) and runs the step again.
 	var calls atomic.Int32
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -115,47 +118,47 @@ func TestConsoleLocalModeRunsAndReconcilesOrphans(t *testing.T) {
 	if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": def}); code != http.StatusCreated {
 		t.Fatalf("publish: %d %v", code, body)
 	}
-	startCall := func(c *console) string {
-		code, body := c.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "call"})
-		if code != http.StatusCreated {
-			t.Fatalf("start: %d %v", code, body)
-		}
-		return fmt.Sprint(body["execution_id"])
+	code, body = con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "call"})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, body)
 	}
-	orphan := startCall(con)
+	cut := fmt.Sprint(body["execution_id"])
 	waitFor(t, "the step's request", 30*time.Second, func() bool { return calls.Load() == 1 }, con.p)
 	con.p.kill9(t)
 
-	con = startLocalConsole(t, db, nil)
+	con = startLocalConsole(t, db, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500"})
+	if st := con.waitExecution(t, cut, "completed after the redelivery", statusOf("completed")); st["output"] != float64(200) || calls.Load() != 2 {
+		t.Fatalf("output %v after %d calls", st["output"], calls.Load())
+	}
+	drainAtEnd(t, con.p, "the local console")
+}
+
+// An execution an earlier version's local mode left running in the console database has no
+// task in the embedded stream: the start settles it as PLAITA_CONSOLE_RECONCILE_ORPHANS says
+// (suspend, the default: an operator continues it) and says so on /health.
+func TestConsoleLocalModeSettlesAnEarlierVersionsOrphans(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "console.db")
+	db, err := sqlite.Open(t.Context(), "sqlite:///"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC().Add(-time.Minute)
+	if err := db.Executions().Save(t.Context(), &state.Execution{ExecutionID: "ex_left_running", TenantID: "default", FlowID: "call",
+		FlowVersion: "1", Status: state.Running, CurrentNode: "fetch", Context: map[string]any{}, StartTime: at, LastUpdate: at}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	con := startLocalConsole(t, path, nil)
 	_, h := con.call(t, http.MethodGet, "/health", nil)
 	rec, _ := h["reconcile"].(map[string]any)
 	changed, _ := rec["changed"].([]any)
-	if rec["mode"] != "suspend" || len(changed) != 1 || changed[0].(map[string]any)["execution_id"] != orphan {
+	if rec["mode"] != "suspend" || len(changed) != 1 || changed[0].(map[string]any)["execution_id"] != "ex_left_running" {
 		t.Fatalf("the reconcile on /health: %v", h["reconcile"])
 	}
-	st := con.waitExecution(t, orphan, "suspended by the reconcile", statusOf("suspended"))
+	st := con.waitExecution(t, "ex_left_running", "suspended by the reconcile", statusOf("suspended"))
 	if s, _ := st["suspend"].(map[string]any); s["kind"] != "orphan" || s["node"] != "fetch" {
 		t.Fatalf("suspension %v", st["suspend"])
-	}
-	if code, body := con.call(t, http.MethodPost, "/api/executions/"+orphan+"/resume", map[string]any{"type": "retry"}); code != http.StatusConflict {
-		t.Fatalf("a retry of an orphan: %d %v", code, body)
-	}
-	if code, body := con.call(t, http.MethodPost, "/api/executions/"+orphan+"/resume", map[string]any{"type": "continue"}); code != http.StatusOK {
-		t.Fatalf("continue: %d %v", code, body)
-	}
-	if st := con.waitExecution(t, orphan, "completed after continue", statusOf("completed")); st["output"] != float64(200) || calls.Load() != 2 {
-		t.Fatalf("output %v after %d calls", st["output"], calls.Load())
-	}
-
-	// With PLAITA_CONSOLE_RECONCILE_ORPHANS=fail, the orphan ends in error instead.
-	calls.Store(0)
-	orphan = startCall(con)
-	waitFor(t, "the step's request", 30*time.Second, func() bool { return calls.Load() == 1 }, con.p)
-	con.p.kill9(t)
-	con = startLocalConsole(t, db, map[string]string{"PLAITA_CONSOLE_RECONCILE_ORPHANS": "fail"})
-	st = con.waitExecution(t, orphan, "failed by the reconcile", statusOf("error"))
-	if e, _ := st["error"].(map[string]any); e["type"] != "OrphanedExecution" || e["node"] != "fetch" {
-		t.Fatalf("error %v", st["error"])
 	}
 	drainAtEnd(t, con.p, "the local console")
 }

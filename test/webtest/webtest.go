@@ -25,10 +25,13 @@ import (
 	"github.com/redis/rueidis"
 	"github.com/rs/zerolog"
 
+	"plaita/config"
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/service"
 	"plaita/queue"
+	"plaita/roles"
 	"plaita/store"
 	"plaita/store/sqlite"
 	"plaita/test/redistest"
@@ -53,7 +56,8 @@ type Fixture struct {
 	Q      *queue.Queue
 	Events *store.Events
 	Ledger *store.DispatchLedger
-	Local  *control.Local
+	// Local is local mode's runtime (WithLocal): the roles run in the test's process on DB.
+	Local *roles.LocalMode
 }
 
 // Option changes how New builds the console.
@@ -102,12 +106,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 	f := &Fixture{DB: db}
 	d := api.Deps{Log: zerolog.Nop(), RedisErr: o.redisErr}
 	if o.local {
-		f.Local = control.NewLocal(control.LocalDeps{DB: db, Log: zerolog.Nop()})
-		if err := f.Local.Runner().Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Local.Runner().Stop(context.Background()) })
-		d.Local = f.Local
+		f.Local = startLocal(t, db)
+		f.Plane, d.Plane, d.LocalMode = f.Local.Plane, f.Local.Plane, true
+		f.Redis = f.Local.Backend.Storage(store.DefaultSettings())
 	} else if !o.noRedis {
 		f.C = redistest.Client(t)
 		if o.server != nil {
@@ -143,6 +144,8 @@ func New(t testing.TB, opts ...Option) *Fixture {
 			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root), LocalRuns: localRuns(o.localRuns, db)})
 		d.Plane = f.Plane
+	}
+	if f.Plane != nil {
 		d.Jobs = control.NewBulk(f.Plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
 		if err := d.Jobs.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -150,12 +153,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		t.Cleanup(func() { d.Jobs.Stop(context.Background()) })
 	}
 	d.Accounts = control.NewAccounts(db, f.Redis, f.Plane, control.AccountsSettings{Epoch: o.epoch, Log: zerolog.Nop()})
-	switch {
-	case f.Plane != nil:
+	if f.Plane != nil {
 		d.Catalog = control.NewCatalog(db, f.Plane)
-	case f.Local != nil:
-		d.Catalog = control.NewCatalog(db, f.Local)
-	default:
+	} else {
 		d.Catalog = control.NewCatalog(db, nil)
 	}
 	f.Srv = web.New(d, o.settings)
@@ -185,8 +185,40 @@ func Unreachable(err error) Option {
 	return func(o *options) { o.redisErr = err }
 }
 
-// WithLocal runs the console in local mode.
+// WithLocal runs the console in local mode: the roles in the test's process on the console
+// database (roles.LocalMode), as a console does when Redis is unreachable at its start.
 func WithLocal() Option { return func(o *options) { o.local = true } }
+
+// startLocal builds local mode on db as the console does, and runs its roles until the test
+// ends.
+func startLocal(t testing.TB, db *sqlite.DB) *roles.LocalMode {
+	t.Helper()
+	cfg, err := config.Load(config.RoleConsole, false, config.WithEnv(map[string]string{
+		"PLAITA_CONSOLE_REDIS_URL": "redis://127.0.0.1:1/0", "PLAITA_CODE_BACKEND": "subprocess",
+		"PLAITA_NODES_WORKSPACE_ROOT": t.TempDir(), "PLAITA_CLAIM_MIN_IDLE_MS": "1000"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := roles.NewLocalMode(cfg, db, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var g service.Group
+	if err := g.Start(ctx, m.Services...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		m.Drain(sctx)
+		g.Stop(sctx)
+	})
+	return m
+}
 
 // WithServer runs the console on a private Redis.
 func WithServer(srv *redistest.Server) Option {

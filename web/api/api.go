@@ -28,11 +28,9 @@ type Route struct {
 	// access check is recorded, allowed or denied. A read has none, unless it is audited too
 	// (the audit trail's own read).
 	Action string
-	// Redis: the route needs the control plane over Redis; it answers 503 while the console
-	// has none (Redis unreachable at start), unless it is Local too.
+	// Redis: the route needs the control plane — over Redis, or local mode's over the console's
+	// database; it answers 503 while the console has neither.
 	Redis bool
-	// Local: the route is served in local mode as well (Deps.Local, control.Operations).
-	Local bool
 	// Safe: a POST that changes nothing (validate): not audited, served while draining.
 	Safe bool
 	// MaxBody bounds the request body (0: DefaultMaxBody).
@@ -164,10 +162,8 @@ func describe(r *Route) string {
 		b.WriteString(" Audited as " + r.Action + ".")
 	}
 	switch {
-	case r.Redis && r.Local:
-		b.WriteString(" Served by the roles over Redis, or in local mode by the console's own runner.")
 	case r.Redis:
-		b.WriteString(" Needs Redis (503 while the console has none, local mode included).")
+		b.WriteString(" Served by the roles: over Redis, or in local mode in the console's process.")
 	}
 	return b.String()
 }
@@ -227,12 +223,8 @@ func (a *API) access(hc huma.Context, next func(huma.Context)) {
 	if d == nil {
 		d = checkCSRF(hc, p)
 	}
-	if d == nil && r.Redis && a.d.Plane == nil && !(r.Local && a.d.Local != nil) {
-		err := errNoRedis
-		if a.d.Local != nil {
-			err = errLocalMode
-		}
-		d = &denial{p: problemFor(err), reason: "redis_unavailable"}
+	if d == nil && r.Redis && a.d.Plane == nil {
+		d = &denial{p: problemFor(errNoRedis), reason: "redis_unavailable"}
 	}
 	if d != nil {
 		if d.reason != "error" && d.reason != "redis_unavailable" {

@@ -44,7 +44,7 @@ type ApprovalList struct {
 type approvalListOut struct{ Body ApprovalList }
 
 func (a *API) listApprovals(ctx context.Context, c *Call, in *approvalListIn) (*approvalListOut, error) {
-	page, err := a.Operations().Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
+	page, err := a.d.Plane.Approvals(ctx, c.Tenant, in.Cursor, in.Limit)
 	out := ApprovalList{TenantID: c.Tenant, Page: control.Page[PendingApproval]{Items: make([]PendingApproval, 0, len(page.Items)),
 		NextCursor: page.NextCursor}, Pruned: page.Pruned, Skipped: page.Skipped}
 	for _, p := range page.Items {
@@ -87,6 +87,6 @@ func (a *API) answerApproval(ctx context.Context, c *Call, in *approvalAnswerIn)
 	if in.Body.Comment != "" {
 		c.Note("comment_bytes", len(in.Body.Comment))
 	}
-	return done(a.Operations().AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
+	return done(a.d.Plane.AnswerApproval(ctx, control.Answer{Tenant: c.Tenant, ID: in.ID, Approved: in.Body.Approved,
 		Comment: in.Body.Comment, By: by}))
 }

@@ -32,7 +32,7 @@ const EventBodyLimit = control.MaxEventDataBytes + 64<<10
 // was published before with the same type and data (a waiting execution is woken once).
 func (a *API) publishEvent(ctx context.Context, c *Call, in *eventPublishIn) (*eventPublishedOut, error) {
 	c.Note("type", in.Body.Type)
-	ev, err := control.PublishNewEvent(ctx, a.Operations(), control.NewEvent{Tenant: c.Tenant, ID: in.Body.ID, Type: in.Body.Type, Data: in.Body.Data})
+	ev, err := control.PublishNewEvent(ctx, a.d.Plane, control.NewEvent{Tenant: c.Tenant, ID: in.Body.ID, Type: in.Body.Type, Data: in.Body.Data})
 	if err != nil {
 		c.Audit.Target = in.Body.ID
 		return nil, err

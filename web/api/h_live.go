@@ -250,7 +250,7 @@ func (a *API) executionEvents(ctx context.Context, c *Call, in *executionEventsI
 		}
 		defer release()
 		out := newSSE(a, hc)
-		err := a.Operations().Follow(sctx, req, func(it control.LiveItem) error { return writeFollowItem(out, it) })
+		err := a.d.Plane.Follow(sctx, req, func(it control.LiveItem) error { return writeFollowItem(out, it) })
 		out.finish(ctx, err)
 	}}, nil
 }
@@ -356,7 +356,7 @@ func (a *API) timeline(ctx context.Context, c *Call, in *timelineIn) (*timelineO
 		}
 		after = n
 	}
-	p, err := a.Operations().Timeline(ctx, c.Tenant, in.ID, after, in.Limit)
+	p, err := a.d.Plane.Timeline(ctx, c.Tenant, in.ID, after, in.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +376,7 @@ func registerLiveRoutes(a *API) {
 	executions := []string{"executions"}
 	registerOp(a, Route{ID: "execution-events", Method: http.MethodGet, Path: "/api/executions/{id}/events",
 		Summary: "Follow an execution: Server-Sent Events of its snapshot, timeline entries (id: the seq) and end",
-		Tags:    executions, Access: TenantViewer, Redis: true, Local: true},
+		Tags:    executions, Access: TenantViewer, Redis: true},
 		streamResponse(a, "The snapshot first (no id), then each timeline entry once in seq order (id: its seq; reconnect with Last-Event-ID), "+
 			"node starts (no id), truncated for entries the timeline no longer keeps (id: the last seq it covers), heartbeat comments, "+
 			"and end (terminal, deleted, corrupt, draining) last.",
@@ -392,7 +392,7 @@ func registerLiveRoutes(a *API) {
 		a.executionStream)
 	register(a, Route{ID: "execution-timeline", Method: http.MethodGet, Path: "/api/executions/{id}/timeline",
 		Summary: "A page of an execution's timeline, oldest first (the polling fallback of the events stream)",
-		Tags:    executions, Access: TenantViewer, Redis: true, Local: true}, a.timeline)
+		Tags:    executions, Access: TenantViewer, Redis: true}, a.timeline)
 }
 
 // streamResponse documents a text/event-stream response: one schema per event name, as huma's

@@ -32,7 +32,7 @@ type flowListIn struct {
 type flowListOut struct{ Body FlowList }
 
 func (a *API) listFlows(ctx context.Context, c *Call, in *flowListIn) (*flowListOut, error) {
-	page, err := a.Operations().FlowPage(ctx, c.Tenant, in.Cursor, in.Limit)
+	page, err := a.d.Plane.FlowPage(ctx, c.Tenant, in.Cursor, in.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +89,7 @@ func (a *API) validateFlow(_ context.Context, _ *Call, in *flowDefIn) (*flowVali
 		return nil, NewProblem(http.StatusBadRequest, "invalid_request", "definition is required")
 	}
 	out := FlowValidation{Problems: []FlowProblem{}}
-	f, err := a.Operations().ParseFlow(in.Body.Definition)
+	f, err := a.d.Plane.ParseFlow(in.Body.Definition)
 	var ve *engine.ValidationError
 	switch {
 	case errors.As(err, &ve):
@@ -187,7 +187,7 @@ func (a *API) startExecution(ctx context.Context, c *Call, in *startIn) (*startO
 		c.Note("idempotency_key", control.IdempotencyKeyFingerprint(k))
 		c.Audit.Target = control.IdempotentID(c.Tenant, k)
 	}
-	s, err := control.StartOnce(ctx, a.Operations(), req, in.IdempotencyKey)
+	s, err := control.StartOnce(ctx, a.d.Plane, req, in.IdempotencyKey)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +234,7 @@ func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
 		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
 	}
-	page, err := a.Operations().List(ctx, c.Tenant, req)
+	page, err := a.d.Plane.List(ctx, c.Tenant, req)
 	if r := control.AsRefusal(err); r != nil && r.Fields["field"] != nil {
 		p := fromRefusal(r) // name the query parameter, as huma names those it refuses
 		where := "query.started_before"
@@ -285,7 +285,7 @@ type ExecutionView struct {
 type executionViewOut struct{ Body ExecutionView }
 
 func (a *API) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*executionViewOut, error) {
-	shown, err := a.Operations().Show(ctx, c.Tenant, in.ID)
+	shown, err := a.d.Plane.Show(ctx, c.Tenant, in.ID)
 	switch {
 	case err != nil:
 		return nil, err
@@ -294,7 +294,7 @@ func (a *API) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	d := control.DetailShown(ctx, a.Operations(), c.Tenant, shown)
+	d := control.DetailShown(ctx, a.d.Plane, c.Tenant, shown)
 	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers,
 		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches, Runtime: shown.Runtime, ReadOnly: shown.ReadOnly}
 	return &executionViewOut{Body: v}, nil
@@ -326,12 +326,12 @@ func (a *API) resumeExecution(ctx context.Context, c *Call, in *resumeIn) (*done
 	if req.HashOverride() {
 		c.Note("allow_flow_hash_change", true) // who overrode the flow hash check, and when
 	}
-	return done(a.Operations().Resume(ctx, req))
+	return done(a.d.Plane.Resume(ctx, req))
 }
 
 func (a *API) cancelExecution(ctx context.Context, c *Call, in *executionIDIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	return done(a.Operations().Cancel(ctx, c.Tenant, in.ID))
+	return done(a.d.Plane.Cancel(ctx, c.Tenant, in.ID))
 }
 
 type deleteIn struct {
@@ -341,5 +341,5 @@ type deleteIn struct {
 
 func (a *API) deleteExecution(ctx context.Context, c *Call, in *deleteIn) (*doneOut, error) {
 	c.Audit.Target = in.ID
-	return done(a.Operations().Delete(ctx, c.Tenant, in.ID, in.Force))
+	return done(a.d.Plane.Delete(ctx, c.Tenant, in.ID, in.Force))
 }

@@ -61,7 +61,8 @@ type HealthReport struct {
 	// EngineSync is the start's write-back of the recorded flow versions to Redis
 	// (control/engine_sync.go); absent without Redis.
 	EngineSync *control.EngineSyncReport `json:"engine_sync,omitempty"`
-	// Reconcile is local mode's start-up orphan reconcile (PLAITA_CONSOLE_RECONCILE_ORPHANS).
+	// Reconcile is local mode's start-up orphan reconcile (PLAITA_CONSOLE_RECONCILE_ORPHANS): the
+	// executions an earlier version's local mode left running.
 	Reconcile *OrphanReconcile `json:"reconcile,omitempty"`
 }
 
@@ -171,7 +172,22 @@ func (a *API) healthReport(ctx context.Context) HealthReport {
 	}
 	r := HealthReport{Status: "ok", Version: a.s.Version, Mode: "redis", Database: probe(a.d.Accounts.PingDB)}
 	r.Ready, r.Reason = a.ready()
-	if !a.d.Accounts.HasRedis() {
+	switch {
+	case a.d.LocalMode:
+		r.Mode = "local"
+		r.Redis = DependencyState{Error: "unreachable at start"}
+		if a.d.RedisErr != nil {
+			r.Redis.Error = "unreachable at start: " + a.d.RedisErr.Error()
+		}
+		r.Warning = "LOCAL MODE: Redis was unreachable when the console started; the worker, filter, delay and schedule roles run " +
+			"in this process on its database — one process, not a cluster. Restart the console once Redis answers: it hands its " +
+			"executions to Redis and runs there"
+		r.TenantStatus = a.tenantStatusHealth()
+		if o := a.d.Orphans; o != nil {
+			r.Reconcile = &OrphanReconcile{ReconcileResult: o.Result, ChangedCount: len(o.Result.Changed), SkippedCount: len(o.Result.Skipped),
+				FailedCount: len(o.Result.Failed), Error: o.Error}
+		}
+	case !a.d.Accounts.HasRedis():
 		r.Mode = "no-redis"
 		r.Redis = DependencyState{Error: "unreachable at start"}
 		if a.d.RedisErr != nil {
@@ -179,20 +195,7 @@ func (a *API) healthReport(ctx context.Context) HealthReport {
 		}
 		r.Warning = "Redis was unreachable when the console started: flows, executions and tenant statuses answer 503; " +
 			"restart the console once Redis answers"
-		if a.d.Local != nil {
-			r.Mode = "local"
-			r.Warning = "LOCAL MODE: Redis was unreachable when the console started; executions run in this process on its database, " +
-				"one at a time per execution and with no redelivery (an execution running when the console stops is settled by the " +
-				"next start's orphan reconcile); dead letters, schedules, the cluster and bulk jobs answer 503. Restart the console " +
-				"once Redis answers to run on it"
-			if res, err := a.d.Local.Reconciled(); res != nil {
-				r.Reconcile = &OrphanReconcile{ReconcileResult: *res, ChangedCount: len(res.Changed), SkippedCount: len(res.Skipped), FailedCount: len(res.Failed)}
-				if err != nil {
-					r.Reconcile.Error = err.Error()
-				}
-			}
-		}
-	} else {
+	default:
 		r.Redis = probe(a.d.Accounts.PingRedis)
 		r.TenantStatus = a.tenantStatusHealth()
 		if a.d.EngineSync != nil {

@@ -161,8 +161,6 @@ func problemFor(err error) *Problem {
 	switch {
 	case errors.Is(err, errNoRedis):
 		return NewProblem(http.StatusServiceUnavailable, "redis_unavailable", "%v", err).WithRetryAfter(5 * time.Second)
-	case errors.Is(err, errLocalMode):
-		return NewProblem(http.StatusServiceUnavailable, "local_mode", "%v", err)
 	}
 	class, code := model.ClassOf(err), model.CodeOf(err)
 	switch class {

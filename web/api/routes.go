@@ -87,36 +87,36 @@ func registerFlowRoutes(a *API) {
 	flows := []string{"flows"}
 	flowBody := FlowBodyLimit
 	register(a, Route{ID: "flow-list", Method: get, Path: "/api/flows", Summary: "List published flows, most recently published first",
-		Tags: flows, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.listFlows)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true}, a.listFlows)
 	register(a, Route{ID: "flow-get", Method: get, Path: "/api/flows/{id}", Summary: "Read a published flow (a version, or the latest) and its versions",
-		Tags: flows, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.getFlow)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true}, a.getFlow)
 	register(a, Route{ID: "flow-validate", Method: post, Path: "/api/flows/validate", Summary: "Validate a definition: every problem with its JSON path",
-		Tags: flows, Access: TenantViewer, Redis: true, Local: true, Bounded: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
+		Tags: flows, Access: TenantViewer, Redis: true, Bounded: true, Safe: true, MaxBody: flowBody}, a.validateFlow)
 	register(a, Route{ID: "flow-publish", Method: post, Path: "/api/flows", Summary: "Publish a definition as an immutable version",
-		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, Local: true, Bounded: true, MaxBody: flowBody}, a.publishFlow)
+		Tags: flows, Access: TenantEditor, Action: "flow.publish", Redis: true, Bounded: true, MaxBody: flowBody}, a.publishFlow)
 	registerDraftRoutes(a, flowBody)
 
 	executions := []string{"executions"}
 	register(a, Route{ID: "execution-start", Method: post, Path: "/api/executions", Summary: "Start an execution of a published flow (Idempotency-Key: a retry makes no second one)",
-		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Local: true, Bounded: true, Status: http.StatusCreated, Limited: true}, a.startExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.start", Redis: true, Bounded: true, Status: http.StatusCreated, Limited: true}, a.startExecution)
 	register(a, Route{ID: "execution-list", Method: get, Path: "/api/executions", Summary: "List executions, newest first (status, flow, start time, due time, indexed fields, cursor)",
-		Tags: executions, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.listExecutions)
+		Tags: executions, Access: TenantViewer, Redis: true, Bounded: true}, a.listExecutions)
 	register(a, Route{ID: "execution-get", Method: get, Path: "/api/executions/{id}", Summary: "Read an execution: its state, what wakes it, what can be done next",
-		Tags: executions, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.getExecution)
+		Tags: executions, Access: TenantViewer, Redis: true, Bounded: true}, a.getExecution)
 	register(a, Route{ID: "execution-resume", Method: post, Path: "/api/executions/{id}/resume", Summary: "Resume an execution, checked the way the worker will",
-		Tags: executions, Access: TenantEditor, Action: "execution.resume", Redis: true, Local: true, Bounded: true}, a.resumeExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.resume", Redis: true, Bounded: true}, a.resumeExecution)
 	register(a, Route{ID: "execution-cancel", Method: post, Path: "/api/executions/{id}/cancel", Summary: "Cancel an execution",
-		Tags: executions, Access: TenantEditor, Action: "execution.cancel", Redis: true, Local: true, Bounded: true}, a.cancelExecution)
+		Tags: executions, Access: TenantEditor, Action: "execution.cancel", Redis: true, Bounded: true}, a.cancelExecution)
 	deleteAccess := TenantEditor
 	if a.s.Env == "prod" {
 		deleteAccess = TenantAdmin // PLAITA_CONSOLE_ENV=prod: deleting is an admin's
 	}
 	register(a, Route{ID: "execution-delete", Method: del, Path: "/api/executions/{id}", Summary: "Delete an execution's state and keys (a tombstone stays)",
-		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true, Local: true, Bounded: true}, a.deleteExecution)
+		Tags: executions, Access: deleteAccess, Action: "execution.delete", Redis: true, Bounded: true}, a.deleteExecution)
 
 	events := []string{"events"}
 	register(a, Route{ID: "event-publish", Method: post, Path: "/api/events", Summary: "Publish an event: it wakes the executions waiting for it (through the filter role)",
-		Tags: events, Access: TenantEditor, Action: "event.publish", Redis: true, Local: true, Bounded: true, Status: http.StatusCreated, MaxBody: EventBodyLimit}, a.publishEvent)
+		Tags: events, Access: TenantEditor, Action: "event.publish", Redis: true, Bounded: true, Status: http.StatusCreated, MaxBody: EventBodyLimit}, a.publishEvent)
 	register(a, Route{ID: "event-list", Method: get, Path: "/api/events", Summary: "List the tenant's events, newest first (type, cursor)",
 		Tags: events, Access: TenantViewer, Redis: true, Bounded: true}, a.listEvents)
 
@@ -167,9 +167,9 @@ func registerOperationRoutes(a *API) {
 
 	approvals := []string{"approvals"}
 	register(a, Route{ID: "approval-list", Method: get, Path: "/api/approvals", Summary: "List the tenant's pending approvals, newest first",
-		Tags: approvals, Access: TenantViewer, Redis: true, Local: true, Bounded: true}, a.listApprovals)
+		Tags: approvals, Access: TenantViewer, Redis: true, Bounded: true}, a.listApprovals)
 	register(a, Route{ID: "approval-answer", Method: post, Path: "/api/approvals/{id}", Summary: "Approve or reject the approval an execution waits for (the caller is recorded as who answered)",
-		Tags: approvals, Access: TenantEditor, Action: "approval.answer", Redis: true, Local: true, Bounded: true}, a.answerApproval)
+		Tags: approvals, Access: TenantEditor, Action: "approval.answer", Redis: true, Bounded: true}, a.answerApproval)
 
 	cluster := []string{"cluster"}
 	register(a, Route{ID: "cluster-status", Method: get, Path: "/api/cluster/status", Summary: "The cluster at a glance: backlog, delay queue, roles, instances, generation mismatches, what needs attention",

@@ -66,13 +66,17 @@ type Deps struct {
 	Accounts *control.Accounts
 	// Catalog is the console's record of flows: drafts, who published each version.
 	Catalog *control.Catalog
-	// Plane is the control plane over Redis; nil when Redis was unreachable at start (RedisErr
-	// says why): the routes that need it answer 503.
-	Plane    *control.Plane
+	// Plane is the control plane: over Redis, or in local mode over the console's database
+	// (LocalMode); nil when the console has neither: the routes that need it answer 503.
+	Plane *control.Plane
+	// RedisErr is why Redis was unreachable at start (local mode, or neither).
 	RedisErr error
-	// Local is local mode's control plane (executions in this process, on the database), set
-	// when Redis was unreachable at start: the routes marked Local are served by it.
-	Local *control.Local
+	// LocalMode: Redis was unreachable at start and Plane runs on the console's database, the
+	// roles in the console's process (roles.LocalMode).
+	LocalMode bool
+	// Orphans is what local mode's start did with the executions an earlier version's local
+	// mode left running (PLAITA_CONSOLE_RECONCILE_ORPHANS); nil when it did not run.
+	Orphans *control.OrphanReport
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk
@@ -87,10 +91,6 @@ type Deps struct {
 
 // errNoRedis is what a route that needs Redis answers while the console has none.
 var errNoRedis = control.ErrNoRedis
-
-// errLocalMode is what a route that needs the roles answers in local mode.
-var errLocalMode = errors.New("not in local mode: Redis was unreachable when the console started, and this needs Redis and the roles " +
-	"(dead letters, schedules, the cluster, bulk jobs, event listing); restart the console once Redis answers")
 
 // API is the registered API: the routes, their dependencies and the drain flag.
 type API struct {
@@ -143,21 +143,13 @@ func New(e *echo.Echo, d Deps, s Settings) *API {
 	return a
 }
 
-// Operations are the operations of the console's mode: over Redis (Plane), else local mode's;
-// nil when the console has neither.
-func (a *API) Operations() control.Operations {
-	if a.d.Plane != nil {
-		return a.d.Plane
-	}
-	if a.d.Local != nil {
-		return a.d.Local
-	}
-	return nil
-}
+// Plane is the console's control plane (on Redis, or local mode's); nil when it has neither.
+func (a *API) Plane() *control.Plane { return a.d.Plane }
 
-// HasPlane says whether the console runs over Redis; HasLocal whether it runs in local mode.
-func (a *API) HasPlane() bool { return a.d.Plane != nil }
-func (a *API) HasLocal() bool { return a.d.Local != nil }
+// HasPlane says whether the console has a control plane; LocalMode whether it runs in local
+// mode.
+func (a *API) HasPlane() bool  { return a.d.Plane != nil }
+func (a *API) LocalMode() bool { return a.d.LocalMode }
 
 // Log is the console's logger; Now its clock.
 func (a *API) Log() zerolog.Logger { return a.d.Log }

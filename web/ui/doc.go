@@ -11,5 +11,5 @@
 // uiServer.relay (the same route, flushed to the browser, the tenant from the page's cookie).
 // Of package api it uses the wire types it decodes, Problem, the header and cookie names, and
 // what *api.API offers the pages: Operations (to parse a flow for its picture), HasSession
-// (the pages' gate), HasPlane and HasLocal (the console's mode), Log and Now.
+// (the pages' gate), HasPlane and LocalMode (the console's mode), Log and Now.
 package ui

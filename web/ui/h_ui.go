@@ -394,6 +394,8 @@ type uiPage struct {
 	Notice  string
 	Problem *api.Problem
 	Now     time.Time
+	// Local: the console runs in local mode (every page says so).
+	Local bool
 }
 
 // render writes the page file with the layout, or, for an htmx request that names a fragment,
@@ -403,7 +405,7 @@ func (u *uiServer) render(c echo.Context, status int, file, fragment string, p u
 	if !ok {
 		return u.fail(c, u.internal(c, fmt.Errorf("ui: no page %s", file)))
 	}
-	p.Now = u.now()
+	p.Now, p.Local = u.now(), u.a.LocalMode()
 	name := "layout.html"
 	if fragment != "" {
 		name = fragment

@@ -375,7 +375,7 @@ func (u *uiServer) flowOf(c echo.Context, st *state.Execution) (*engine.Flow, er
 	if p := u.call(c, http.MethodGet, path, nil, &shown); p != nil {
 		return nil, fmt.Errorf("flow %s version %s: %s", st.FlowID, st.FlowVersion, p.Detail)
 	}
-	f, err := u.a.Operations().ParseFlow(shown.Definition)
+	f, err := u.a.Plane().ParseFlow(shown.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("flow %s version %s: %w", st.FlowID, st.FlowVersion, err)
 	}

@@ -67,7 +67,7 @@ func (u *uiServer) flowPage(c echo.Context) error {
 		return u.fail(c, p)
 	}
 	d.Pretty, d.Input = pretty(d.Flow.Definition), "{}"
-	if f, err := u.a.Operations().ParseFlow(d.Flow.Definition); err != nil {
+	if f, err := u.a.Plane().ParseFlow(d.Flow.Definition); err != nil {
 		d.Graph = err.Error()
 	} else {
 		d.Nodes, d.Warning = f.Nodes, f.Warnings

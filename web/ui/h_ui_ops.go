@@ -66,9 +66,6 @@ type pagedData[T any] struct {
 	// action is not offered on it (listFilterQuery).
 	Query       url.Values
 	BulkRefused string
-	// Unavailable says why the list cannot be read while the rest of the page works (the
-	// events page in local mode: publishing works, listing needs Redis).
-	Unavailable string
 }
 
 // pagedList renders the page of file over GET api?q (the page's cursor and limit, and q's
@@ -138,16 +135,6 @@ func (u *uiServer) replayDeadLetter(c echo.Context) error {
 }
 
 func (u *uiServer) eventsPage(c echo.Context) error {
-	if !u.a.HasPlane() && u.a.HasLocal() {
-		// Local mode keeps no events to list, but publishes them (docs/console.md).
-		s, err := u.page(c)
-		if s == nil {
-			return err
-		}
-		d := pagedData[api.EventList]{First: true, Unavailable: "Local mode keeps no events: an event is delivered when it is published " +
-			"(to the executions waiting for it then) and not listed. Publishing works as in cluster mode."}
-		return u.render(c, http.StatusOK, "events.html", "", uiPage{Title: "Events", Nav: "events", S: s, Data: d})
-	}
 	q := url.Values{"limit": {"50"}}
 	if t := strings.TrimSpace(c.QueryParam("type")); t != "" {
 		q.Set("type", t)

@@ -73,7 +73,7 @@ func (u *uiServer) waitPanel(c echo.Context, s *uiSession, v *api.ExecutionView)
 	case st.Status == state.Suspended && v.Waiting != nil:
 		u.suspendedPanel(p, st, v.Waiting)
 	case v.Progress != nil:
-		progressPanel(p, st, v.Progress)
+		progressPanel(p, st, v.Progress, u.a.LocalMode())
 	default:
 		p.Kind, p.Cause = string(st.Status), "suspended, with no wake-up report"
 	}
@@ -106,10 +106,13 @@ func queuedPanel(p *waitPanel, q *control.QueuedView) {
 }
 
 // progressPanel: a running or pending execution — in its node's retry back-off, or running a
-// node on a worker, or with no worker alive.
-func progressPanel(p *waitPanel, st *state.Execution, pr *control.Progress) {
+// node on a worker, or with no worker alive. In local mode the worker is the console's own.
+func progressPanel(p *waitPanel, st *state.Execution, pr *control.Progress, local bool) {
 	p.Kind, p.Text, p.Lines = string(st.Status), pr.Text, pr.Problems
 	p.Cause = fmt.Sprintf("%s at node %s", st.Status, st.CurrentNode)
+	if local {
+		p.Cause += ", running in the console's process (local mode)"
+	}
 	p.Roles = []roleCount{wakeRole("worker", pr.Workers)}
 	if r := pr.Retry; r != nil {
 		p.Kind, p.Detail, p.Text = "retry", r.Detail, "" // the cause, the due time and the attempt's entry say it all
