@@ -111,6 +111,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	var redisStore *store.Redis
 	var registry *presence.Registry
 	var localMode *LocalMode
+	var handOver service.Service // nil without Redis
 	var ctlChannel *store.Control
 	var waiting *web.Waiting
 	var c rueidis.Client
@@ -196,6 +197,9 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg)})
 		registry = presence.New(store.NewRegistry(store.OnRedis(c), keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(store.OnRedis(c), keys.DefaultRoot)
+		handOver = &handOverService{log: log, run: func(ctx context.Context) (HandOverReport, error) {
+			return handOverLocal(ctx, cfg, db, LocalBackend(db, store.NewHub()), RedisBackend(c))
+		}}
 	}
 	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
@@ -212,7 +216,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		httpService = &takeOver{waiting: waiting, srv: srv}
 	}
 	r := roleProcess{name: "console", ready: ready, server: metricsService, addr: srv.Addr,
-		registry: registry, control: ctlChannel, services: consoleServices(deps, localMode, httpService, log),
+		registry: registry, control: ctlChannel, services: consoleServices(deps, localMode, handOver, httpService, log),
 		drain: func(ctx context.Context) {
 			log.Info().Str("event", "console.draining").Msg("draining: no new writes, live streams end; requests in flight finish")
 			srv.Drain()
@@ -256,13 +260,17 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 
 // consoleServices are the console's own services in start order: the engine sync (with Redis:
 // the recorded flow versions Redis lacks are written back before anything is served, within
-// its deadline), in local mode the roles (local), the bulk jobs' runner, then the HTTP server
+// its deadline), with Redis the hand-over of what local mode left in the database (handover.go),
+// in local mode the roles (local), the bulk jobs' runner, then the HTTP server
 // (the drain stops the runner and the roles' work already; stopping them again after the
 // server covers a start that failed half-way).
-func consoleServices(deps api.Deps, local *LocalMode, http service.Service, log zerolog.Logger) []service.Named {
+func consoleServices(deps api.Deps, local *LocalMode, handOver service.Service, http service.Service, log zerolog.Logger) []service.Named {
 	var out []service.Named
 	if deps.EngineSync != nil {
 		out = append(out, service.Named{Name: "engine sync", Service: &engineSync{sync: deps.EngineSync, log: log}})
+	}
+	if handOver != nil {
+		out = append(out, service.Named{Name: "hand-over", Service: handOver})
 	}
 	if local != nil {
 		out = append(out, local.Services...)

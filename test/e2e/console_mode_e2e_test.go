@@ -216,10 +216,11 @@ func TestConsoleWaitingForRedisStopsOnSIGTERM(t *testing.T) {
 	}
 }
 
-// TestConsoleOnRedisShowsItsLocalExecutions: the executions a console ran in local mode are
-// listed and shown by the console that runs on Redis afterwards, beside Redis's and marked
-// local, a page at a time without a gap or a repeat; a cancel of one is refused by name.
-func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
+// A console that ran local mode (killed with kill -9) and starts again with Redis hands its
+// executions to the cluster before it serves: every one is in Redis afterwards, the finished
+// ones as they ended, the ones waiting for an approval waiting there — answered over the API,
+// the cluster's worker runs them to their end. Nothing is listed as local any more.
+func TestConsoleHandsItsLocalExecutionsToRedis(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "console.db")
 	down := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0"
@@ -228,14 +229,14 @@ func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
 		t.Fatalf("mode %q on a new database without Redis", m)
 	}
 	ask := `{"id": "ask", "version": "1", "start": "ask", "nodes": [
-	  {"id": "ask", "type": "approval", "params": {"message": "ok?"}, "next": "done"}, {"id": "done", "type": "end"}]}`
+	  {"id": "ask", "type": "approval", "params": {"message": "ok?"}, "next": "done"},
+	  {"id": "done", "type": "end", "params": {"output": "{{ NODE.ask.comment }}"}}]}`
 	for _, def := range []string{modeFlow, ask} {
 		if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(def)}); code != http.StatusCreated {
 			t.Fatalf("publish: %d %v", code, body)
 		}
 	}
-	local, asks := map[string]bool{}, map[string]bool{}
-	var waiting string
+	local, asks, ended := map[string]bool{}, map[string]bool{}, map[string]any{}
 	for i := range 5 {
 		flow := []string{"hello", "ask"}[i%2]
 		code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": flow})
@@ -245,18 +246,21 @@ func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
 		id := fmt.Sprint(body["execution_id"])
 		local[id] = true
 		if flow == "ask" {
-			waiting, asks[id] = id, true
+			asks[id] = true
 			con.waitExecution(t, id, "the approval", statusOf("suspended"))
 		} else {
-			con.waitExecution(t, id, "completed", statusOf("completed"))
+			ended[id] = con.waitExecution(t, id, "completed", statusOf("completed"))["output"]
 		}
 	}
-	con.p.stop(t)
+	con.p.kill9(t)
 
 	srv := redistest.StartServer(t)
 	con = startModeConsole(t, db, srv.URL(), nil)
 	if m := con.mode(t); m != "redis" {
 		t.Fatalf("mode %q with Redis", m)
+	}
+	if n := countLog(con.p, "console.handed_over", "handed to Redis"); n != 1 {
+		t.Fatalf("the hand-over logged %d times:\n%s", n, tail(con.p.stderr.String(), 20))
 	}
 	worker := spawn(t, map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_LOG_FORMAT": "json", "PLAITA_CODE_BACKEND": "subprocess"}, "worker")
 	drainAtEnd(t, worker, "worker")
@@ -264,8 +268,7 @@ func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
 	con.waitExecution(t, onRedis, "completed on Redis", statusOf("completed"))
 
 	seen := map[string]int{}
-	cursor := ""
-	for pages := 0; ; pages++ {
+	for cursor, pages := "", 0; ; pages++ {
 		if pages > 50 {
 			t.Fatal("no end to the listing")
 		}
@@ -280,43 +283,41 @@ func TestConsoleOnRedisShowsItsLocalExecutions(t *testing.T) {
 		items, _ := body["items"].([]any)
 		for _, it := range items {
 			m := it.(map[string]any)
-			id := fmt.Sprint(m["execution_id"])
-			seen[id]++
-			if local[id] != (m["runtime"] == "local") {
-				t.Fatalf("%s listed with runtime %v", id, m["runtime"])
+			seen[fmt.Sprint(m["execution_id"])]++
+			if m["runtime"] != nil {
+				t.Fatalf("%v listed with runtime %v after the hand-over", m["execution_id"], m["runtime"])
 			}
 		}
-		next, _ := body["next_cursor"].(string)
-		if next == "" {
+		if cursor, _ = body["next_cursor"].(string); cursor == "" {
 			break
 		}
-		cursor = next
 	}
 	if len(seen) != len(local)+1 || seen[onRedis] != 1 {
-		t.Fatalf("listed %v; want the %d local ones and %s, once each", seen, len(local), onRedis)
+		t.Fatalf("listed %v; want the %d handed over and %s, once each", seen, len(local), onRedis)
 	}
 	for id, n := range seen {
 		if n != 1 {
 			t.Fatalf("%s listed %d times", id, n)
 		}
 	}
-	code, body := con.call(t, http.MethodGet, "/api/executions/"+waiting, nil)
-	if code != http.StatusOK || body["runtime"] != "local" || body["read_only"] == nil || body["execution"] == nil {
-		t.Fatalf("read a local execution: %d %v", code, body)
-	}
-	code, body = con.call(t, http.MethodPost, "/api/executions/"+waiting+"/cancel", nil)
-	if code != http.StatusConflict || body["code"] != "ran_in_local_mode" {
-		t.Fatalf("cancel of a local execution on Redis: %d %v", code, body)
-	}
-	code, body = con.call(t, http.MethodGet, "/api/executions?status=suspended", nil)
-	items, _ := body["items"].([]any)
-	if code != http.StatusOK || len(items) != len(asks) {
-		t.Fatalf("suspended ones: %d %v", code, body)
-	}
-	for _, it := range items {
-		if !asks[fmt.Sprint(it.(map[string]any)["execution_id"])] {
-			t.Fatalf("suspended ones: %v", items)
+	for id, out := range ended {
+		if st := con.waitExecution(t, id, "completed as it ended", statusOf("completed")); st["output"] != out {
+			t.Fatalf("%s: output %v, was %v", id, st["output"], out)
 		}
+	}
+	for id := range asks {
+		if code, body := con.call(t, http.MethodPost, "/api/approvals/"+id, map[string]any{"approved": true, "comment": "later"}); code != http.StatusOK {
+			t.Fatalf("answer %s on Redis: %d %v", id, code, body)
+		}
+		if st := con.waitExecution(t, id, "completed on Redis", statusOf("completed")); st["output"] != "later" {
+			t.Fatalf("%s: output %v", id, st["output"])
+		}
+	}
+	con.p.stop(t)
+	// Nothing is left to hand over: the next start says nothing.
+	con = startModeConsole(t, db, srv.URL(), nil)
+	if n := countLog(con.p, "console.handed_over", "handed to Redis"); n != 0 {
+		t.Fatalf("a second start handed over again:\n%s", tail(con.p.stderr.String(), 20))
 	}
 	con.p.stop(t)
 }
