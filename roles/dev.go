@@ -137,7 +137,11 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 			runRole(s.Role, func(ctx context.Context) error { return s.Body(ctx, rcfg, rlog) })
 		}
 	}
-	values["PLAITA_INSTANCE_ID"] = instance + "-console"
+	if mode == "redis" || cfg.IsSet("PLAITA_INSTANCE_ID") {
+		// In local mode without one given, the console names its roles after its database, the
+		// same at every start (LocalMode): a restart after kill -9 takes its leases back at once.
+		values["PLAITA_INSTANCE_ID"] = instance + "-console"
+	}
 	ccfg := cfg.AsWith(config.RoleConsole, values)
 	clog := base.With().Str("role", string(config.RoleConsole)).Logger()
 	seed := &devSeed{flows: o.Flows, stdout: o.Stdout, log: log, adminSet: config.ConsoleAdminPassword.In(ccfg) != ""}

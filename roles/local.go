@@ -44,6 +44,12 @@ type LocalMode struct {
 // (one worker per core), but in local mode the console is every worker there is.
 const localMinWorkers = 4
 
+// localClaimMinIdle is local mode's PLAITA_CLAIM_MIN_IDLE_MS unless one is given: the step a
+// killed console was running is taken up this long after the next start, instead of a minute
+// (the cluster's default, sized for workers whose pauses must not look like deaths). The
+// worker refreshes a running step's entry every third of it, so a live step is not taken.
+const localClaimMinIdle = 5 * time.Second
+
 // localDelayEvery is how often local mode's delay mover looks for due entries: the mover's
 // default suits a role that shares a Redis with others; here a due delay should not wait
 // long for the one process there is.
@@ -71,6 +77,9 @@ func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*Local
 	}
 	as := func(role config.Role, extra map[string]string) *config.Config {
 		values := map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(role), "PLAITA_METRICS_PORT": "0", "PLAITA_QUEUE_NAME": stream}
+		if !cfg.IsSet("PLAITA_CLAIM_MIN_IDLE_MS") {
+			values["PLAITA_CLAIM_MIN_IDLE_MS"] = strconv.Itoa(int(localClaimMinIdle / time.Millisecond))
+		}
 		for k, v := range extra {
 			values[k] = v
 		}
@@ -123,7 +132,8 @@ func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*Local
 		service.Named{Name: "scheduler", Service: scheduler},
 	)
 	set := metrics.NewSet()
-	if m.Plane, err = NewPlane(cfg, b, log, PlaneOptions{Stream: stream, NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
+	// The plane stamps what it enqueues with the generations of the roles' configuration.
+	if m.Plane, err = NewPlane(as(config.RoleConsole, nil), b, log, PlaneOptions{Stream: stream, NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
 		Metrics: set, NodeConfig: wcfg, LocalRuns: db.Executions()}); err != nil {
 		return nil, fmt.Errorf("local mode: %w", err)
 	}

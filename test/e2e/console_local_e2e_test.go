@@ -98,7 +98,7 @@ func TestConsoleLocalModeRunsAndRedelivers(t *testing.T) {
 	}
 
 	// kill -9 during a step: the step's task stays pending in the embedded stream; the next
-	// start claims it (once idle for PLAITA_CLAIM_MIN_IDLE_MS) and runs the step again.
+	// start claims it (once idle for PLAITA_CLAIM_MIN_IDLE_MS: 5 s in local mode) and runs the step again.
 	var calls atomic.Int32
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -126,7 +126,7 @@ func TestConsoleLocalModeRunsAndRedelivers(t *testing.T) {
 	waitFor(t, "the step's request", 30*time.Second, func() bool { return calls.Load() == 1 }, con.p)
 	con.p.kill9(t)
 
-	con = startLocalConsole(t, db, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "500"})
+	con = startLocalConsole(t, db, nil)
 	if st := con.waitExecution(t, cut, "completed after the redelivery", statusOf("completed")); st["output"] != float64(200) || calls.Load() != 2 {
 		t.Fatalf("output %v after %d calls", st["output"], calls.Load())
 	}
