@@ -200,24 +200,11 @@ func (p *Plane) load(ctx context.Context, tenant, id string) (*store.TenantStore
 	st, err := ts.Load(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		if local, lerr := p.localRun(ctx, ts.Tenant(), id); lerr != nil {
-			return ts, nil, lerr
-		} else if local != nil {
-			return ts, local, ranLocally(local) // read-only: Show and the live views take the state, every write refuses
-		}
 		return ts, nil, refuse(NotFound, "execution_not_found", err, "no execution %s in tenant %s", id, ts.Tenant())
 	case err != nil:
 		return ts, nil, err
 	}
 	return ts, st, nil
-}
-
-// asRanLocally is the state of a load refused because the execution ran in local mode.
-func asRanLocally(st *state.Execution, err error) *state.Execution {
-	if r := AsRefusal(err); r != nil && r.Code == codeRanLocally {
-		return st
-	}
-	return nil
 }
 
 // unreadable is the refusal of an operation that needs a state that cannot be read.
@@ -239,12 +226,6 @@ type Shown struct {
 	Timers   []Timer      `json:"timers,omitempty"`
 	Corrupt  *CorruptView `json:"-"`
 	Queued   *QueuedView  `json:"-"`
-	// Runtime is "local" for an execution a console ran in local mode (local_runs.go); "" for
-	// one of Redis.
-	Runtime string `json:"runtime,omitempty"`
-	// ReadOnly, when set, says why this front end changes nothing of the execution (one that
-	// ran in local mode, read by a console on Redis): each write is refused.
-	ReadOnly string `json:"read_only,omitempty"`
 }
 
 // QueuedView is an execution enqueued and not started: no worker has written its state yet.
@@ -271,8 +252,6 @@ func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
 	case errors.As(err, &ce):
 		v := p.newCorruptView(ce, ts.Tenant())
 		return Shown{Corrupt: &v}, nil
-	case asRanLocally(st, err) != nil:
-		return shownLocal(st), nil
 	case errors.Is(err, store.ErrNotFound) && p.d.Queue != nil:
 		if q, ok, qerr := p.queued(ctx, ts.Tenant(), id); qerr != nil {
 			return Shown{}, qerr
@@ -389,14 +368,8 @@ func (req ListRequest) storeRequest() (store.ListRequest, error) {
 	return sr, nil
 }
 
-// List is a page of the tenant's executions, newest first: Redis's, and with Deps.LocalRuns
-// those a console ran in local mode too, marked runtime local (listBoth).
+// List is a page of the tenant's executions, newest first.
 func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store.Page, error) {
-	return p.list(ctx, tenant, req, p.d.LocalRuns != nil)
-}
-
-// list is List over Redis, and over the local executions too when withLocal.
-func (p *Plane) list(ctx context.Context, tenant string, req ListRequest, withLocal bool) (store.Page, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return store.Page{}, err
@@ -404,9 +377,6 @@ func (p *Plane) list(ctx context.Context, tenant string, req ListRequest, withLo
 	sr, err := req.storeRequest()
 	if err != nil {
 		return store.Page{}, err
-	}
-	if withLocal {
-		return p.listBoth(ctx, ts, req, sr, sr.Index)
 	}
 	page, err := ts.List(ctx, sr)
 	if errors.Is(err, store.ErrInvalid) {

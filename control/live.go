@@ -132,14 +132,7 @@ func (p *Plane) reload(ctx context.Context, tenant, id string) (*state.Execution
 	if err != nil {
 		return nil, err
 	}
-	st, err := ts.Load(ctx, id)
-	if errors.Is(err, store.ErrNotFound) {
-		// One that ran in local mode (local_runs.go) is followed from the console database.
-		if local, lerr := p.localRun(ctx, ts.Tenant(), id); lerr != nil || local != nil {
-			return local, lerr
-		}
-	}
-	return st, err
+	return ts.Load(ctx, id)
 }
 
 func (p *Plane) subscribe(ctx context.Context, tenant, id string) (*store.LiveSubscription, error) {

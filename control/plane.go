@@ -26,7 +26,6 @@ import (
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
-	"plaita/store/sqlite"
 )
 
 // Deps is what the operations work on; a front end builds it once from its configuration.
@@ -71,10 +70,6 @@ type Deps struct {
 	// Live is what the workers publish for live views (Follow, FollowStatus); nil: those
 	// operations poll the state only.
 	Live *store.LiveEvents
-	// LocalRuns are the executions a console ran in local mode, in the console database
-	// (local_runs.go): listed and shown beside Redis's, marked runtime "local", and refused to
-	// every write; nil: none (the CLI).
-	LocalRuns *sqlite.Executions
 }
 
 // Plane runs the operations. It is safe for concurrent use.

@@ -260,7 +260,7 @@ func (p *Plane) suspended(ctx context.Context, tenant string, live liveInstances
 	cursor := ""
 	for range statusScanPages {
 		// Redis's alone: what the roles wake (the executions a console ran in local mode are not theirs).
-		page, err := p.list(ctx, tenant, ListRequest{Cursor: cursor, Limit: store.MaxListLimit, Status: state.Suspended}, false)
+		page, err := p.List(ctx, tenant, ListRequest{Cursor: cursor, Limit: store.MaxListLimit, Status: state.Suspended})
 		if err != nil {
 			return out, fmt.Errorf("suspended executions: %w", err)
 		}

@@ -82,8 +82,6 @@ func (p *Plane) current(ctx context.Context, tenant, id string) (string, *state.
 	switch {
 	case errors.As(err, &ce):
 		return ts.Tenant(), nil, false, p.unreadable(ce, ts.Tenant())
-	case asRanLocally(st, err) != nil:
-		return ts.Tenant(), st, false, nil // read-only, but its timeline and state are shown
 	case errors.Is(err, store.ErrNotFound) && p.d.Queue != nil:
 		if _, ok, qerr := p.queued(ctx, ts.Tenant(), id); qerr != nil {
 			return ts.Tenant(), nil, false, qerr

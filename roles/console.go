@@ -182,6 +182,12 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 				Int("changed", len(r.Changed)).Int("failed", len(r.Failed)).Int("skipped", len(r.Skipped)).
 				Msg("executions an earlier version's local mode left running were settled (PLAITA_CONSOLE_RECONCILE_ORPHANS)")
 		}
+		if rep, err := localMode.AdoptEarlier(startCtx); err != nil {
+			return fmt.Errorf("console: the executions of an earlier version's local mode: %w", err)
+		} else if !rep.Empty() {
+			log.Warn().Str("event", "console.adopted_earlier").Int("executions", rep.Executions).Int("wake_ups", rep.WakeUps).
+				Int("unreadable", rep.Unreadable).Msg("the executions an earlier version's local mode ran are taken up by this one's roles")
+		}
 	} else {
 		defer c.Close()
 		// Recorded before anything is served: from now on this database does not get local
@@ -373,12 +379,11 @@ func catalogPublisher(plane *control.Plane) control.Publisher {
 
 // consoleRedis is the control plane and the store over the console's Redis: starts and resumes
 // go to PLAITA_CONSOLE_TASK_QUEUE; flows are parsed with the node types a worker of this
-// environment sets up (the console's own code backend default, docker, is for running code in
-// local mode; without a docker daemon it would refuse every flow); the executions a console
-// ran in local mode on this database are listed and shown beside Redis's, read-only.
+// environment sets up (the worker's view of PLAITA_CODE_BACKEND: the console's own default,
+// docker, would refuse every flow without a docker daemon).
 func consoleRedis(cfg *config.Config, c rueidis.Client, db *sqlite.DB, set *metrics.Set, log zerolog.Logger) (*control.Plane, *store.Redis, error) {
 	plane, err := NewPlane(cfg, RedisBackend(c), log, PlaneOptions{Stream: config.ConsoleTaskQueue.In(cfg), NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true, LocalRuns: db.Executions()})
+		Metrics: set, NodeConfig: cfg.As(config.RoleWorker), Dispatch: true})
 	if err != nil {
 		return nil, nil, err
 	}

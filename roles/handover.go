@@ -119,15 +119,9 @@ func handOverLocal(ctx context.Context, cfg *config.Config, db *sqlite.DB, local
 	}
 	from, to := local.Storage(settings.Store(cfg)), cluster.Storage(settings.Store(cfg))
 	wakeups := worker.NewWakeups(to, delay, settings.WorkerWakeups(wcfg))
-	tenants := []string{keys.DefaultTenant}
-	all, err := db.AllTenants(ctx)
+	tenants, err := handOverTenants(ctx, db, local)
 	if err != nil {
 		return rep, err
-	}
-	for _, t := range all {
-		if t.Slug != keys.DefaultTenant {
-			tenants = append(tenants, t.Slug)
-		}
 	}
 	for _, tenant := range tenants {
 		n, err := handOverFlows(ctx, tenant, local.Flows, store.NewFlows(cluster.Flows, keys.DefaultRoot))
@@ -140,6 +134,14 @@ func handOverLocal(ctx context.Context, cfg *config.Config, db *sqlite.DB, local
 		if err := handOverStates(ctx, tenant, from, to, wakeups, &rep); err != nil {
 			return rep, fmt.Errorf("hand-over of tenant %s's executions: %w", tenant, err)
 		}
+	}
+	// An earlier version's local mode may have left executions running: settled first, as
+	// PLAITA_CONSOLE_RECONCILE_ORPHANS says (nothing would take them up in the cluster either).
+	if _, err := db.Executions().ReconcileOrphans(ctx, sqlite.OrphanMode(config.ConsoleReconcileOrphans.In(cfg)), time.Now()); err != nil {
+		return rep, fmt.Errorf("hand-over: orphan reconcile: %w", err)
+	}
+	if err := handOverEarlier(ctx, db.Executions(), to, wakeups, &rep); err != nil {
+		return rep, fmt.Errorf("hand-over of an earlier version's local executions: %w", err)
 	}
 	qs := settings.Queue(wcfg)
 	if rep.Tasks, err = handOverStream(ctx, local.Queue, cluster.Queue, qs.Stream, qs.Group); err != nil {
@@ -157,6 +159,36 @@ func handOverLocal(ctx context.Context, cfg *config.Config, db *sqlite.DB, local
 		}
 	}
 	return rep, nil
+}
+
+// handOverTenants are the tenants whose executions may be in the database: the default one,
+// the console's, and those local mode published a status of — a tenant deleted since is
+// disabled there, its executions still to hand over.
+func handOverTenants(ctx context.Context, db *sqlite.DB, local Backend) ([]string, error) {
+	all, err := db.AllTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := keys.For(keys.DefaultRoot, "")
+	if err != nil {
+		return nil, err
+	}
+	published, err := local.Store.Tenants.StatusTenants(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{keys.DefaultTenant: true}
+	out := []string{keys.DefaultTenant}
+	for _, t := range all {
+		published = append(published, t.Slug)
+	}
+	for _, t := range published {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // handOverStates moves one tenant's execution states (step 1).
@@ -187,7 +219,7 @@ func handOverStates(ctx context.Context, tenant string, from, to *store.Redis, w
 				}
 				return err
 			}
-			if err := handOverState(ctx, lts, rts, wakeups, st, rep); err != nil {
+			if err := handOverState(ctx, rts, wakeups, st, func() error { return lts.Delete(ctx, st.ExecutionID) }, rep); err != nil {
 				return fmt.Errorf("execution %s: %w", st.ExecutionID, err)
 			}
 		}
@@ -198,9 +230,11 @@ func handOverStates(ctx context.Context, tenant string, from, to *store.Redis, w
 	}
 }
 
-// handOverState moves one state: written unless Redis has it, its wake-ups registered while
-// Redis holds it as the database does (not moved on by a worker since), then deleted here.
-func handOverState(ctx context.Context, lts, rts *store.TenantStore, wakeups *worker.Wakeups, st *state.Execution, rep *HandOverReport) error {
+// handOverState moves one state: written unless the target has it, its wake-ups registered
+// while the target holds it as the database does (not moved on by a worker since), then
+// removed from where it was (remove).
+func handOverState(ctx context.Context, rts *store.TenantStore, wakeups *worker.Wakeups, st *state.Execution, remove func() error,
+	rep *HandOverReport) error {
 	have, err := rts.Peek(ctx, st.ExecutionID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -214,13 +248,61 @@ func handOverState(ctx context.Context, lts, rts *store.TenantStore, wakeups *wo
 	default:
 		rep.Already++
 	}
-	if st.Status == state.Suspended && have.Status == state.Suspended && have.LastUpdate.Equal(st.LastUpdate) {
+	// An execution an orphan reconcile suspended has nothing to wake it: an operator continues
+	// it.
+	orphan := st.Suspend != nil && st.Suspend.Kind == sqlite.SuspendOrphan
+	if st.Status == state.Suspended && !orphan && have.Status == state.Suspended && have.LastUpdate.Equal(st.LastUpdate) {
 		if err := wakeups.Register(ctx, st); err != nil {
 			return err
 		}
 		rep.WakeUps++
 	}
-	return lts.Delete(ctx, st.ExecutionID)
+	return remove()
+}
+
+// handOverEarlier moves the executions an earlier version's local mode wrote to the console
+// database's local_executions into to — Redis, or local mode's own storage — as handOverState
+// moves a state (an orphan reconcile has settled those it left running). Rows that no longer
+// decode stay, counted.
+func handOverEarlier(ctx context.Context, x *sqlite.Executions, to *store.Redis, wakeups *worker.Wakeups, rep *HandOverReport) error {
+	tenants, err := x.Tenants(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tenant := range tenants {
+		rts, err := to.Tenant(tenant)
+		if err != nil {
+			return err
+		}
+		for cursor := ""; ; {
+			page, err := x.List(ctx, sqlite.ExecutionQuery{Tenant: tenant, ListOptions: sqlite.ListOptions{Cursor: cursor, Limit: sqlite.MaxLimit}})
+			if err != nil {
+				return err
+			}
+			for _, it := range page.Items {
+				st, err := x.Load(ctx, it.ExecutionID)
+				switch {
+				case errors.Is(err, store.ErrNotFound):
+					continue
+				case err != nil:
+					var corrupt *store.CorruptStateError
+					if errors.As(err, &corrupt) {
+						rep.Unreadable++
+						continue
+					}
+					return err
+				}
+				if err := handOverState(ctx, rts, wakeups, st, func() error { return x.Delete(ctx, st.ExecutionID) }, rep); err != nil {
+					return fmt.Errorf("execution %s: %w", st.ExecutionID, err)
+				}
+			}
+			if page.Next == "" {
+				break
+			}
+			cursor = page.Next
+		}
+	}
+	return nil
 }
 
 // handOverStream moves every entry of stream (step 2, step 3): added to the cluster's stream of

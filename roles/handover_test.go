@@ -25,7 +25,8 @@ import (
 // a correlated event wait, a start no worker took yet, a dead letter and a schedule — and starts
 // with Redis: the hand-over puts every one of them in Redis (the states as they were, the
 // suspended ones' wake-ups registered there, the task, the dead letter, the schedule) and
-// leaves nothing in the database; a second hand-over finds nothing; and the cluster's roles run
+// leaves nothing in the database, nor what an earlier version's local mode left in
+// local_executions; a second hand-over finds nothing; and the cluster's roles run
 // the unfinished ones on: the queued start completes, the approval and the event wake theirs,
 // the delay is on Redis's delay queue.
 func TestHandOverPutsLocalModesExecutionsInRedis(t *testing.T) {
@@ -58,6 +59,7 @@ func TestHandOverPutsLocalModesExecutionsInRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	lp := m.Plane
+	hashes := map[string]control.Published{}
 	for _, def := range []string{
 		`{"id":"hello","version":"1","start":"done","nodes":[{"id":"done","type":"end","params":{"output":"hi"}}]}`,
 		`{"id":"nap","version":"1","start":"nap","nodes":[{"id":"nap","type":"delay","params":{"seconds":3600},"next":"done"},
@@ -68,9 +70,11 @@ func TestHandOverPutsLocalModesExecutionsInRedis(t *testing.T) {
 			{"id":"wait","type":"wait_event","params":{"event_type":"payment","match":"EVENT.order_id == INPUT.order_id","timeout":3600},"next":"done"},
 			{"id":"done","type":"end","params":{"output":{"paid":"{{ EVENT.amount }}"}}}]}`,
 	} {
-		if _, err := lp.PublishFlow(ctx, "", []byte(def), ""); err != nil {
+		pub, err := lp.PublishFlow(ctx, "", []byte(def), "")
+		if err != nil {
 			t.Fatal(err)
 		}
+		hashes[pub.Flow.ID] = pub
 	}
 	start := func(p *control.Plane, flow, input string) string {
 		t.Helper()
@@ -131,13 +135,28 @@ func TestHandOverPutsLocalModesExecutionsInRedis(t *testing.T) {
 	cancelStop()
 	queued := start(lp, "hello", `{}`) // enqueued on the embedded stream; no worker runs now
 
+	// What an earlier version's local mode left in local_executions: one waiting for an
+	// approval, one it was running when it stopped (the hand-over's orphan reconcile suspends
+	// it for an operator).
+	at := time.Now().UTC().Add(-time.Minute)
+	earlier := func(id string, status state.Status, suspend *state.Suspend) {
+		t.Helper()
+		if err := db.Executions().Save(ctx, &state.Execution{ExecutionID: id, TenantID: "default", FlowID: "ask", FlowVersion: "1",
+			FlowHash: hashes["ask"].Flow.Hash, FlowHashAlgo: hashes["ask"].Flow.HashAlgo, Status: status, CurrentNode: "ask",
+			Context: map[string]any{}, StartTime: at, LastUpdate: at, Suspend: suspend}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	earlier("ex_earlier_ask", state.Suspended, &state.Suspend{Kind: state.SuspendApproval, Node: "ask", Since: at})
+	earlier("ex_earlier_running", state.Running, nil)
+
 	// The console starts with Redis: the hand-over.
 	local, cluster := LocalBackend(db, store.NewHub()), RedisBackend(c)
 	rep, err := handOverLocal(ctx, cfg, db, local, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := HandOverReport{Executions: 4, WakeUps: 3, Tasks: 1, DeadLetters: 1, Schedules: 1, Flows: 4}
+	want := HandOverReport{Executions: 6, WakeUps: 4, Tasks: 1, DeadLetters: 1, Schedules: 1, Flows: 4}
 	if rep != want {
 		t.Fatalf("the hand-over: %+v, want %+v", rep, want)
 	}
@@ -191,6 +210,18 @@ func TestHandOverPutsLocalModesExecutionsInRedis(t *testing.T) {
 	shown, err := rp.Show(ctx, "", nap)
 	if err != nil || shown.WakeUp == nil || shown.WakeUp.Due == nil || len(shown.WakeUp.Problems) != 0 {
 		t.Fatalf("the delay's wake-up in Redis: %+v %v", shown.WakeUp, err)
+	}
+	if _, err := rp.AnswerApproval(ctx, control.Answer{ID: "ex_earlier_ask", Approved: true, Comment: "at last", By: "kim"}); err != nil {
+		t.Fatal(err)
+	}
+	if st := waitFor(rp, "ex_earlier_ask", state.Completed); st.Output != "at last" {
+		t.Fatalf("the earlier version's approval: %+v", st.Output)
+	}
+	if st := waitFor(rp, "ex_earlier_running", state.Suspended); st.Suspend == nil || st.Suspend.Kind != sqlite.SuspendOrphan {
+		t.Fatalf("the earlier version's orphan: %+v", st.Suspend)
+	}
+	if n, err := db.Executions().Tenants(ctx); err != nil || len(n) != 0 {
+		t.Fatalf("local_executions still has tenants %v (%v)", n, err)
 	}
 	if letters, err := rp.DeadLetters(ctx, "", true, 10); err != nil || len(letters) != 1 || letters[0].ExecutionID != poison {
 		t.Fatalf("the dead letters in Redis: %+v %v", letters, err)

@@ -18,6 +18,7 @@ import (
 	"plaita/roles/delay"
 	"plaita/roles/filter"
 	"plaita/roles/settings"
+	"plaita/roles/worker"
 	"plaita/store"
 	"plaita/store/sqlite"
 )
@@ -38,6 +39,8 @@ type LocalMode struct {
 	Services []service.Named
 	worker   *workerParts
 	filter   *filterParts
+	wcfg     *config.Config
+	db       *sqlite.DB
 }
 
 // localMinWorkers is the fewest steps local mode runs at once: a worker's concurrency may be 1
@@ -88,11 +91,12 @@ func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*Local
 	on := func(role config.Role, c *config.Config) onRedis {
 		return newOnRedis(c, b, metrics.NewSet(), log.With().Str("role", string(role)).Logger())
 	}
-	m := &LocalMode{Backend: b}
+	m := &LocalMode{Backend: b, db: db}
 	wcfg := as(config.RoleWorker, nil)
 	if n := config.WorkerConcurrency.In(wcfg); n < localMinWorkers {
 		wcfg = as(config.RoleWorker, map[string]string{"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(localMinWorkers)})
 	}
+	m.wcfg = wcfg
 	var err error
 	if m.worker, err = buildWorker(on(config.RoleWorker, wcfg)); err != nil {
 		return nil, fmt.Errorf("local mode: the worker: %w", err)
@@ -134,7 +138,7 @@ func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*Local
 	set := metrics.NewSet()
 	// The plane stamps what it enqueues with the generations of the roles' configuration.
 	if m.Plane, err = NewPlane(as(config.RoleConsole, nil), b, log, PlaneOptions{Stream: stream, NodeLog: log.Level(max(log.GetLevel(), zerolog.WarnLevel)),
-		Metrics: set, NodeConfig: wcfg, LocalRuns: db.Executions()}); err != nil {
+		Metrics: set, NodeConfig: wcfg}); err != nil {
 		return nil, fmt.Errorf("local mode: %w", err)
 	}
 	return m, nil
@@ -146,6 +150,20 @@ func (m *LocalMode) Start(ctx context.Context) error {
 		return fmt.Errorf("local mode: consumer group: %w", err)
 	}
 	return nil
+}
+
+// AdoptEarlier moves the executions an earlier version's local mode left in the console
+// database (local_executions; its orphan reconcile has run) into this local mode's storage,
+// their wake-ups registered as the worker registers them: they run on from here.
+func (m *LocalMode) AdoptEarlier(ctx context.Context) (HandOverReport, error) {
+	var rep HandOverReport
+	delay, err := queue.NewDelay(m.Backend.Delay, settings.DelayQueue(m.wcfg))
+	if err != nil {
+		return rep, err
+	}
+	st := m.Backend.Storage(settings.Store(m.wcfg))
+	err = handOverEarlier(ctx, m.db.Executions(), st, worker.NewWakeups(st, delay, settings.WorkerWakeups(m.wcfg)), &rep)
+	return rep, err
 }
 
 // Drain is the roles' drain, as each does it on its own: the dispatcher stops reading and

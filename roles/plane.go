@@ -17,7 +17,6 @@ import (
 	"plaita/roles/settings"
 	"plaita/store"
 	"plaita/store/keys"
-	"plaita/store/sqlite"
 )
 
 // PlaneOptions are what the front ends of the control plane build it with differently.
@@ -37,9 +36,6 @@ type PlaneOptions struct {
 	// Dispatch turns capacity dispatch of starts on (the console): each start's decision goes
 	// to the dispatch ledger, and the target is set unless PLAITA_CONSOLE_DISPATCH_SHADOW.
 	Dispatch bool
-	// LocalRuns are the executions a console ran in local mode (the console's database): the
-	// console lists and shows them beside Redis's, read-only (control/local_runs.go).
-	LocalRuns *sqlite.Executions
 }
 
 // NewPlane builds the control plane from the configuration — the stores, the producer with
@@ -93,7 +89,6 @@ func NewPlane(cfg *config.Config, b Backend, log zerolog.Logger, o PlaneOptions)
 		Built:         func(role string) bool { return Built(config.Role(role)) },
 		Program:       o.Program,
 		Live:          store.NewLiveEvents(b.Ephemeral, keys.DefaultRoot),
-		LocalRuns:     o.LocalRuns,
 	}), nil
 }
 

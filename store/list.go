@@ -74,10 +74,7 @@ type Summary struct {
 	Error       *state.ErrorInfo `json:"error,omitempty"`
 	// Index: the values it is listed by (state.Execution.Index).
 	Index map[string]string `json:"index,omitempty"`
-	// Runtime is "local" for an execution a console ran in local mode (its state is in the
-	// console database, not here; the control plane marks it); "" for one of this store.
-	Runtime string           `json:"runtime,omitempty" doc:"local: it ran in the console's local mode (its state is in the console database; read-only on Redis)"`
-	State   *state.Execution `json:"-"` // only with ListRequest.States
+	State *state.Execution  `json:"-"` // only with ListRequest.States
 }
 
 // Page is one page of a listing.

@@ -119,3 +119,13 @@ func (db *DB) LatestVersion(ctx context.Context, tenant, flowID string) (FlowVer
 	}
 	return v, nil
 }
+
+// Tenants are the tenants that have local executions, by slug.
+func (x *Executions) Tenants(ctx context.Context) ([]string, error) {
+	return queryAll(ctx, x.db.r, "list the tenants of local executions", "SELECT DISTINCT tenant FROM local_executions ORDER BY tenant", nil,
+		func(s scanner) (string, error) {
+			var t string
+			err := s.Scan(&t)
+			return t, err
+		})
+}

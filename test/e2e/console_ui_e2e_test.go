@@ -196,8 +196,19 @@ func uiWaitingPanels(t *testing.T, s *stack, con *console, b *browser) {
 	b.axe("events")
 
 	nap := startOver(t, con, "reminder-delay", `{"user": "sam"}`)
-	b.open("/ui/executions/" + nap)
-	b.until("the delay without a delay role", `document.querySelector("#waiting[data-kind=delay] #waiting-blocker")`, 60*time.Second)
+	// The worker saves the suspension, then writes the delay entry: until the entry is there the
+	// panel says the entry is missing; the page is opened again until it names the missing role.
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		b.open("/ui/executions/" + nap)
+		b.until("the delay without a delay role", `document.querySelector("#waiting[data-kind=delay] #waiting-blocker")`, 60*time.Second)
+		if strings.Contains(b.text("#waiting"), "no delay role is alive") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delay panel never named the missing delay role: %s", b.text("#waiting"))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	mustContainAll(t, "the delay panel", b.text("#waiting"), "a delay due at", "no delay role is alive", "delay: 0 alive")
 	if !strings.HasPrefix(b.text("#waiting-due"), "in 59m") && !strings.HasPrefix(b.text("#waiting-due"), "in 1h") {
 		t.Errorf("countdown %q", b.text("#waiting-due"))

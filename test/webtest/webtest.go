@@ -78,9 +78,6 @@ type options struct {
 	server *redistest.Server
 	// redisErr is why Redis was unreachable at start (with noRedis or local).
 	redisErr error
-	// localRuns: the plane reads the console database's local executions too, as the
-	// console's does.
-	localRuns bool
 }
 
 // cheapPasswords keeps argon2id fast in tests (the parameters of production are measured in
@@ -142,7 +139,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 			Events: f.Events, Schedules: store.NewSchedules(store.RedisSchedules(f.C), f.Root),
 			Registry: store.NewRegistry(store.OnRedis(f.C), f.Root), Control: store.NewControl(store.OnRedis(f.C), f.Root), Delay: delay, Queue: f.Q, Dispatch: dispatch,
 			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
-			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root), LocalRuns: localRuns(o.localRuns, db)})
+			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root)})
 		d.Plane = f.Plane
 	}
 	if f.Plane != nil {
@@ -225,19 +222,9 @@ func WithServer(srv *redistest.Server) Option {
 	return func(o *options) { o.server = srv }
 }
 
-// WithLocalRuns makes the plane list and show the console database's local executions.
-func WithLocalRuns() Option { return func(o *options) { o.localRuns = true } }
-
 // WithPasswords sets the console database's argon2id parameters (a benchmark of the login
 // measures the production ones).
 func WithPasswords(p sqlite.PasswordParams) Option { return func(o *options) { o.passwords = p } }
-
-func localRuns(on bool, db *sqlite.DB) *sqlite.Executions {
-	if !on {
-		return nil
-	}
-	return db.Executions()
-}
 
 // WithDispatch turns capacity dispatch on: shadow records the decisions only.
 func WithDispatch(shadow bool) Option {

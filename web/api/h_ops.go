@@ -252,7 +252,7 @@ func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 	for _, s := range page.Items {
 		out.Items = append(out.Items, ExecutionSummary{ExecutionID: s.ExecutionID, TenantID: s.TenantID, FlowID: s.FlowID,
 			FlowVersion: s.FlowVersion, Status: s.Status, CurrentNode: s.CurrentNode, StepCount: s.StepCount, StartTime: s.StartTime,
-			LastUpdate: s.LastUpdate, EndTime: s.EndTime, Suspend: s.Suspend, Error: s.Error, Index: s.Index, Runtime: s.Runtime})
+			LastUpdate: s.LastUpdate, EndTime: s.EndTime, Suspend: s.Suspend, Error: s.Error, Index: s.Index})
 	}
 	return &executionListOut{Body: out}, nil
 }
@@ -278,8 +278,6 @@ type ExecutionView struct {
 	Branches  []engine.Branch      `json:"branches,omitempty" doc:"why each branch was taken, oldest first: the reason each branching step recorded and the node it went to (view state)"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
 	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
-	Runtime   string               `json:"runtime,omitempty" enum:"local" doc:"local: it ran in the console's local mode (its state is in the console database)"`
-	ReadOnly  string               `json:"read_only,omitempty" doc:"why this console changes nothing of it (one that ran in local mode, on a console running on Redis): every write is refused with ran_in_local_mode"`
 }
 
 type executionViewOut struct{ Body ExecutionView }
@@ -294,9 +292,9 @@ func (a *API) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	case shown.Queued != nil:
 		return &executionViewOut{Body: ExecutionView{View: "queued", Queued: shown.Queued}}, nil
 	}
-	d := control.DetailShown(ctx, a.d.Plane, c.Tenant, shown)
+	d := a.d.Plane.Detail(ctx, c.Tenant, shown.Execution)
 	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers,
-		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches, Runtime: shown.Runtime, ReadOnly: shown.ReadOnly}
+		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches}
 	return &executionViewOut{Body: v}, nil
 }
 
