@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +26,8 @@ import (
 // (no task to redeliver) is settled as PLAITA_CONSOLE_RECONCILE_ORPHANS says.
 
 // startLocalConsole starts `plaita console` with nothing listening at its Redis URL, its
-// database at db, and waits until it is ready.
+// database at db, and waits until it is ready (extra may fix its port: a restart on the same
+// address).
 func startLocalConsole(t *testing.T, db string, extra map[string]string) *console {
 	t.Helper()
 	port := redistest.FreePort(t)
@@ -35,7 +37,7 @@ func startLocalConsole(t *testing.T, db string, extra map[string]string) *consol
 	for k, v := range extra {
 		env[k] = v
 	}
-	c := &console{p: spawn(t, env, "console"), base: "http://127.0.0.1:" + strconv.Itoa(port)}
+	c := &console{p: spawn(t, env, "console"), base: "http://127.0.0.1:" + env["PLAITA_CONSOLE_PORT"]}
 	waitFor(t, "the local console to be ready", 30*time.Second, func() bool {
 		code, _ := c.call(t, http.MethodGet, "/readyz", nil)
 		return code == http.StatusOK
@@ -159,6 +161,87 @@ func TestConsoleLocalModeSettlesAnEarlierVersionsOrphans(t *testing.T) {
 	st := con.waitExecution(t, "ex_left_running", "suspended by the reconcile", statusOf("suspended"))
 	if s, _ := st["suspend"].(map[string]any); s["kind"] != "orphan" || s["node"] != "fetch" {
 		t.Fatalf("suspension %v", st["suspend"])
+	}
+	drainAtEnd(t, con.p, "the local console")
+}
+
+// Keyed starts over the API while the console in local mode is killed with kill -9 again and
+// again (the measure that found the earlier local mode leaving executions suspended for an
+// operator): a client retries each start with its Idempotency-Key until it is answered; in the
+// end every key has one execution, each completed — through a delay, so the delay role's side
+// of the embedded drivers is in it too — and each ended once.
+func TestConsoleLocalModeKeyedStartsSurviveKill9(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "console.db")
+	port := strconv.Itoa(redistest.FreePort(t))
+	fixed := map[string]string{"PLAITA_CONSOLE_PORT": port}
+	con := startLocalConsole(t, db, fixed)
+	def := json.RawMessage(`{"id": "nap", "start": "tag", "nodes": [
+	  {"id": "tag", "type": "set", "params": {"vars": {"k": "{{ INPUT.k }}"}}, "next": "pause"},
+	  {"id": "pause", "type": "delay", "params": {"seconds": 1}, "next": "done"},
+	  {"id": "done", "type": "end", "params": {"output": "{{ VARS.k }}"}}]}`)
+	if code, body := con.call(t, http.MethodPost, "/api/flows", map[string]any{"definition": def}); code != http.StatusCreated {
+		t.Fatalf("publish: %d %v", code, body)
+	}
+	const keys = 60
+	ids := make([]string, keys)
+	done := make(chan struct{})
+	go func() { // the client: one keyed start after another, each retried until answered
+		defer close(done)
+		hc := &http.Client{Timeout: 5 * time.Second}
+		for i := range keys {
+			for {
+				body := strings.NewReader(fmt.Sprintf(`{"flow_id": "nap", "input": {"k": "k-%d"}}`, i))
+				req, _ := http.NewRequest(http.MethodPost, con.base+"/api/executions", body)
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-Admin-API-Key", consoleAdminKey)
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("key-%d", i))
+				res, err := hc.Do(req)
+				if err == nil {
+					var out map[string]any
+					_ = json.NewDecoder(res.Body).Decode(&out)
+					res.Body.Close()
+					if res.StatusCode == http.StatusCreated || res.StatusCode == http.StatusOK {
+						ids[i] = fmt.Sprint(out["execution_id"])
+						break
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			time.Sleep(150 * time.Millisecond) // the starts spread over several kills
+		}
+	}()
+	for kills := 0; ; kills++ {
+		select {
+		case <-done:
+		case <-time.After(1500 * time.Millisecond):
+			con.p.kill9(t)
+			con = startLocalConsole(t, db, fixed)
+			continue
+		}
+		if kills < 2 {
+			t.Fatalf("the starts were answered before the console was killed twice (%d kills): the test proves nothing", kills)
+		}
+		break
+	}
+	for i, id := range ids {
+		st := con.waitExecution(t, id, "completed", statusOf("completed"))
+		if st["output"] != fmt.Sprintf("k-%d", i) {
+			t.Fatalf("%s (key-%d): output %v", id, i, st["output"])
+		}
+		ended := 0
+		for _, e := range st["timeline"].([]any) {
+			if e.(map[string]any)["event"] == "completed" {
+				ended++
+			}
+		}
+		if ended != 1 {
+			t.Fatalf("%s ended %d times", id, ended)
+		}
+	}
+	code, body := con.call(t, http.MethodGet, "/api/executions?flow_id=nap&limit=1000", nil)
+	if items, _ := body["items"].([]any); code != http.StatusOK || len(items) != keys {
+		t.Fatalf("%d executions of nap for %d keys: %d", len(body["items"].([]any)), keys, code)
 	}
 	drainAtEnd(t, con.p, "the local console")
 }
