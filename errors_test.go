@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"plaita/engine/state"
+	"plaita/internal/keyring"
 	"plaita/model"
 	"plaita/queue"
 	"plaita/store"
@@ -24,7 +25,7 @@ import (
 // the document errors of the engine, which classed errors wrap.)
 var sentinelFiles = map[string]string{
 	"store": "store/*.go", "sqlite": "store/sqlite/*.go", "keys": "store/keys/*.go", "queue": "queue/*.go",
-	"state": "engine/state/errors.go",
+	"state": "engine/state/errors.go", "keyring": "internal/keyring/*.go",
 }
 
 // sentinels are every sentinel of those packages, by package.name, with its class.
@@ -36,6 +37,11 @@ var sentinels = map[string]struct {
 	"state.ErrStateSerialization": {state.ErrStateSerialization, model.Internal},
 	"state.ErrStateTooLarge":      {state.ErrStateTooLarge, model.Internal},
 	"state.ErrLeaseLost":          {state.ErrLeaseLost, model.Conflict},
+
+	"keyring.ErrBadKey":    {keyring.ErrBadKey, model.Invalid},
+	"keyring.ErrWrongKey":  {keyring.ErrWrongKey, model.Conflict},
+	"keyring.ErrMalformed": {keyring.ErrMalformed, model.Invalid},
+	"keyring.ErrNoKeyFile": {keyring.ErrNoKeyFile, model.Invalid},
 
 	"keys.ErrBadTenant": {keys.ErrBadTenant, model.Invalid},
 	"keys.ErrBadID":     {keys.ErrBadID, model.Invalid},

@@ -1,0 +1,75 @@
+package keyring
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"plaita/model"
+)
+
+// ErrNoKeyFile: the key file does not exist and this process may not create it (a worker: it
+// fails closed — a key made up here would seal what nothing else can open).
+var ErrNoKeyFile = model.New(model.Invalid, "credentials_key_file_missing", "the credentials key file does not exist")
+
+// KeyFileMode is the mode a key file is created with, and the loosest one it is read with.
+const KeyFileMode fs.FileMode = 0o600
+
+// FileResult is what LoadFile did besides reading the key: it created the file, or it tightened
+// a looser mode (each a WARNING for the caller to log).
+type FileResult struct {
+	Created   bool
+	Tightened fs.FileMode // the mode it had, when it was looser than 0600 (0: it was not)
+}
+
+// LoadFile reads the master key from path. When create is set (the console) and there is no
+// file, a new key is written to it, the file created with O_EXCL and mode 0600 at once — two
+// consoles starting together make one key: the one that loses the race reads the winner's. A
+// file readable or writable by others is tightened to 0600 before it is read. An empty or
+// malformed file is ErrBadKey, and it is not overwritten.
+func LoadFile(path string, create bool) (Key, FileResult, error) {
+	var res FileResult
+	if create {
+		k := NewKey()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, KeyFileMode)
+		switch {
+		case err == nil:
+			_, werr := f.WriteString(k.String() + "\n")
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return Key{}, res, fmt.Errorf("credentials key file %s: write: %w", path, werr)
+			}
+			res.Created = true
+			return k, res, nil
+		case !errors.Is(err, fs.ErrExist):
+			return Key{}, res, fmt.Errorf("credentials key file %s: create: %w", path, err)
+		}
+	}
+	info, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return Key{}, res, fmt.Errorf("%w: %s", ErrNoKeyFile, path)
+	case err != nil:
+		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+	case !info.Mode().IsRegular():
+		return Key{}, res, fmt.Errorf("%w: %s is not a regular file", ErrBadKey, path)
+	}
+	if mode := info.Mode().Perm(); mode&^KeyFileMode != 0 {
+		if err := os.Chmod(path, KeyFileMode); err != nil {
+			return Key{}, res, fmt.Errorf("credentials key file %s: tighten mode %v to 0600: %w", path, mode, err)
+		}
+		res.Tightened = mode
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+	}
+	k, err := ParseKey(string(b))
+	if err != nil {
+		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+	}
+	return k, res, nil
+}
