@@ -169,6 +169,7 @@ func App(stdout, stderr io.Writer, opts ...Option) *cli.Command {
 			executionCommand(stdout, stderr),
 			eventCommand(stdout, stderr),
 			approvalCommand(stdout, stderr),
+			credentialsCommand(stdout, stderr),
 			benchCommand(stdout, stderr),
 			{
 				Name:      "version",

@@ -277,12 +277,12 @@ func registry() []*Var {
 		numVar("PLAITA_CONSOLE_SESSION_TTL", CapConsoleAPI, upTo(numRule{def: 43200, zero: dflt().R(), neg: dflt().R(), bad: dflt().R(),
 			want: "a positive integer (seconds)"}, 2592000)).
 			doc("How long a login's session lasts (seconds, at most 30 days); it ends then, or at logout."),
-		stringVar("PLAITA_CREDENTIALS_FILE", CapEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
-			checked(warnRelative).doc("Credential store file."),
+		stringVar("PLAITA_CREDENTIALS_FILE", CapEngine, "", dflt()).timing(TimingCall).noEffect().defDoc("beside the SQLite DB, else cwd").
+			checked(warnRelative).doc("Not used: credentials are kept sealed in the store the workers read (Redis; the console database in local mode), not exported to files (docs/credentials.md)."),
 		stringVar("PLAITA_CREDENTIALS_KEY", CapEngine, "", keep()).timing(TimingCall).secret().defDoc("unset").
-			doc("Inline credential key; wins over the key file."),
+			doc("Inline master key of the credentials (url-safe base64 of 32 bytes, the Fernet format); wins over the key file."),
 		stringVar("PLAITA_CREDENTIALS_KEY_FILE", CapEngine, "", dflt()).timing(TimingCall).defDoc("beside the SQLite DB, else cwd").
-			checked(warnRelative).doc("Credential key file (created O_EXCL 0600)."),
+			checked(warnRelative).doc("Master key file of the credentials: the console creates it (O_EXCL, 0600); every other process fails closed without it (docs/credentials.md)."),
 		stringVar("PLAITA_PROJECT_ROOT", CapEngine, "", dflt()).defDoc("unset").doc("First candidate of the writefile jail root."),
 	)
 	section(secPython,

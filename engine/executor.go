@@ -118,6 +118,9 @@ type Executor struct {
 	// event before each node runs (metrics, live views). It runs on the step loop: it must not
 	// block.
 	OnEvent func(Event)
+	// Credentials opens the tenants' credentials for the nodes that send them (Call.Credential);
+	// nil: a node that asks for one fails, naming why.
+	Credentials CredentialResolver
 }
 
 // Event is one thing an execution did.
@@ -741,7 +744,7 @@ func deadlineError(nodeID string, budget time.Duration) *state.ErrorInfo {
 
 // call builds what a node sees.
 func (e *execRun) call(st *state.Execution, f *Flow, node *Node, now time.Time) *Call {
-	c := &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], limits: e.set.Expr, log: e.Log}
+	c := &Call{Node: node, Execution: st, Now: now, Event: st.Context[contextEvent], limits: e.set.Expr, log: e.Log, creds: e.Credentials}
 	c.mkEnv = func() map[string]any { return exprEnv(st, f, node.ID, c.Event) }
 	return c
 }

@@ -62,6 +62,31 @@ type Call struct {
 	mkEnv     func() map[string]any // builds env on first use: most nodes evaluate nothing
 	limits    ExprLimits
 	log       zerolog.Logger
+	creds     CredentialResolver
+}
+
+// CredentialResolver opens a tenant's credential (docs/credentials.md): the worker's, over the
+// sealed credentials and the master key.
+type CredentialResolver interface {
+	Resolve(ctx context.Context, tenant, name string) ([]byte, error)
+}
+
+// ErrNoCredentials: a node asked for a credential where none can be opened (no resolver: no
+// credentials key is configured for this process).
+var ErrNoCredentials = errors.New("credentials are not available here: set PLAITA_CREDENTIALS_KEY or PLAITA_CREDENTIALS_KEY_FILE")
+
+// Credential is the value of the credential name of the execution's tenant, opened at the
+// moment a node sends it. The value must go only where the node sends it (a request header, a
+// child's environment): never into an output, a log line or an error.
+func (c *Call) Credential(ctx context.Context, name string) ([]byte, error) {
+	if c.creds == nil {
+		return nil, Permanent(fmt.Errorf("credential %s: %w", name, ErrNoCredentials))
+	}
+	tenant := ""
+	if c.Execution != nil {
+		tenant = c.Execution.TenantID
+	}
+	return c.creds.Resolve(ctx, tenant, name)
 }
 
 // Log is the executor's logger. Its lines name the execution and the node themselves (see

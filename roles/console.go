@@ -111,6 +111,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	var redisStore *store.Redis
 	var registry *presence.Registry
 	var localMode *LocalMode
+	var backend Backend          // where the roles keep their state: Redis, or local mode's database
 	var handOver service.Service // nil without Redis
 	var ctlChannel *store.Control
 	var waiting *web.Waiting
@@ -150,7 +151,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if localMode, err = NewLocalMode(cfg, db, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
-		deps.Plane = localMode.Plane
+		deps.Plane, backend = localMode.Plane, localMode.Backend
 		redisStore = localMode.Backend.Storage(settings.Store(cfg))
 		registry = presence.New(store.NewRegistry(localMode.Backend.Ephemeral, keys.DefaultRoot),
 			roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
@@ -195,6 +196,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if err := db.MarkServed(startCtx, sqlite.ServedCluster, config.MaskURL(redisURL)); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
+		backend = RedisBackend(c)
 		if deps.Plane, redisStore, err = consoleRedis(cfg, c, db, set, log); err != nil {
 			return fmt.Errorf("console: %w", err)
 		}
@@ -207,6 +209,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			return handOverLocal(ctx, cfg, db, LocalBackend(db, store.NewHub()), RedisBackend(c))
 		}}
 	}
+	deps.Credentials = credentials(cfg, backend, true, log)
 	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 	}})

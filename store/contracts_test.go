@@ -148,3 +148,11 @@ func TestControlContractRedis(t *testing.T) {
 		return store.NewControl(store.OnRedis(c), redistest.Root(t, c))
 	}})
 }
+
+// The credentials' contract on Redis, each case under a key root of its own.
+func TestCredentialsContractRedis(t *testing.T) {
+	storetest.CredentialsContract(t, storetest.CredentialsBackend{Name: "redis", Open: func(t *testing.T) *store.Credentials {
+		c := redistest.Client(t)
+		return store.NewCredentials(store.RedisCredentials(c), redistest.Root(t, c))
+	}})
+}

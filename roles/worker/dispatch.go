@@ -45,6 +45,9 @@ type Deps struct {
 	Nodes   *engine.Registry
 	// Engine are the executor's settings (zero value: engine.DefaultSettings()).
 	Engine engine.Settings
+	// Credentials opens the tenants' credentials for the nodes that send them (nil: a node that
+	// asks for one fails, naming why).
+	Credentials engine.CredentialResolver
 
 	// Registry answers liveness of lease holders and takes the active-task count; nil = every
 	// other holder is treated as alive.

@@ -159,7 +159,8 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 				hook(ev)
 			}
 		},
-		Settings: func() engine.Settings { return p.d.Engine },
+		Settings:    func() engine.Settings { return p.d.Engine },
+		Credentials: p.d.Credentials,
 	}
 	st, err := func() (st *state.Execution, err error) {
 		defer func() {

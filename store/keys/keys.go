@@ -103,7 +103,7 @@ func Families() []Family {
 		{Name: "approval"}, {Name: "approval_index"},
 		{Name: "event"}, {Name: "event_index"}, {Name: "events"}, {Name: "subscriptions"},
 		{Name: "event_wake"}, {Name: "event_bus", Platform: true},
-		{Name: "schedule"}, {Name: "schedules"},
+		{Name: "schedule"}, {Name: "schedules"}, {Name: "credentials"},
 		// Per deployment.
 		{Name: "tenant_status", Platform: true}, {Name: "tenant_quota", Platform: true}, {Name: "tenant_running", Platform: true},
 		{Name: "registry", Platform: true}, {Name: "delay", Platform: true}, {Name: "dispatch", Platform: true},
@@ -414,6 +414,9 @@ func (s Space) Tombstone(id string) (string, error) {
 
 // Index is the ZSET of execution ids by start time; IndexReady and IndexCursor belong to its
 // backfill.
+// Credentials is the tenant's sealed credentials: a HASH, name → record.
+func (s Space) Credentials() string { return s.prefix + "credentials" }
+
 func (s Space) Index() string       { return s.prefix + "execution:index" }
 func (s Space) IndexReady() string  { return s.prefix + "execution:index:ready" }
 func (s Space) IndexCursor() string { return s.prefix + "execution:index:backfill:cursor" }

@@ -392,6 +392,18 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	12: {
+		sql: []string{
+			`INSERT INTO credentials (tenant, name, sealed, fingerprint, rev, created_at, updated_at, created_by, updated_by)
+				VALUES ('acme', 'github_token', 'pk1.seed', 'fp1', 3, 1795953600000, 1795953700000, 'kim', 'lee')`,
+		},
+		check: func(t *testing.T, f *fixture) {
+			got, err := store.NewCredentials(f.Credentials(), "").Get(ctx(t), "acme", "github_token")
+			if err != nil || got.Sealed != "pk1.seed" || got.Rev != 3 || got.UpdatedAt.UnixMilli() != 1795953700000 || got.CreatedBy != "kim" {
+				t.Errorf("seeded credential: %+v %v", got, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

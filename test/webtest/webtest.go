@@ -29,6 +29,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/keyring"
 	"plaita/internal/service"
 	"plaita/queue"
 	"plaita/roles"
@@ -58,6 +59,8 @@ type Fixture struct {
 	Ledger *store.DispatchLedger
 	// Local is local mode's runtime (WithLocal): the roles run in the test's process on DB.
 	Local *roles.LocalMode
+	// CredentialsKey is the master key the console's credentials are sealed under.
+	CredentialsKey keyring.Key
 }
 
 // Option changes how New builds the console.
@@ -141,6 +144,14 @@ func New(t testing.TB, opts ...Option) *Fixture {
 			Producer: queue.NewProducer(queue.Redis(f.C), stream, queue.Generations{}, 1<<20, nil), Expr: engine.DefaultExprLimits, StateMaxBytes: 1 << 20,
 			Live: store.NewLiveEvents(store.OnRedis(f.C), f.Root)})
 		d.Plane = f.Plane
+	}
+	f.CredentialsKey = keyring.NewKey()
+	keySource := func() (keyring.Key, error) { return f.CredentialsKey, nil }
+	switch {
+	case f.Local != nil:
+		d.Credentials = control.NewCredentials(store.NewCredentials(f.Local.Backend.Credentials, ""), keySource)
+	case f.C != nil:
+		d.Credentials = control.NewCredentials(store.NewCredentials(store.RedisCredentials(f.C), f.Root), keySource)
 	}
 	if f.Plane != nil {
 		d.Jobs = control.NewBulk(f.Plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})

@@ -147,8 +147,19 @@ func registerDraftRoutes(a *API, flowBody int64) {
 		Tags: drafts, Access: TenantEditor, Action: "flow.publish", Redis: true, Bounded: true}, a.publishDraft)
 }
 
-// registerOperationRoutes: schedules, approvals, the cluster.
+// registerOperationRoutes: schedules, credentials, approvals, the cluster.
 func registerOperationRoutes(a *API) {
+	creds := []string{"credentials"}
+	register(a, Route{ID: "credential-list", Method: get, Path: "/api/credentials", Summary: "List the tenant's credentials (names, fingerprints, never values)",
+		Tags: creds, Access: TenantViewer, Redis: true, Bounded: true}, a.listCredentials)
+	register(a, Route{ID: "credential-create", Method: post, Path: "/api/credentials", Summary: "Create a credential: its value is sealed at once and never answered back",
+		Tags: creds, Access: TenantAdmin, Action: "credential.create", Redis: true, Bounded: true, Status: http.StatusCreated}, a.createCredential)
+	register(a, Route{ID: "credential-get", Method: get, Path: "/api/credentials/{name}", Summary: "Read a credential's fingerprint, key and revision",
+		Tags: creds, Access: TenantViewer, Redis: true, Bounded: true}, a.getCredential)
+	register(a, Route{ID: "credential-set", Method: put, Path: "/api/credentials/{name}", Summary: "Replace a credential's value (the executions that open it next send the new one)",
+		Tags: creds, Access: TenantAdmin, Action: "credential.set", Redis: true, Bounded: true}, a.setCredential)
+	register(a, Route{ID: "credential-delete", Method: del, Path: "/api/credentials/{name}", Summary: "Delete a credential (a node that names it fails from then on)",
+		Tags: creds, Access: TenantAdmin, Action: "credential.delete", Redis: true, Bounded: true, Status: http.StatusNoContent}, a.deleteCredential)
 	schedules := []string{"schedules"}
 	register(a, Route{ID: "schedule-list", Method: get, Path: "/api/schedules", Summary: "List the tenant's cron schedules, oldest first",
 		Tags: schedules, Access: TenantViewer, Redis: true, Bounded: true}, a.listSchedules)

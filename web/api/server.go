@@ -77,6 +77,8 @@ type Deps struct {
 	// Orphans is what local mode's start did with the executions an earlier version's local
 	// mode left running (PLAITA_CONSOLE_RECONCILE_ORPHANS); nil when it did not run.
 	Orphans *control.OrphanReport
+	// Credentials are the tenants' credentials (sealed; set with Plane).
+	Credentials *control.Credentials
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk

@@ -18,6 +18,8 @@
 //	deniedHosts          the same; an IP entry also refuses any name resolving to it
 //	blockPrivateNetworks refuse non-public addresses (see blockedRanges); OR-ed with
 //	                     PLAITA_HTTP_BLOCK_PRIVATE, so the operator can only tighten
+//	credentialHeaders    object of header name → {"credential": NAME, "prefix", "suffix"}: the
+//	                     tenant's credential, opened at send time (credentials.go)
 //
 // Output: {"RESPONSE": {"status", "headers", "body", "url"}}; flows read NODE.fetch.RESPONSE.status.
 // A response with more header bytes than HeaderLimits.MaxBytes (64 KiB) fails; of the headers
@@ -184,10 +186,11 @@ type node struct {
 	allowed      []hostPattern
 	denied       []hostPattern
 	block        bool
+	creds        []credentialHeader // credentialHeaders (credentials.go)
 }
 
 var params = []string{"method", "url", "headers", "query", "body", "timeout", "maxRedirects",
-	"allowedHosts", "deniedHosts", "blockPrivateNetworks"}
+	"allowedHosts", "deniedHosts", "blockPrivateNetworks", "credentialHeaders"}
 
 // forbiddenHeaders are set by the client itself: the Host header is the URL's host (what the
 // policy checked), framing headers follow the body.
@@ -228,6 +231,13 @@ func (t *Type) Prepare(n *engine.Node, pc *engine.PrepareContext) engine.Runner 
 		}
 		return ""
 	})
+	plain := map[string]bool{}
+	if m, ok := p.Raw("headers", false).(map[string]any); ok {
+		for k := range m {
+			plain[strings.ToLower(k)] = true
+		}
+	}
+	nd.creds = prepareCredentials(p, pc, plain)
 	nd.query = prepareObject(p, pc, "query", func(k string) string {
 		if k == "" {
 			return "a query parameter needs a name"
@@ -579,11 +589,20 @@ func (nd *node) policy() policy {
 
 // Run sends the request, following redirects hop by hop.
 func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error) {
-	t := nd.t
 	req, err := nd.build(c)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
+	secrets, err := nd.openCredentials(ctx, c, req)
+	if err != nil {
+		return engine.Outcome{}, err
+	}
+	return scrubber(secrets).outcome(nd.send(ctx, c, req))
+}
+
+// send sends the request and reads the answer, following redirects.
+func (nd *node) send(ctx context.Context, c *engine.Call, req *request) (engine.Outcome, error) {
+	t := nd.t
 	pol := nd.policy()
 
 	select {
@@ -683,6 +702,9 @@ func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error)
 			header = header.Clone()
 			for _, h := range []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2", "WWW-Authenticate"} {
 				header.Del(h)
+			}
+			for _, h := range nd.creds {
+				header.Del(h.header)
 			}
 		}
 		u = next
