@@ -111,6 +111,19 @@ func credentialsCommand(stdout, stderr io.Writer) *cli.Command {
 				},
 			},
 			{
+				Name: "rotate-key", Usage: "move every credential to the current master key (the first of the key file or PLAITA_CREDENTIALS_KEY)",
+				UsageText: "plaita credentials rotate-key [--tenant T] [--dry-run] [--json]",
+				Description: "A rotation: put the new key first in every process's key file (or PLAITA_CREDENTIALS_KEY), the\n" +
+					"old one after it; run this; when it reports no credential under the old key, drop the old key.\n" +
+					"Each credential's data key is re-wrapped (its value is not decrypted) and written at the revision\n" +
+					"read: a run cut short is rerun, and moves what is left. Without --tenant: the default tenant\n" +
+					"and every tenant the console published.",
+				Flags: cliFlags(&cli.StringFlag{Name: "tenant", Usage: "only this tenant"},
+					&cli.BoolFlag{Name: "dry-run", Usage: "say what would move, write nothing"},
+					jsonFlag("print the report as JSON")),
+				Action: func(ctx context.Context, cmd *cli.Command) error { return credentialsRotate(ctx, cmd, stdout, stderr) },
+			},
+			{
 				Name: "new-key", Usage: "print a new master key (for PLAITA_CREDENTIALS_KEY, or a key file)",
 				UsageText: "plaita credentials new-key [--json]",
 				Flags:     cliFlags(jsonFlag("print {key, key_id} as JSON")),
@@ -209,4 +222,53 @@ func cliActor() string {
 		return "cli:" + u.Username
 	}
 	return "cli"
+}
+
+func credentialsRotate(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
+	const name = "credentials rotate-key"
+	if cmd.Args().Len() != 0 {
+		return cliUsage(name, "takes no argument")
+	}
+	k, err := connect(cmd, name, config.RoleWorker, stderr)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+	tenants := []string{k.tenant}
+	if !cmd.IsSet("tenant") {
+		if tenants, err = roles.CredentialTenants(ctx, k.c); err != nil {
+			return cliFail(name, "%v", err)
+		}
+	}
+	rep, err := roles.Credentials(k.cfg, k.c, k.log).RotateKey(ctx, tenants, cmd.Bool("dry-run"), func(tenant string, r control.KeyRotation) {
+		fmt.Fprintf(stderr, "tenant %s done: %d credentials so far, %d rewrapped, %d already under %s\n", tenant, r.Credentials, r.Rewrapped, r.Already, r.CurrentKey)
+	})
+	if err != nil {
+		return refused(name, err)
+	}
+	k.log.Info().Str("event", "credentials.key_rotated").Bool("dry_run", rep.DryRun).Str("current_key", rep.CurrentKey).Int("tenants", rep.Tenants).
+		Int("credentials", rep.Credentials).Int("rewrapped", rep.Rewrapped).Int("already", rep.Already).Int("unopenable", len(rep.Unopenable)).
+		Msg("credentials moved to the current key")
+	if cmd.Bool("json") {
+		if err := writeJSON(stdout, rep); err != nil {
+			return err
+		}
+	} else {
+		verb := "rewrapped"
+		if rep.DryRun {
+			verb = "would be rewrapped"
+		}
+		fmt.Fprintf(stdout, "%d credentials in %d tenants: %d %s to %s, %d already under it\n", rep.Credentials, rep.Tenants, rep.Rewrapped, verb,
+			rep.CurrentKey, rep.Already)
+		for id, n := range rep.ByKey {
+			fmt.Fprintf(stdout, "  under key %s: %d\n", id, n)
+		}
+		for _, u := range rep.Unopenable {
+			fmt.Fprintf(stdout, "  %s: under a key this process does not hold — left as it is\n", u)
+		}
+	}
+	if len(rep.Unopenable) > 0 {
+		return cliFail(name, "%d credentials are under a key this process does not hold: keep that key in the ring", len(rep.Unopenable))
+	}
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"plaita/internal/keyring"
@@ -25,9 +26,10 @@ type Credentials struct {
 	now   func() time.Time
 }
 
-// KeySource gives the master key each time one is needed (the key file is read again: a
-// replaced file takes effect without a restart); an error says why there is none.
-type KeySource func() (keyring.Key, error)
+// KeySource gives the master keys each time they are needed (the key file is read again: a
+// replaced file takes effect without a restart); an error says why there are none. The ring's
+// current key seals; all of its keys open (a rotation in progress).
+type KeySource func() (keyring.Ring, error)
 
 // NewCredentials is the credentials of st, sealed under key.
 func NewCredentials(st *store.Credentials, key KeySource) *Credentials {
@@ -75,13 +77,13 @@ func tenantOf(tenant string) (string, error) {
 	return sp.Tenant(), nil
 }
 
-// masterKey is the key, or the refusal that says why there is none.
-func (c *Credentials) masterKey() (keyring.Key, error) {
-	k, err := c.key()
+// masterKeys are the keys, or the refusal that says why there are none.
+func (c *Credentials) masterKeys() (keyring.Ring, error) {
+	r, err := c.key()
 	if err != nil {
-		return keyring.Key{}, refuse(Unavailable, "credentials_key_unavailable", err, "the credentials key: %v", err)
+		return keyring.Ring{}, refuse(Unavailable, "credentials_key_unavailable", err, "the credentials key: %v", err)
 	}
-	return k, nil
+	return r, nil
 }
 
 // seal seals value for tenant's name and fingerprints it.
@@ -95,11 +97,11 @@ func (c *Credentials) seal(tenant, name string, value []byte) (sealed, fingerpri
 	if err := store.ValidCredentialName(name); err != nil {
 		return "", "", refuse(Invalid, "invalid_credential", err, "%v", err)
 	}
-	k, err := c.masterKey()
+	ring, err := c.masterKeys()
 	if err != nil {
 		return "", "", err
 	}
-	ad := credentialAD(tenant, name)
+	k, ad := ring.Current, credentialAD(tenant, name)
 	if sealed, err = k.Seal(credentialPurpose, ad, value); err != nil {
 		return "", "", err
 	}
@@ -227,13 +229,104 @@ func (c *Credentials) Resolve(ctx context.Context, tenant, name string) ([]byte,
 	if err != nil {
 		return nil, err
 	}
-	k, err := c.masterKey()
+	ring, err := c.masterKeys()
 	if err != nil {
 		return nil, err
 	}
-	v, err := k.Open(credentialPurpose, credentialAD(t, name), rec.Sealed)
+	v, err := ring.Open(credentialPurpose, credentialAD(t, name), rec.Sealed)
 	if err != nil {
 		return nil, refuse(Conflict, "credential_unreadable", err, "credential %s of tenant %s does not open: %v", name, t, err)
 	}
 	return v, nil
+}
+
+// KeyRotation is what RotateKey did (or, dry, would do).
+type KeyRotation struct {
+	DryRun      bool   `json:"dry_run"`
+	CurrentKey  string `json:"current_key"`
+	Tenants     int    `json:"tenants"`
+	Credentials int    `json:"credentials"`
+	// Rewrapped were moved to the current key (dry: would be); Already were under it.
+	Rewrapped int `json:"rewrapped"`
+	Already   int `json:"already"`
+	// Unopenable are the credentials (tenant/name) under a key the ring lacks: they stay as they
+	// are, and the old key cannot be retired while any is left.
+	Unopenable []string `json:"unopenable,omitempty"`
+	// ByKey counts the credentials under each key after the rotation (dry: as they are): an
+	// older key with none left can be dropped from the ring.
+	ByKey map[string]int `json:"by_key"`
+}
+
+// RotateKey moves every credential of tenants to the ring's current key: each data key is
+// re-wrapped (the values are not decrypted), each record replaced at the revision read, so a
+// credential set meanwhile is read again and moved then. It is resumable: a run cut short (kill
+// -9) left every credential under one key or the other, and the next run moves what is left.
+// progress, when set, hears each tenant's figures.
+func (c *Credentials) RotateKey(ctx context.Context, tenants []string, dryRun bool, progress func(tenant string, r KeyRotation)) (KeyRotation, error) {
+	ring, err := c.masterKeys()
+	if err != nil {
+		return KeyRotation{}, err
+	}
+	rep := KeyRotation{DryRun: dryRun, CurrentKey: ring.Current.ID(), ByKey: map[string]int{}}
+	for _, tenant := range tenants {
+		t, err := tenantOf(tenant)
+		if err != nil {
+			return rep, err
+		}
+		recs, err := c.store.List(ctx, t)
+		if err != nil {
+			return rep, err
+		}
+		rep.Tenants++
+		for _, rec := range recs {
+			rep.Credentials++
+			if err := c.rotateOne(ctx, ring, t, rec, dryRun, &rep); err != nil {
+				return rep, err
+			}
+		}
+		if progress != nil {
+			progress(t, rep)
+		}
+	}
+	return rep, nil
+}
+
+// rotateOne moves one credential, reading it again when it changed under the replacement.
+func (c *Credentials) rotateOne(ctx context.Context, ring keyring.Ring, tenant string, rec store.StoredCredential, dryRun bool, rep *KeyRotation) error {
+	for attempt := 0; ; attempt++ {
+		moved, changed, err := ring.RewrapTo(credentialPurpose, credentialAD(tenant, rec.Name), rec.Sealed)
+		switch {
+		case errors.Is(err, keyring.ErrWrongKey):
+			id, _ := keyring.KeyID(rec.Sealed)
+			rep.Unopenable = append(rep.Unopenable, tenant+"/"+rec.Name)
+			rep.ByKey[id]++
+			return nil
+		case err != nil:
+			return fmt.Errorf("credential %s of tenant %s: %w", rec.Name, tenant, err)
+		case !changed:
+			rep.Already++
+			rep.ByKey[ring.Current.ID()]++
+			return nil
+		case dryRun:
+			rep.Rewrapped++
+			id, _ := keyring.KeyID(rec.Sealed)
+			rep.ByKey[id]++
+			return nil
+		}
+		rec.Sealed = moved
+		_, err = c.store.Replace(ctx, tenant, rec, rec.Rev)
+		if err == nil {
+			rep.Rewrapped++
+			rep.ByKey[ring.Current.ID()]++
+			return nil
+		}
+		if !errors.Is(err, store.ErrCredentialChanged) || attempt >= 3 {
+			return fmt.Errorf("credential %s of tenant %s: %w", rec.Name, tenant, err)
+		}
+		if rec, err = c.store.Get(ctx, tenant, rec.Name); errors.Is(err, store.ErrCredentialNotFound) {
+			return nil // deleted meanwhile: nothing to move
+		} else if err != nil {
+			return err
+		}
+	}
 }

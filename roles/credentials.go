@@ -1,6 +1,7 @@
 package roles
 
 import (
+	"context"
 	"path/filepath"
 	"sync"
 
@@ -39,17 +40,17 @@ func credentialsKey(cfg *config.Config, create bool, log zerolog.Logger) control
 	inline := config.CredentialsKey.In(cfg)
 	path := credentialsKeyFile(cfg)
 	var once sync.Map // what was said: "created", "tightened"
-	return func() (keyring.Key, error) {
+	return func() (keyring.Ring, error) {
 		if inline != "" {
-			return keyring.ParseKey(inline)
+			return keyring.ParseRing(inline)
 		}
 		k, res, err := keyring.LoadFile(path, create)
 		if err != nil {
-			return keyring.Key{}, err
+			return keyring.Ring{}, err
 		}
 		if res.Created {
 			if _, said := once.LoadOrStore("created", true); !said {
-				log.Warn().Str("event", "credentials.key_created").Str("path", path).Str("key_id", k.ID()).
+				log.Warn().Str("event", "credentials.key_created").Str("path", path).Str("key_id", k.Current.ID()).
 					Msg("a new credentials key was created (mode 0600): back it up apart from the database, and give the workers the same key")
 			}
 		}
@@ -72,4 +73,25 @@ func credentials(cfg *config.Config, b Backend, create bool, log zerolog.Logger)
 // file is read, never created (the console creates it).
 func Credentials(cfg *config.Config, c rueidis.Client, log zerolog.Logger) *control.Credentials {
 	return credentials(cfg, RedisBackend(c), false, log)
+}
+
+// CredentialTenants are the tenants whose credentials a rotation goes through: the default one
+// and every tenant whose status the console published to the Redis of c (every tenant it has,
+// deleted ones included: they stay disabled there).
+func CredentialTenants(ctx context.Context, c rueidis.Client) ([]string, error) {
+	sp, err := keys.For(keys.DefaultRoot, "")
+	if err != nil {
+		return nil, err
+	}
+	published, err := store.RedisDrivers(c).Tenants.StatusTenants(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	out := []string{keys.DefaultTenant}
+	for _, t := range published {
+		if t != keys.DefaultTenant {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }

@@ -23,12 +23,13 @@ type FileResult struct {
 	Tightened fs.FileMode // the mode it had, when it was looser than 0600 (0: it was not)
 }
 
-// LoadFile reads the master key from path. When create is set (the console) and there is no
+// LoadFile reads the master keys from path (ParseRing: the current one first, then the older
+// ones a rotation still needs). When create is set (the console) and there is no
 // file, a new key is written to it, the file created with O_EXCL and mode 0600 at once — two
 // consoles starting together make one key: the one that loses the race reads the winner's. A
 // file readable or writable by others is tightened to 0600 before it is read. An empty or
 // malformed file is ErrBadKey, and it is not overwritten.
-func LoadFile(path string, create bool) (Key, FileResult, error) {
+func LoadFile(path string, create bool) (Ring, FileResult, error) {
 	var res FileResult
 	if create {
 		k := NewKey()
@@ -40,36 +41,36 @@ func LoadFile(path string, create bool) (Key, FileResult, error) {
 				werr = cerr
 			}
 			if werr != nil {
-				return Key{}, res, fmt.Errorf("credentials key file %s: write: %w", path, werr)
+				return Ring{}, res, fmt.Errorf("credentials key file %s: write: %w", path, werr)
 			}
 			res.Created = true
-			return k, res, nil
+			return Ring{Current: k}, res, nil
 		case !errors.Is(err, fs.ErrExist):
-			return Key{}, res, fmt.Errorf("credentials key file %s: create: %w", path, err)
+			return Ring{}, res, fmt.Errorf("credentials key file %s: create: %w", path, err)
 		}
 	}
 	info, err := os.Stat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return Key{}, res, fmt.Errorf("%w: %s", ErrNoKeyFile, path)
+		return Ring{}, res, fmt.Errorf("%w: %s", ErrNoKeyFile, path)
 	case err != nil:
-		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+		return Ring{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
 	case !info.Mode().IsRegular():
-		return Key{}, res, fmt.Errorf("%w: %s is not a regular file", ErrBadKey, path)
+		return Ring{}, res, fmt.Errorf("%w: %s is not a regular file", ErrBadKey, path)
 	}
 	if mode := info.Mode().Perm(); mode&^KeyFileMode != 0 {
 		if err := os.Chmod(path, KeyFileMode); err != nil {
-			return Key{}, res, fmt.Errorf("credentials key file %s: tighten mode %v to 0600: %w", path, mode, err)
+			return Ring{}, res, fmt.Errorf("credentials key file %s: tighten mode %v to 0600: %w", path, mode, err)
 		}
 		res.Tightened = mode
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+		return Ring{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
 	}
-	k, err := ParseKey(string(b))
+	r, err := ParseRing(string(b))
 	if err != nil {
-		return Key{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
+		return Ring{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
 	}
-	return k, res, nil
+	return r, res, nil
 }

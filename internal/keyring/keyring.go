@@ -143,6 +143,94 @@ func (k Key) Open(purpose string, ad []byte, sealed string) ([]byte, error) {
 	return value, nil
 }
 
+// Ring is the master keys a process holds: Current seals, and every key of the ring opens what
+// it sealed. A rotation puts the new key first and keeps the old one after it until every
+// value is rewrapped (RewrapTo), then drops it.
+type Ring struct {
+	Current Key
+	Older   []Key
+}
+
+// ParseRing reads keys as ParseKey does, one per line or separated by commas; the first is the
+// current one. Blank lines and lines starting with # are skipped. No key, or any bad one, is
+// ErrBadKey (nothing is half-read).
+func ParseRing(text string) (Ring, error) {
+	var r Ring
+	n := 0
+	for _, line := range strings.Split(strings.ReplaceAll(text, ",", "\n"), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, err := ParseKey(line)
+		if err != nil {
+			return Ring{}, fmt.Errorf("key %d: %w", n+1, err)
+		}
+		if n == 0 {
+			r.Current = k
+		} else {
+			r.Older = append(r.Older, k)
+		}
+		n++
+	}
+	if n == 0 {
+		return Ring{}, fmt.Errorf("%w: no key", ErrBadKey)
+	}
+	return r, nil
+}
+
+// Key is the ring's key of id.
+func (r Ring) Key(id string) (Key, bool) {
+	if r.Current.id == id && r.Current.Valid() {
+		return r.Current, true
+	}
+	for _, k := range r.Older {
+		if k.id == id {
+			return k, true
+		}
+	}
+	return Key{}, false
+}
+
+// IDs are the ring's key ids, the current one first.
+func (r Ring) IDs() []string {
+	out := []string{r.Current.id}
+	for _, k := range r.Older {
+		out = append(out, k.id)
+	}
+	return out
+}
+
+// Open opens a sealed value with the ring's key it names; ErrWrongKey when the ring has none.
+func (r Ring) Open(purpose string, ad []byte, sealed string) ([]byte, error) {
+	id, err := KeyID(sealed)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := r.Key(id)
+	if !ok {
+		return nil, fmt.Errorf("%w: sealed under key %s, which this process does not hold (it holds %s)", ErrWrongKey, id, strings.Join(r.IDs(), ", "))
+	}
+	return k.Open(purpose, ad, sealed)
+}
+
+// RewrapTo moves a sealed value to the current key (changed false: it is there already).
+func (r Ring) RewrapTo(purpose string, ad []byte, sealed string) (string, bool, error) {
+	id, err := KeyID(sealed)
+	if err != nil {
+		return "", false, err
+	}
+	if id == r.Current.id {
+		return sealed, false, nil
+	}
+	old, ok := r.Key(id)
+	if !ok {
+		return "", false, fmt.Errorf("%w: sealed under key %s, which this process does not hold (it holds %s)", ErrWrongKey, id, strings.Join(r.IDs(), ", "))
+	}
+	out, err := Rewrap(old, r.Current, purpose, ad, sealed)
+	return out, err == nil, err
+}
+
 // KeyID is the id of the key a sealed value needs.
 func KeyID(sealed string) (string, error) {
 	p, err := parse(sealed)

@@ -124,7 +124,7 @@ func TestLoadFile(t *testing.T) {
 	}
 	// Two consoles at once: one key, made once.
 	var wg sync.WaitGroup
-	keys := make([]Key, 8)
+	keys := make([]Ring, 8)
 	created := make([]bool, 8)
 	for i := range keys {
 		wg.Add(1)
@@ -140,8 +140,8 @@ func TestLoadFile(t *testing.T) {
 	wg.Wait()
 	made := 0
 	for i, k := range keys {
-		if k.ID() != keys[0].ID() {
-			t.Fatalf("two keys: %s and %s", keys[0].ID(), k.ID())
+		if k.Current.ID() != keys[0].Current.ID() {
+			t.Fatalf("two keys: %s and %s", keys[0].Current.ID(), k.Current.ID())
 		}
 		if created[i] {
 			made++
@@ -157,7 +157,7 @@ func TestLoadFile(t *testing.T) {
 	}
 	k, res, err := LoadFile(path, false)
 	info, _ = os.Stat(path)
-	if err != nil || k.ID() != keys[0].ID() || res.Tightened != 0o644 || info.Mode().Perm() != 0o600 {
+	if err != nil || k.Current.ID() != keys[0].Current.ID() || res.Tightened != 0o644 || info.Mode().Perm() != 0o600 {
 		t.Fatalf("tighten: %+v %v, mode %v", res, err, info.Mode().Perm())
 	}
 	// An empty or bad file is a named error, and is left as it is.
@@ -202,4 +202,41 @@ func FuzzParseKey(f *testing.F) {
 			t.Fatalf("%q: %v is not ErrBadKey", s, err)
 		}
 	})
+}
+
+// A ring seals with its current key and opens with any of its keys; RewrapTo moves a value to
+// the current key; a value of a key the ring lacks is ErrWrongKey naming the key.
+func TestRing(t *testing.T) {
+	old, next := NewKey(), NewKey()
+	r, err := ParseRing("# rotation in progress\n" + next.String() + "\n\n" + old.String() + "\n")
+	if err != nil || r.Current.ID() != next.ID() || len(r.Older) != 1 || r.Older[0].ID() != old.ID() {
+		t.Fatalf("parse: %+v %v", r.IDs(), err)
+	}
+	if inline, err := ParseRing(next.String() + "," + old.String()); err != nil || len(inline.IDs()) != 2 {
+		t.Fatalf("comma-separated: %v", err)
+	}
+	ad := []byte("t\x00n")
+	sealed, _ := old.Seal("credentials", ad, []byte("v"))
+	if v, err := r.Open("credentials", ad, sealed); err != nil || string(v) != "v" {
+		t.Fatalf("open an older key's value: %q %v", v, err)
+	}
+	moved, changed, err := r.RewrapTo("credentials", ad, sealed)
+	if err != nil || !changed {
+		t.Fatalf("rewrap: %v %v", changed, err)
+	}
+	if id, _ := KeyID(moved); id != next.ID() {
+		t.Fatalf("rewrapped under %s", id)
+	}
+	if _, changed, err := r.RewrapTo("credentials", ad, moved); err != nil || changed {
+		t.Fatalf("a second rewrap: %v %v", changed, err)
+	}
+	stranger, _ := NewKey().Seal("credentials", ad, []byte("v"))
+	if _, err := r.Open("credentials", ad, stranger); !errors.Is(err, ErrWrongKey) || !strings.Contains(err.Error(), "does not hold") {
+		t.Fatalf("a stranger's value: %v", err)
+	}
+	for _, bad := range []string{"", "# only a comment\n", next.String() + "\nnot-a-key"} {
+		if _, err := ParseRing(bad); !errors.Is(err, ErrBadKey) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
 }

@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"plaita/control"
+	"plaita/internal/keyring"
+	"plaita/store"
 	"plaita/test/redistest"
 )
 
@@ -153,3 +156,81 @@ func (c *console) raw(t *testing.T, path string) string {
 }
 
 func jsonRaw(s string) json.RawMessage { return json.RawMessage(s) }
+
+// `plaita credentials rotate-key` from the binary, killed with kill -9 once it has gone through
+// its first tenant: every credential is under one key or the other and opens with the ring of
+// both; the rerun moves the rest and says none is left under the old key; with the old key
+// dropped every value still opens. With a key file holding another key only, nothing opens and
+// the command fails, naming why, writing nothing.
+func TestCredentialsRotateKeyKilledAndRerun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.StartServer(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	oldKey, newKey := keyring.NewKey(), keyring.NewKey()
+	ring := keyring.Ring{Current: oldKey}
+	creds := control.NewCredentials(store.NewCredentials(store.RedisCredentials(c), ""), func() (keyring.Ring, error) { return ring, nil })
+	st := store.NewRedis(c, store.DefaultSettings(), "")
+	want := map[string]string{}
+	tenants := []string{"default"}
+	for i := range 30 {
+		tenants = append(tenants, fmt.Sprintf("t%02d", i))
+	}
+	for _, tenant := range tenants {
+		if err := st.PublishTenantStatus(ctx, tenant, "active", "1"); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 60 {
+			name, value := fmt.Sprintf("c%02d", j), fmt.Sprintf("v-%s-%d", tenant, j)
+			if _, err := creds.Create(ctx, tenant, name, []byte(value), "test"); err != nil {
+				t.Fatal(err)
+			}
+			want[tenant+"/"+name] = value
+		}
+	}
+	opensAll := func(what string, r keyring.Ring) (byKey map[string]int) {
+		t.Helper()
+		ring, byKey = r, map[string]int{}
+		for k, v := range want {
+			tenant, name, _ := strings.Cut(k, "/")
+			got, err := creds.Resolve(ctx, tenant, name)
+			if err != nil || string(got) != v {
+				t.Fatalf("%s: %s opens to %q %v", what, k, got, err)
+			}
+			view, _ := creds.Get(ctx, tenant, name)
+			byKey[view.KeyID]++
+		}
+		return byKey
+	}
+	keyFile := filepath.Join(t.TempDir(), "credentials.key")
+	if err := os.WriteFile(keyFile, []byte(newKey.String()+"\n"+oldKey.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PLAITA_REDIS_URL": srv.URL(), "PLAITA_CREDENTIALS_KEY_FILE": keyFile, "PLAITA_LOG_FORMAT": "json"}
+	p := spawn(t, env, "credentials", "rotate-key")
+	waitFor(t, "the rotation's first tenant", 30*time.Second, func() bool { return strings.Contains(p.stderr.String(), "tenant default done") }, p)
+	p.kill9(t)
+	both := keyring.Ring{Current: newKey, Older: []keyring.Key{oldKey}}
+	byKey := opensAll("after the kill", both)
+	if byKey[newKey.ID()] == 0 || byKey[oldKey.ID()] == 0 {
+		t.Logf("the kill came at an edge (by key %v): the rerun is still checked", byKey)
+	}
+	r := run(t, env, "credentials", "rotate-key", "--json")
+	if r.code != 0 || strings.Contains(r.stdout, "unopenable") {
+		t.Fatalf("the rerun: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	if byKey := opensAll("after the rerun", both); byKey[newKey.ID()] != len(want) {
+		t.Fatalf("after the rerun, by key: %v", byKey)
+	}
+	opensAll("with the old key dropped", keyring.Ring{Current: newKey})
+
+	stranger := keyring.NewKey()
+	if err := os.WriteFile(keyFile, []byte(stranger.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, env, "credentials", "rotate-key")
+	if r.code != 1 || !strings.Contains(r.stdout+r.stderr, "does not hold") {
+		t.Fatalf("a rotation with another key: %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	opensAll("after the other key's rotation", keyring.Ring{Current: newKey})
+}

@@ -146,7 +146,7 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		d.Plane = f.Plane
 	}
 	f.CredentialsKey = keyring.NewKey()
-	keySource := func() (keyring.Key, error) { return f.CredentialsKey, nil }
+	keySource := func() (keyring.Ring, error) { return keyring.Ring{Current: f.CredentialsKey}, nil }
 	switch {
 	case f.Local != nil:
 		d.Credentials = control.NewCredentials(store.NewCredentials(f.Local.Backend.Credentials, ""), keySource)
