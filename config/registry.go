@@ -261,8 +261,8 @@ func registry() []*Var {
 			doc("Creates the platform admin when the users table is empty."),
 		enumVar("PLAITA_CONSOLE_RECONCILE_ORPHANS", CapConsoleAPI, enumRule{def: "suspend", allowed: []string{"suspend", "fail", "off"}, bad: dflt()}).
 			doc("Local-mode start-up handling of executions left running."),
-		stringVar("PLAITA_CONSOLE_SECRET_ID", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key id."),
-		stringVar("PLAITA_CONSOLE_SECRET_KEY", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Global contract HMAC key."),
+		stringVar("PLAITA_CONSOLE_SECRET_ID", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Names the global contract key in the audit of signed triggers (docs/credentials.md)."),
+		stringVar("PLAITA_CONSOLE_SECRET_KEY", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("The global contract key of signed triggers: whsec_<base64>, or text of 16 bytes or more; empty → the global hook path answers 503 (tenant contract keys still work)."),
 		enumVar("PLAITA_CONSOLE_LANGFUSE", CapConsoleAPI, enumRule{def: "auto", allowed: []string{"auto", "true", "false"},
 			bad: dflt().R(), badTo: "false"}).timing(TimingCall).noEffect().doc("Langfuse tracing (Python only)."),
 		boolVarBad("PLAITA_CONSOLE_DEBUG", CapConsoleAPI, KindStrictBool, false, to(0)).doc("Console debug mode."),

@@ -37,6 +37,12 @@ func StartOnce(ctx context.Context, p *Plane, req StartRequest, key string) (Sta
 	}
 	req.Tenant, req.ExecutionID = tenant, IdempotentID(tenant, key)
 	shown, err := p.Show(ctx, tenant, req.ExecutionID)
+	if r := AsRefusal(err); r != nil && r.Class == NotFound {
+		// Show reads the state, then the stream: a worker that saved the state and settled the
+		// task between the two reads leaves neither to see. The state is read once more, so a
+		// key's second call never starts what the first one did.
+		shown, err = p.Show(ctx, tenant, req.ExecutionID)
+	}
 	switch r := AsRefusal(err); {
 	case err == nil:
 	case r != nil && r.Class == NotFound:

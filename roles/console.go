@@ -210,6 +210,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		}}
 	}
 	deps.Credentials = credentials(cfg, backend, true, log)
+	deps.Hooks = control.NewHooks(db, deps.Plane, credentialsKey(cfg, true, log), globalContract(cfg, log))
 	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 	}})
@@ -415,4 +416,24 @@ func redisWatch(cfg *config.Config, log zerolog.Logger) service.Service {
 		log.Warn().Str("event", "console.redis_back").Str("variable", "PLAITA_CONSOLE_REDIS_URL").
 			Msg("Redis answers now; this console stays in local mode until it is restarted (a restart hands its executions to Redis)")
 	}}
+}
+
+// globalContract is the global contract key (PLAITA_CONSOLE_SECRET_ID / _SECRET_KEY): a whsec_
+// secret, or any text of 16 bytes or more taken as it is; empty or shorter turns the global
+// hook path off (503), with a WARNING when something was set.
+func globalContract(cfg *config.Config, log zerolog.Logger) control.GlobalContract {
+	id, raw := config.ConsoleSecretID.In(cfg), config.ConsoleSecretKey.In(cfg)
+	if raw == "" {
+		return control.GlobalContract{}
+	}
+	secret, err := control.ParseWebhookSecret(raw)
+	if err != nil {
+		if len(raw) < 16 {
+			log.Warn().Str("event", "console.global_contract_off").Str("variable", "PLAITA_CONSOLE_SECRET_KEY").
+				Msg("the global contract key is shorter than 16 bytes: the global hook path answers 503")
+			return control.GlobalContract{}
+		}
+		secret = []byte(raw)
+	}
+	return control.GlobalContract{ID: cmp.Or(id, "global"), Secret: secret}
 }

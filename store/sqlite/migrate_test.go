@@ -404,6 +404,17 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	13: {
+		sql: []string{
+			`INSERT INTO contract_keys (tenant, key_id, sealed, created_at, created_by) VALUES ('acme', 'ck_seed', 'pk1.seed', 1795953600000, 'kim')`,
+		},
+		check: func(t *testing.T, f *fixture) {
+			keys, err := f.ContractKeys(ctx(t), "acme", true)
+			if err != nil || len(keys) != 1 || keys[0].ID != "ck_seed" || keys[0].Sealed != "pk1.seed" || keys[0].CreatedBy != "kim" {
+				t.Errorf("seeded contract key: %+v %v", keys, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

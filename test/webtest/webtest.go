@@ -75,6 +75,8 @@ type options struct {
 	noRedis   bool
 	// local runs the console in local mode (no Redis; executions on the database).
 	local bool
+	// globalContract is the global contract key's secret (nil: the global hook path is off).
+	globalContract []byte
 	// dispatch turns capacity dispatch on, shadow or applied (its ledger: f.Ledger).
 	dispatch, shadow bool
 	// server is a private Redis (a test that kills it), instead of the shared one.
@@ -154,6 +156,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		d.Credentials = control.NewCredentials(store.NewCredentials(store.RedisCredentials(f.C), f.Root), keySource)
 	}
 	if f.Plane != nil {
+		d.Hooks = control.NewHooks(db, f.Plane, keySource, control.GlobalContract{ID: "test", Secret: o.globalContract})
+	}
+	if f.Plane != nil {
 		d.Jobs = control.NewBulk(f.Plane, db, control.BulkSettings{Runner: "test-console", Idle: 100 * time.Millisecond})
 		if err := d.Jobs.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -184,6 +189,9 @@ func New(t testing.TB, opts ...Option) *Fixture {
 func WithSettings(fn func(*api.Settings)) Option {
 	return func(o *options) { fn(&o.settings) }
 }
+
+// WithGlobalContract sets the global contract key (PLAITA_CONSOLE_SECRET_KEY).
+func WithGlobalContract(secret []byte) Option { return func(o *options) { o.globalContract = secret } }
 
 // WithoutRedis runs the console without Redis (nor local mode).
 func WithoutRedis() Option { return func(o *options) { o.noRedis = true } }

@@ -147,8 +147,28 @@ func registerDraftRoutes(a *API, flowBody int64) {
 		Tags: drafts, Access: TenantEditor, Action: "flow.publish", Redis: true, Bounded: true}, a.publishDraft)
 }
 
-// registerOperationRoutes: schedules, credentials, approvals, the cluster.
+// registerOperationRoutes: schedules, credentials, signed triggers, approvals, the cluster.
 func registerOperationRoutes(a *API) {
+	hooks := []string{"hooks"}
+	register(a, Route{ID: "contract-key-list", Method: get, Path: "/api/contract-keys", Summary: "List the tenant's contract keys (never their secrets)",
+		Tags: hooks, Access: TenantAdmin, Bounded: true}, a.listContractKeys)
+	register(a, Route{ID: "contract-key-create", Method: post, Path: "/api/contract-keys", Summary: "Create a contract key: its whsec_ secret is answered this once",
+		Tags: hooks, Access: TenantAdmin, Action: "contract_key.create", Bounded: true, Status: http.StatusCreated}, a.createContractKey)
+	register(a, Route{ID: "contract-key-retire", Method: del, Path: "/api/contract-keys/{id}", Summary: "Retire a contract key: requests signed with it are refused",
+		Tags: hooks, Access: TenantAdmin, Action: "contract_key.retire", Bounded: true, Status: http.StatusNoContent}, a.retireContractKey)
+	for _, scope := range []string{"tenant", "global"} {
+		global := scope == "global"
+		key := "one of the tenant's contract keys"
+		if global {
+			key = "the global contract key (PLAITA_CONSOLE_SECRET_KEY; 503 while it is not set)"
+		}
+		register(a, Route{ID: "hook-" + scope + "-start", Method: post, Path: "/api/hooks/" + scope + "/{tenant}/start/{flow_id}",
+			Summary: "Start a flow (the body is its INPUT) with a request signed under " + key + " (Standard Webhooks)",
+			Tags:    hooks, Access: Public, Action: "hook.start", Redis: true, Bounded: true}, a.hookStart(global))
+		register(a, Route{ID: "hook-" + scope + "-event", Method: post, Path: "/api/hooks/" + scope + "/{tenant}/events/{type}",
+			Summary: "Publish an event (the body is its data) with a request signed under " + key + " (Standard Webhooks)",
+			Tags:    hooks, Access: Public, Action: "hook.event", Redis: true, Bounded: true}, a.hookEvent(global))
+	}
 	creds := []string{"credentials"}
 	register(a, Route{ID: "credential-list", Method: get, Path: "/api/credentials", Summary: "List the tenant's credentials (names, fingerprints, never values)",
 		Tags: creds, Access: TenantViewer, Redis: true, Bounded: true}, a.listCredentials)

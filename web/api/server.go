@@ -79,6 +79,8 @@ type Deps struct {
 	Orphans *control.OrphanReport
 	// Credentials are the tenants' credentials (sealed; set with Plane).
 	Credentials *control.Credentials
+	// Hooks are the signed trigger contracts (set with Plane).
+	Hooks *control.Hooks
 	// Jobs keeps and runs the bulk jobs (h_jobs.go); set with Plane (its runner is a service
 	// of the console's, roles/console.go).
 	Jobs *control.Bulk
