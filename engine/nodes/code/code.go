@@ -9,6 +9,8 @@
 //	sandbox_backend  docker | subprocess | restricted (default PLAITA_CODE_BACKEND); must be in
 //	                 PLAITA_SANDBOX_ALLOWED_BACKENDS
 //	timeout          seconds, more than 0 and at most the backend's configured limit (default: that limit)
+//	credentials      object of environment variable → credential name: the tenant's credentials in
+//	                 the code's environment (credentials.go; docker, or subprocess for the default tenant)
 //
 // The operator's settings (the PLAITA_SANDBOX_*, PLAITA_CODE_BACKEND and
 // PLAITA_ALLOW_SUBPROCESS_FALLBACK variables) arrive as Options, fixed when New runs. A
@@ -317,11 +319,12 @@ type runner struct {
 	code     string
 	input    *engine.Value
 	timeout  time.Duration
+	creds    []credentialEnv // the credentials param (credentials.go)
 }
 
 // Prepare validates the params against the allow-lists fixed in New.
 func (t *Type) Prepare(n *engine.Node, pc *engine.PrepareContext) engine.Runner {
-	p := pc.Params("language", "code", "input", "sandbox_backend", "timeout")
+	p := pc.Params("language", "code", "input", "sandbox_backend", "timeout", "credentials")
 	r := &runner{t: t}
 	ok := true
 
@@ -363,6 +366,10 @@ func (t *Type) Prepare(n *engine.Node, pc *engine.PrepareContext) engine.Runner 
 
 	r.code = p.String("code", true)
 	if r.code == "" {
+		ok = false
+	}
+	var credsOK bool
+	if r.creds, credsOK = prepareCredentials(p, pc, r.backend); !credsOK {
 		ok = false
 	}
 	if p.Has("input") {
@@ -419,7 +426,7 @@ func (r *runner) Run(ctx context.Context, call *engine.Call) (engine.Outcome, er
 	case Subprocess:
 		out, err = r.runSubprocess(ctx, call, input)
 	case Docker:
-		out, err = r.runDocker(ctx, input)
+		out, err = r.runDocker(ctx, call, input)
 	case Restricted:
 		out, err = r.runRestricted(ctx, input)
 	default:

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"plaita/engine"
 	"plaita/engine/nodes/sandbox"
 )
 
@@ -31,7 +32,7 @@ type DockerConfig struct {
 // DockerArgs is the docker client's argument list (without the program name) for one run of
 // language in a container called name. The code and the input are not in it: they go through
 // stdin (-i) as {"code": …, "input": …}; the command is the fixed wrapper.
-func DockerArgs(c DockerConfig, language, name string) []string {
+func DockerArgs(c DockerConfig, language, name string, envNames ...string) []string {
 	args := []string{
 		"run", "--rm", "-i",
 		"--name", name,
@@ -46,6 +47,9 @@ func DockerArgs(c DockerConfig, language, name string) []string {
 		args = append(args, "--user", c.User)
 	}
 	args = append(args, "--security-opt", "no-new-privileges", "--cap-drop", "ALL")
+	for _, e := range envNames {
+		args = append(args, "-e", e) // the value comes from the client's environment
+	}
 	switch language {
 	case JS:
 		args = append(args, c.NodeImage, "node", "-e", jsWrapper)
@@ -96,20 +100,27 @@ func containerName() string {
 	return "plaita-code-" + hex.EncodeToString(b[:])
 }
 
-func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
+func (r *runner) runDocker(ctx context.Context, call *engine.Call, input any) (any, error) {
 	stdin, err := r.stdin(input)
+	if err != nil {
+		return nil, err
+	}
+	creds, red, err := r.openCredentials(ctx, call)
 	if err != nil {
 		return nil, err
 	}
 	d := r.t.docker
 	name := containerName()
 	env := r.t.dockerClientEnv()
+	// The client passes each credential with -e NAME from its own environment: the value is on
+	// no command line.
+	clientEnv := append(slices.Clone(env), creds...)
 	res, err := r.t.sandbox.Run(ctx, sandbox.Command{
 		Path:    d.Bin,
-		Args:    DockerArgs(d, r.language, name),
+		Args:    DockerArgs(d, r.language, name, r.envNames()...),
 		Stdin:   stdin,
 		Timeout: r.timeout,
-		Env:     env,
+		Env:     clientEnv,
 		// The client is trusted and runs no flow code (the code runs in the container, out of
 		// the worker's reach): it needs no user namespace of its own, and so keeps working
 		// where a root worker may not create one.
@@ -127,7 +138,7 @@ func (r *runner) runDocker(ctx context.Context, input any) (any, error) {
 	if err != nil {
 		return nil, startFailure(fmt.Errorf("code node (%s, docker): cannot start the docker client %q: %w", r.language, d.Bin, err))
 	}
-	return r.result(res)
+	return redacted(red)(r.result(res))
 }
 
 func dockerCmd(bin string, env []string, limit time.Duration, args ...string) {

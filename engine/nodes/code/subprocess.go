@@ -68,11 +68,15 @@ func (r *runner) runSubprocess(ctx context.Context, call *engine.Call, input any
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: path, Args: args, Stdin: stdin, Timeout: r.timeout, MemoryMB: mem})
+	env, red, err := r.openCredentials(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.t.sandbox.Run(ctx, sandbox.Command{Path: path, Args: args, Stdin: stdin, Timeout: r.timeout, MemoryMB: mem, ExtraEnv: env})
 	if err != nil {
 		return nil, startFailure(fmt.Errorf("code node (%s, subprocess): cannot start %s: %w", r.language, path, err))
 	}
-	return r.result(res)
+	return redacted(red)(r.result(res))
 }
 
 // startFailure marks a program that was not started for want of isolation as permanent: a retry

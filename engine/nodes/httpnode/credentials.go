@@ -2,9 +2,7 @@ package httpnode
 
 import (
 	"context"
-	"encoding/base64"
 	"fmt"
-	"net/url"
 	"strings"
 
 	"plaita/engine"
@@ -73,7 +71,7 @@ func prepareCredentials(p engine.Params, pc *engine.PrepareContext, plain map[st
 				pc.Problem(path+"."+field, "unknown field (credential, prefix, suffix)")
 			}
 		}
-		if err := validCredentialName(h.name); err != nil {
+		if err := engine.ValidCredentialName(h.name); err != nil {
 			pc.Problem(path+".credential", "%v", err)
 			continue
 		}
@@ -82,25 +80,10 @@ func prepareCredentials(p engine.Params, pc *engine.PrepareContext, plain map[st
 	return out
 }
 
-// validCredentialName is store.ValidCredentialName's rule (the engine does not import store).
-func validCredentialName(name string) error {
-	ok := len(name) > 0 && len(name) <= 128 && (name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z')
-	for i := 0; ok && i < len(name); i++ {
-		b := name[i]
-		ok = b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '.' || b == '-'
-	}
-	if !ok {
-		return fmt.Errorf("credential name %q: 1–128 letters, digits and _ . -, starting with a letter", name)
-	}
-	return nil
-}
-
-// secret is an opened credential, for the scrubber.
-type secret struct{ name, value string }
-
-// openCredentials opens the request's credentials and sets their headers.
-func (nd *node) openCredentials(ctx context.Context, c *engine.Call, r *request) ([]secret, error) {
-	var out []secret
+// openCredentials opens the request's credentials and sets their headers; the redactor holds
+// the values, for the output and the errors.
+func (nd *node) openCredentials(ctx context.Context, c *engine.Call, r *request) (engine.Redactor, error) {
+	var out engine.Redactor
 	for _, h := range nd.creds {
 		v, err := c.Credential(ctx, h.name)
 		if err != nil {
@@ -114,78 +97,7 @@ func (nd *node) openCredentials(ctx context.Context, c *engine.Call, r *request)
 			return nil, engine.Permanent(fmt.Errorf("credential %s for header %s: a header value cannot hold a line break", h.name, h.header))
 		}
 		r.header.Set(h.header, h.prefix+string(v)+h.suffix)
-		out = append(out, secret{name: h.name, value: string(v)})
+		out = append(out, engine.Secret{Name: h.name, Value: string(v)})
 	}
 	return out, nil
 }
-
-// scrubber replaces the opened values in what the node returns.
-type scrubber []secret
-
-// minScrub is the shortest value scrubbed: a shorter one would blank out common text.
-const minScrub = 4
-
-func (s scrubber) text(t string) string {
-	for _, c := range s {
-		if len(c.value) < minScrub {
-			continue
-		}
-		mark := "[credential " + c.name + "]"
-		for _, form := range []string{c.value, url.QueryEscape(c.value), url.PathEscape(c.value),
-			base64.StdEncoding.EncodeToString([]byte(c.value)), base64.RawURLEncoding.EncodeToString([]byte(c.value))} {
-			t = strings.ReplaceAll(t, form, mark)
-		}
-	}
-	return t
-}
-
-// value scrubs a decoded JSON value (strings in place, object keys too).
-func (s scrubber) value(v any) any {
-	switch x := v.(type) {
-	case string:
-		return s.text(x)
-	case []any:
-		for i := range x {
-			x[i] = s.value(x[i])
-		}
-		return x
-	case map[string]any:
-		out := make(map[string]any, len(x))
-		for k, e := range x {
-			out[s.text(k)] = s.value(e)
-		}
-		return out
-	case []string:
-		for i := range x {
-			x[i] = s.text(x[i])
-		}
-		return x
-	}
-	return v
-}
-
-// outcome scrubs an outcome and its error.
-func (s scrubber) outcome(o engine.Outcome, err error) (engine.Outcome, error) {
-	if len(s) == 0 {
-		return o, err
-	}
-	if o.Output != nil {
-		o.Output = s.value(o.Output)
-	}
-	if err != nil {
-		if t := s.text(err.Error()); t != err.Error() {
-			err = &scrubbedError{text: t, err: err}
-		}
-	}
-	return o, err
-}
-
-// scrubbedError keeps an error's kind (errors.Is, engine.Permanent) with a message that no
-// longer holds an opened value.
-type scrubbedError struct {
-	text string
-	err  error
-}
-
-func (e *scrubbedError) Error() string { return e.text }
-func (e *scrubbedError) Unwrap() error { return e.err }

@@ -597,7 +597,7 @@ func (nd *node) Run(ctx context.Context, c *engine.Call) (engine.Outcome, error)
 	if err != nil {
 		return engine.Outcome{}, err
 	}
-	return scrubber(secrets).outcome(nd.send(ctx, c, req))
+	return secrets.Outcome(nd.send(ctx, c, req))
 }
 
 // send sends the request and reads the answer, following redirects.

@@ -84,6 +84,9 @@ type Command struct {
 	// Env replaces the allow-listed environment (nil = Options.BaseEnv of the temporary
 	// directory).
 	Env []string
+	// ExtraEnv is added to the environment (a code node's credentials): in the child's
+	// environment only, never on its command line.
+	ExtraEnv []string
 	// OnKill runs once, synchronously, after the group was killed on timeout, cancellation or
 	// stdout overflow (the docker backend removes its container there).
 	OnKill func()
@@ -204,6 +207,7 @@ func (o Options) Run(ctx context.Context, cmd Command) (*Result, error) {
 	if c.Env == nil {
 		c.Env = o.BaseEnv(dir)
 	}
+	c.Env = append(c.Env, cmd.ExtraEnv...)
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	userNS, err := isolate(c.SysProcAttr, cmd.HostUserNamespace)
 	if err != nil {
