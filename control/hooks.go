@@ -225,3 +225,55 @@ func matching(p ParsedSignature, body []byte, secrets [][]byte) int {
 	}
 	return 0
 }
+
+// ContractKeyRotation is what RotateKey did with the contract keys.
+type ContractKeyRotation struct {
+	Keys       int      `json:"keys"`
+	Rewrapped  int      `json:"rewrapped"`
+	Already    int      `json:"already"`
+	Unopenable []string `json:"unopenable,omitempty"`
+}
+
+// RotateKey moves the contract keys of tenants (the retired ones too) to the ring's current
+// master key, as Credentials.RotateKey moves the credentials: the data keys re-wrapped, each
+// row written only while it holds what was read; resumable.
+func (h *Hooks) RotateKey(ctx context.Context, tenants []string, dryRun bool) (ContractKeyRotation, error) {
+	var rep ContractKeyRotation
+	ring, err := h.key()
+	if err != nil {
+		return rep, refuse(Unavailable, "credentials_key_unavailable", err, "the credentials key: %v", err)
+	}
+	for _, tenant := range tenants {
+		t, err := tenantOf(tenant)
+		if err != nil {
+			return rep, err
+		}
+		keys, err := h.db.ContractKeys(ctx, t, false)
+		if err != nil {
+			return rep, err
+		}
+		for _, k := range keys {
+			rep.Keys++
+			moved, changed, err := ring.RewrapTo(contractPurpose, contractAD(t, k.ID), k.Sealed)
+			switch {
+			case errors.Is(err, keyring.ErrWrongKey):
+				rep.Unopenable = append(rep.Unopenable, t+"/"+k.ID)
+				continue
+			case err != nil:
+				return rep, err
+			case !changed:
+				rep.Already++
+				continue
+			case dryRun:
+				rep.Rewrapped++
+				continue
+			}
+			if ok, err := h.db.ReplaceContractKeySealed(ctx, t, k.ID, k.Sealed, moved); err != nil {
+				return rep, err
+			} else if ok {
+				rep.Rewrapped++
+			}
+		}
+	}
+	return rep, nil
+}

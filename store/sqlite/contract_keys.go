@@ -75,3 +75,23 @@ func (db *DB) RetireContractKey(ctx context.Context, tenant, id string, at time.
 		return nil
 	})
 }
+
+// ReplaceContractKeySealed writes a key's sealed secret again (a master key rotation) while it
+// still holds old; false: it changed, or the key is gone.
+func (db *DB) ReplaceContractKeySealed(ctx context.Context, tenant, id, old, sealed string) (bool, error) {
+	tenant, err := NormalizeTenant(tenant)
+	if err != nil {
+		return false, err
+	}
+	written := false
+	err = db.write(ctx, "rewrap contract key "+id, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE contract_keys SET sealed = ? WHERE tenant = ? AND key_id = ? AND sealed = ?`, sealed, tenant, id, old)
+		if err != nil {
+			return failed("rewrap contract key "+id, err)
+		}
+		n, _ := res.RowsAffected()
+		written = n == 1
+		return nil
+	})
+	return written, err
+}

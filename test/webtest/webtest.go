@@ -59,8 +59,18 @@ type Fixture struct {
 	Ledger *store.DispatchLedger
 	// Local is local mode's runtime (WithLocal): the roles run in the test's process on DB.
 	Local *roles.LocalMode
-	// CredentialsKey is the master key the console's credentials are sealed under.
+	// CredentialsKey is the master key the console's credentials are sealed under at first
+	// (SetRing changes the ring the console holds).
 	CredentialsKey keyring.Key
+	ringMu         sync.Mutex
+	ring           keyring.Ring
+}
+
+// SetRing changes the master keys the console holds (a rotation).
+func (f *Fixture) SetRing(r keyring.Ring) {
+	f.ringMu.Lock()
+	defer f.ringMu.Unlock()
+	f.ring = r
 }
 
 // Option changes how New builds the console.
@@ -148,7 +158,12 @@ func New(t testing.TB, opts ...Option) *Fixture {
 		d.Plane = f.Plane
 	}
 	f.CredentialsKey = keyring.NewKey()
-	keySource := func() (keyring.Ring, error) { return keyring.Ring{Current: f.CredentialsKey}, nil }
+	f.ring = keyring.Ring{Current: f.CredentialsKey}
+	keySource := func() (keyring.Ring, error) {
+		f.ringMu.Lock()
+		defer f.ringMu.Unlock()
+		return f.ring, nil
+	}
 	switch {
 	case f.Local != nil:
 		d.Credentials = control.NewCredentials(store.NewCredentials(f.Local.Backend.Credentials, ""), keySource)

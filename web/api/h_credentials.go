@@ -100,3 +100,46 @@ func (a *API) deleteCredential(ctx context.Context, c *Call, in *credentialNameI
 	c.Audit.Target = in.Name
 	return &struct{}{}, a.d.Credentials.Delete(ctx, c.Tenant, in.Name)
 }
+
+type rotateKeyIn struct {
+	DryRun bool `query:"dry_run" doc:"say what would move, write nothing"`
+}
+
+// KeyRotationReport is a master key rotation over every tenant of the console.
+type KeyRotationReport struct {
+	Credentials  control.KeyRotation         `json:"credentials"`
+	ContractKeys control.ContractKeyRotation `json:"contract_keys"`
+}
+
+type rotateKeyOut struct{ Body KeyRotationReport }
+
+// rotateKey moves every credential and contract key of the console's tenants to the current
+// master key (docs/credentials.md, "The master key"): the console's ring must hold the old key
+// after the new one while it runs.
+func (a *API) rotateKey(ctx context.Context, c *Call, in *rotateKeyIn) (*rotateKeyOut, error) {
+	if a.d.Credentials == nil || a.d.Hooks == nil {
+		return nil, errNoCredentials
+	}
+	all, err := a.d.Accounts.AllTenants(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tenants := []string{control.DefaultTenant}
+	for _, t := range all {
+		if t.Slug != control.DefaultTenant {
+			tenants = append(tenants, t.Slug)
+		}
+	}
+	var out KeyRotationReport
+	if out.Credentials, err = a.d.Credentials.RotateKey(ctx, tenants, in.DryRun, nil); err != nil {
+		return nil, err
+	}
+	if out.ContractKeys, err = a.d.Hooks.RotateKey(ctx, tenants, in.DryRun); err != nil {
+		return nil, err
+	}
+	c.Note("dry_run", in.DryRun)
+	c.Note("current_key", out.Credentials.CurrentKey)
+	c.Note("rewrapped", out.Credentials.Rewrapped+out.ContractKeys.Rewrapped)
+	c.Note("unopenable", len(out.Credentials.Unopenable)+len(out.ContractKeys.Unopenable))
+	return &rotateKeyOut{Body: out}, nil
+}

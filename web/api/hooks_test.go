@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"plaita/control"
+	"plaita/internal/keyring"
 	"plaita/store/sqlite"
 	"plaita/test/webtest"
 )
@@ -115,5 +116,47 @@ func TestSignedTriggersOverHTTP(t *testing.T) {
 		if !reasons[want] {
 			t.Errorf("no hook.start audit row with reason %q: %v", want, reasons)
 		}
+	}
+}
+
+// A master key rotation over the API (a platform admin's, audited): with the new key first and
+// the old one after it in the console's ring, every credential and contract key moves to the
+// new key; then, with the old key dropped, the credentials still open and the contract key still
+// verifies its sender's signatures.
+func TestRotateKeyOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	f.Tenant(t, "acme")
+	admin := f.Key(f.APIKey(t, "acme", sqlite.RoleAdmin))
+	admin.Want(t, http.StatusCreated, http.MethodPost, "/api/credentials", map[string]any{"name": "api", "value": "value-0123456789"})
+	var k control.ContractKeyCreated
+	admin.Want(t, http.StatusCreated, http.MethodPost, "/api/contract-keys", nil).Decode(t, &k)
+	secret, _ := control.ParseWebhookSecret(k.Secret)
+	f.Admin("acme").Want(t, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": map[string]any{
+		"id": "order", "version": "1", "start": "done", "nodes": []any{map[string]any{"id": "done", "type": "end"}}}})
+
+	next := keyring.NewKey()
+	f.SetRing(keyring.Ring{Current: next, Older: []keyring.Key{f.CredentialsKey}})
+	boss := f.Admin("")
+	r := boss.Want(t, http.StatusOK, http.MethodPost, "/api/cluster/credentials/rotate-key?dry_run=true", nil)
+	if c := r.Body["credentials"].(map[string]any); c["rewrapped"] != 1.0 || c["dry_run"] != true {
+		t.Fatalf("dry run: %s", r.Raw)
+	}
+	r = boss.Want(t, http.StatusOK, http.MethodPost, "/api/cluster/credentials/rotate-key", nil)
+	if c, ck := r.Body["credentials"].(map[string]any), r.Body["contract_keys"].(map[string]any); c["rewrapped"] != 1.0 || ck["rewrapped"] != 1.0 {
+		t.Fatalf("rotation: %s", r.Raw)
+	}
+	if e, ok := f.Audited(t, "credentials.rotate_key"); !ok || e.Outcome != "allow" {
+		t.Fatalf("audit: %+v %v", e, ok)
+	}
+	f.SetRing(keyring.Ring{Current: next})
+	if r := admin.Want(t, http.StatusOK, http.MethodGet, "/api/credentials/api", nil); r.Body["key_id"] != next.ID() {
+		t.Fatalf("after the rotation: %s", r.Raw)
+	}
+	now := time.Now()
+	body := []byte(`{}`)
+	if r := f.Client(nil).Do(t, http.MethodPost, "/api/hooks/tenant/acme/start/order", body, "webhook-id", "m1",
+		"webhook-timestamp", strconv.FormatInt(now.Unix(), 10), "webhook-signature", control.Sign(secret, "m1", now, body)); r.Status != http.StatusOK {
+		t.Fatalf("a signed start after the rotation: %d %s", r.Status, r.Raw)
 	}
 }

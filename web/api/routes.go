@@ -170,6 +170,9 @@ func registerOperationRoutes(a *API) {
 			Tags:    hooks, Access: Public, Action: "hook.event", Redis: true, Bounded: true}, a.hookEvent(global))
 	}
 	creds := []string{"credentials"}
+	register(a, Route{ID: "credentials-rotate-key", Method: post, Path: "/api/cluster/credentials/rotate-key",
+		Summary: "Move every credential and contract key to the current master key (the ring must still hold the old one)",
+		Tags:    creds, Access: Platform, Action: "credentials.rotate_key", Redis: true}, a.rotateKey)
 	register(a, Route{ID: "credential-list", Method: get, Path: "/api/credentials", Summary: "List the tenant's credentials (names, fingerprints, never values)",
 		Tags: creds, Access: TenantViewer, Redis: true, Bounded: true}, a.listCredentials)
 	register(a, Route{ID: "credential-create", Method: post, Path: "/api/credentials", Summary: "Create a credential: its value is sealed at once and never answered back",
