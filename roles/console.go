@@ -19,6 +19,7 @@ import (
 	"plaita/control"
 	"plaita/internal/callctx"
 	"plaita/internal/health"
+	"plaita/internal/keyring"
 	"plaita/internal/presence"
 	"plaita/internal/service"
 	"plaita/roles/settings"
@@ -86,7 +87,11 @@ type consoleOptions struct {
 func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger, o consoleOptions) error {
 	openCtx, cancelOpen := callctx.Within(ctx, callctx.Start)
 	defer cancelOpen()
-	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)))
+	// Local mode's execution states (their input and context) are sealed at rest under the
+	// credentials' master key, its purpose subkey console-fields (docs/credentials.md).
+	fields := keyring.Fields{Keys: credentialsKey(cfg, true, log), Purpose: "console-fields"}
+	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)),
+		sqlite.WithFieldCipher(fields))
 	if err != nil {
 		return fmt.Errorf("console: database: %w", err)
 	}

@@ -2,6 +2,7 @@ package roles
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 
@@ -40,12 +41,24 @@ func credentialsKey(cfg *config.Config, create bool, log zerolog.Logger) control
 	inline := config.CredentialsKey.In(cfg)
 	path := credentialsKeyFile(cfg)
 	var once sync.Map // what was said: "created", "tightened"
+	// The file is read again when it changed (its size, time or mode): local mode seals every
+	// state write, and a stat is what each of those costs.
+	var mu sync.Mutex
+	var cached keyring.Ring
+	var seen os.FileInfo
 	return func() (keyring.Ring, error) {
 		if inline != "" {
 			return keyring.ParseRing(inline)
 		}
+		mu.Lock()
+		defer mu.Unlock()
+		if info, err := os.Stat(path); err == nil && seen != nil && info.Size() == seen.Size() && info.ModTime().Equal(seen.ModTime()) &&
+			info.Mode() == seen.Mode() {
+			return cached, nil
+		}
 		k, res, err := keyring.LoadFile(path, create)
 		if err != nil {
+			seen = nil
 			return keyring.Ring{}, err
 		}
 		if res.Created {
@@ -59,6 +72,9 @@ func credentialsKey(cfg *config.Config, create bool, log zerolog.Logger) control
 				log.Warn().Str("event", "credentials.key_mode_tightened").Str("path", path).Str("was", res.Tightened.String()).
 					Msg("the credentials key file was readable by others: its mode is 0600 now")
 			}
+		}
+		if info, err := os.Stat(path); err == nil {
+			cached, seen = k, info
 		}
 		return k, nil
 	}

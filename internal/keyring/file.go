@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 
 	"plaita/model"
 )
@@ -24,29 +25,22 @@ type FileResult struct {
 }
 
 // LoadFile reads the master keys from path (ParseRing: the current one first, then the older
-// ones a rotation still needs). When create is set (the console) and there is no
-// file, a new key is written to it, the file created with O_EXCL and mode 0600 at once — two
-// consoles starting together make one key: the one that loses the race reads the winner's. A
+// ones a rotation still needs). When create is set (the console) and there is no file, a new
+// key is written to it, mode 0600 from the start (createExclusive) — two consoles starting
+// together make one key: the one that loses the race reads the winner's, whole. A
 // file readable or writable by others is tightened to 0600 before it is read. An empty or
 // malformed file is ErrBadKey, and it is not overwritten.
 func LoadFile(path string, create bool) (Ring, FileResult, error) {
 	var res FileResult
 	if create {
 		k := NewKey()
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, KeyFileMode)
+		created, err := createExclusive(path, k.String()+"\n")
 		switch {
-		case err == nil:
-			_, werr := f.WriteString(k.String() + "\n")
-			if cerr := f.Close(); werr == nil {
-				werr = cerr
-			}
-			if werr != nil {
-				return Ring{}, res, fmt.Errorf("credentials key file %s: write: %w", path, werr)
-			}
+		case err != nil:
+			return Ring{}, res, fmt.Errorf("credentials key file %s: create: %w", path, err)
+		case created:
 			res.Created = true
 			return Ring{Current: k}, res, nil
-		case !errors.Is(err, fs.ErrExist):
-			return Ring{}, res, fmt.Errorf("credentials key file %s: create: %w", path, err)
 		}
 	}
 	info, err := os.Stat(path)
@@ -73,4 +67,41 @@ func LoadFile(path string, create bool) (Ring, FileResult, error) {
 		return Ring{}, res, fmt.Errorf("credentials key file %s: %w", path, err)
 	}
 	return r, res, nil
+}
+
+// createExclusive writes content to path unless path exists (created false), so that no reader
+// ever sees the file half-written: the content goes to a temporary file of the same directory,
+// created 0600 with O_EXCL, and is linked to path — a link that fails when path exists, which is
+// the race two consoles starting together run.
+func createExclusive(path, content string) (bool, error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".new-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(KeyFileMode); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	_, werr := tmp.WriteString(content)
+	if err := tmp.Sync(); werr == nil {
+		werr = err
+	}
+	if err := tmp.Close(); werr == nil {
+		werr = err
+	}
+	if werr != nil {
+		return false, werr
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }

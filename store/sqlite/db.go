@@ -97,6 +97,7 @@ type options struct {
 	hashSlots     int
 	auditWindow   time.Duration
 	maxStateBytes int
+	fields        FieldCipher
 }
 
 // Defaults of the options.
@@ -145,6 +146,19 @@ func MustExist() Option { return func(o *options) { o.mustExist = true } }
 func WithLockout(maxFailures int, period time.Duration) Option {
 	return func(o *options) { o.maxFailures, o.lockout = maxFailures, period }
 }
+
+// FieldCipher seals what the database keeps of executions at rest (local mode's states: their
+// input and context), bound to the row's keys (ad): a sealed value moved to another row does
+// not open. internal/keyring.Fields is the one the console passes.
+type FieldCipher interface {
+	Seal(ad string, plain []byte) ([]byte, error)
+	// Open opens what Seal wrote; a value Seal did not write (a row from before the cipher) is
+	// returned as it is.
+	Open(ad string, stored []byte) ([]byte, error)
+}
+
+// WithFieldCipher seals local mode's execution states at rest (nil: kept as they are).
+func WithFieldCipher(c FieldCipher) Option { return func(o *options) { o.fields = c } }
 
 // WithPasswordParams sets the argon2id parameters of new hashes (tests use cheap ones). Stored
 // hashes keep their own and are re-hashed at the next successful login.

@@ -102,7 +102,7 @@ func (l *Lists) States(ctx context.Context, sp keys.Space, ids []string) ([][]by
 	out := make([][]byte, len(ids))
 	now := l.db.now().UnixMilli()
 	for i, id := range ids {
-		b, err := readState(ctx, l.db.r, sp.Tenant(), id, now)
+		b, err := readState(ctx, l.db, l.db.r, sp.Tenant(), id, now)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +126,7 @@ func (l *Lists) ApprovalReads(ctx context.Context, sp keys.Space, ids []string) 
 		default:
 			out[i].Record = []byte(rec)
 		}
-		if out[i].State, err = readState(ctx, l.db.r, sp.Tenant(), id, now); err != nil {
+		if out[i].State, err = readState(ctx, l.db, l.db.r, sp.Tenant(), id, now); err != nil {
 			return nil, err
 		}
 	}

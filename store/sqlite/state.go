@@ -40,12 +40,22 @@ func expiry(now int64, ttl time.Duration) int64 {
 	return now + ttl.Milliseconds()
 }
 
-// writeState upserts a state and its indexed values.
-func writeState(ctx context.Context, tx *sql.Tx, tenant string, w store.StateWrite, now int64) error {
+// stateAD binds a sealed state to its row.
+func stateAD(tenant, id string) string { return "exec_states\x00" + tenant + "\x00" + id }
+
+// writeState upserts a state and its indexed values; with a field cipher the state is sealed.
+func writeState(ctx context.Context, db *DB, tx *sql.Tx, tenant string, w store.StateWrite, now int64) error {
+	payload := w.Payload
+	if c := db.opts.fields; c != nil {
+		var err error
+		if payload, err = c.Seal(stateAD(tenant, w.ID), w.Payload); err != nil {
+			return fmt.Errorf("seal execution %s: %w", w.ID, err)
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO exec_states (tenant, execution_id, state, started_at, expires_at)
 		VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, execution_id) DO UPDATE SET state = excluded.state,
 		started_at = excluded.started_at, expires_at = excluded.expires_at`,
-		tenant, w.ID, w.Payload, int64(w.Score), expiry(now, w.TTL)); err != nil {
+		tenant, w.ID, payload, int64(w.Score), expiry(now, w.TTL)); err != nil {
 		return failed("save execution "+w.ID, err)
 	}
 	return indexState(ctx, tx, tenant, w.ID, int64(w.Score), w.Index, false)
@@ -67,8 +77,8 @@ func indexState(ctx context.Context, tx *sql.Tx, tenant, id string, score int64,
 	return nil
 }
 
-// readState reads a live state (nil: none).
-func readState(ctx context.Context, q interface {
+// readState reads a live state (nil: none), opened when it is sealed.
+func readState(ctx context.Context, db *DB, q interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
 }, tenant, id string, now int64) ([]byte, error) {
 	var b []byte
@@ -80,13 +90,18 @@ func readState(ctx context.Context, q interface {
 	if err != nil {
 		return nil, failed("load execution "+id, err)
 	}
+	if c := db.opts.fields; c != nil {
+		if b, err = c.Open(stateAD(tenant, id), b); err != nil {
+			return nil, fmt.Errorf("open execution %s: %w", id, err)
+		}
+	}
 	return b, nil
 }
 
 // Save writes a state unfenced.
 func (s *States) Save(ctx context.Context, sp keys.Space, w store.StateWrite) error {
 	return s.db.write(ctx, "save execution "+w.ID, func(tx *sql.Tx) error {
-		return writeState(ctx, tx, sp.Tenant(), w, s.now())
+		return writeState(ctx, s.db, tx, sp.Tenant(), w, s.now())
 	})
 }
 
@@ -98,7 +113,7 @@ func (s *States) Load(ctx context.Context, sp keys.Space, id string) ([]byte, bo
 
 // Get reads a state.
 func (s *States) Get(ctx context.Context, sp keys.Space, id string) ([]byte, error) {
-	b, err := readState(ctx, s.db.r, sp.Tenant(), id, s.now())
+	b, err := readState(ctx, s.db, s.db.r, sp.Tenant(), id, s.now())
 	if err != nil {
 		return nil, err
 	}
@@ -217,14 +232,14 @@ func (s *States) Begin(ctx context.Context, sp keys.Space, c store.BeginCall) (s
 			return err
 		}
 		rep.Taken, rep.TookOver, rep.Tombstoned, rep.Cancelled = true, took, f.tombstne, f.cancel
-		if rep.State, err = readState(ctx, tx, tenant, c.ID, now); err != nil {
+		if rep.State, err = readState(ctx, s.db, tx, tenant, c.ID, now); err != nil {
 			return err
 		}
 		if rep.NoFail, err = counterValue(ctx, tx, tenant, c.ID, keys.FamNoFail, "", now); err != nil {
 			return err
 		}
 		if rep.State == nil && !rep.Tombstoned && c.Fresh != nil {
-			if err := writeState(ctx, tx, tenant, *c.Fresh, now); err != nil {
+			if err := writeState(ctx, s.db, tx, tenant, *c.Fresh, now); err != nil {
 				return err
 			}
 			rep.Created, rep.Indexed = true, true
@@ -255,7 +270,7 @@ func (s *States) FencedSave(ctx context.Context, sp keys.Space, c store.FencedSa
 		if !c.Index {
 			w.Index = nil
 		}
-		if err := writeState(ctx, tx, tenant, w, now); err != nil {
+		if err := writeState(ctx, s.db, tx, tenant, w, now); err != nil {
 			return err
 		}
 		if c.Release {
@@ -287,7 +302,7 @@ func (s *States) BeginSave(ctx context.Context, sp keys.Space, c store.BeginSave
 			rep.Held = f.lease
 			return nil
 		}
-		st, err := readState(ctx, tx, tenant, c.W.ID, now)
+		st, err := readState(ctx, s.db, tx, tenant, c.W.ID, now)
 		if err != nil {
 			return err
 		}
@@ -311,7 +326,7 @@ func (s *States) BeginSave(ctx context.Context, sp keys.Space, c store.BeginSave
 		if rep.Generation, err = setLease(ctx, tx, tenant, c.W.ID, lease, expires, true); err != nil {
 			return err
 		}
-		if err := writeState(ctx, tx, tenant, c.W, now); err != nil {
+		if err := writeState(ctx, s.db, tx, tenant, c.W, now); err != nil {
 			return err
 		}
 		rep.Taken, rep.TookOver, rep.Created, rep.Indexed = true, took, true, true
@@ -495,7 +510,7 @@ func (s *States) Snapshot(ctx context.Context, sp keys.Space, id string) ([]byte
 	err := s.db.write(ctx, "snapshot of "+id, func(tx *sql.Tx) error {
 		now := s.now()
 		var err error
-		if b, err = readState(ctx, tx, sp.Tenant(), id, now); err != nil {
+		if b, err = readState(ctx, s.db, tx, sp.Tenant(), id, now); err != nil {
 			return err
 		}
 		f, err := readFence(ctx, tx, sp.Tenant(), id, now)
@@ -517,7 +532,7 @@ func (s *States) Replace(ctx context.Context, sp keys.Space, read []byte, w stor
 	tenant := sp.Tenant()
 	err := s.db.write(ctx, "replace the state of "+w.ID, func(tx *sql.Tx) error {
 		now := s.now()
-		cur, err := readState(ctx, tx, tenant, w.ID, now)
+		cur, err := readState(ctx, s.db, tx, tenant, w.ID, now)
 		if err != nil || cur == nil || !bytes.Equal(cur, read) {
 			return err
 		}
@@ -529,7 +544,7 @@ func (s *States) Replace(ctx context.Context, sp keys.Space, read []byte, w stor
 			out = store.ReplacedLeased
 			return nil
 		}
-		if err := writeState(ctx, tx, tenant, w, now); err != nil {
+		if err := writeState(ctx, s.db, tx, tenant, w, now); err != nil {
 			return err
 		}
 		// Either way no lease is left (ReplaceUnleased found none live; ReplaceFencing drops
