@@ -42,7 +42,7 @@ func credentialsCommand(stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita credentials create NAME [--value-file F] [--tenant T] [--json]",
 				Flags:     cliFlags(append([]cli.Flag{tenantFlag(), jsonFlag("print the credential (never its value) as JSON")}, valueFlags...)...),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return credentialWrite(ctx, cmd, "credentials create", stdout, stderr, func(c *control.Credentials, tenant, name string, v []byte) (control.CredentialView, error) {
+					return credentialWrite(cmd, "credentials create", stdout, stderr, func(c *control.Credentials, tenant, name string, v []byte) (control.CredentialView, error) {
 						return c.Create(ctx, tenant, name, v, cliActor())
 					})
 				},
@@ -52,7 +52,7 @@ func credentialsCommand(stdout, stderr io.Writer) *cli.Command {
 				UsageText: "plaita credentials set NAME [--value-file F] [--tenant T] [--json]",
 				Flags:     cliFlags(append([]cli.Flag{tenantFlag(), jsonFlag("print the credential (never its value) as JSON")}, valueFlags...)...),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
-					return credentialWrite(ctx, cmd, "credentials set", stdout, stderr, func(c *control.Credentials, tenant, name string, v []byte) (control.CredentialView, error) {
+					return credentialWrite(cmd, "credentials set", stdout, stderr, func(c *control.Credentials, tenant, name string, v []byte) (control.CredentialView, error) {
 						return c.SetValue(ctx, tenant, name, v, cliActor())
 					})
 				},
@@ -158,23 +158,30 @@ func withCredentials(ctx context.Context, cmd *cli.Command, name string, args in
 	return f(roles.Credentials(k.cfg, k.c, k.log), k.tenant, cmd.Args().Slice())
 }
 
-// credentialWrite reads the value (standard input or --value-file), then writes it with f.
-func credentialWrite(ctx context.Context, cmd *cli.Command, name string, stdout, stderr io.Writer,
+// credentialWrite runs the preflight, reads the value (standard input or --value-file), then
+// connects and writes it with f.
+func credentialWrite(cmd *cli.Command, name string, stdout, stderr io.Writer,
 	f func(c *control.Credentials, tenant, name string, v []byte) (control.CredentialView, error)) error {
 	if cmd.Args().Len() != 1 {
 		return cliUsage(name, "name one credential; its value comes from standard input or --value-file")
+	}
+	k, err := prepare(cmd, name, config.RoleWorker, stderr)
+	if err != nil {
+		return err
 	}
 	value, err := readValue(cmd)
 	if err != nil {
 		return cliUsage(name, "%v", err)
 	}
-	return withCredentials(ctx, cmd, name, 1, stderr, func(c *control.Credentials, tenant string, args []string) error {
-		v, err := f(c, tenant, args[0], value)
-		if err != nil {
-			return refused(name, err)
-		}
-		return printCredential(cmd, stdout, v, "written")
-	})
+	if err := k.dial(name); err != nil {
+		return err
+	}
+	defer k.close()
+	v, err := f(roles.Credentials(k.cfg, k.c, k.log), k.tenant, cmd.Args().First(), value)
+	if err != nil {
+		return refused(name, err)
+	}
+	return printCredential(cmd, stdout, v, "written")
 }
 
 // readValue reads a credential's value: --value-file, else standard input; one trailing newline

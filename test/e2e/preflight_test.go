@@ -85,8 +85,10 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 		"event publish": {"payment", "--data", "{}"}, "event list": nil,
 		"schedule add": {"nightly", "--cron", "0 2 * * *", "--flow", "hello"}, "schedule list": nil, "schedule show": {"nightly"},
 		"schedule enable": {"nightly"}, "schedule disable": {"nightly"}, "schedule delete": {"nightly"},
+		"credentials create": {"api"}, "credentials set": {"api"}, "credentials list": nil, "credentials show": {"api"},
+		"credentials delete": {"api"}, "credentials rotate-key": nil,
 	}
-	noConfig := map[string]bool{"version": true, "roles": true} // they read no configuration
+	noConfig := map[string]bool{"version": true, "roles": true, "credentials new-key": true} // they read no configuration
 	// PLAITA_LOG_LEVEL is read by every role; bench sets its own level, and reads PLAITA_DLQ_MAX_LEN.
 	env := map[string]string{"PLAITA_LOG_LEVEL": "loud", "PLAITA_DLQ_MAX_LEN": "0",
 		"PLAITA_REDIS_URL": tr.url(), "PLAITA_CONSOLE_REDIS_URL": tr.url()}
