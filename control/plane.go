@@ -6,9 +6,10 @@
 // drain over its control channel (ctl.go); follow an execution live and page its timeline
 // (live.go, timeline.go); bulk jobs by filter that apply those same operations item by item
 // (bulk.go, bulk_runner.go); the console's own record of flows — drafts, who published each
-// version — and its write-back to Redis (catalog.go, engine_sync.go); local mode, the same
-// operations in the console's process when Redis is unreachable (local.go, operations.go), and
-// the executions it ran, listed and shown read-only by the cluster's plane (local_runs.go).
+// version — and its write-back to Redis (catalog.go, engine_sync.go); credentials and signed
+// triggers (credentials.go, hooks.go, signature.go). Local mode is the same Plane over the
+// console database's drivers (roles.LocalMode); orphans.go settles what an earlier version's
+// local mode left running.
 //
 // Each operation is one method of Plane over typed arguments, returning a typed result or a
 // *Refusal (what was refused, what is accepted instead, how to unblock it); nothing here prints,

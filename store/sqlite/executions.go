@@ -268,9 +268,9 @@ const (
 	OrphanOff OrphanMode = "off"
 )
 
-// SuspendOrphan is the suspension kind of an execution the reconcile suspended: no node
-// resumes it; the console's local runner sets it running again and continues it from its
-// checkpoint when an operator asks (LoadGeneration, SaveIf).
+// SuspendOrphan is the suspension kind of an execution the reconcile suspended: nothing wakes
+// it; once taken up by the current runtime (roles: the hand-over, LocalMode.AdoptEarlier) an
+// operator's continue runs its step again from its checkpoint.
 const SuspendOrphan = "orphan"
 
 // ErrTypeOrphaned is the error type of an execution the reconcile failed.
