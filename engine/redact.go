@@ -2,24 +2,9 @@ package engine
 
 import (
 	"encoding/base64"
-	"fmt"
 	"net/url"
 	"strings"
 )
-
-// ValidCredentialName is a credential name's rule (store.ValidCredentialName's; the engine
-// does not import store): 1–128 letters, digits and _ . -, starting with a letter.
-func ValidCredentialName(name string) error {
-	ok := len(name) > 0 && len(name) <= 128 && (name[0] >= 'a' && name[0] <= 'z' || name[0] >= 'A' && name[0] <= 'Z')
-	for i := 0; ok && i < len(name); i++ {
-		b := name[i]
-		ok = b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '.' || b == '-'
-	}
-	if !ok {
-		return fmt.Errorf("credential name %q: 1–128 letters, digits and _ . -, starting with a letter", name)
-	}
-	return nil
-}
 
 // Secret is a credential a node opened (Call.Credential), for the Redactor.
 type Secret struct{ Name, Value string }

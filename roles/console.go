@@ -89,7 +89,10 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	defer cancelOpen()
 	// Local mode's execution states (their input and context) are sealed at rest under the
 	// credentials' master key, its purpose subkey console-fields (docs/credentials.md).
-	fields := keyring.Fields{Keys: credentialsKey(cfg, true, log), Purpose: "console-fields"}
+	// One key source for everything the console seals (the states, credentials, contract
+	// keys): the file is created, read and said once.
+	masterKeys := credentialsKey(cfg, true, log)
+	fields := keyring.Fields{Keys: masterKeys, Purpose: "console-fields"}
 	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)),
 		sqlite.WithFieldCipher(fields))
 	if err != nil {
@@ -214,8 +217,8 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			return handOverLocal(ctx, cfg, db, LocalBackend(db, store.NewHub()), RedisBackend(c))
 		}}
 	}
-	deps.Credentials = credentials(cfg, backend, true, log)
-	deps.Hooks = control.NewHooks(db, deps.Plane, credentialsKey(cfg, true, log), globalContract(cfg, log))
+	deps.Credentials = credentials(backend, masterKeys)
+	deps.Hooks = control.NewHooks(db, deps.Plane, masterKeys, globalContract(cfg, log))
 	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
 		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 	}})

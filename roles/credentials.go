@@ -80,15 +80,15 @@ func credentialsKey(cfg *config.Config, create bool, log zerolog.Logger) control
 	}
 }
 
-// credentials are the credentials over backend b, sealed under cfg's key.
-func credentials(cfg *config.Config, b Backend, create bool, log zerolog.Logger) *control.Credentials {
-	return control.NewCredentials(store.NewCredentials(b.Credentials, keys.DefaultRoot), credentialsKey(cfg, create, log))
+// credentials are the credentials over backend b, sealed under the keys of key.
+func credentials(b Backend, key control.KeySource) *control.Credentials {
+	return control.NewCredentials(store.NewCredentials(b.Credentials, keys.DefaultRoot), key)
 }
 
 // Credentials are the credentials over the Redis of client c, as the CLI uses them: the key
 // file is read, never created (the console creates it).
 func Credentials(cfg *config.Config, c rueidis.Client, log zerolog.Logger) *control.Credentials {
-	return credentials(cfg, RedisBackend(c), false, log)
+	return credentials(RedisBackend(c), credentialsKey(cfg, false, log))
 }
 
 // CredentialTenants are the tenants whose credentials a rotation goes through: the default one

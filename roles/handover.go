@@ -206,28 +206,42 @@ func handOverStates(ctx context.Context, tenant string, from, to *store.Redis, w
 		if err != nil {
 			return err
 		}
-		for _, it := range page.Items {
-			st, err := lts.Load(ctx, it.ExecutionID)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				continue
-			case err != nil:
-				var corrupt *store.CorruptStateError
-				if errors.As(err, &corrupt) {
-					rep.Unreadable++
-					continue
-				}
-				return err
-			}
-			if err := handOverState(ctx, rts, wakeups, st, func() error { return lts.Delete(ctx, st.ExecutionID) }, rep); err != nil {
-				return fmt.Errorf("execution %s: %w", st.ExecutionID, err)
-			}
+		ids := make([]string, len(page.Items))
+		for i, it := range page.Items {
+			ids[i] = it.ExecutionID
+		}
+		if err := handOverIDs(ctx, ids, lts.Load, lts.Delete, rts, wakeups, rep); err != nil {
+			return err
 		}
 		if page.NextCursor == "" {
 			return nil
 		}
 		cursor = page.NextCursor
 	}
+}
+
+// handOverIDs moves the states of ids, read with load and removed with remove once the target
+// has them (handOverState); one gone meanwhile is skipped, one that no longer decodes is left
+// where it is and counted.
+func handOverIDs(ctx context.Context, ids []string, load func(context.Context, string) (*state.Execution, error),
+	remove func(context.Context, string) error, rts *store.TenantStore, wakeups *worker.Wakeups, rep *HandOverReport) error {
+	for _, id := range ids {
+		st, err := load(ctx, id)
+		var corrupt *store.CorruptStateError
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue
+		case errors.As(err, &corrupt):
+			rep.Unreadable++
+			continue
+		case err != nil:
+			return err
+		}
+		if err := handOverState(ctx, rts, wakeups, st, func() error { return remove(ctx, id) }, rep); err != nil {
+			return fmt.Errorf("execution %s: %w", id, err)
+		}
+	}
+	return nil
 }
 
 // handOverState moves one state: written unless the target has it, its wake-ups registered
@@ -279,22 +293,12 @@ func handOverEarlier(ctx context.Context, x *sqlite.Executions, to *store.Redis,
 			if err != nil {
 				return err
 			}
-			for _, it := range page.Items {
-				st, err := x.Load(ctx, it.ExecutionID)
-				switch {
-				case errors.Is(err, store.ErrNotFound):
-					continue
-				case err != nil:
-					var corrupt *store.CorruptStateError
-					if errors.As(err, &corrupt) {
-						rep.Unreadable++
-						continue
-					}
-					return err
-				}
-				if err := handOverState(ctx, rts, wakeups, st, func() error { return x.Delete(ctx, st.ExecutionID) }, rep); err != nil {
-					return fmt.Errorf("execution %s: %w", st.ExecutionID, err)
-				}
+			ids := make([]string, len(page.Items))
+			for i, it := range page.Items {
+				ids[i] = it.ExecutionID
+			}
+			if err := handOverIDs(ctx, ids, x.Load, x.Delete, rts, wakeups, rep); err != nil {
+				return err
 			}
 			if page.Next == "" {
 				break

@@ -103,7 +103,7 @@ func buildWorker(o onRedis) (*workerParts, error) {
 	deps.Flows, deps.Nodes, deps.Engine = engine.NewFlowCache(reg, settings.Engine(cfg).Expr, 1024), reg, settings.Engine(cfg)
 	deps.Registry, deps.Alerter, deps.Observer = w.registry, w.alerter, w.observer
 	deps.Log, deps.Metrics, deps.Settings, deps.Clock = log, set, worker.SettingsFrom(cfg), engine.SystemClock{}
-	deps.Credentials = credentials(cfg, b, false, log)
+	deps.Credentials = credentials(b, credentialsKey(cfg, false, log))
 	w.dispatcher = worker.NewDispatcher(deps)
 	return w, nil
 }

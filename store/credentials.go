@@ -50,21 +50,13 @@ func (c *Credentials) space(tenant, name string) (keys.Space, error) {
 	return sp, nil
 }
 
-// ValidCredentialName checks a credential's name: 1–128 letters, digits and _ . -, starting
-// with a letter (a name is written in flow definitions).
+// ValidCredentialName checks a credential's name (model.ValidCredentialName), as ErrInvalid.
 func ValidCredentialName(name string) error {
-	if len(name) == 0 || len(name) > 128 || !isLetter(name[0]) {
-		return fmt.Errorf("%w: credential name %q: 1–128 letters, digits and _ . -, starting with a letter", ErrInvalid, name)
-	}
-	for i := 0; i < len(name); i++ {
-		if b := name[i]; !isLetter(b) && !(b >= '0' && b <= '9') && b != '_' && b != '.' && b != '-' {
-			return fmt.Errorf("%w: credential name %q: 1–128 letters, digits and _ . -, starting with a letter", ErrInvalid, name)
-		}
+	if err := model.ValidCredentialName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
 }
-
-func isLetter(b byte) bool { return b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' }
 
 // Get reads one credential.
 func (c *Credentials) Get(ctx context.Context, tenant, name string) (StoredCredential, error) {

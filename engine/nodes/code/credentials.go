@@ -68,7 +68,7 @@ func prepareCredentials(p engine.Params, pc *engine.PrepareContext, backend stri
 			pc.Problem(path, "must be a credential name")
 			ok = false
 		default:
-			if err := engine.ValidCredentialName(name); err != nil {
+			if err := model.ValidCredentialName(name); err != nil {
 				pc.Problem(path, "%v", err)
 				ok = false
 				continue

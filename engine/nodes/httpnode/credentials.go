@@ -71,7 +71,7 @@ func prepareCredentials(p engine.Params, pc *engine.PrepareContext, plain map[st
 				pc.Problem(path+"."+field, "unknown field (credential, prefix, suffix)")
 			}
 		}
-		if err := engine.ValidCredentialName(h.name); err != nil {
+		if err := model.ValidCredentialName(h.name); err != nil {
 			pc.Problem(path+".credential", "%v", err)
 			continue
 		}
