@@ -9,6 +9,7 @@ import (
 
 	"plaita/store/sqlite"
 	"plaita/test/webtest"
+	"plaita/web/api"
 )
 
 // Credentials over real HTTP, on Redis and in local mode: created, listed, read, replaced and
@@ -38,6 +39,14 @@ func TestCredentialsOverHTTP(t *testing.T) {
 				t.Fatalf("a bad name: %+v", p)
 			}
 			viewer.Want(t, http.StatusForbidden, http.MethodPost, "/api/credentials", map[string]any{"name": "mine", "value": "x"})
+			// Another tenant's admin is refused in acme, to read as to write.
+			f.Tenant(t, "beta")
+			other := f.Key(f.APIKey(t, "beta", sqlite.RoleAdmin))
+			other.Want(t, http.StatusForbidden, http.MethodGet, "/api/credentials", nil, api.HeaderTenant, "acme")
+			other.Want(t, http.StatusForbidden, http.MethodPost, "/api/credentials", map[string]any{"name": "mine", "value": "x"}, api.HeaderTenant, "acme")
+			if r := other.Want(t, http.StatusOK, http.MethodGet, "/api/credentials", nil); len(r.Body["items"].([]any)) != 0 {
+				t.Fatalf("beta sees acme's credentials: %s", r.Raw)
+			}
 			r = viewer.Want(t, http.StatusOK, http.MethodGet, "/api/credentials", nil)
 			raw = append(raw, string(r.Raw))
 			if items, _ := r.Body["items"].([]any); len(items) != 1 || items[0].(map[string]any)["name"] != "github_token" {

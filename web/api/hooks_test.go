@@ -10,6 +10,7 @@ import (
 	"plaita/internal/keyring"
 	"plaita/store/sqlite"
 	"plaita/test/webtest"
+	"plaita/web/api"
 )
 
 // Signed triggers over real HTTP: a start and an event signed with a tenant's contract key and
@@ -39,6 +40,9 @@ func TestSignedTriggersOverHTTP(t *testing.T) {
 		}
 		return k.ID, secret
 	}
+	// Contract keys are a tenant admin's: a viewer, and another tenant's admin, are refused.
+	f.Key(f.APIKey(t, "acme", sqlite.RoleViewer)).Want(t, http.StatusForbidden, http.MethodPost, "/api/contract-keys", nil)
+	f.Key(f.APIKey(t, "beta", sqlite.RoleAdmin)).Want(t, http.StatusForbidden, http.MethodGet, "/api/contract-keys", nil, api.HeaderTenant, "acme")
 	acmeID, acme := newKey("acme")
 	_, beta := newKey("beta")
 	anon := f.Client(nil)
