@@ -17,6 +17,7 @@ import (
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
+	"plaita/store/postgres"
 	"plaita/store/sqlite"
 )
 
@@ -24,7 +25,7 @@ import (
 // variable of these files must be below, with its class. (engine/state's other files declare
 // the document errors of the engine, which classed errors wrap.)
 var sentinelFiles = map[string]string{
-	"store": "store/*.go", "sqlite": "store/sqlite/*.go", "keys": "store/keys/*.go", "queue": "queue/*.go",
+	"store": "store/*.go", "sqlite": "store/sqlite/*.go", "postgres": "store/postgres/*.go", "keys": "store/keys/*.go", "queue": "queue/*.go",
 	"state": "engine/state/errors.go", "keyring": "internal/keyring/*.go",
 }
 
@@ -107,6 +108,10 @@ var sentinels = map[string]struct {
 	"sqlite.ErrBadCursor":         {sqlite.ErrBadCursor, model.Invalid},
 	"sqlite.ErrBadPasswordHash":   {sqlite.ErrBadPasswordHash, model.Invalid},
 	"sqlite.ErrBadURL":            {sqlite.ErrBadURL, model.Invalid},
+	"sqlite.ErrNotEmbedded":       {sqlite.ErrNotEmbedded, model.Invalid},
+	"postgres.ErrBadURL":          {postgres.ErrBadURL, model.Invalid},
+	"postgres.ErrUnreachable":     {postgres.ErrUnreachable, model.Unavailable},
+	"postgres.ErrRefused":         {postgres.ErrRefused, model.Invalid},
 	"sqlite.ErrNoDatabase":        {sqlite.ErrNoDatabase, model.NotFound},
 	"sqlite.ErrMigrationNotFound": {sqlite.ErrMigrationNotFound, model.Invalid},
 

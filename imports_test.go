@@ -119,11 +119,12 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 		}
 	}
 	for _, p := range pkgs {
-		// SQL lives in store/sqlite: nothing else opens a database or runs a migration.
-		if p != "plaita/store/sqlite" {
+		// SQL lives in store/sqlite and store/postgres (its driver for PostgreSQL): nothing else
+		// opens a database or runs a migration.
+		if p != "plaita/store/sqlite" && p != "plaita/store/postgres" {
 			for _, q := range imports[p] {
 				if q == "database/sql" || q == "modernc.org/sqlite" || strings.HasPrefix(q, "github.com/golang-migrate/migrate/v4") {
-					out = append(out, "forbidden: "+p+" → "+q+" (SQL only in store/sqlite)")
+					out = append(out, "forbidden: "+p+" → "+q+" (SQL only in store/sqlite and store/postgres)")
 				}
 			}
 		}

@@ -25,9 +25,9 @@ func testURL() string {
 	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 }
 
-// database makes a database of the test's own on the test server, dropped after it, and
+// newDatabase makes a database of the test's own on the test server, dropped after it, and
 // returns its URL.
-func database(t *testing.T) string {
+func newDatabase(t testing.TB) string {
 	t.Helper()
 	ctx := context.Background()
 	admin, err := pgx.Connect(ctx, testURL())
@@ -56,7 +56,7 @@ func database(t *testing.T) string {
 }
 
 // withDatabase is the test server's URL naming database name.
-func withDatabase(t *testing.T, name string) string {
+func withDatabase(t testing.TB, name string) string {
 	t.Helper()
 	u, err := url.Parse(testURL())
 	if err != nil {
@@ -66,10 +66,10 @@ func withDatabase(t *testing.T, name string) string {
 	return u.String()
 }
 
-// Open on a real server: every connection carries the lock and statement budgets.
+// On a real server, every connection carries the lock and statement budgets.
 func TestOpenSetsTheBudgets(t *testing.T) {
 	t.Parallel()
-	db, err := Open(context.Background(), database(t))
+	db, err := connect(context.Background(), newDatabase(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,3 +59,7 @@ func BenchmarkAppendAuditParallel(b *testing.B) {
 		}
 	})
 }
+
+func denial(action, reason string) AuditEntry {
+	return AuditEntry{Actor: "ann", ActorKind: ActorUser, Tenant: "acme", Action: action, Outcome: OutcomeDeny, Reason: reason, IP: "10.0.0.1"}
+}

@@ -232,7 +232,7 @@ func (db *DB) RecordJobItems(ctx context.Context, tenant, id, runner string, lea
 				return invalid("item %d: outcome %q: use done, failed or pending", o.Seq, o.State)
 			}
 			res, err := tx.ExecContext(ctx, "UPDATE job_items SET state = ?, result = ?, code = ?, error = ? WHERE job_id = ? AND seq = ? AND state = 'applying'",
-				string(o.State), cut(o.Result, 64), cut(o.Code, 64), cut(o.Error, maxFailureError), id, o.Seq)
+				string(o.State), cut(o.Result, 64), cut(o.Code, 64), cut(o.Error, MaxJobFailureError), id, o.Seq)
 			if err != nil {
 				return failed("record item "+strconv.Itoa(o.Seq)+" of job "+id, err)
 			}

@@ -27,7 +27,7 @@ func (db *DB) CreateContractKey(ctx context.Context, k ContractKey) error {
 	return db.write(ctx, "create contract key "+k.ID, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO contract_keys (tenant, key_id, sealed, created_at, created_by) VALUES (?, ?, ?, ?, ?)`,
 			tenant, k.ID, k.Sealed, k.CreatedAt.UnixMilli(), k.CreatedBy); err != nil {
-			return failed("create contract key "+k.ID, err)
+			return dbErr("create contract key "+k.ID, err, ErrExists, nil)
 		}
 		return nil
 	})

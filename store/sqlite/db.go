@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	mrand "math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -34,6 +35,8 @@ type DB struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	srv Server // the database server it runs on; nil: a SQLite file
 
 	brokerOnce sync.Once
 	broker     *Broker // the embedded broker (Broker): one per database, its readers wait on its writes
@@ -182,22 +185,8 @@ func WithMaxStateBytes(n int) Option { return func(o *options) { o.maxStateBytes
 // up to the latest version unless WithoutMigrate is given. A database it cannot use (dirty,
 // newer than this binary, tables that are not plaita's) is an ErrSchema error naming why.
 func Open(ctx context.Context, rawURL string, opt ...Option) (*DB, error) {
-	o := defaultOptions()
-	for _, f := range opt {
-		f(&o)
-	}
-	o.readers = cmpPositive(o.readers, DefaultReaders)
-	o.hashSlots = cmpPositive(o.hashSlots, DefaultHashSlots)
-	if o.busyTimeout <= 0 {
-		o.busyTimeout = DefaultBusyTimeout
-	}
-	if o.lockout <= 0 {
-		o.lockout = DefaultLockout
-	}
-	if o.auditWindow <= 0 {
-		o.auditWindow = DefaultAuditWindow
-	}
-	if err := o.password.validate(); err != nil {
+	o, err := resolveOptions(opt)
+	if err != nil {
 		return nil, err
 	}
 	loc, err := ParseURL(rawURL)
@@ -224,6 +213,29 @@ func Open(ctx context.Context, rawURL string, opt ...Option) (*DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// resolveOptions applies opt to the defaults and checks the result.
+func resolveOptions(opt []Option) (options, error) {
+	o := defaultOptions()
+	for _, f := range opt {
+		f(&o)
+	}
+	o.readers = cmpPositive(o.readers, DefaultReaders)
+	o.hashSlots = cmpPositive(o.hashSlots, DefaultHashSlots)
+	if o.busyTimeout <= 0 {
+		o.busyTimeout = DefaultBusyTimeout
+	}
+	if o.lockout <= 0 {
+		o.lockout = DefaultLockout
+	}
+	if o.auditWindow <= 0 {
+		o.auditWindow = DefaultAuditWindow
+	}
+	if err := o.password.validate(); err != nil {
+		return o, err
+	}
+	return o, nil
 }
 
 func cmpPositive(n, def int) int {
@@ -306,6 +318,9 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 func (db *DB) name() string {
+	if db.srv != nil {
+		return db.srv.URL()
+	}
 	if db.loc.Memory {
 		return "the in-memory database"
 	}
@@ -316,6 +331,10 @@ func (db *DB) name() string {
 func (db *DB) Close() error {
 	db.closeOnce.Do(func() {
 		var errs []error
+		if db.srv != nil {
+			db.closeErr = db.srv.Close()
+			return
+		}
 		if db.r != nil && db.r != db.w {
 			errs = append(errs, db.r.Close())
 		}
@@ -330,10 +349,37 @@ func (db *DB) Close() error {
 // now is the clock, in UTC and at the millisecond the columns keep.
 func (db *DB) now() time.Time { return db.opts.now().UTC().Truncate(time.Millisecond) }
 
-// write runs fn in one write transaction (BEGIN IMMEDIATE on the one writer connection) and
-// commits it; an error of fn rolls it back and is returned as fn classed it.
+// write runs fn in one write transaction and commits it; an error of fn rolls it back and is
+// returned as fn classed it. On SQLite the transaction is BEGIN IMMEDIATE on the one writer
+// connection; on a server it is serializable, and one that failed only because another ran
+// beside it (Server.Retry) runs again, so fn sees the database as if it ran alone either way.
+// fn may run more than once: it must do nothing but its statements.
 func (db *DB) write(ctx context.Context, what string, fn func(tx *sql.Tx) error) error {
-	tx, err := db.w.BeginTx(ctx, nil)
+	var opts *sql.TxOptions
+	if db.srv != nil {
+		opts = db.srv.WriteTx()
+	}
+	backoff := time.Millisecond
+	for run := 1; ; run++ {
+		err := db.writeOnce(ctx, what, opts, fn)
+		if err == nil || run == retryWrites || !db.retryable(err) {
+			return err
+		}
+		// The writers that collided wait apart (a random part of a doubling pause), so the
+		// next round does not collide again.
+		t := time.NewTimer(backoff/2 + mrand.N(backoff))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 64*time.Millisecond)
+	}
+}
+
+func (db *DB) writeOnce(ctx context.Context, what string, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, opts)
 	if err != nil {
 		return failed(what, err)
 	}

@@ -1,8 +1,18 @@
 // Package sqlite is the console's database (PLAITA_CONSOLE_DB_URL): tenants, users,
 // memberships, sessions, API keys, the audit trail, bulk-operation jobs, flow drafts and the
-// record of published versions, and the executions of local mode. It is the only package that
-// writes SQL (the schema is in migrations/); it reads no configuration — the console passes
-// the URL and the settings as options.
+// record of published versions, and the executions of local mode. With store/postgres it is
+// the only package that writes SQL (the schema is in migrations/); it reads no configuration —
+// the console passes the URL and the settings as options.
+//
+// # SQLite and database servers
+//
+// The console store's queries are written once, here, in SQL that SQLite and PostgreSQL both
+// take, and run on a SQLite file (Open) or on a database server (OpenServer with a Server:
+// store/postgres's driver brings its connections, its migration line, its table list and its
+// serializable write transactions, run again after a serialization failure). One contract
+// suite (consoletest) holds both. Local mode's embedded backend — the broker, execution
+// states, wake-ups, events, schedules, gates, credentials — is SQLite's only (Embedded;
+// ErrNotEmbedded): a console on a server database runs with Redis.
 //
 // # Opening
 //
@@ -66,8 +76,8 @@
 //
 // # Portable SQL
 //
-// The queries use what SQLite and PostgreSQL both take: ? placeholders (a PostgreSQL backend
-// rebinds them to $n), INSERT … ON CONFLICT … DO UPDATE, RETURNING, row-value comparisons for
+// The queries use what SQLite and PostgreSQL both take: ? placeholders (store/postgres's
+// connections rebind them to $n), INSERT … ON CONFLICT … DO UPDATE, RETURNING, row-value comparisons for
 // keyset pagination, CASE instead of two-argument max(); times are BIGINT unix milliseconds,
 // flags BOOLEAN, JSON TEXT. The SQLite-only parts are the connection pragmas, the schema
 // version queries (sqlite_master) and the audit id's AUTOINCREMENT in the DDL.

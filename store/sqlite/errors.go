@@ -148,7 +148,7 @@ type UnversionedError struct {
 }
 
 func (e *UnversionedError) Error() string {
-	return fmt.Sprintf("%v: %s has tables (%v) but no schema_migrations version: not a plaita console database; point PLAITA_CONSOLE_DB_URL at a new file",
+	return fmt.Sprintf("%v: %s has tables (%v) but no schema_migrations version: not a plaita console database; point PLAITA_CONSOLE_DB_URL at a new file or database",
 		ErrSchema, e.Path, e.Tables)
 }
 
@@ -164,20 +164,31 @@ func invalid(format string, args ...any) error {
 // becomes the class its caller names for it (unique: exists; foreign key: the missing parent),
 // anything else is ErrDB (transient) with its cause.
 func dbErr(what string, err error, unique, foreign error) error {
+	var isUnique, isForeign bool
 	var se *msqlite.Error
 	if errors.As(err, &se) {
 		switch se.Code() {
 		case sqlite3.SQLITE_CONSTRAINT_UNIQUE, sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-			if unique != nil {
-				return fmt.Errorf("%w: %s", unique, what)
-			}
+			isUnique = true
 		case sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-			if foreign != nil {
-				return fmt.Errorf("%w: %s", foreign, what)
-			}
+			isForeign = true
 		}
 	}
-	// A cancelled or expired context, a closed handle, I/O, SQLITE_BUSY past the timeout.
+	switch stateOf(err) { // a server's SQLSTATE (the standard's classes)
+	case "23505": // unique_violation
+		isUnique = true
+	case "23503": // foreign_key_violation
+		isForeign = true
+	}
+	switch {
+	case isUnique && unique != nil:
+		return fmt.Errorf("%w: %s", unique, what)
+	case isForeign && foreign != nil:
+		return fmt.Errorf("%w: %s", foreign, what)
+	}
+	// A cancelled or expired context, a closed handle, I/O, SQLITE_BUSY past the timeout; on a
+	// server also a serialization failure (db.write runs those again), a lock or statement
+	// timeout, a lost connection. err stays in the chain: db.write reads its SQLSTATE.
 	return fmt.Errorf("%w: %s: %w", ErrDB, what, err)
 }
 

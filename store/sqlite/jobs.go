@@ -73,10 +73,10 @@ type Job struct {
 
 // Bounds of a job.
 const (
-	MaxJobFailures  = 1000
-	MaxJobFilter    = 64 << 10
-	maxFailureItem  = 256
-	maxFailureError = 1024
+	MaxJobFailures     = 1000
+	MaxJobFilter       = 64 << 10
+	maxFailureItem     = 256
+	MaxJobFailureError = 1024 // the bytes of a failure's error a job keeps
 )
 
 var jobKindRe = regexp.MustCompile(`^[a-z0-9][a-z0-9_.-]{0,63}$`)
@@ -201,10 +201,10 @@ func (db *DB) UpdateJob(ctx context.Context, tenant, id string, u JobUpdate) (Jo
 				j.FailuresDropped++
 				continue
 			}
-			j.Failures = append(j.Failures, JobFailure{Item: cut(f.Item, maxFailureItem), Error: cut(f.Error, maxFailureError)})
+			j.Failures = append(j.Failures, JobFailure{Item: cut(f.Item, maxFailureItem), Error: cut(f.Error, MaxJobFailureError)})
 		}
 		if u.Error != "" {
-			j.Error = cut(u.Error, maxFailureError)
+			j.Error = cut(u.Error, MaxJobFailureError)
 		}
 		failures, err := json.Marshal(j.Failures)
 		if err != nil {

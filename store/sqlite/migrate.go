@@ -33,7 +33,7 @@ var migrationName = regexp.MustCompile(`^([0-9]+)_([a-z0-9_]+)\.(up|down)\.sql$`
 // Migrations lists the binary's migrations in order. A file that does not follow the naming
 // (NNNN_name.up.sql with its .down.sql) is a build mistake the migrations tests catch.
 func Migrations() []Migration {
-	entries, _ := fs.ReadDir(migrations.FS, ".")
+	entries, _ := fs.ReadDir(migrations.SQLite(), ".")
 	seen := map[uint]bool{}
 	var out []Migration
 	for _, e := range entries {
@@ -109,7 +109,7 @@ type MigrateResult struct {
 // Version reads the database's migration version without changing anything. A database with
 // tables but no version is an *UnversionedError.
 func (db *DB) Version(ctx context.Context) (SchemaVersion, error) {
-	tables, err := db.tables(ctx)
+	tables, err := db.tableNames(ctx)
 	if err != nil {
 		return SchemaVersion{}, err
 	}
@@ -237,7 +237,7 @@ func (db *DB) Migrate(ctx context.Context, target Target) (MigrateResult, error)
 	if goal == cur {
 		return res, nil
 	}
-	m, err := db.migrator()
+	m, err := db.migrator(ctx)
 	if err != nil {
 		return res, err
 	}
@@ -350,19 +350,31 @@ func appliedBetween(all []Migration, from, to int, end SchemaVersion) []Applied 
 	return out
 }
 
-// migrator is golang-migrate over the embedded files and the writer connection. Its Close
-// closes the source only: the driver is wrapped so that it leaves the connection open.
-func (db *DB) migrator() (*migrate.Migrate, error) {
-	src, err := iofs.New(migrations.FS, ".")
+// migrator is golang-migrate over the database's embedded line and its connection: SQLite's
+// writer, or the server's own driver. Its Close leaves the DB's connections open (the SQLite
+// driver is wrapped so that it does).
+func (db *DB) migrator(ctx context.Context) (*migrate.Migrate, error) {
+	line := migrations.SQLite()
+	if db.srv != nil {
+		line = db.srv.Migrations()
+	}
+	src, err := iofs.New(line, ".")
 	if err != nil {
 		return nil, fmt.Errorf("%w: read the embedded migrations: %w", ErrSchema, err)
 	}
-	drv, err := msqlite.WithInstance(db.w, &msqlite.Config{})
+	var drv database.Driver
+	if db.srv != nil {
+		drv, err = db.srv.MigrationDriver(ctx)
+	} else {
+		var d database.Driver
+		d, err = msqlite.WithInstance(db.w, &msqlite.Config{})
+		drv = keepOpen{d}
+	}
 	if err != nil {
 		src.Close()
 		return nil, failed("prepare the migrations", err)
 	}
-	m, err := migrate.NewWithInstance("iofs", src, "sqlite", keepOpen{drv})
+	m, err := migrate.NewWithInstance("iofs", src, db.Engine(), drv)
 	if err != nil {
 		src.Close()
 		return nil, failed("prepare the migrations", err)

@@ -1,0 +1,12 @@
+DROP INDEX audit_denials;
+DROP INDEX audit_by_tenant;
+DROP TABLE audit;
+DROP INDEX api_keys_by_tenant;
+DROP TABLE api_keys;
+DROP INDEX sessions_by_expiry;
+DROP INDEX sessions_by_user;
+DROP TABLE sessions;
+DROP INDEX memberships_by_tenant;
+DROP TABLE memberships;
+DROP TABLE users;
+DROP TABLE tenants;
