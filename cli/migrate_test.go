@@ -123,7 +123,7 @@ func TestMigrateCommandFailures(t *testing.T) {
 	if code, _, errOut := runCLI(t, "migrate", "up", "--log-format", "json"); code != 2 || !strings.Contains(errOut, "does not exist") {
 		t.Errorf("up in a missing directory: exit %d\n%s", code, errOut)
 	}
-	t.Setenv("PLAITA_CONSOLE_DB_URL", "postgres://db/console")
+	t.Setenv("PLAITA_CONSOLE_DB_URL", "mysql://db/console")
 	if code, _, errOut := runCLI(t, "migrate", "up", "--log-format", "json"); code != 2 || !strings.Contains(errOut, "PLAITA_CONSOLE_DB_URL") {
 		t.Errorf("up with a rejected URL: exit %d\n%s", code, errOut)
 	}

@@ -249,8 +249,8 @@ func registry() []*Var {
 			doc("Console Redis; unreachable at start → local mode (loud), unless the database has served with Redis: then the console waits for it."),
 		boolVarBad("PLAITA_CONSOLE_LOCAL_FALLBACK", CapConsoleAPI, KindStrictBool, false, to(0).R()).
 			doc("Allow local mode when Redis is unreachable at start on a database that has served with Redis (its executions in Redis are then out of sight); off: the console waits for Redis, not ready."),
-		stringVar("PLAITA_CONSOLE_DB_URL", CapConsoleAPI, "sqlite:///./plaita_console.db", dflt().W()).validated(dbURLProblem).
-			doc("Console SQLite database."),
+		stringVar("PLAITA_CONSOLE_DB_URL", CapConsoleAPI, "sqlite:///./plaita_console.db", dflt().W()).secretURL().validated(dbURLProblem).
+			doc("Console database: sqlite:///path (a file) or postgres://user:password@host:5432/database (several consoles on one; docs/console.md)."),
 		stringVar("PLAITA_CONSOLE_ENV", CapConsoleAPI, "dev", dflt()).timing(TimingRequest).
 			rule("any value; only exact prod makes delete admin-only").doc("Environment label."),
 		stringVar("PLAITA_CONSOLE_ADMIN_API_KEY", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).
@@ -505,9 +505,15 @@ func cpusProblem(s string) (string, bool) {
 }
 
 func dbURLProblem(s string) (string, bool) {
+	if strings.HasPrefix(s, "postgres://") || strings.HasPrefix(s, "postgresql://") {
+		if _, err := url.Parse(s); err != nil {
+			return fmt.Sprintf("%q is not a readable PostgreSQL URL (postgres://user:password@host:5432/database)", maskURL(s)), true
+		}
+		return "", false
+	}
 	path, ok := strings.CutPrefix(s, "sqlite://")
 	if !ok {
-		return fmt.Sprintf("%q is not a sqlite:// URL (the console stores flows in SQLite)", maskURL(s)), true
+		return fmt.Sprintf("%q is neither a sqlite:// nor a postgres:// URL (the console's database is a SQLite file or a PostgreSQL database)", maskURL(s)), true
 	}
 	// sqlite:////abs/path is absolute; sqlite:///rel/path is relative to the working directory.
 	if !strings.HasPrefix(path, "//") && !strings.Contains(path, ":memory:") {

@@ -355,6 +355,30 @@ func (a *Accounts) VerifyPassword(ctx context.Context, login, password string) (
 	return a.db.VerifyPassword(ctx, login, password)
 }
 
+// The login guard's failures (web/api/throttle.go) are kept in the database, so that a
+// (login, client network) pair locked on one console is locked on every console on it.
+
+// LoginLockedUntil is when the lock of a (login, network) pair ends (zero: not locked).
+func (a *Accounts) LoginLockedUntil(ctx context.Context, login, network string) (time.Time, error) {
+	return a.db.LoginLockedUntil(ctx, login, network)
+}
+
+// RecordLoginFailure counts a failed login of the pair; the one that reaches max locks it for
+// lockFor. It returns when the lock ends (zero: not locked).
+func (a *Accounts) RecordLoginFailure(ctx context.Context, login, network string, max int, lockFor time.Duration) (time.Time, error) {
+	return a.db.RecordLoginFailure(ctx, login, network, max, lockFor)
+}
+
+// ClearLoginFailures forgets the pair's failures (network "": every network of the login).
+func (a *Accounts) ClearLoginFailures(ctx context.Context, login, network string) error {
+	return a.db.ClearLoginFailures(ctx, login, network)
+}
+
+// PruneLoginFailures deletes the pairs with no failure since before and no lock.
+func (a *Accounts) PruneLoginFailures(ctx context.Context, before time.Time) (int64, error) {
+	return a.db.PruneLoginFailures(ctx, before)
+}
+
 // Session is a session just started: its token (given once: only its hash is kept), its id
 // (the token's fingerprint, for the record) and when it ends.
 type Session struct {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"plaita/store"
+	"plaita/store/postgres"
 	"plaita/store/sqlite"
 )
 
@@ -113,9 +114,23 @@ func consoleDBRefusal(err error) error {
 	return err
 }
 
+// OpenConsoleStore opens the console's database url names — a SQLite file (sqlite://) or a
+// PostgreSQL database (postgres://, postgresql://) — migrated up unless opt says otherwise.
+// A PostgreSQL database that does not answer or refuses fails by name within its connect
+// budget (store/postgres).
+func OpenConsoleStore(ctx context.Context, url string, opt ...sqlite.Option) (*sqlite.DB, error) {
+	if postgres.IsURL(url) {
+		return postgres.Open(ctx, url, opt...)
+	}
+	return sqlite.Open(ctx, url, opt...)
+}
+
 // ConsoleDBPath checks a console database URL (PLAITA_CONSOLE_DB_URL) and returns the absolute
-// path of the file it names ("" for an in-memory database).
+// path of the file it names ("" for an in-memory database and for a PostgreSQL one).
 func ConsoleDBPath(url string) (string, error) {
+	if postgres.IsURL(url) {
+		return "", nil
+	}
 	loc, err := sqlite.ParseURL(url)
 	if err != nil {
 		return "", consoleDBRefusal(err)
@@ -124,13 +139,14 @@ func ConsoleDBPath(url string) (string, error) {
 }
 
 // OpenConsoleDB opens the console database url names without migrating it (creating an empty
-// file unless mustExist: then a missing file is a NotFound refusal).
+// file unless mustExist: then a missing file is a NotFound refusal; a PostgreSQL database
+// must exist either way).
 func OpenConsoleDB(ctx context.Context, url string, mustExist bool) (*ConsoleDB, error) {
 	opts := []sqlite.Option{sqlite.WithoutMigrate()}
 	if mustExist {
 		opts = append(opts, sqlite.MustExist())
 	}
-	db, err := sqlite.Open(ctx, url, opts...)
+	db, err := OpenConsoleStore(ctx, url, opts...)
 	if err != nil {
 		return nil, consoleDBRefusal(err)
 	}
@@ -140,9 +156,10 @@ func OpenConsoleDB(ctx context.Context, url string, mustExist bool) (*ConsoleDB,
 // Close closes the database.
 func (d *ConsoleDB) Close() error { return d.db.Close() }
 
-// Name is the database's file, or its URL when it lives in memory.
+// Name is the database's file, or its URL (the password masked) when it is in memory or on a
+// server.
 func (d *ConsoleDB) Name() string {
-	if loc := d.db.Location(); !loc.Memory {
+	if loc := d.db.Location(); loc.Path != "" {
 		return loc.Path
 	}
 	return d.db.Location().URL

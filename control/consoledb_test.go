@@ -21,8 +21,11 @@ func TestConsoleDBMigrations(t *testing.T) {
 	if got, err := ConsoleDBPath(url); err != nil || got != path {
 		t.Fatalf("path %q, %v", got, err)
 	}
-	if _, err := ConsoleDBPath("postgres://db/console"); refusalClass(err) != Invalid {
-		t.Errorf("a postgres URL: %v", err)
+	if got, err := ConsoleDBPath("postgres://db/console"); err != nil || got != "" {
+		t.Errorf("a postgres URL: %q %v", got, err)
+	}
+	if _, err := ConsoleDBPath("mysql://db/console"); refusalClass(err) != Invalid {
+		t.Errorf("a mysql URL: %v", err)
 	}
 	if _, err := OpenConsoleDB(t.Context(), url, true); refusalClass(err) != NotFound {
 		t.Fatalf("a missing file with mustExist: %v", err)

@@ -25,6 +25,9 @@ type EngineSyncSettings struct {
 	MaxVersions int           // 0: DefaultEngineSyncMaxVersions
 	Batch       int           // versions per pipeline (0: EngineSyncBatch)
 	Now         func() time.Time
+	// Singletons, when set, runs the sync on one console at a time (SingletonEngineSync): a
+	// console that starts while another syncs leaves the sync to it.
+	Singletons *Singletons
 }
 
 // Defaults of the sync's bounds (shared/CONFIG.md's defaults of the variables).
@@ -63,7 +66,14 @@ type EngineSyncReport struct {
 	StartedAt       time.Time `json:"started_at"`
 	// WrittenSample names the first versions written back (tenant/flow@version).
 	WrittenSample []string `json:"written_sample,omitempty"`
+	// RanBy: another console held the sync's lease and ran it (several consoles on one
+	// database); this one did not.
+	RanBy string `json:"ran_by,omitempty" doc:"another console on the same database ran the sync (it held its lease); this one did not"`
 }
+
+// leaseMargin is how much longer than the work it guards a singleton's lease lasts: the
+// clocks of two consoles may differ by that much.
+const leaseMargin = 5 * time.Second
 
 // engineSyncSample bounds WrittenSample.
 const engineSyncSample = 10
@@ -114,7 +124,21 @@ func (e *EngineSync) Run(ctx context.Context) EngineSyncReport {
 	r := EngineSyncReport{Status: SyncReady, StartedAt: start.UTC()}
 	ctx, cancel := context.WithTimeout(ctx, e.s.Deadline)
 	defer cancel()
-	e.run(ctx, &r)
+	if l := e.s.Singletons; l != nil {
+		held, holder, err := l.Hold(ctx, SingletonEngineSync, e.s.Deadline+leaseMargin)
+		switch {
+		case err != nil:
+			r.Truncated, r.TruncatedReason, r.Error = true, TruncatedError, err.Error()
+		case !held:
+			r.RanBy = holder
+		default:
+			e.run(ctx, &r)
+			// A release that fails leaves the lease to end by itself.
+			_ = l.Release(context.WithoutCancel(ctx), SingletonEngineSync)
+		}
+	} else {
+		e.run(ctx, &r)
+	}
 	if r.Truncated || r.Errors > 0 {
 		r.Status = SyncDegraded
 	}

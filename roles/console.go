@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"runtime/debug"
 	"strconv"
 	"sync/atomic"
@@ -93,13 +94,26 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	// keys): the file is created, read and said once.
 	masterKeys := credentialsKey(cfg, true, log)
 	fields := keyring.Fields{Keys: masterKeys, Purpose: "console-fields"}
-	db, err := sqlite.Open(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)),
+	db, err := control.OpenConsoleStore(openCtx, config.ConsoleDBURL.In(cfg), sqlite.WithMaxStateBytes(config.ExecutionStateMaxBytes.In(cfg)),
 		sqlite.WithFieldCipher(fields))
 	if err != nil {
 		return fmt.Errorf("console: database: %w", err)
 	}
 	defer db.Close()
-	log.Info().Str("event", "console.database").Str("path", db.Location().Path).Msg("console database open and migrated")
+	if db.Embedded() {
+		log.Info().Str("event", "console.database").Str("engine", db.Engine()).Str("path", db.Location().Path).Msg("console database open and migrated")
+	} else {
+		log.Info().Str("event", "console.database").Str("engine", db.Engine()).Str("url", db.Location().URL).Msg("console database open and migrated")
+		if !cfg.IsSet("PLAITA_CREDENTIALS_KEY") && !cfg.IsSet("PLAITA_CREDENTIALS_KEY_FILE") {
+			// The runbook's rule: without a file database, what derives from its place falls back
+			// to the working directory. Replicas with a key each could not open each other's
+			// contract keys.
+			log.Warn().Str("event", "credentials.key_in_working_directory").Str("path", credentialsKeyFile(cfg)).
+				Str("variable", "PLAITA_CREDENTIALS_KEY_FILE").
+				Msg("the console database is on a server, so the credentials key file is in the working directory: every console " +
+					"replica and worker must use the same key — set PLAITA_CREDENTIALS_KEY, or PLAITA_CREDENTIALS_KEY_FILE to a file they share")
+		}
+	}
 	if pw := config.ConsoleAdminPassword.In(cfg); pw != "" {
 		u, created, err := db.EnsureBootstrapAdmin(openCtx, BootstrapAdminLogin, pw)
 		if err != nil {
@@ -109,6 +123,16 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 			log.Info().Str("event", "console.bootstrap_admin").Str("login", u.Login).Msg("platform admin created from PLAITA_CONSOLE_ADMIN_PASSWORD")
 		}
 	}
+	// Who this console is to the others on its database (the bulk jobs' runner, the
+	// singletons' leases): its instance id, and its host unless the id was set — the default
+	// <role>-<pid> is the same in every container.
+	holder := config.InstanceID.In(cfg)
+	if !cfg.IsSet("PLAITA_INSTANCE_ID") {
+		if host, err := os.Hostname(); err == nil && host != "" {
+			holder += "@" + host
+		}
+	}
+	singletons := control.NewSingletons(db, holder)
 	set := metrics.NewSet()
 	ready := health.NewReadiness()
 	metricsSrv := health.New(config.MetricsHost.In(cfg), config.MetricsPort.In(cfg), set, ready, log)
@@ -136,9 +160,21 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		if servedCluster, served, rerr = db.ServedIn(openCtx, sqlite.ServedCluster); rerr != nil {
 			return fmt.Errorf("console: %w", rerr)
 		}
-		if served && !o.local && !config.ConsoleLocalFallback.In(cfg) {
-			// The database served with Redis: local mode here would split the system (docs/console.md).
-			if c, waiting, err = waitForRedis(ctx, db, servedCluster, redisURL, addr, ready, metricsSrv, err, log); err != nil {
+		fallback := o.local || config.ConsoleLocalFallback.In(cfg)
+		if !db.Embedded() && fallback {
+			return fmt.Errorf("console: %w: Redis is unreachable (%v) and PLAITA_CONSOLE_LOCAL_FALLBACK asks for local mode, but PLAITA_CONSOLE_DB_URL is a %s database",
+				sqlite.ErrNotEmbedded, err, db.Engine())
+		}
+		if !db.Embedded() || (served && !fallback) {
+			// Local mode here would split the system (docs/console.md): the database served with
+			// Redis, or it is a server several consoles share.
+			why := fmt.Sprintf("this console database has served with Redis (since %s), so the console does not run local mode while Redis "+
+				"is unreachable (its executions would be out of sight of the workers and of the cluster's lists) — PLAITA_CONSOLE_LOCAL_FALLBACK=1 allows it",
+				servedCluster.First.UTC().Format(time.RFC3339))
+			if !db.Embedded() {
+				why = "the console database is on " + db.Engine() + ", where local mode does not run (it runs on a SQLite console database only: docs/console.md)"
+			}
+			if c, waiting, err = waitForRedis(ctx, db, why, redisURL, addr, ready, metricsSrv, err, log); err != nil {
 				return err
 			}
 			if c == nil {
@@ -210,16 +246,18 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		}
 		deps.EngineSync = control.NewEngineSync(deps.Plane, db, control.EngineSyncSettings{
 			Deadline:    time.Duration(config.ConsoleEngineSyncDeadline.In(cfg) * float64(time.Second)),
-			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg)})
+			MaxVersions: config.ConsoleEngineSyncMaxVersions.In(cfg), Singletons: singletons})
 		registry = presence.New(store.NewRegistry(store.OnRedis(c), keys.DefaultRoot), roleInstance(cfg, config.RoleConsole, config.ConsoleTaskQueue.In(cfg), time.Now()), log, set)
 		ctlChannel = store.NewControl(store.OnRedis(c), keys.DefaultRoot)
-		handOver = &handOverService{log: log, run: func(ctx context.Context) (HandOverReport, error) {
-			return handOverLocal(ctx, cfg, db, LocalBackend(db, store.NewHub()), RedisBackend(c))
-		}}
+		if db.Embedded() { // only a SQLite database can hold what a local mode left
+			handOver = &handOverService{log: log, run: func(ctx context.Context) (HandOverReport, error) {
+				return handOverLocal(ctx, cfg, db, LocalBackend(db, store.NewHub()), RedisBackend(c))
+			}}
+		}
 	}
 	deps.Credentials = credentials(backend, masterKeys)
 	deps.Hooks = control.NewHooks(db, deps.Plane, masterKeys, globalContract(cfg, log))
-	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: config.InstanceID.In(cfg), OnError: func(err error) {
+	deps.Jobs = control.NewBulk(deps.Plane, db, control.BulkSettings{Runner: holder, OnError: func(err error) {
 		log.Warn().Str("event", "console.jobs_failed").Err(err).Msg("a round of the bulk jobs failed; the next one tries again")
 	}})
 	deps.Accounts = control.NewAccounts(db, redisStore, deps.Plane, control.AccountsSettings{Epoch: config.DeploymentEpoch.In(cfg), Log: log})
@@ -255,7 +293,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 		// A failure is logged (and on /health): the console still serves, the workers keep the
 		// statuses they had until the next reconcile.
 		_, _ = srv.ReconcileTenantStatuses(startCtx, api.TriggerStart)
-		if svc := tenantStatusService(cfg, srv, log); svc != nil {
+		if svc := tenantStatusService(cfg, srv, singletons, log); svc != nil {
 			r.services = append([]service.Named{{Name: "tenant-status reconcile", Service: svc}}, r.services...)
 		}
 	}
@@ -316,6 +354,9 @@ func (e *engineSync) Start(ctx context.Context) error {
 	r := e.sync.Run(ctx)
 	ev := e.log.Info()
 	msg := "the recorded flow versions Redis lacked are written back"
+	if r.RanBy != "" {
+		msg = "the engine sync runs on another console on this database (it holds the sync's lease): this one leaves it to it"
+	}
 	if r.Status != control.SyncReady {
 		ev = e.log.Warn()
 		msg = "ENGINE SYNC DEGRADED: not every recorded flow version was checked or written back to Redis; executions of a missing version cannot resume (see /health engine_sync)"
@@ -323,7 +364,7 @@ func (e *engineSync) Start(ctx context.Context) error {
 	ev.Str("event", "console.engine_sync").Str("status", r.Status).Int("versions", r.Versions).Int("written", r.Written).
 		Int("skipped", r.Skipped).Int("errors", r.Errors).Int("batches", r.Batches).Bool("truncated", r.Truncated).
 		Str("truncated_reason", r.TruncatedReason).Int64("elapsed_ms", r.ElapsedMS).Str("error", r.Error).Strs("written_sample", r.WrittenSample).
-		Msg(msg)
+		Str("ran_by", r.RanBy).Msg(msg)
 	return nil
 }
 
@@ -346,16 +387,47 @@ func consoleSettings(cfg *config.Config) api.Settings {
 // tenantStatusService republishes the tenants' statuses from the database every
 // PLAITA_TENANT_STATUS_RECONCILE_SECONDS, so that a Redis-only restore that brought a deleted
 // tenant's "active" back is corrected without a restart. 0 turns it off (nil), with a warning.
-func tenantStatusService(cfg *config.Config, srv *web.Server, log zerolog.Logger) service.Service {
+//
+// Of several consoles on one database, the one that holds the reconcile's lease runs it
+// (control.SingletonTenantStatus, renewed every round): another takes it over within two
+// rounds of its holder's death, or at its next round after the holder drained.
+func tenantStatusService(cfg *config.Config, srv *web.Server, singletons *control.Singletons, log zerolog.Logger) service.Service {
 	every := time.Duration(config.TenantStatusReconcileSeconds.In(cfg)) * time.Second
 	if every <= 0 {
 		log.Warn().Str("event", "console.tenant_status_reconcile_off").Str("variable", "PLAITA_TENANT_STATUS_RECONCILE_SECONDS").
 			Msg("the periodic tenant-status reconcile is off: after a Redis-only restore, correct the statuses with POST /api/cluster/tenant-status/reconcile")
 		return nil
 	}
-	return &service.Loop{Interval: every, Once: func(ctx context.Context) {
-		_, _ = srv.ReconcileTenantStatuses(ctx, api.TriggerPeriodic) // logged, and on /health
-	}}
+	var holding atomic.Bool
+	return &tenantStatusLoop{
+		Loop: service.Loop{Interval: every, Once: func(ctx context.Context) {
+			held, holder, err := singletons.Hold(ctx, control.SingletonTenantStatus, 2*every+5*time.Second)
+			if err != nil {
+				log.Warn().Str("event", "console.lease_failed").Str("lease", control.SingletonTenantStatus).Err(err).
+					Msg("the tenant-status reconcile's lease could not be claimed; the next round tries again")
+				return
+			}
+			if held != holding.Swap(held) {
+				log.Info().Str("event", "console.lease").Str("lease", control.SingletonTenantStatus).Bool("held", held).Str("holder", holder).
+					Msg("the periodic tenant-status reconcile runs on the console that holds its lease")
+			}
+			if held {
+				_, _ = srv.ReconcileTenantStatuses(ctx, api.TriggerPeriodic) // logged, and on /health
+			}
+		}},
+		release: func(ctx context.Context) { _ = singletons.Release(ctx, control.SingletonTenantStatus) },
+	}
+}
+
+// tenantStatusLoop is the reconcile's loop; its Stop hands the lease on.
+type tenantStatusLoop struct {
+	service.Loop
+	release func(context.Context)
+}
+
+func (l *tenantStatusLoop) Stop(ctx context.Context) {
+	l.Loop.Stop(ctx)
+	l.release(ctx)
 }
 
 // effectiveConfig is the configuration report as GET /api/cluster/config shows it (the report

@@ -20,9 +20,10 @@ import (
 // unreachable at its start (unless PLAITA_CONSOLE_LOCAL_FALLBACK says so): a console that came
 // up in local mode during a Redis blip answered starts in its own process, and once it was
 // restarted on Redis those executions were in no list the cluster shows — with workers, the
-// system split without a word. It waits for Redis instead: not ready on both ports, its API
-// answering 503 (web.Waiting), trying Redis with a bounded backoff; once Redis answers it
-// makes the normal start on it.
+// system split without a word. A console on a PostgreSQL database never runs local mode (its
+// embedded backend is SQLite's; the replicas beside it would each run their own). Either
+// waits for Redis instead: not ready on both ports, its API answering 503 (web.Waiting),
+// trying Redis with a bounded backoff; once Redis answers it makes the normal start on it.
 
 // Backoff of the tries while the console waits for Redis: the first a second after the failed
 // connect, doubling up to ten seconds between tries.
@@ -36,14 +37,12 @@ const (
 // in the log why, and tries Redis until it answers: it returns the client and the waiting
 // server, still serving, for the HTTP server to take the port over. A stop (ctx ended) while
 // it waits stops what it started and returns no client and no error.
-func waitForRedis(ctx context.Context, db *sqlite.DB, served sqlite.Served, url, addr string, ready *health.Readiness,
+func waitForRedis(ctx context.Context, db *sqlite.DB, why string, url, addr string, ready *health.Readiness,
 	metricsSrv *health.Server, cause error, log zerolog.Logger) (rueidis.Client, *web.Waiting, error) {
 	masked := config.MaskURL(url)
 	// The reason is public (/readyz, /health, every refused request): it names the variable, not
 	// the host; the log line below has the address.
-	ready.SetNotReady(fmt.Sprintf("waiting for Redis (PLAITA_CONSOLE_REDIS_URL): this console database has served with Redis "+
-		"(since %s), so the console does not run local mode while Redis is unreachable — PLAITA_CONSOLE_LOCAL_FALLBACK=1 allows it",
-		served.First.UTC().Format(time.RFC3339)))
+	ready.SetNotReady("waiting for Redis (PLAITA_CONSOLE_REDIS_URL): " + why)
 	waiting := web.NewWaiting(db.Ping, ready, buildVersion(), log)
 	wait := &redisWait{url: url, connect: RedisClient, first: redisWaitFirst, max: redisWaitMax, got: make(chan rueidis.Client, 1)}
 	bg := context.Background()
@@ -69,11 +68,8 @@ func waitForRedis(ctx context.Context, db *sqlite.DB, served sqlite.Served, url,
 		return nil, nil, fmt.Errorf("console: redis wait: %w", err)
 	}
 	log.Warn().Str("event", "console.waiting_for_redis").Str("redis_url", masked).Str("variable", "PLAITA_CONSOLE_REDIS_URL").
-		Str("setting", "PLAITA_CONSOLE_LOCAL_FALLBACK").Time("served_with_redis_since", served.First).Str("served_with", served.Detail).
 		Str("addr", waiting.Addr()).AnErr("cause", cause).
-		Msg("WAITING FOR REDIS: this console database has served with Redis, so the console does not run local mode while Redis is " +
-			"unreachable (its executions would be out of sight of the workers and of the cluster's lists); it is not ready and its API " +
-			"answers 503 until Redis answers, then it starts on it. PLAITA_CONSOLE_LOCAL_FALLBACK=1 runs local mode instead")
+		Msg("WAITING FOR REDIS: " + why + "; the console is not ready and its API answers 503 until Redis answers, then it starts on it")
 	started := time.Now()
 	select {
 	case <-ctx.Done():

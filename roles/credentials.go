@@ -21,7 +21,9 @@ import (
 const DefaultCredentialsKeyFile = "plaita_credentials.key"
 
 // credentialsKeyFile is where the master key file is: PLAITA_CREDENTIALS_KEY_FILE, else beside
-// the console's SQLite database (PLAITA_CONSOLE_DB_URL), else in the working directory.
+// the console's SQLite database (PLAITA_CONSOLE_DB_URL), else in the working directory (a
+// PostgreSQL or in-memory console database: the runbook's rule, said in a WARNING at the
+// console's start — see credentialsKeyWarning).
 func credentialsKeyFile(cfg *config.Config) string {
 	if p := config.CredentialsKeyFile.In(cfg); p != "" {
 		return p

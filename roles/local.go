@@ -68,6 +68,9 @@ const localDelayEvery = 250 * time.Millisecond
 // A node type the worker cannot set up (PLAITA_CODE_BACKEND=docker without a daemon) refuses
 // the start, as it refuses a worker's.
 func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*LocalMode, error) {
+	if !db.Embedded() {
+		return nil, sqlite.ErrNotEmbedded
+	}
 	b := LocalBackend(db, store.NewHub())
 	stream := config.ConsoleTaskQueue.In(cfg)
 	instance := config.InstanceID.In(cfg)

@@ -2,69 +2,20 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"net"
-	"net/url"
-	"os"
+	"plaita/test/pgtest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// testURL is the PostgreSQL the tests use (PLAITA_TEST_POSTGRES_URL; default the local
-// server, trust auth).
-func testURL() string {
-	if u := os.Getenv("PLAITA_TEST_POSTGRES_URL"); u != "" {
-		return u
-	}
-	return "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-}
-
-// newDatabase makes a database of the test's own on the test server, dropped after it, and
-// returns its URL.
-func newDatabase(t testing.TB) string {
-	t.Helper()
-	ctx := context.Background()
-	admin, err := pgx.Connect(ctx, testURL())
-	if err != nil {
-		t.Fatalf("the test PostgreSQL (PLAITA_TEST_POSTGRES_URL): %v", err)
-	}
-	defer admin.Close(ctx)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "t_" + hex.EncodeToString(b)
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, err := pgx.Connect(context.Background(), testURL())
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close(context.Background())
-		if _, err := c.Exec(context.Background(), "DROP DATABASE "+name+" WITH (FORCE)"); err != nil {
-			t.Error(err)
-		}
-	})
-	return withDatabase(t, name)
-}
+// newDatabase is a database of the test's own on the test server, dropped after it.
+func newDatabase(t testing.TB) string { return pgtest.Database(t) }
 
 // withDatabase is the test server's URL naming database name.
-func withDatabase(t testing.TB, name string) string {
-	t.Helper()
-	u, err := url.Parse(testURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
-}
+func withDatabase(t testing.TB, name string) string { return pgtest.WithDatabase(t, name) }
 
 // On a real server, every connection carries the lock and statement budgets.
 func TestOpenSetsTheBudgets(t *testing.T) {

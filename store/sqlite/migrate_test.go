@@ -415,6 +415,21 @@ var seeds = map[uint]struct {
 			}
 		},
 	},
+	14: {
+		sql: []string{
+			// Held and locked until 2030 (the fixtures' clock is in 2026).
+			`INSERT INTO console_leases (name, holder, until) VALUES ('tenant-status-reconcile', 'console-seed', 1893456000000)`,
+			`INSERT INTO login_failures (login, network, failures, last_at, locked_until) VALUES ('ann', '10.0.0.1', 0, 1777626000000, 1893456000000)`,
+		},
+		check: func(t *testing.T, f *fixture) {
+			if l, held, err := f.ClaimLease(ctx(t), "tenant-status-reconcile", "console-new", time.Minute); err != nil || held || l.Holder != "console-seed" {
+				t.Errorf("seeded lease: %+v %v %v", l, held, err)
+			}
+			if until, err := f.LoginLockedUntil(ctx(t), "ann", "10.0.0.1"); err != nil || until.UnixMilli() != 1893456000000 {
+				t.Errorf("seeded login lock: %s %v", until, err)
+			}
+		},
+	},
 }
 
 // Data written at any version survives every later migration up.

@@ -183,7 +183,9 @@ func (a *API) updateUser(ctx context.Context, c *Call, in *userUpdateIn) (*userO
 		c.Note("platform_admin", *v)
 	}
 	if in.Body.Unlock {
-		a.logins.forget(up.User.Login)
+		if err := a.logins.forget(ctx, up.User.Login); err != nil {
+			return nil, err
+		}
 		c.Note("unlocked", true)
 	}
 	return &userOut{Body: up.User}, nil

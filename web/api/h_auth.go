@@ -56,7 +56,11 @@ func (a *API) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, err
 		a.audit(ctx, AuditRecord{Call: &who, Action: "auth.login_failed", Outcome: model.OutcomeDeny, Reason: reason, Target: login})
 		return err
 	}
-	if refused, wait := a.logins.admit(login, c.IP); refused != "" {
+	refused, wait, err := a.logins.admit(ctx, login, c.IP)
+	if err != nil {
+		return nil, err
+	}
+	if refused != "" {
 		return nil, failed(refused, NewProblem(http.StatusTooManyRequests, "login_throttled",
 			"too many login attempts from this network, or too many failed ones of this login from it; try again later").WithRetryAfter(wait))
 	}
@@ -66,12 +70,16 @@ func (a *API) login(ctx context.Context, c *Call, in *loginIn) (*sessionOut, err
 	case errors.Is(err, control.ErrUnauthenticated) || errors.As(err, &locked):
 		// A lock the database keeps (an embedding that sets one) answers as a wrong password
 		// does: a different answer would say that the login exists.
-		a.logins.failed(login, c.IP)
+		if err := a.logins.failed(ctx, login, c.IP); err != nil {
+			return nil, err
+		}
 		return nil, failed("bad_credentials", NewProblem(http.StatusUnauthorized, "bad_credentials", "wrong login or password"))
 	case err != nil:
 		return nil, err
 	}
-	a.logins.succeeded(login, c.IP)
+	if err := a.logins.succeeded(ctx, login, c.IP); err != nil {
+		return nil, err
+	}
 	ttl := a.s.SessionTTL
 	if ttl <= 0 {
 		ttl = control.DefaultSessionMaxAge

@@ -133,7 +133,11 @@ func New(e *echo.Echo, d Deps, s Settings) *API {
 		"apiKey":   {Type: "http", Scheme: "bearer", Description: "A tenant API key, plk_…"},
 		"adminKey": {Type: "apiKey", In: "header", Name: HeaderAdminKey, Description: "PLAITA_CONSOLE_ADMIN_API_KEY"},
 	}
-	a := &API{d: d, s: s, scrapes: newScrapeFailures(), catalog: d.Catalog, logins: newLoginGuard(s.Login, d.Now),
+	var failures loginFailures
+	if d.Accounts != nil { // not an interface holding a nil pointer
+		failures = d.Accounts
+	}
+	a := &API{d: d, s: s, scrapes: newScrapeFailures(), catalog: d.Catalog, logins: newLoginGuard(s.Login, d.Now, failures),
 		redact: control.NewRedactor("")}
 	if d.Plane != nil {
 		a.redact = d.Plane.Redactor()

@@ -1,8 +1,8 @@
 package api
 
 import (
+	"context"
 	"net/netip"
-	"strings"
 	"sync"
 	"time"
 )
@@ -18,13 +18,22 @@ import (
 //     usual. The count and the lock are the same for a login that exists and one that does
 //     not, so the answers (401, then 429 login_throttled) say nothing of which logins exist.
 //
-// Both tables are bounded (MaxClients entries each). An entry that holds nothing (a full
-// bucket, no recent failure) is dropped to make room; one that holds something is never
-// dropped, because forgetting it would give its client a fresh start. When the table is full
-// of live entries, a new client shares one overflow bucket (so a flood of new networks is held
-// back together) and its failures are not counted per pair: the bucket still bounds them.
-//
-// The state is the process's own: behind a load balancer each console counts its own clients.
+// The failures and locks are the console database's (control.Accounts: login_failures), so a
+// pair locked on one console is locked on every console on the database; pairs that hold
+// nothing are pruned as failures come, at most once a minute. The buckets are the process's
+// own: behind a load balancer each console bounds the rate of the clients it sees. The bucket
+// table is bounded (MaxClients): an entry that holds nothing (a full bucket) is dropped to
+// make room; one that holds something is never dropped, because forgetting it would give its
+// client a fresh start. When the table is full of live entries, a new client shares one
+// overflow bucket (so a flood of new networks is held back together).
+
+// loginFailures is where the (login, network) pairs' failures are kept: control.Accounts.
+type loginFailures interface {
+	LoginLockedUntil(ctx context.Context, login, network string) (time.Time, error)
+	RecordLoginFailure(ctx context.Context, login, network string, max int, lockFor time.Duration) (time.Time, error)
+	ClearLoginFailures(ctx context.Context, login, network string) error
+	PruneLoginFailures(ctx context.Context, before time.Time) (int64, error)
+}
 
 // LoginThrottle are the guard's settings. Burst attempts at once per client network, then one
 // every Every; MaxFailures failed logins of one login from one network lock that pair for
@@ -84,15 +93,16 @@ func clientNetwork(ip string) string {
 	return netip.PrefixFrom(a, 64).Masked().String()
 }
 
-// loginGuard is the guard: the buckets of the client networks and the failures of the (login,
-// network) pairs.
+// loginGuard is the guard: the buckets of the client networks, and the database's failures of
+// the (login, network) pairs.
 type loginGuard struct {
-	s   LoginThrottle
-	now func() time.Time
+	s        LoginThrottle
+	now      func() time.Time
+	failures loginFailures
 
-	mu       sync.Mutex
-	buckets  table[bucket]
-	failures table[failures]
+	mu      sync.Mutex
+	buckets table[bucket]
+	pruned  time.Time // the last prune of the failures
 }
 
 type bucket struct {
@@ -100,21 +110,12 @@ type bucket struct {
 	at     time.Time // when tokens was last brought up to date
 }
 
-// failures are a pair's failed logins since the last success, while they are recent.
-type failures struct {
-	n      int
-	last   time.Time
-	locked time.Time // the pair is locked until then
-}
-
-func newLoginGuard(s LoginThrottle, now func() time.Time) *loginGuard {
+func newLoginGuard(s LoginThrottle, now func() time.Time, failures loginFailures) *loginGuard {
 	s = s.withDefaults()
-	g := &loginGuard{s: s, now: now}
+	g := &loginGuard{s: s, now: now, failures: failures}
 	g.buckets = table[bucket]{max: s.MaxClients, m: map[string]*bucket{},
 		// A bucket that has had time to refill remembers nothing.
 		inert: func(b *bucket, now time.Time) bool { return now.Sub(b.at) >= time.Duration(s.Burst)*s.Every }}
-	g.failures = table[failures]{max: s.MaxClients, m: map[string]*failures{},
-		inert: func(f *failures, now time.Time) bool { return !now.Before(f.locked) && now.Sub(f.last) >= s.LockFor }}
 	return g
 }
 
@@ -124,72 +125,71 @@ const (
 	refusedLocked    = "locked"    // the (login, network) pair is locked
 )
 
-// admit takes a token of the client network's bucket and checks the pair's lock: "" when the
-// attempt may go on, else why not and how long until it may.
-func (g *loginGuard) admit(login, ip string) (refused string, wait time.Duration) {
+// admit checks the pair's lock and takes a token of the client network's bucket: "" when the
+// attempt may go on, else why not and how long until it may. An error is the database's.
+func (g *loginGuard) admit(ctx context.Context, login, ip string) (refused string, wait time.Duration, err error) {
 	if g.s.Off {
-		return "", 0
+		return "", 0, nil
 	}
-	now, network := g.now(), clientNetwork(ip)
+	network := clientNetwork(ip)
+	if g.failures != nil {
+		until, err := g.failures.LoginLockedUntil(ctx, login, network)
+		if err != nil {
+			return "", 0, err
+		}
+		if now := g.now(); now.Before(until) {
+			return refusedLocked, until.Sub(now), nil
+		}
+	}
+	now := g.now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if f := g.failures.find(pairKey(login, network)); f != nil && now.Before(f.locked) {
-		return refusedLocked, f.locked.Sub(now)
-	}
 	b := g.buckets.get(network, now, bucket{tokens: float64(g.s.Burst), at: now})
 	b.tokens = min(float64(g.s.Burst), b.tokens+float64(now.Sub(b.at))/float64(g.s.Every))
 	b.at = now
 	if b.tokens >= 1 {
 		b.tokens--
-		return "", 0
+		return "", 0, nil
 	}
-	return refusedThrottled, time.Duration((1 - b.tokens) * float64(g.s.Every))
+	return refusedThrottled, time.Duration((1 - b.tokens) * float64(g.s.Every)), nil
 }
 
 // failed counts a failed login of the pair; the one that reaches MaxFailures locks it.
-func (g *loginGuard) failed(login, ip string) {
-	if g.s.Off {
-		return
+func (g *loginGuard) failed(ctx context.Context, login, ip string) error {
+	if g.s.Off || g.failures == nil {
+		return nil
+	}
+	if _, err := g.failures.RecordLoginFailure(ctx, login, clientNetwork(ip), g.s.MaxFailures, g.s.LockFor); err != nil {
+		return err
 	}
 	now := g.now()
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	f := g.failures.get(pairKey(login, clientNetwork(ip)), now, failures{})
-	if f == &g.failures.overflow {
-		return // the table is full of live pairs: the network's bucket alone bounds this one
+	prune := now.Sub(g.pruned) >= time.Minute
+	if prune {
+		g.pruned = now
 	}
-	if now.Sub(f.last) >= g.s.LockFor {
-		f.n = 0 // the earlier failures are old: a new count
+	g.mu.Unlock()
+	if prune {
+		// A failed prune leaves the rows for the next one.
+		_, _ = g.failures.PruneLoginFailures(ctx, now.Add(-g.s.LockFor))
 	}
-	f.n++
-	f.last = now
-	if f.n >= g.s.MaxFailures {
-		f.n, f.locked = 0, now.Add(g.s.LockFor)
-	}
+	return nil
 }
 
 // succeeded forgets the pair's failures: a login that worked starts its count again.
-func (g *loginGuard) succeeded(login, ip string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.failures.drop(pairKey(login, clientNetwork(ip)))
+func (g *loginGuard) succeeded(ctx context.Context, login, ip string) error {
+	if g.failures == nil {
+		return nil
+	}
+	return g.failures.ClearLoginFailures(ctx, login, clientNetwork(ip))
 }
 
 // forget forgets every pair of a login (a platform admin unlocked the user).
-func (g *loginGuard) forget(login string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	prefix := pairKey(login, "")
-	for k := range g.failures.m {
-		if strings.HasPrefix(k, prefix) {
-			delete(g.failures.m, k)
-		}
+func (g *loginGuard) forget(ctx context.Context, login string) error {
+	if g.failures == nil {
+		return nil
 	}
-}
-
-// pairKey is a (login, network) pair's key; the login as logins are compared (case-folded).
-func pairKey(login, network string) string {
-	return strings.ToLower(strings.TrimSpace(login)) + "\x00" + network
+	return g.failures.ClearLoginFailures(ctx, login, "")
 }
 
 // table is a bounded map of per-client state: see the file's comment for what is dropped and
@@ -202,9 +202,6 @@ type table[V any] struct {
 	used     bool      // overflow was handed out (and so holds state)
 	swept    time.Time // the last sweep of a full table
 }
-
-// find is key's entry, nil when it has none.
-func (t *table[V]) find(key string) *V { return t.m[key] }
 
 // get is key's entry, made from fresh when it has none: the overflow entry when there is no
 // room for it.
@@ -230,5 +227,3 @@ func (t *table[V]) get(key string, now time.Time, fresh V) *V {
 	t.m[key] = v
 	return v
 }
-
-func (t *table[V]) drop(key string) { delete(t.m, key) }

@@ -11,9 +11,9 @@ import (
 func TestLoginBuckets(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	g := newLoginGuard(LoginThrottle{Burst: 2, Every: 10 * time.Second, MaxClients: 3}, func() time.Time { return now })
+	g := newLoginGuard(LoginThrottle{Burst: 2, Every: 10 * time.Second, MaxClients: 3}, func() time.Time { return now }, nil)
 	take := func() (bool, time.Duration) {
-		refused, wait := g.admit("ann", "192.0.2.1")
+		refused, wait := admit(t, g, "ann", "192.0.2.1")
 		return refused == "", wait
 	}
 	for i := range 2 {
@@ -38,7 +38,7 @@ func TestLoginBuckets(t *testing.T) {
 			t.Fatalf("after an hour, attempt %d: %t", i, ok)
 		}
 	}
-	if refused, _ := newLoginGuard(LoginThrottle{Burst: 1, Off: true}, time.Now).admit("x", "192.0.2.1"); refused != "" {
+	if refused, _ := admit(t, newLoginGuard(LoginThrottle{Burst: 1, Off: true}, time.Now, nil), "x", "192.0.2.1"); refused != "" {
 		t.Fatal("an off guard refused")
 	}
 }
@@ -57,53 +57,56 @@ func TestLoginGuardCountsNetworks(t *testing.T) {
 		}
 	}
 	now := time.Unix(1000, 0)
-	g := newLoginGuard(LoginThrottle{Burst: 2, Every: time.Hour}, func() time.Time { return now })
+	g := newLoginGuard(LoginThrottle{Burst: 2, Every: time.Hour}, func() time.Time { return now }, nil)
 	for i := range 2 {
-		if refused, _ := g.admit("ann", "2001:db8:1:2::"+strconv.Itoa(i+1)); refused != "" {
+		if refused, _ := admit(t, g, "ann", "2001:db8:1:2::"+strconv.Itoa(i+1)); refused != "" {
 			t.Fatalf("attempt %d refused", i)
 		}
 	}
-	if refused, _ := g.admit("ann", "2001:db8:1:2:aaaa::1"); refused != refusedThrottled {
+	if refused, _ := admit(t, g, "ann", "2001:db8:1:2:aaaa::1"); refused != refusedThrottled {
 		t.Fatalf("a third address of the same /64: %q, want throttled", refused)
 	}
-	if refused, _ := g.admit("ann", "2001:db8:1:3::1"); refused != "" {
+	if refused, _ := admit(t, g, "ann", "2001:db8:1:3::1"); refused != "" {
 		t.Fatalf("another /64: %q", refused)
 	}
 }
 
-// TestLoginGuardBoundedWithoutResets: the tables stay within MaxClients, and a client with
-// state (an empty bucket, a locked pair) keeps it however many new clients come: the new ones
-// share the overflow bucket instead of pushing an old one out.
+// TestLoginGuardBoundedWithoutResets: the bucket table stays within MaxClients, and a client
+// with state (an empty bucket) keeps it however many new clients come: the new ones share the
+// overflow bucket instead of pushing an old one out.
 func TestLoginGuardBoundedWithoutResets(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	g := newLoginGuard(LoginThrottle{Burst: 2, Every: time.Hour, MaxClients: 3, MaxFailures: 2, LockFor: time.Hour},
-		func() time.Time { return now })
-	g.admit("ann", "192.0.2.1")
-	g.admit("ann", "192.0.2.1")
-	g.failed("ann", "192.0.2.1")
-	g.failed("ann", "192.0.2.1") // the pair is locked
+	g := newLoginGuard(LoginThrottle{Burst: 2, Every: time.Hour, MaxClients: 3}, func() time.Time { return now }, nil)
+	admit(t, g, "ann", "192.0.2.1")
+	admit(t, g, "ann", "192.0.2.1") // the bucket is empty
 	for i := range 50 {
-		addr := "198.51.100." + strconv.Itoa(i+1)
-		g.admit("x"+strconv.Itoa(i), addr)
-		g.failed("x"+strconv.Itoa(i), addr)
+		admit(t, g, "x"+strconv.Itoa(i), "198.51.100."+strconv.Itoa(i+1))
 		now = now.Add(2 * time.Second) // sweeps may run: nothing of the first client is inert
 	}
-	if n, m := len(g.buckets.m), len(g.failures.m); n > 3 || m > 3 {
-		t.Fatalf("%d buckets and %d pairs remembered, bound 3", n, m)
+	if n := len(g.buckets.m); n > 3 {
+		t.Fatalf("%d buckets remembered, bound 3", n)
 	}
-	if refused, _ := g.admit("ann", "192.0.2.1"); refused != refusedLocked {
-		t.Fatalf("the locked pair after 50 new clients: %q, want locked", refused)
-	}
-	if refused, _ := g.admit("bob", "192.0.2.1"); refused != refusedThrottled {
+	if refused, _ := admit(t, g, "bob", "192.0.2.1"); refused != refusedThrottled {
 		t.Fatalf("the empty bucket after 50 new clients: %q, want throttled (it was reset)", refused)
 	}
-	if refused, _ := g.admit("bob", "203.0.113.9"); refused != refusedThrottled {
+	if refused, _ := admit(t, g, "bob", "203.0.113.9"); refused != refusedThrottled {
 		t.Fatalf("a new client while the table is full: %q, want throttled (the overflow bucket is used up)", refused)
 	}
 	// Once the first client's state is old, a sweep makes room again.
 	now = now.Add(3 * time.Hour)
-	if refused, _ := g.admit("bob", "203.0.113.9"); refused != "" {
+	if refused, _ := admit(t, g, "bob", "203.0.113.9"); refused != "" {
 		t.Fatalf("after the state went stale: %q", refused)
 	}
+}
+
+// admit is g.admit for a guard without a database (its failures are tested over HTTP on the
+// console's real database: throttle_http_test.go).
+func admit(t *testing.T, g *loginGuard, login, ip string) (string, time.Duration) {
+	t.Helper()
+	refused, wait, err := g.admit(t.Context(), login, ip)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return refused, wait
 }

@@ -48,6 +48,8 @@ func Run(t *testing.T, open Opener) {
 		{"Sessions", testSessions},
 		{"APIKeys", testAPIKeys},
 		{"ContractKeys", testContractKeys},
+		{"Leases", testLeases},
+		{"LoginFailures", testLoginFailures},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.fn(t, open) })
