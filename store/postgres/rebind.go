@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -55,12 +56,40 @@ func (c *rebindConn) PrepareContext(ctx context.Context, query string) (driver.S
 	return c.Conn.PrepareContext(ctx, c.q(query))
 }
 
+// Every statement also has a deadline of the client's own, callTimeout: statement_timeout is
+// the server's, and a server that stopped answering on a connection that stays open (a
+// half-open connection, a partition) would never send its end. The deadline of a query lasts
+// until its rows are closed.
+
 func (c *rebindConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	return c.Conn.ExecContext(ctx, c.q(query), args)
 }
 
 func (c *rebindConn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.Conn.QueryContext(ctx, c.q(query), args)
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	rows, err := c.Conn.QueryContext(ctx, c.q(query), args)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &boundRows{Rows: rows, cancel: cancel}, nil
+}
+
+// callTimeout bounds one statement on the client: the server's statement_timeout and a margin.
+const callTimeout = StatementTimeout + 5*time.Second
+
+// boundRows are a query's rows; closing them ends the query's deadline.
+type boundRows struct {
+	driver.Rows
+	cancel context.CancelFunc
+}
+
+func (r *boundRows) Close() error {
+	err := r.Rows.Close()
+	r.cancel()
+	return err
 }
 
 // rebind numbers the ? placeholders of query $1, $2 … in order, leaving alone what is inside
