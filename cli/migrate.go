@@ -27,13 +27,15 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      tool.Name,
 		Usage:     helpUsage(tool.Summary, tool.Built),
-		UsageText: "plaita migrate up [--to N] | down [--to N | --all] | version   [--json]",
+		UsageText: "plaita migrate up [--to N] | down [--to N | --all] | version | copy --to URL   [--json]",
 		Description: "Runs the console's configuration preflight and opens the database at PLAITA_CONSOLE_DB_URL\n" +
-			"(sqlite:////absolute/path or sqlite:///path/relative/to/the/working/directory).\n" +
+			"(sqlite:////absolute/path, sqlite:///path/relative/to/the/working/directory, or\n" +
+			"postgres://user:password@host:5432/database).\n" +
 			"  up        applies every migration the database lacks (--to N: up to version N)\n" +
 			"  down      rolls back the last migration (--to N: down to version N; --all: every migration,\n" +
 			"            which drops every table and its data)\n" +
 			"  version   prints the database's version and the migrations it lacks; it creates nothing\n" +
+			"  copy      copies the console's data to another database (--to URL), verified\n" +
 			"A dirty database (a migration failed half-way), one newer than this binary and one that is not\n" +
 			"plaita's are refused; migrations/README.md says what to do. The console migrates up at start.\n" +
 			"Exit status: 0 done (version: the report is printed and the schema is usable); 1 failure\n" +
@@ -44,9 +46,9 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 				return err
 			}
 			if cmd.Args().Len() > 0 {
-				return cliUsage("migrate", "unknown subcommand %q (up, down, version)", cmd.Args().First())
+				return cliUsage("migrate", "unknown subcommand %q (up, down, version, copy)", cmd.Args().First())
 			}
-			return cliUsage("migrate", "name what to do: plaita migrate up|down|version (--help says more)")
+			return cliUsage("migrate", "name what to do: plaita migrate up|down|version|copy (--help says more)")
 		},
 		Commands: []*cli.Command{
 			{
@@ -88,6 +90,7 @@ func migrateCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
 					return migrateRun(ctx, cmd, "down", target, true, stdout, stderr)
 				},
 			},
+			migrateCopyCommand(flags, stdout, stderr),
 			{
 				Name:      "version",
 				Usage:     "print the database's migration version and what it lacks",

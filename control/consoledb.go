@@ -3,6 +3,7 @@ package control
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"plaita/store"
 	"plaita/store/postgres"
@@ -217,4 +218,45 @@ func (d *ConsoleDB) Schema(ctx context.Context) (SchemaState, error) {
 	}
 	s.Problem = err
 	return s, nil
+}
+
+// Moving a console's data to another database (plaita migrate copy): the console's tables,
+// verified by counts and checksums (store/sqlite/copy.go).
+type (
+	// CopyReport is what a copy did, table by table, and whether it is verified.
+	CopyReport = sqlite.CopyReport
+	// TableCopy is one table's copy.
+	TableCopy = sqlite.TableCopy
+)
+
+// CopyOptions change a copy: Batch rows per transaction (0: 500); LeaveLocal copies even when
+// the source holds local mode's executions or tasks, which stay behind; Progress hears each
+// table's rows copied of its total.
+type CopyOptions = sqlite.CopyOptions
+
+// CopyConsoleDB copies the console's data from the database at from (which must exist and be
+// at this binary's latest migration; only read) into the one at to (created and migrated up
+// when it is new), then verifies every table by its rows and checksum. Run again after a
+// failure, it goes on where it stopped. A source holding local mode's state is a Conflict
+// refusal local_state_in_source unless o.LeaveLocal; a target that differs after the copy
+// (rows of its own) is a Conflict refusal copy_unverified, with the report.
+func CopyConsoleDB(ctx context.Context, from, to string, o CopyOptions) (CopyReport, error) {
+	src, err := OpenConsoleStore(ctx, from, sqlite.WithoutMigrate(), sqlite.MustExist())
+	if err != nil {
+		return CopyReport{}, consoleDBRefusal(fmt.Errorf("the source: %w", err))
+	}
+	defer src.Close()
+	dst, err := OpenConsoleStore(ctx, to)
+	if err != nil {
+		return CopyReport{}, consoleDBRefusal(fmt.Errorf("the target: %w", err))
+	}
+	defer dst.Close()
+	rep, err := sqlite.Copy(ctx, src, dst, o)
+	switch {
+	case errors.Is(err, sqlite.ErrLocalState):
+		return rep, refuse(Conflict, "local_state_in_source", err, "%v; or pass --leave-local to copy the console's tables only", err)
+	case errors.Is(err, sqlite.ErrCopyUnverified):
+		return rep, refuse(Conflict, "copy_unverified", err, "%v: the target has rows the source lacks (point --to at a new database)", err)
+	}
+	return rep, consoleDBRefusal(err)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/golang-migrate/migrate/v4/database"
 	pgxmigrate "github.com/golang-migrate/migrate/v4/database/pgx/v5"
 	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -183,6 +184,14 @@ func (s *server) Tables(ctx context.Context) ([]string, error) {
 		out = append(out, name)
 	}
 	return out, rows.Err()
+}
+
+// SyncIdentity sets the sequence of an identity column to follow its largest value.
+func (s *server) SyncIdentity(ctx context.Context, table, column string) error {
+	q := "SELECT setval(pg_get_serial_sequence(?, ?), COALESCE((SELECT MAX(" + pgx.Identifier{column}.Sanitize() + ") FROM " +
+		pgx.Identifier{table}.Sanitize() + "), 0) + 1, false)"
+	_, err := s.sql.ExecContext(ctx, q, table, column)
+	return err
 }
 
 // Close closes the database/sql view, then the pool.

@@ -16,17 +16,6 @@ import (
 	"plaita/store/sqlite"
 )
 
-// localOnly are the tables of local mode's embedded backend: SQLite's only (the PostgreSQL
-// line keeps their versions as no-ops, migrations/postgres).
-var localOnly = []string{
-	"local_executions", "streams", "stream_entries", "stream_groups", "stream_consumers", "stream_pending", "markers",
-	"delay_members", "delay_dead", "exec_states", "exec_index_by", "exec_fences", "exec_counters",
-	"wake_records", "wake_sets", "wake_members", "published_flows", "published_flow_versions",
-	"gate_status", "gate_settings", "gate_quota", "gate_running", "schedules", "schedule_pending",
-	"event_records", "event_sets", "event_members", "event_prune_throttles", "event_tenants", "event_cursors", "event_wakes",
-	"credentials",
-}
-
 // table is a table's schema by meaning: its columns (name, kind, nullability, in order), its
 // key, indexes (unique or not, partial or not, by their columns), foreign keys and how many
 // CHECK constraints it has — what two databases spell differently left out (type names,
@@ -77,7 +66,7 @@ func TestSchemasAreEquivalent(t *testing.T) {
 
 	ls := sqliteSchema(t, path)
 	ps := postgresSchema(t, url)
-	for _, name := range localOnly {
+	for _, name := range sqlite.LocalTables() {
 		if _, ok := ls[name]; !ok {
 			t.Errorf("%s is listed as local mode's but SQLite has no such table", name)
 		}
@@ -93,6 +82,10 @@ func TestSchemasAreEquivalent(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
+	// The copy (plaita migrate copy) walks every console table.
+	if copied := slices.Sorted(slices.Values(sqlite.ConsoleTables())); !slices.Equal(copied, names) {
+		t.Errorf("the copy's tables %v, the console's %v", copied, names)
+	}
 	if len(names) < 10 {
 		t.Fatalf("only %d tables: %v", len(names), names)
 	}
@@ -103,7 +96,7 @@ func TestSchemasAreEquivalent(t *testing.T) {
 		case !lok:
 			t.Errorf("%s is PostgreSQL's only", name)
 		case !pok:
-			t.Errorf("%s is SQLite's only (a console table must be on both; local mode's go in localOnly)", name)
+			t.Errorf("%s is SQLite's only (a console table must be on both; local mode's are sqlite.LocalTables)", name)
 		case l.String() != p.String():
 			t.Errorf("%s differs:\nSQLite:\n  %s\nPostgreSQL:\n  %s", name, l, p)
 		}

@@ -42,6 +42,9 @@ type Server interface {
 	MigrationDriver(ctx context.Context) (database.Driver, error)
 	// Tables lists the tables of the database's schema, by name.
 	Tables(ctx context.Context) ([]string, error)
+	// SyncIdentity moves the identity sequence of table's column past its largest value (after
+	// a copy wrote ids of its own).
+	SyncIdentity(ctx context.Context, table, column string) error
 	// Close closes the pool.
 	Close() error
 }
