@@ -109,6 +109,8 @@ var sentinels = map[string]struct {
 	"sqlite.ErrBadPasswordHash":   {sqlite.ErrBadPasswordHash, model.Invalid},
 	"sqlite.ErrBadURL":            {sqlite.ErrBadURL, model.Invalid},
 	"sqlite.ErrNotEmbedded":       {sqlite.ErrNotEmbedded, model.Invalid},
+	"sqlite.ErrCopyUnverified":    {sqlite.ErrCopyUnverified, model.Conflict},
+	"sqlite.ErrLocalState":        {sqlite.ErrLocalState, model.Conflict},
 	"postgres.ErrBadURL":          {postgres.ErrBadURL, model.Invalid},
 	"postgres.ErrUnreachable":     {postgres.ErrUnreachable, model.Unavailable},
 	"postgres.ErrRefused":         {postgres.ErrRefused, model.Invalid},
