@@ -53,6 +53,11 @@
 //     ReconcileOrphans;
 //   - how the database was served: MarkServed, ServedIn (cluster: a console started on it
 //     with Redis; local: one ran local mode on it).
+//   - what several consoles on one database share (leases.go, login_failures.go): ClaimLease,
+//     ReleaseLease (the singletons' leases); LoginLockedUntil, RecordLoginFailure,
+//     ClearLoginFailures, PruneLoginFailures (the login guard's failures);
+//   - Copy (copy.go): the console's tables into another database, verified by counts and
+//     checksums (plaita migrate copy); ConsoleTables, LocalTables, CountRows.
 //   - schedules: Schedules() is store.SchedulesDriver over the tables of migration 0010, local
 //     mode's cron schedules under store.Schedules, held to the contract the Redis driver passes
 //     (storetest.SchedulesContract);
