@@ -405,7 +405,7 @@ func uiViewer(t *testing.T, con *console, b *browser, id string) {
 	b.login("vera", "vera-password-1")
 	b.open("/ui/executions/" + id)
 	b.until("the viewer's execution page", `document.querySelector("#exec-graph") && document.querySelector("#waiting[data-kind=approval]")`, 60*time.Second)
-	for _, sel := range []string{"#cancel-button", "#retry-button", "#resume-button", "#approval-form", "#action-form"} {
+	for _, sel := range []string{"#cancel-button", "#retry-button", "#continue-button", "#timeout-button", "#event-form", "#approval-form", "#action-buttons", "#delete-form"} {
 		if b.exists(sel) {
 			t.Errorf("a viewer's execution page has %s", sel)
 		}

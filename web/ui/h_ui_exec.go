@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -243,6 +244,52 @@ type execData struct {
 	Approval       bool // suspended at an approval: the answer form
 	Deletable      bool // not running: a delete needs no force
 	Notice         string
+	// Actions are the buttons: exactly the resumes the resume check accepts now (the API's
+	// hints), so the page offers nothing it would refuse.
+	Actions []execAction
+	// EventData is the event the event button delivers, pre-filled from the wait's match
+	// ("" when no event is accepted or none could be built).
+	EventData string
+	Duration  time.Duration // from the start to the end, or to now while it runs
+	Vars      map[string]any
+}
+
+// execAction is one button of the page: a resume the API accepts now.
+type execAction struct {
+	Do      string // cancel, continue, retry, timeout
+	Label   string
+	Danger  bool
+	Confirm string // the question asked first ("" for none)
+}
+
+// actionsOf are the buttons of the hints: the resumes the check accepts, in the hints' order —
+// an approval is answered by its own form, an event by the event form (EventData), a resume
+// that needs the flow-hash override is left to the CLI, whose command the hints show.
+func actionsOf(id string, hints []control.Hint) ([]execAction, string) {
+	var out []execAction
+	event := ""
+	for _, h := range hints {
+		if h.AllowFlowHashChange {
+			continue
+		}
+		switch h.Type {
+		case state.ResumeCancel:
+			out = append(out, execAction{Do: "cancel", Label: "Cancel", Danger: true,
+				Confirm: "Cancel execution " + id + "? It stops where it is and cannot be resumed."})
+		case state.ResumeContinue:
+			out = append(out, execAction{Do: "continue", Label: "Continue now"})
+		case state.ResumeRetry:
+			out = append(out, execAction{Do: "retry", Label: "Retry the node"})
+		case state.ResumeTimeout:
+			out = append(out, execAction{Do: "timeout", Label: "Time it out", Danger: true,
+				Confirm: "Time out the wait of execution " + id + "? It goes on as if its timeout had passed."})
+		case state.ResumeEvent:
+			if event == "" {
+				event = cmp.Or(h.Data, "{}")
+			}
+		}
+	}
+	return out, event
 }
 
 // decisionRow is one decision, or the same decision taken at consecutive passes of a loop
@@ -341,6 +388,13 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 	}
 	d.Live = !d.St.Status.Terminal()
 	d.Deletable = d.St.Status != state.Running && d.St.Status != state.Pending
+	d.Actions, d.EventData = actionsOf(d.ID, d.View.Hints)
+	d.Vars = d.St.Vars()
+	if end := d.St.EndTime; end != nil {
+		d.Duration = end.Sub(d.St.StartTime)
+	} else if !d.St.StartTime.IsZero() {
+		d.Duration = time.Since(d.St.StartTime)
+	}
 	if d.Live {
 		d.Follow = "/ui/executions/" + url.PathEscape(d.ID) + "/events?after=" + strconv.Itoa(d.St.TimelineDropped+len(d.St.Timeline))
 	}
@@ -557,8 +611,14 @@ func (u *uiServer) executionAction(c echo.Context) error {
 	case "cancel":
 		path, body = "/api/executions/"+url.PathEscape(id)+"/cancel", nil
 	case "continue", "retry", "timeout":
+	case "event":
+		var data any
+		if err := json.Unmarshal([]byte(c.FormValue("data")), &data); err != nil {
+			return u.fail(c, api.NewProblem(http.StatusBadRequest, "invalid_event", "the event is not JSON: %v", err))
+		}
+		body["data"] = data
 	default:
-		return u.fail(c, api.NewProblem(http.StatusBadRequest, "invalid_action", "no action %q: cancel, continue, retry or timeout", do))
+		return u.fail(c, api.NewProblem(http.StatusBadRequest, "invalid_action", "no action %q: cancel, continue, retry, timeout or event", do))
 	}
 	var done control.Done
 	if p := u.call(c, http.MethodPost, path, body, &done); p != nil {

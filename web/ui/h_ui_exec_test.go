@@ -1,8 +1,10 @@
 package ui
 
 import (
+	"strings"
 	"testing"
 
+	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
 )
@@ -38,5 +40,36 @@ func TestTimelineBefore(t *testing.T) {
 	page, older = timelineBefore(st, older)
 	if len(page) != 20 || page[0].Seq != 30 || page[19].Seq != 11 || older != 0 {
 		t.Fatalf("last page %d entries from %d, older %d", len(page), page[0].Seq, older)
+	}
+}
+
+// The buttons are the accepted resumes, in the hints' order: an approval has its own form, the
+// event its pre-filled form, a resume past a flow-hash mismatch is left to the CLI, a note is
+// no button; the destructive ones ask first.
+func TestActionsAreTheAcceptedResumes(t *testing.T) {
+	hints := []control.Hint{
+		{Label: "approve with", Type: state.ResumeApproval, Data: `{"approved": true}`},
+		{Label: "deliver the event with", Type: state.ResumeEvent, Data: `{"type": "paid", "order_id": "o-2"}`},
+		{Label: "time it out with", Type: state.ResumeTimeout},
+		{Label: "continue with", Type: state.ResumeContinue, AllowFlowHashChange: true},
+		{Note: []string{"no retry: the node failed for good"}},
+		{Label: "cancel with", Type: state.ResumeCancel},
+	}
+	got, event := actionsOf("ex_1", hints)
+	if event != `{"type": "paid", "order_id": "o-2"}` {
+		t.Errorf("the event %q", event)
+	}
+	var do []string
+	for _, a := range got {
+		do = append(do, a.Do)
+		if a.Danger != (a.Confirm != "") {
+			t.Errorf("%s: danger %v, confirm %q", a.Do, a.Danger, a.Confirm)
+		}
+	}
+	if strings.Join(do, ",") != "timeout,cancel" {
+		t.Errorf("buttons %v", do)
+	}
+	if got, event := actionsOf("ex_1", nil); len(got) != 0 || event != "" {
+		t.Errorf("no hints: %v %q", got, event)
 	}
 }

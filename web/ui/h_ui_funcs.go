@@ -37,6 +37,15 @@ func (u *uiServer) funcs() template.FuncMap {
 		// dict hands a row template the session beside its row: {{template "row" (dict $.S .)}}.
 		"dict":   func(s *uiSession, v any) uiPage { return uiPage{S: s, Data: v} },
 		"limits": func() []int { return []int{20, 50, 100, 200, 500} },
+		// indexValue is an indexed value as a filter takes it (index[f]=v): a string without
+		// its JSON quotes, anything else as it is kept.
+		"indexValue": func(canonical string) string {
+			var s string
+			if json.Unmarshal([]byte(canonical), &s) == nil {
+				return s
+			}
+			return canonical
+		},
 	}
 }
 
