@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // The execution page as an operator uses it ([operator-console] 3 and 4): it shows the input,
@@ -75,9 +77,10 @@ func TestExecutionPageOffersWhatIsAccepted(t *testing.T) {
 
 	// The index value links to the list filtered by it.
 	b.click("#exec-index a")
-	b.until("the list filtered by the index", `location.pathname === "/ui/executions" && location.search.includes("o-1")`, 30*time.Second)
-	if rows := eval[int](b, `document.querySelectorAll("#executions tbody tr[data-id]").length`); rows != 1 {
-		t.Errorf("the list by order_id=o-1 has %d rows, want 1", rows)
+	b.until("the list filtered by the index", `location.pathname === "/ui/executions" && location.search.includes("o-1") &&
+		document.readyState === "complete" && document.querySelector("#executions tbody tr[data-id]")`, 30*time.Second)
+	if ids := eval[[]string](b, `[...document.querySelectorAll("#executions tbody tr[data-id]")].map(r => r.dataset.id)`); len(ids) != 1 || ids[0] != done {
+		t.Errorf("the list by order_id=o-1: %v, want [%s]", ids, done)
 	}
 
 	// An event wait: the event to deliver, its match filled in; a cancel that asks first; no
@@ -105,4 +108,80 @@ func TestExecutionPageOffersWhatIsAccepted(t *testing.T) {
 	b.until("the wait", `document.querySelector("#cancel-button")`, 30*time.Second)
 	b.click("#cancel-button")
 	b.until("cancelled", `document.querySelector("#live[data-status=cancelled]")`, 60*time.Second)
+}
+
+// The polish of [operator-console] 7, in the browser: the console has an icon (no 404), the
+// words of a narrow table break between words, "Edit as a new version" publishes a new
+// version (not the edited one's number, refused as changed) and says so, and logging out says
+// so.
+func TestConsolePolish(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	con.publishFlow(t, "", uiOrderFlow)
+	for i := range 3 {
+		if code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "order", "input": map[string]any{"order_id": fmt.Sprint("o-", i), "amount": 1}}); code != http.StatusCreated {
+			t.Fatalf("start: %d %v", code, body)
+		}
+	}
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+
+	// The icon: linked, and served at /favicon.ico too.
+	b.open("/ui/executions")
+	if !b.exists(`link[rel=icon]`) {
+		t.Error("no icon linked")
+	}
+	status := func(path string) int {
+		return eval[int](b, `(() => { const x = new XMLHttpRequest(); x.open("GET", "`+path+`", false); x.send(); return x.status })()`)
+	}
+	for _, p := range []string{"/favicon.ico", "/ui/static/favicon.svg"} {
+		if code := status(p); code != http.StatusOK {
+			t.Errorf("%s: %d", p, code)
+		}
+	}
+
+	// A narrow screen: badges and buttons stay whole words.
+	b.do(chromedp.EmulateViewport(320, 700))
+	b.open("/ui/executions")
+	broken := eval[[]string](b, `[...document.querySelectorAll("td .badge, td button, .actions button")].
+		filter(e => e.offsetHeight > 2.2 * parseFloat(getComputedStyle(e).fontSize)).map(e => e.textContent.trim())`)
+	if len(broken) > 0 {
+		t.Errorf("broken over lines at 320 px: %q", broken)
+	}
+	// And by the rules that keep them so on any page: a cell's words break only between
+	// words (ids and code anywhere), badges and buttons never.
+	rules := eval[[]string](b, `(() => {
+		const bad = [];
+		for (const e of document.querySelectorAll("td")) if (getComputedStyle(e).overflowWrap === "anywhere") bad.push("td " + e.textContent.trim().slice(0, 20));
+		for (const e of document.querySelectorAll(".badge, button")) if (getComputedStyle(e).whiteSpace !== "nowrap") bad.push(e.tagName + " " + e.textContent.trim());
+		return bad.slice(0, 5);
+	})()`)
+	if len(rules) > 0 {
+		t.Errorf("words that may break mid-word: %q", rules)
+	}
+	b.shot("narrow-executions-words")
+	b.do(chromedp.EmulateViewport(1280, 900))
+
+	// Edit as a new version: version 2, published, said so.
+	b.open("/ui/flows/order")
+	b.click(`a[href="/ui/flows/new?from=order"]`)
+	b.until("the editor", `document.querySelector("#definition")`, 30*time.Second)
+	if def := eval[string](b, `document.querySelector("#definition").value`); !strings.Contains(def, `"version": "2"`) {
+		t.Fatalf("the new version's definition: %s", def)
+	}
+	b.click("#validate-button")
+	b.until("the definition valid", `document.querySelector("#check-valid")`, 30*time.Second)
+	b.click("#publish-button")
+	b.until("the flow's page", `document.querySelector("#flow-version")`, 30*time.Second)
+	if v := b.text("#flow-version"); v != "2" {
+		t.Fatalf("published version %q", v)
+	}
+	mustContainAll(t, "the notice", b.text(".notice"), "Version 2 of order is published")
+
+	// Logging out says so.
+	b.logout()
+	mustContainAll(t, "the login page after a logout", b.text(".notice"), "You are logged out")
+	b.axe("login (logged out)")
 }

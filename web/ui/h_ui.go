@@ -68,6 +68,8 @@ func Register(e *echo.Echo, a *api.API) {
 		return nil
 	})
 	e.GET("/", func(c echo.Context) error { return c.Redirect(http.StatusSeeOther, "/ui/") })
+	// What a browser asks of every site whatever the page links: the console's icon.
+	e.GET("/favicon.ico", func(c echo.Context) error { return c.Redirect(http.StatusMovedPermanently, "/ui/static/favicon.svg") })
 	g := e.Group("/ui", u.headers, u.gate, u.sameOrigin)
 	g.GET("", u.home)
 	g.GET("/", u.home)

@@ -68,7 +68,12 @@ func (u *uiServer) loginPage(c echo.Context) error {
 	if s, _ := u.session(c); s != nil {
 		return c.Redirect(http.StatusSeeOther, safeNext(c.QueryParam("next")))
 	}
-	return u.render(c, http.StatusOK, "login.html", "", uiPage{Title: "Log in", Data: loginData{Next: safeNext(c.QueryParam("next")), CSRF: loginToken(c)}})
+	notice := ""
+	if c.QueryParam("out") == "1" {
+		notice = "You are logged out."
+	}
+	return u.render(c, http.StatusOK, "login.html", "", uiPage{Title: "Log in", Notice: notice,
+		Data: loginData{Next: safeNext(c.QueryParam("next")), CSRF: loginToken(c)}})
 }
 
 // loginSubmit logs in through the API: its throttling, lock-out and audit rows apply; its
@@ -116,7 +121,7 @@ func (u *uiServer) logoutSubmit(c echo.Context) error {
 			c.Response().Header().Add("Set-Cookie", v)
 		}
 	}
-	return c.Redirect(http.StatusSeeOther, "/ui/login")
+	return c.Redirect(http.StatusSeeOther, "/ui/login?out=1")
 }
 
 // switchTenant remembers the tenant the pages act in. It changes nothing on the server, but

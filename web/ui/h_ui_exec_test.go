@@ -1,12 +1,14 @@
 package ui
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/store"
 )
 
 // TestCollapseDecisions: a loop's same decision at consecutive passes is one row with its
@@ -71,5 +73,31 @@ func TestActionsAreTheAcceptedResumes(t *testing.T) {
 	}
 	if got, event := actionsOf("ex_1", nil); len(got) != 0 || event != "" {
 		t.Errorf("no hints: %v %q", got, event)
+	}
+}
+
+// "Edit as a new version" moves the version past every published one and changes nothing
+// else of the text.
+func TestNextVersion(t *testing.T) {
+	vs := func(v ...string) []control.VersionShown {
+		var out []control.VersionShown
+		for _, x := range v {
+			out = append(out, control.VersionShown{FlowVersion: store.FlowVersion{Version: x}})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		def, want string
+		published []control.VersionShown
+	}{
+		{`{"id": "a", "version": "2", "nodes": [{"params": {"version": "2"}}]}`, `{"id": "a", "version": "4", "nodes": [{"params": {"version": "2"}}]}`, vs("2", "3", "1")},
+		{"{\n  \"version\":\"beta\"\n}", "{\n  \"version\":\"beta-3\"\n}", vs("beta", "beta-2")},
+		{`{"id": "a"}`, `{"id": "a"}`, vs("1")},
+		{`{"version": 2}`, `{"version": 2}`, vs("2")},
+		{`[1]`, `[1]`, nil},
+	} {
+		if got := string(nextVersion(json.RawMessage(c.def), c.published)); got != c.want {
+			t.Errorf("nextVersion(%s) = %s, want %s", c.def, got, c.want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -15,6 +16,7 @@ import (
 
 	"plaita/control"
 	"plaita/engine"
+	"plaita/store"
 	"plaita/web/api"
 )
 
@@ -77,7 +79,14 @@ func (u *uiServer) flowPage(c echo.Context) error {
 		}
 		d.SVG = template.HTML(svg) // written by package graph, every text escaped there
 	}
-	return u.render(c, http.StatusOK, "flow.html", "", uiPage{Title: "Flow " + d.Flow.FlowID, Nav: "flows", S: s, Data: d})
+	notice := ""
+	switch c.QueryParam("published") {
+	case string(store.Published):
+		notice = "Version " + d.Flow.Version + " of " + d.Flow.FlowID + " is published: new executions can start on it."
+	case string(store.AlreadyPublished):
+		notice = "Version " + d.Flow.Version + " of " + d.Flow.FlowID + " was published with this definition already: nothing changed."
+	}
+	return u.render(c, http.StatusOK, "flow.html", "", uiPage{Title: "Flow " + d.Flow.FlowID, Nav: "flows", S: s, Data: d, Notice: notice})
 }
 
 // editorData is the editor page.
@@ -99,7 +108,7 @@ func (u *uiServer) flowEditor(c echo.Context) error {
 		if p := u.call(c, http.MethodGet, "/api/flows/"+url.PathEscape(from), nil, &f); p != nil {
 			return u.fail(c, p)
 		}
-		d.Definition, d.From = pretty(f.Definition), from
+		d.Definition, d.From = pretty(nextVersion(f.Definition, f.Versions)), from
 	}
 	return u.render(c, http.StatusOK, "flow_edit.html", "", uiPage{Title: "Edit a flow", Nav: "flows", S: s, Data: d})
 }
@@ -334,4 +343,68 @@ func truncateBytes(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
+}
+
+// nextVersion is def with its "version" moved past every published one, so that "Edit as a
+// new version" publishes a new version instead of being refused as a changed one: a number
+// goes to the highest published number + 1, anything else gets "-2", "-3" … until it is new.
+// Only the value is rewritten: the definition keeps its text, keys and layout. A definition
+// without a top-level string "version" is returned as it is.
+func nextVersion(def json.RawMessage, published []control.VersionShown) json.RawMessage {
+	from, to, cur, ok := topLevelString(def, "version")
+	if !ok {
+		return def
+	}
+	taken := map[string]bool{}
+	high := 0
+	for _, v := range published {
+		taken[v.Version] = true
+		if n, err := strconv.Atoi(v.Version); err == nil && n > high {
+			high = n
+		}
+	}
+	next := ""
+	if _, err := strconv.Atoi(cur); err == nil {
+		next = strconv.Itoa(high + 1)
+	} else {
+		for i := 2; next == "" || taken[next]; i++ {
+			next = cur + "-" + strconv.Itoa(i)
+		}
+	}
+	quoted, _ := json.Marshal(next)
+	out := append(append(append(json.RawMessage{}, def[:from]...), quoted...), def[to:]...)
+	return out
+}
+
+// topLevelString finds the string value of key in the object def: its bytes [from, to) and its
+// value.
+func topLevelString(def json.RawMessage, key string) (from, to int, value string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(def))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, "", false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, 0, "", false
+		}
+		before := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, 0, "", false
+		}
+		if t != key {
+			continue
+		}
+		end := int(dec.InputOffset())
+		if json.Unmarshal(raw, &value) != nil {
+			return 0, 0, "", false
+		}
+		start := bytes.Index(def[before:end], raw)
+		if start < 0 {
+			return 0, 0, "", false
+		}
+		return before + start, before + start + len(raw), value, true
+	}
+	return 0, 0, "", false
 }
