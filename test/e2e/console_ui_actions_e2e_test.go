@@ -185,3 +185,40 @@ func TestConsolePolish(t *testing.T) {
 	mustContainAll(t, "the login page after a logout", b.text(".notice"), "You are logged out")
 	b.axe("login (logged out)")
 }
+
+// The cluster page is the platform operator's room ([operator-console] 5 and 6): it refreshes
+// itself, asks an instance for its status and drains it from its row (after a confirmation),
+// and the drained instance leaves the page without a reload.
+func TestClusterPageAsksAndDrains(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	worker := s.start("worker", map[string]string{"PLAITA_INSTANCE_ID": "worker-ui-drain"})
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+
+	b.open("/ui/cluster")
+	row := `document.querySelector('#instances tr[data-instance="worker-ui-drain"]')`
+	b.until("the worker's row", row, 30*time.Second)
+	eval[bool](b, `window.__sameDocument = true`)
+	b.click(`button[aria-label="Ask worker-ui-drain for its status"]`)
+	b.until("its answer", `document.querySelector('#instance-answer [data-answer="worker-ui-drain"]')`, 30*time.Second)
+	mustContainAll(t, "the status answer", b.text("#instance-answer"), "worker-ui-drain", "worker", "running")
+	b.shot("cluster-status-answer")
+	b.axe("cluster (with its actions)")
+
+	worker.ended = true // drained on purpose: it exits before the test ends
+	b.click(`button[aria-label="Drain worker-ui-drain"]`)
+	b.until("the drain's answer", `(document.querySelector("#instance-answer") || {innerText: ""}).innerText.includes("drain requested")`, 30*time.Second)
+	if !worker.wait(30 * time.Second) {
+		t.Fatalf("the drained worker still runs:\n%s", worker.stderr.String())
+	}
+	if worker.err != nil {
+		t.Fatalf("the drained worker's exit: %v", worker.err)
+	}
+	b.until("the worker gone from the page, no reload", "!"+row, 30*time.Second)
+	if !eval[bool](b, `window.__sameDocument === true`) {
+		t.Fatal("the page was reloaded")
+	}
+}

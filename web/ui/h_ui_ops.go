@@ -25,6 +25,8 @@ func (u *uiServer) opsRoutes(g *echo.Group) {
 	g.GET("/events", u.eventsPage)
 	g.POST("/events", u.publishEvent)
 	g.GET("/cluster", u.clusterPage)
+	g.GET("/cluster/instances/:id/status", u.instanceStatus)
+	g.POST("/cluster/instances/:id/drain", u.instanceDrain)
 	u.scheduleRoutes(g)
 }
 
@@ -172,7 +174,28 @@ func (u *uiServer) clusterPage(c echo.Context) error {
 	if p := u.call(c, http.MethodGet, "/api/cluster/status?tenant="+url.QueryEscape(s.Tenant), nil, &st); p != nil {
 		return u.fail(c, p)
 	}
+	// The page refreshes itself every few seconds: htmx takes #cluster-live of the whole page.
 	return u.render(c, http.StatusOK, "cluster.html", "", uiPage{Title: "Cluster", Nav: "cluster", S: s, Data: st})
+}
+
+// instanceStatus asks one instance for its status over its control channel (GET
+// /api/cluster/instances/{id}/status) and shows the answer in its row.
+func (u *uiServer) instanceStatus(c echo.Context) error {
+	var ans control.InstanceAnswer
+	if p := u.call(c, http.MethodGet, "/api/cluster/instances/"+url.PathEscape(c.Param("id"))+"/status", nil, &ans); p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "cluster.html", "instance-answer", uiPage{Data: ans})
+}
+
+// instanceDrain asks one instance to drain and exit, as SIGTERM does (POST
+// /api/cluster/instances/{id}/drain, after the page's confirmation).
+func (u *uiServer) instanceDrain(c echo.Context) error {
+	var ans control.InstanceAnswer
+	if p := u.call(c, http.MethodPost, "/api/cluster/instances/"+url.PathEscape(c.Param("id"))+"/drain", nil, &ans); p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "cluster.html", "instance-answer", uiPage{Data: ans})
 }
 
 // ---- schedules ----
