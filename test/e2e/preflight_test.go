@@ -76,7 +76,7 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 		"worker": nil, "console": nil, "filter": nil, "schedule": nil, "delay": nil, "dev": nil, "doctor": nil,
 		"status": nil, "reap": nil, "reindex": nil, "dlq list": nil, "dlq show": {"1-0"}, "dlq replay": {"1-0"},
 		"drain-list": {"--list-key", "plaita:old:queue"}, "ctl status": {"w-1"}, "ctl stop": {"--graceful", "w-1"},
-		"probe": {"http://127.0.0.1:1/readyz"}, "migrate up": nil, "migrate down": {"--to", "0"}, "migrate version": nil,
+		"probe": {"http://127.0.0.1:1/readyz"}, "migrate up": nil, "migrate down": {"--to", "0"}, "migrate version": nil, "migrate copy": {"--to", "sqlite:///copy.db"},
 		"run": {flow}, "start": {flow}, "bench": {"e2e", "--n", "1"},
 		"flow publish": {flow}, "flow list": nil, "flow show": {"hello"}, "flow graph": {flow},
 		"execution list": nil, "execution show": {"ex_1"}, "execution cancel": {"ex_1"},
