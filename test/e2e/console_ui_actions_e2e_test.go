@@ -222,3 +222,67 @@ func TestClusterPageAsksAndDrains(t *testing.T) {
 		t.Fatal("the page was reloaded")
 	}
 }
+
+// Pages that stay true after a write ([operator-console] 5): a published event shows in the
+// recent events, a created key in the key list, a saved schedule's new cron and revision in its
+// panel, and an answered approval's form goes — each without a reload.
+func TestPagesRefreshAfterWrites(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	s.start("worker", nil)
+	con.publishFlow(t, "", uiOrderFlow)
+	con.publishFlow(t, "", `{"id": "ask", "version": "1", "start": "ok", "nodes": [
+		{"id": "ok", "type": "approval", "params": {"message": "ship it?"}, "next": "done"},
+		{"id": "done", "type": "end"}]}`)
+	if code, body := con.call(t, http.MethodPost, "/api/schedules", map[string]any{"id": "nightly", "cron": "0 3 * * *", "flow_id": "order"}); code != http.StatusCreated {
+		t.Fatalf("schedule: %d %v", code, body)
+	}
+	code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "ask"})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	asking := fmt.Sprint(body["execution_id"])
+	con.waitExecution(t, asking, "the approval", statusOf("suspended"))
+
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+	same := func(what string) {
+		t.Helper()
+		if !eval[bool](b, `window.__sameDocument === true`) {
+			t.Fatalf("%s: the page was reloaded", what)
+		}
+	}
+
+	b.open("/ui/events")
+	eval[bool](b, `window.__sameDocument = true`)
+	b.fill("#ev-type", "order.shipped")
+	b.fill("#ev-id", "ev-refresh-1")
+	b.click("#publish-event")
+	b.until("the event in the recent events", `[...document.querySelectorAll("#events tbody tr")].some(r => r.innerText.includes("ev-refresh-1"))`, 30*time.Second)
+	same("events")
+
+	b.open("/ui/apikeys")
+	eval[bool](b, `window.__sameDocument = true`)
+	b.fill("#k-name", "deploy-bot")
+	b.click("#key-create")
+	b.until("the key in the list", `document.querySelector("#key-created") && [...document.querySelectorAll("#apikeys tbody tr")].some(r => r.innerText.includes("deploy-bot"))`, 30*time.Second)
+	same("API keys")
+
+	b.open("/ui/schedules/nightly")
+	eval[bool](b, `window.__sameDocument = true`)
+	b.fill("#s-cron", "15 4 * * *")
+	b.click("#schedule-save")
+	b.until("the new cron and revision in the panel", `document.querySelector("#schedule-state").innerText.includes("15 4 * * *") &&
+		document.querySelector("#schedule-state").innerText.includes("Revision\n2")`, 30*time.Second)
+	same("schedule")
+
+	b.open("/ui/executions/" + asking)
+	b.until("the approval form", `document.querySelector("#approve-button")`, 30*time.Second)
+	eval[bool](b, `window.__sameDocument = true`)
+	b.click("#approve-button")
+	b.until("the form gone", `!document.querySelector("#approve-button") && document.querySelector("#approval-form, #live[data-status=completed]")`, 30*time.Second)
+	same("approval")
+	b.until("completed", `document.querySelector("#live[data-status=completed]")`, 60*time.Second)
+}

@@ -398,6 +398,8 @@ type uiPage struct {
 	Now     time.Time
 	// Local: the console runs in local mode (every page says so).
 	Local bool
+	// Self is the page's own URL, which a region refreshed after a write reloads.
+	Self string
 }
 
 // render writes the page file with the layout, or, for an htmx request that names a fragment,
@@ -407,7 +409,7 @@ func (u *uiServer) render(c echo.Context, status int, file, fragment string, p u
 	if !ok {
 		return u.fail(c, u.internal(c, fmt.Errorf("ui: no page %s", file)))
 	}
-	p.Now, p.Local = u.now(), u.a.LocalMode()
+	p.Now, p.Local, p.Self = u.now(), u.a.LocalMode(), c.Request().URL.RequestURI()
 	name := "layout.html"
 	if fragment != "" {
 		name = fragment

@@ -137,6 +137,7 @@ func (u *uiServer) createAPIKey(c echo.Context) error {
 	if p := u.call(c, http.MethodPost, "/api/api-keys", body, &out); p != nil {
 		return u.fail(c, p)
 	}
+	c.Response().Header().Set("HX-Trigger", "apikeys-changed") // the list shows the new key
 	return u.render(c, http.StatusOK, "apikeys.html", "created", uiPage{Data: out})
 }
 

@@ -162,6 +162,7 @@ func (u *uiServer) publishEvent(c echo.Context) error {
 	if p := u.call(c, http.MethodPost, "/api/events", body, &ev); p != nil {
 		return u.fail(c, p)
 	}
+	c.Response().Header().Set("HX-Trigger", "events-changed") // the recent events show it
 	return u.render(c, http.StatusOK, "events.html", "published", uiPage{Data: ev})
 }
 
@@ -280,6 +281,7 @@ func (u *uiServer) updateSchedule(c echo.Context) error {
 	if p := u.call(c, http.MethodPatch, "/api/schedules/"+url.PathEscape(c.Param("id")), body, &up); p != nil {
 		return u.fail(c, p)
 	}
+	c.Response().Header().Set("HX-Trigger", "schedule-changed") // the firing panel shows the new cron and revision
 	return u.render(c, http.StatusOK, "schedule.html", "saved", uiPage{Data: up})
 }
 

@@ -203,7 +203,7 @@ func TestUIExecutionPage(t *testing.T) {
 	res.Body.Close()
 
 	_, body = ed.post(t, "/ui/executions/ex_ui1/approve", url.Values{"decision": {"approve"}, "comment": {"fine"}}, true)
-	mustHave(t, "the answer", body, `id="action-done"`, "resume", "enqueued")
+	mustHave(t, "the answer", body, `id="action-done"`, "the approval is queued", `id="approval-form" hx-swap-oob="true"`, "Approval answered")
 	if row, ok := f.Audited(t, "approval.answer"); !ok || row.Actor != "erin" || row.Outcome != sqlite.OutcomeAllow {
 		t.Fatalf("audit %+v", row)
 	}
