@@ -420,6 +420,12 @@ type AuditRequest struct {
 	AllTenants bool
 	Cursor     string // the NextCursor of the page before
 	Limit      int    // 0: DefaultAuditLimit; at most MaxListLimit
+	// The filters ("" or zero: none): Actor and Target exactly, Action that action or its
+	// family ("flow": flow.save, flow.publish.denied …), Outcome allow or deny, Since and Until
+	// the row's time (Since included).
+	Actor, Action, Target string
+	Outcome               model.Outcome
+	Since, Until          time.Time
 }
 
 // DefaultAuditLimit is the rows of an audit page asked without a limit.
@@ -439,7 +445,8 @@ func (a *Accounts) ListAudit(ctx context.Context, r AuditRequest) (Page[model.Au
 	if limit <= 0 {
 		limit = DefaultAuditLimit
 	}
-	p, err := a.db.ListAudit(ctx, sqlite.AuditQuery{Tenant: r.Tenant, AllTenants: r.AllTenants, BeforeID: before, Limit: min(limit, MaxListLimit)})
+	p, err := a.db.ListAudit(ctx, sqlite.AuditQuery{Tenant: r.Tenant, AllTenants: r.AllTenants, BeforeID: before, Limit: min(limit, MaxListLimit),
+		Actor: r.Actor, Action: r.Action, Target: r.Target, Outcome: r.Outcome, Since: r.Since, Until: r.Until})
 	out := Page[model.AuditEntry]{Items: p.Entries}
 	if out.Items == nil {
 		out.Items = []model.AuditEntry{}

@@ -133,7 +133,16 @@ type AuditQuery struct {
 	// Limit: 0 is DefaultAuditLimit, above MaxAuditLimit is MaxAuditLimit, negative is
 	// store.ErrInvalid.
 	Limit int
+	// The filters, each "" or zero for none: Actor and Target exactly; Action that action or
+	// its family ("flow" keeps flow.save, flow.publish.denied …); Outcome allow or deny; Since
+	// and Until bound the row's first time (Since included, Until not).
+	Actor, Action, Target string
+	Outcome               Outcome
+	Since, Until          time.Time
 }
+
+// MaxAuditFilter bounds a filter's text.
+const MaxAuditFilter = 256
 
 // AuditPage is one page of the audit trail.
 type AuditPage struct {
@@ -165,6 +174,36 @@ func (db *DB) ListAudit(ctx context.Context, q AuditQuery) (AuditPage, error) {
 	}
 	if q.BeforeID > 0 {
 		where, args = append(where, "id < ?"), append(args, q.BeforeID)
+	}
+	for name, v := range map[string]string{"actor": q.Actor, "action": q.Action, "target": q.Target} {
+		if len(v) > MaxAuditFilter {
+			return AuditPage{}, invalid("audit %s filter: at most %d bytes", name, MaxAuditFilter)
+		}
+	}
+	if q.Actor != "" {
+		where, args = append(where, "actor = ?"), append(args, q.Actor)
+	}
+	if q.Target != "" {
+		where, args = append(where, "target = ?"), append(args, q.Target)
+	}
+	if a := strings.ToLower(strings.TrimSuffix(q.Action, ".")); a != "" {
+		// Actions are lower case, so LIKE means the same on both databases (SQLite's ignores
+		// ASCII case, PostgreSQL's does not); the filter's own % and _ are matched as they are.
+		esc := strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`).Replace(a)
+		where, args = append(where, `(action = ? OR action LIKE ? ESCAPE '\')`), append(args, a, esc+".%")
+	}
+	switch q.Outcome {
+	case "":
+	case OutcomeAllow, OutcomeDeny:
+		where, args = append(where, "outcome = ?"), append(args, string(q.Outcome))
+	default:
+		return AuditPage{}, invalid("audit outcome %q: allow or deny", q.Outcome)
+	}
+	if !q.Since.IsZero() {
+		where, args = append(where, "at >= ?"), append(args, ms(q.Since))
+	}
+	if !q.Until.IsZero() {
+		where, args = append(where, "at < ?"), append(args, ms(q.Until))
 	}
 	query := "SELECT id, at, last_at, actor, actor_kind, tenant, action, target, outcome, reason, ip, request_id, details, suppressed FROM audit"
 	if len(where) > 0 {

@@ -286,3 +286,64 @@ func TestPagesRefreshAfterWrites(t *testing.T) {
 	same("approval")
 	b.until("completed", `document.querySelector("#live[data-status=completed]")`, 60*time.Second)
 }
+
+// The audit page filters ([operator-console] 6): by action family, outcome, actor and UTC time,
+// and for a platform admin across every tenant with the platform's own rows.
+func TestAuditPageFilters(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	con.publishFlow(t, "", uiOrderFlow)
+	if code, body := con.call(t, http.MethodPost, "/api/tenants", map[string]any{"slug": "beta"}); code != http.StatusCreated {
+		t.Fatalf("tenant: %d %v", code, body)
+	}
+	con.publishFlow(t, "beta", uiOrderFlow)
+	if code, body := con.call(t, http.MethodPost, "/api/api-keys", map[string]any{"name": "ci", "role": "viewer"}); code != http.StatusCreated {
+		t.Fatalf("key: %d %v", code, body)
+	}
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+
+	actions := func() []string {
+		return eval[[]string](b, `[...document.querySelectorAll("#audit tbody tr[data-action]")].map(r => r.dataset.action)`)
+	}
+	b.open("/ui/audit")
+	all := actions()
+	if len(all) < 2 {
+		t.Fatalf("the default tenant's audit: %v", all)
+	}
+	b.fill("#a-action", "flow")
+	b.click("#audit-filter-button")
+	b.until("the flow family", `location.search.includes("action=flow")`, 30*time.Second)
+	flow := actions()
+	if len(flow) == 0 || len(flow) >= len(all) {
+		t.Fatalf("the flow family %v of %v", flow, all)
+	}
+	for _, a := range flow {
+		if !strings.HasPrefix(a, "flow.") && a != "flow" {
+			t.Errorf("%q under action=flow", a)
+		}
+	}
+	b.shot("audit-filtered")
+	b.axe("audit (filtered)")
+
+	// A time in the future keeps nothing; a bad one is named.
+	b.open("/ui/audit?since=2999-01-01+00:00")
+	if n := len(actions()); n != 0 {
+		t.Errorf("%d rows since 2999", n)
+	}
+	b.open("/ui/audit?since=yesterday")
+	mustContainAll(t, "a bad time", b.text("main"), "2026-12-05 09:30")
+
+	// Every tenant and the platform: beta's publish and the platform's tenant.create.
+	b.open("/ui/audit")
+	b.click("#a-all")
+	b.click("#audit-filter-button")
+	b.until("every tenant", `location.search.includes("all_tenants=true")`, 30*time.Second)
+	tenants := eval[[]string](b, `[...document.querySelectorAll("#audit tbody tr[data-action]")].map(r => r.cells[1].innerText.trim())`)
+	mustContainAll(t, "the tenants of the rows", strings.Join(tenants, ","), "beta", "default")
+	if got := strings.Join(actions(), ","); !strings.Contains(got, "tenant.create") {
+		t.Errorf("no tenant.create among %s", got)
+	}
+}

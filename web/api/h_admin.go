@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"plaita/control"
 	"plaita/model"
@@ -318,7 +319,13 @@ type auditIn struct {
 	Limit  int    `query:"limit" minimum:"1" maximum:"1000" default:"200" doc:"rows per page"`
 	Cursor string `query:"cursor" maxLength:"32" doc:"the next_cursor of the page before (none: from the newest)"`
 	// AllTenants is a platform admin's: every tenant's rows and the platform's.
-	AllTenants bool `query:"all_tenants" doc:"platform admins: every tenant's rows and the platform's"`
+	AllTenants bool      `query:"all_tenants" doc:"platform admins: every tenant's rows and the platform's"`
+	Actor      string    `query:"actor" maxLength:"256" doc:"who acted, exactly (a login, admin-key:<fingerprint> …)"`
+	Action     string    `query:"action" maxLength:"256" doc:"an action or its family: flow keeps flow.save, flow.publish.denied …"`
+	Target     string    `query:"target" maxLength:"256" doc:"what was acted on, exactly"`
+	Outcome    string    `query:"outcome" maxLength:"8" doc:"allow or deny"`
+	Since      time.Time `query:"since" doc:"rows at or after this time (RFC 3339)"`
+	Until      time.Time `query:"until" doc:"rows before this time (RFC 3339)"`
 }
 
 type auditOut struct {
@@ -331,8 +338,10 @@ func (a *API) listAudit(ctx context.Context, c *Call, in *auditIn) (*auditOut, e
 	if in.AllTenants && !c.Principal.Platform {
 		return nil, NewProblem(http.StatusForbidden, "forbidden", "all_tenants is for platform admins")
 	}
-	p, err := a.d.Accounts.ListAudit(ctx, control.AuditRequest{Tenant: c.Tenant, AllTenants: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit})
-	c.Note("query", map[string]any{"limit": in.Limit, "cursor": in.Cursor, "all_tenants": in.AllTenants})
+	p, err := a.d.Accounts.ListAudit(ctx, control.AuditRequest{Tenant: c.Tenant, AllTenants: in.AllTenants, Cursor: in.Cursor, Limit: in.Limit,
+		Actor: in.Actor, Action: in.Action, Target: in.Target, Outcome: model.Outcome(in.Outcome), Since: in.Since, Until: in.Until})
+	c.Note("query", map[string]any{"limit": in.Limit, "cursor": in.Cursor, "all_tenants": in.AllTenants, "actor": in.Actor, "action": in.Action,
+		"target": in.Target, "outcome": in.Outcome, "since": in.Since, "until": in.Until})
 	c.Note("rows", len(p.Items))
 	return &auditOut{Body: p}, err
 }

@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -150,13 +152,67 @@ func (u *uiServer) auditPage(c echo.Context) error {
 	if s == nil {
 		return err
 	}
+	// The filters as the form sends them; the times are UTC, written 2026-12-05 09:30 (or RFC
+	// 3339), so the page reads in the one time the console shows.
+	d := auditData{Filter: url.Values{}}
 	q := url.Values{"limit": {"100"}}
+	for _, k := range []string{"actor", "action", "target", "outcome"} {
+		if v := strings.TrimSpace(c.QueryParam(k)); v != "" {
+			q.Set(k, v)
+			d.Filter.Set(k, v)
+		}
+	}
+	for _, k := range []string{"since", "until"} {
+		v := strings.TrimSpace(c.QueryParam(k))
+		if v == "" {
+			continue
+		}
+		t, err := parseUTC(v)
+		if err != nil {
+			return u.fail(c, api.NewProblem(http.StatusBadRequest, "invalid_time", "%s %q: write a UTC time as 2026-12-05 09:30 or 2026-12-05T09:30:00Z", k, v))
+		}
+		q.Set(k, t.Format(time.RFC3339))
+		d.Filter.Set(k, v)
+	}
+	if c.QueryParam("all_tenants") == "true" && s.Platform {
+		q.Set("all_tenants", "true")
+		d.Filter.Set("all_tenants", "true")
+	}
 	if cur := c.QueryParam("cursor"); cur != "" {
 		q.Set("cursor", cur)
 	}
-	var page control.Page[model.AuditEntry]
-	if p := u.call(c, http.MethodGet, "/api/audit?"+q.Encode(), nil, &page); p != nil {
+	if p := u.call(c, http.MethodGet, "/api/audit?"+q.Encode(), nil, &d.Page); p != nil {
 		return u.fail(c, p)
 	}
-	return u.render(c, http.StatusOK, "audit.html", "", uiPage{Title: "Audit", Nav: "audit", S: s, Data: page})
+	if d.Page.NextCursor != "" {
+		next := url.Values{}
+		for k, v := range d.Filter {
+			next[k] = v
+		}
+		next.Set("cursor", d.Page.NextCursor)
+		d.Older = "/ui/audit?" + next.Encode()
+	}
+	return u.render(c, http.StatusOK, "audit.html", "", uiPage{Title: "Audit", Nav: "audit", S: s, Data: d})
+}
+
+// auditData is the audit page: a page of rows under the filters, and the link to older rows
+// under the same filters.
+type auditData struct {
+	Page   control.Page[model.AuditEntry]
+	Filter url.Values
+	Older  string
+}
+
+// parseUTC reads a time the pages' forms take: RFC 3339, or a UTC date with an optional
+// 24-hour time (2026-12-05, 2026-12-05 09:30, 2026-12-05T09:30).
+func parseUTC(s string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not a time: %q", s)
 }

@@ -16,7 +16,6 @@ import (
 
 	"plaita/control"
 	"plaita/engine"
-	"plaita/store"
 	"plaita/web/api"
 )
 
@@ -81,9 +80,9 @@ func (u *uiServer) flowPage(c echo.Context) error {
 	}
 	notice := ""
 	switch c.QueryParam("published") {
-	case string(store.Published):
+	case string(control.NewlyPublished):
 		notice = "Version " + d.Flow.Version + " of " + d.Flow.FlowID + " is published: new executions can start on it."
-	case string(store.AlreadyPublished):
+	case string(control.AlreadyPublished):
 		notice = "Version " + d.Flow.Version + " of " + d.Flow.FlowID + " was published with this definition already: nothing changed."
 	}
 	return u.render(c, http.StatusOK, "flow.html", "", uiPage{Title: "Flow " + d.Flow.FlowID, Nav: "flows", S: s, Data: d, Notice: notice})

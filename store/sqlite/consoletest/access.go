@@ -213,3 +213,52 @@ func must2[A, B any](t testing.TB) func(a A, b B, err error) (A, B) {
 		return a, b
 	}
 }
+
+// The audit's filters: by actor, target and outcome exactly, by an action or its family, by
+// time; they combine, and bad ones are refused.
+func testAuditFilters(t *testing.T, open Opener) {
+	t.Parallel()
+	f := setup(t, open)
+	c := ctx(t)
+	t0 := f.clock.Now()
+	for _, e := range []sqlite.AuditEntry{
+		{Actor: "ann", Action: "flow.save", Target: "order", Outcome: sqlite.OutcomeAllow},
+		{Actor: "ann", Action: "flow.publish", Target: "order", Outcome: sqlite.OutcomeAllow},
+		{Actor: "bob", Action: "flow.publish.denied", Target: "order", Outcome: sqlite.OutcomeDeny, Reason: "role"},
+		{Actor: "bob", Action: "flows_x", Target: "pay", Outcome: sqlite.OutcomeAllow},
+		{Actor: "kim", Action: "instance.drain", Target: "worker-1", Outcome: sqlite.OutcomeAllow},
+	} {
+		e.ActorKind, e.Tenant = sqlite.ActorUser, "acme"
+		must[sqlite.AuditAppend](t)(f.AppendAudit(c, e))
+		f.clock.Advance(time.Minute)
+	}
+	list := func(q sqlite.AuditQuery) []string {
+		t.Helper()
+		q.Tenant = "acme"
+		var out []string
+		for _, e := range must[sqlite.AuditPage](t)(f.ListAudit(c, q)).Entries {
+			out = append(out, e.Actor+" "+e.Action)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		q    sqlite.AuditQuery
+		want string
+	}{
+		{sqlite.AuditQuery{Actor: "ann"}, "ann flow.publish,ann flow.save"},
+		{sqlite.AuditQuery{Action: "flow"}, "bob flow.publish.denied,ann flow.publish,ann flow.save"},
+		{sqlite.AuditQuery{Action: "FLOW.publish"}, "bob flow.publish.denied,ann flow.publish"},
+		{sqlite.AuditQuery{Action: "flows_"}, ""},
+		{sqlite.AuditQuery{Target: "order", Outcome: sqlite.OutcomeDeny}, "bob flow.publish.denied"},
+		{sqlite.AuditQuery{Since: t0.Add(2 * time.Minute), Until: t0.Add(4 * time.Minute)}, "bob flows_x,bob flow.publish.denied"},
+		{sqlite.AuditQuery{Actor: "kim", Action: "instance"}, "kim instance.drain"},
+	} {
+		if got := strings.Join(list(tc.q), ","); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.q, got, tc.want)
+		}
+	}
+	_, err := f.ListAudit(c, sqlite.AuditQuery{Tenant: "acme", Outcome: "maybe"})
+	wantErr(t, "an unknown outcome", err, store.ErrInvalid, nil)
+	_, err = f.ListAudit(c, sqlite.AuditQuery{Tenant: "acme", Actor: strings.Repeat("a", sqlite.MaxAuditFilter+1)})
+	wantErr(t, "a filter too long", err, store.ErrInvalid, nil)
+}

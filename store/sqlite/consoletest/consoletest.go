@@ -38,6 +38,7 @@ func Run(t *testing.T, open Opener) {
 		{"AuditEntries", testAuditEntries},
 		{"ListAudit", testListAudit},
 		{"ConcurrentAuditAppends", testConcurrentAuditAppends},
+		{"AuditFilters", testAuditFilters},
 		{"Jobs", testJobs},
 		{"Drafts", testDrafts},
 		{"FlowVersions", testFlowVersions},
