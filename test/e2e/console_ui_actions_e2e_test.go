@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -118,11 +119,14 @@ func TestConsolePolish(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	s.start("worker", nil)
 	con.publishFlow(t, "", uiOrderFlow)
 	for i := range 3 {
-		if code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "order", "input": map[string]any{"order_id": fmt.Sprint("o-", i), "amount": 1}}); code != http.StatusCreated {
+		code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "order", "input": map[string]any{"order_id": fmt.Sprint("o-", i), "amount": 1}})
+		if code != http.StatusCreated {
 			t.Fatalf("start: %d %v", code, body)
 		}
+		con.waitExecution(t, fmt.Sprint(body["execution_id"]), "the order to complete", statusOf("completed"))
 	}
 	b := newBrowser(t, con.base)
 	b.open("/ui/login")
@@ -145,8 +149,8 @@ func TestConsolePolish(t *testing.T) {
 	// A narrow screen: badges and buttons stay whole words.
 	b.do(chromedp.EmulateViewport(320, 700))
 	b.open("/ui/executions")
-	broken := eval[[]string](b, `[...document.querySelectorAll("td .badge, td button, .actions button")].
-		filter(e => e.offsetHeight > 2.2 * parseFloat(getComputedStyle(e).fontSize)).map(e => e.textContent.trim())`)
+	broken := eval[[]string](b, `[...document.querySelectorAll("td .badge, td button, .actions button, td a:not(.mono)")].
+		filter(e => e.getClientRects().length > 1 || e.offsetHeight > 2.2 * parseFloat(getComputedStyle(e).fontSize)).map(e => e.textContent.trim())`)
 	if len(broken) > 0 {
 		t.Errorf("broken over lines at 320 px: %q", broken)
 	}
@@ -163,6 +167,17 @@ func TestConsolePolish(t *testing.T) {
 	}
 	b.shot("narrow-executions-words")
 	b.do(chromedp.EmulateViewport(1280, 900))
+
+	// Times are typed in the page's one zone, 24-hour UTC: no browser date picker in its own
+	// locale's clock.
+	b.open("/ui/executions")
+	if n := eval[int](b, `document.querySelectorAll("input[type=datetime-local], input[type=date], input[type=time]").length`); n != 0 {
+		t.Errorf("%d browser date pickers on the list", n)
+	}
+	b.open("/ui/executions?started_after=" + url.QueryEscape("2000-01-01 00:00"))
+	if rows := eval[int](b, `document.querySelectorAll("#executions tbody tr[data-id]").length`); rows != 3 || b.exists(".problem") {
+		t.Errorf("started after 2000-01-01 00:00 (UTC): %d rows, a problem shown: %v", rows, b.exists(".problem"))
+	}
 
 	// Edit as a new version: version 2, published, said so.
 	b.open("/ui/flows/order")

@@ -1,11 +1,9 @@
 package ui
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -167,11 +165,11 @@ func (u *uiServer) auditPage(c echo.Context) error {
 		if v == "" {
 			continue
 		}
-		t, err := parseUTC(v)
-		if err != nil {
+		t, ok := formTime(v)
+		if !ok {
 			return u.fail(c, api.NewProblem(http.StatusBadRequest, "invalid_time", "%s %q: write a UTC time as 2026-12-05 09:30 or 2026-12-05T09:30:00Z", k, v))
 		}
-		q.Set(k, t.Format(time.RFC3339))
+		q.Set(k, t)
 		d.Filter.Set(k, v)
 	}
 	if c.QueryParam("all_tenants") == "true" && s.Platform {
@@ -201,18 +199,4 @@ type auditData struct {
 	Page   control.Page[model.AuditEntry]
 	Filter url.Values
 	Older  string
-}
-
-// parseUTC reads a time the pages' forms take: RFC 3339, or a UTC date with an optional
-// 24-hour time (2026-12-05, 2026-12-05 09:30, 2026-12-05T09:30).
-func parseUTC(s string) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, nil
-	}
-	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
-			return t, nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("not a time: %q", s)
 }

@@ -84,7 +84,7 @@ type listData struct {
 	List   api.ExecutionList
 	Status string
 	FlowID string
-	// The start and due times as the form gives them (2006-01-02T15:04, UTC).
+	// The start and due times as the form gives them (2026-12-05 09:30, UTC).
 	StartedAfter, StartedBefore, WakeAfter, WakeBefore string
 	// Index are the indexed fields' filters (index[<field>]=<value>), by field.
 	Index   []control.IndexFilter
@@ -104,12 +104,17 @@ type listData struct {
 
 var statuses = []string{"pending", "running", "suspended", "completed", "error", "cancelled"}
 
-// formTime reads a time field of a form (datetime-local: 2006-01-02T15:04, read as UTC; or
-// RFC 3339) as RFC 3339.
+// formTime reads a time field of a form as RFC 3339: a UTC date with an optional 24-hour time
+// (2026-12-05, 2026-12-05 09:30, 2026-12-05T09:30[:00]) or RFC 3339. The pages take times as
+// text in the one zone they show (a browser's date picker would show its own locale's clock).
 func formTime(v string) (string, bool) {
-	for _, layout := range []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339} {
-		if t, err := time.Parse(layout, v); err == nil {
-			return t.UTC().Format(time.RFC3339), true
+	v = strings.TrimSpace(v)
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t.UTC().Format(time.RFC3339), true
+	}
+	for _, layout := range []string{"2006-01-02 15:04:05", "2006-01-02 15:04", "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t.Format(time.RFC3339), true
 		}
 	}
 	return "", false
@@ -144,7 +149,7 @@ func listQuery(c echo.Context) (listData, url.Values) {
 		if t, ok := formTime(v); ok {
 			q.Set(f.name, t)
 		} else if d.Problem == nil {
-			d.Problem = api.NewProblem(http.StatusBadRequest, "invalid_time", "%s %q is not a time (2006-01-02T15:04, UTC): left out", f.name, v)
+			d.Problem = api.NewProblem(http.StatusBadRequest, "invalid_time", "%s %q is not a time (2026-12-05 09:30, UTC): left out", f.name, v)
 		}
 	}
 	index := map[string]string{}

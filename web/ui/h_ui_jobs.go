@@ -76,7 +76,7 @@ func jobFilter(q url.Values) (map[string]any, *api.Problem) {
 		case strings.HasPrefix(k, "started_") || strings.HasPrefix(k, "wake_"):
 			t, ok := formTime(v)
 			if !ok {
-				return nil, api.NewProblem(http.StatusBadRequest, "invalid_filter", "%s %q is not a time (2006-01-02T15:04, UTC)", k, v)
+				return nil, api.NewProblem(http.StatusBadRequest, "invalid_filter", "%s %q is not a time (2026-12-05 09:30, UTC)", k, v)
 			}
 			v = t
 		}
