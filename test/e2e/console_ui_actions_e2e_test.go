@@ -362,3 +362,46 @@ func TestAuditPageFilters(t *testing.T) {
 		t.Errorf("no tenant.create among %s", got)
 	}
 }
+
+// With Redis gone the execution page keeps what it showed under a "stale since …, retrying"
+// banner — the graph, summary and timeline stay — and it recovers by itself, without a reload,
+// once Redis is back ([operator-console] 5).
+func TestLivePageStaysWhenRedisGoes(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, withRedisArgs("--appendonly", "yes", "--appendfsync", "always")) // the state survives the restart
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	s.start("worker", nil)
+	con.publishFlow(t, "", uiPaymentFlow)
+	code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "payment", "input": map[string]any{"order_id": "o-9"}})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	id := fmt.Sprint(body["execution_id"])
+	con.waitExecution(t, id, "the wait", statusOf("suspended"))
+
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+	b.open("/ui/executions/" + id)
+	b.until("the live page", `document.querySelector("#live[data-live]") && document.querySelector("#exec-graph")`, 30*time.Second)
+	eval[bool](b, `window.__sameDocument = true`)
+
+	s.srv.Kill()
+	b.until("the stale banner", `document.querySelector("#stale-banner")`, 60*time.Second)
+	mustContainAll(t, "the banner", b.text("#stale-banner"), "Stale since", "retrying")
+	for _, sel := range []string{"#exec-graph", "#exec-status", "#timeline", "#waiting"} {
+		if !b.exists(sel) {
+			t.Errorf("%s is gone with Redis", sel)
+		}
+	}
+	if b.exists("#live .problem[data-code]") {
+		t.Errorf("an error box replaced the page: %s", b.text("#live .problem[data-code]"))
+	}
+	b.shot("execution-stale")
+
+	s.srv.Start()
+	b.until("the banner gone, the page live again", `!document.querySelector("#stale-banner") && document.querySelector("#live[data-status=suspended]")`, 90*time.Second)
+	if !eval[bool](b, `window.__sameDocument === true`) {
+		t.Fatal("the page was reloaded")
+	}
+}

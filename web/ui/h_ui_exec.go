@@ -349,14 +349,31 @@ func (u *uiServer) executionPage(c echo.Context) error {
 // (or by the poll that stands in for them): 204 while the version the page has is current,
 // before any of the region is built.
 func (u *uiServer) executionLive(c echo.Context) error {
-	s, err := u.page(c)
-	if s == nil {
-		return err
+	s, p := u.session(c)
+	if p == nil {
+		var d *execData
+		if d, p = u.executionView(c); p == nil {
+			return u.liveRegion(c, s, d)
+		}
 	}
-	d, p := u.executionView(c)
-	if p != nil {
-		return u.fail(c, p)
+	if p.Status >= http.StatusInternalServerError {
+		// What the page shows stays, under a banner (app.js): a refresh that failed for now is
+		// no reason to replace the execution with an error box.
+		return u.stale(c, p)
 	}
+	return u.fail(c, p)
+}
+
+// stale answers a live refresh that cannot be made now (the API's 5xx: Redis or the database
+// gone): 503 with the problem's code in X-Plaita-Stale, which htmx does not swap in.
+func (u *uiServer) stale(c echo.Context, p *api.Problem) error {
+	c.Response().Header().Set("X-Plaita-Stale", cmp.Or(p.Code, "unavailable"))
+	c.Response().Header().Set("Retry-After", "2")
+	return c.NoContent(http.StatusServiceUnavailable)
+}
+
+// liveRegion renders the execution's live region, or 204 when it did not change.
+func (u *uiServer) liveRegion(c echo.Context, s *uiSession, d *execData) error {
 	if v := c.QueryParam("v"); v != "" && v == d.Version {
 		return c.NoContent(http.StatusNoContent)
 	}

@@ -94,6 +94,53 @@
     mark();
   }
   document.addEventListener("DOMContentLoaded", follow);
+
+  // A live refresh that fails for now (the console answers 503 with X-Plaita-Stale, or does not
+  // answer) keeps what the page shows under a banner that says since when; the refreshes go on,
+  // and the first that succeeds takes the banner away.
+  function staleBanner(why) {
+    var el = liveEl() || document.getElementById("live");
+    if (!el) { return; }
+    var b = document.getElementById("stale-banner");
+    if (!b) {
+      b = document.createElement("p");
+      b.id = "stale-banner";
+      b.className = "waiting";
+      b.setAttribute("role", "status");
+      b.setAttribute("data-since", new Date().toISOString());
+      el.parentNode.insertBefore(b, el);
+    }
+    var since = b.getAttribute("data-since").replace(/\.\d+Z$/, "Z").replace("T", " ");
+    b.textContent = "Stale since " + since + ": the console cannot read this execution now (" + why +
+      "). What is shown is as it was then; retrying.";
+    var note = document.getElementById("live-note");
+    if (note) { note.textContent = "(stale)"; }
+  }
+  function fresh() {
+    var b = document.getElementById("stale-banner");
+    if (b) { b.remove(); }
+  }
+  function fromLive(e) {
+    var el = liveEl() || document.getElementById("live");
+    return el && e.detail && e.detail.elt === el;
+  }
+  // A failed request settles no promise of htmx.ajax: the refresh is marked done here, so the
+  // next poll or event tries again.
+  function failed() {
+    if (live) { live.busy = false; live.again = null; schedule(); }
+  }
+  document.addEventListener("htmx:responseError", function (e) {
+    if (fromLive(e)) {
+      staleBanner(e.detail.xhr.getResponseHeader("X-Plaita-Stale") || "HTTP " + e.detail.xhr.status);
+      failed();
+    }
+  });
+  document.addEventListener("htmx:sendError", function (e) {
+    if (fromLive(e)) { staleBanner("the console does not answer"); failed(); }
+  });
+  document.addEventListener("htmx:afterRequest", function (e) {
+    if (fromLive(e) && e.detail.successful) { fresh(); }
+  });
   // A button's answer says the execution changed (HX-Trigger: execution-changed).
   document.addEventListener("execution-changed", function () { refresh("action"); });
 
