@@ -351,6 +351,15 @@ func TestAuditPageFilters(t *testing.T) {
 	b.open("/ui/audit?since=yesterday")
 	mustContainAll(t, "a bad time", b.text("main"), "2026-12-05 09:30")
 
+	// A bulk count (a dry run) is audited as what it was: job.dry_run, no job.create.
+	b.open("/ui/executions")
+	b.click("#bulk-preview-button")
+	b.until("the count", `document.querySelector("#bulk-preview").children.length > 0`, 30*time.Second)
+	b.open("/ui/audit?action=job")
+	if got := strings.Join(actions(), ","); got != "job.dry_run" {
+		t.Errorf("the job family after a count: %q, want job.dry_run", got)
+	}
+
 	// Every tenant and the platform: beta's publish and the platform's tenant.create.
 	b.open("/ui/audit")
 	b.click("#a-all")

@@ -76,6 +76,9 @@ type AuditNote struct {
 	Tenant string
 	// Skip leaves the call unaudited (a login: its handler writes its own row).
 	Skip bool
+	// Action, when set, names what the call did instead of its route's action (a job's dry
+	// run is job.dry_run, not job.create: it created nothing).
+	Action string
 }
 
 // Note adds a detail to the call's audit row.

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"net"
@@ -66,7 +67,7 @@ func (a *API) audit(ctx context.Context, rec AuditRecord) {
 // auditCall records a write a handler ran: allowed when it succeeded, denied with the problem's
 // code when it failed.
 func (a *API) auditCall(ctx context.Context, c *Call, err error) {
-	rec := AuditRecord{Call: c, Action: c.Route.Action, Outcome: model.OutcomeAllow, Target: c.Audit.Target,
+	rec := AuditRecord{Call: c, Action: cmp.Or(c.Audit.Action, c.Route.Action), Outcome: model.OutcomeAllow, Target: c.Audit.Target,
 		Tenant: c.Audit.Tenant, Details: c.Audit.Details}
 	if err != nil {
 		rec.Outcome, rec.Reason = model.OutcomeDeny, problemFor(err).Code

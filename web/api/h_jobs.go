@@ -44,6 +44,9 @@ func (a *API) createJob(ctx context.Context, c *Call, in *jobCreateIn) (*jobCrea
 	c.Note("action", b.Action)
 	c.Note("filter", b.Filter)
 	c.Note("dry_run", b.DryRun)
+	if b.DryRun {
+		c.Audit.Action = "job.dry_run" // a count: no job was created
+	}
 	// A bulk delete needs what a single delete needs: an admin when PLAITA_CONSOLE_ENV=prod.
 	if b.Action == control.BulkDelete && a.s.Env == "prod" && !c.Role.AtLeast(TenantAdmin.role()) {
 		return nil, NewProblem(http.StatusForbidden, "forbidden", "a bulk delete needs the admin role in tenant %s (PLAITA_CONSOLE_ENV=prod); you have %s", c.Tenant, roleName(c.Role))
