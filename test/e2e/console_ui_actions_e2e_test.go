@@ -195,6 +195,25 @@ func TestConsolePolish(t *testing.T) {
 	}
 	mustContainAll(t, "the notice", b.text(".notice"), "Version 2 of order is published")
 
+	// A job whose every item was refused is not shown as a success.
+	code, created := con.call(t, http.MethodPost, "/api/jobs", map[string]any{"action": "retry", "filter": map[string]any{"flow_id": "order"}})
+	if code != http.StatusCreated {
+		t.Fatalf("a retry job: %d %v", code, created)
+	}
+	jobID := created["job"].(map[string]any)["id"].(string)
+	waitFor(t, "the job to end", 60*time.Second, func() bool {
+		_, body := con.call(t, http.MethodGet, "/api/jobs/"+jobID, nil)
+		j, _ := body["job"].(map[string]any)
+		return j != nil && j["status"] == "completed"
+	}, con.p)
+	for _, page := range []string{"/ui/jobs/" + jobID, "/ui/jobs"} {
+		b.open(page)
+		if !b.exists(`.badge[data-outcome="all-failed"]`) || b.exists(`.badge.s-completed`) {
+			t.Errorf("%s: a job whose every item failed shows %q", page, b.text(".badge"))
+		}
+	}
+	b.shot("job-all-failed")
+
 	// Logging out says so.
 	b.logout()
 	mustContainAll(t, "the login page after a logout", b.text(".notice"), "You are logged out")
