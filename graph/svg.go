@@ -15,7 +15,7 @@ import (
 const (
 	colNode        = "#ffffff"
 	colStroke      = "#5f6b7a"
-	colBranch      = "#fdf6e3" // condition, switch: where the flow forks
+	colBranch      = "#efe9fb" // condition, switch: where the flow forks (violet: far from the current node's yellow)
 	colWait        = "#eef4fb" // wait_event, delay, approval: where it can suspend
 	colVisited     = "#e3f4e6"
 	colVisitedLine = "#1e7b34"
@@ -40,8 +40,14 @@ func (e *Engine) SVG(f *engine.Flow, o *Overlay) ([]byte, error) {
 	}
 	var b bytes.Buffer
 	w, h := num(l.Width), num(l.Height)
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="flow-graph" viewBox="0 0 %s %s" width="%s" height="%s" role="img" aria-labelledby="flow-graph-title" font-family="ui-monospace, Menlo, Consolas, monospace" font-size="%d">`+"\n",
-		w, h, w, h, fontSize)
+	// A picture is an image to assistive technology; one whose nodes are links is a group of
+	// them (an image may hold nothing one can operate).
+	role := "img"
+	if o.Link != nil {
+		role = "group"
+	}
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" class="flow-graph" viewBox="0 0 %s %s" width="%s" height="%s" role="%s" aria-labelledby="flow-graph-title" font-family="ui-monospace, Menlo, Consolas, monospace" font-size="%d">`+"\n",
+		w, h, w, h, role, fontSize)
 	fmt.Fprintf(&b, `<title id="flow-graph-title">%s</title>`+"\n", esc(title(f, o)))
 	b.WriteString(`<defs>` +
 		`<marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerUnits="userSpaceOnUse" markerWidth="9" markerHeight="9" orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="` + colEdge + `"/></marker>` +
@@ -130,6 +136,13 @@ func writeNode(b *bytes.Buffer, n *engine.Node, box Box, o *Overlay) {
 		class, fill, stroke, width = class+" current", colCurrent, colCurrentLine, "3"
 	}
 	x, y := box.X-box.W/2, box.Y-box.H/2
+	link := ""
+	if o != nil && o.Link != nil {
+		link = o.Link(n.ID)
+	}
+	if link != "" {
+		fmt.Fprintf(b, `<a href="%s">`, esc(link)) // named by its text: the node's id and type
+	}
 	fmt.Fprintf(b, `<g class="%s" id="node-%s" data-node="%s" data-type="%s">`, class, esc(n.ID), esc(n.ID), esc(n.Type))
 	fmt.Fprintf(b, `<title>%s</title>`, esc(nodeTitle(n, o)))
 	fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%s" rx="6" fill="%s" stroke="%s" stroke-width="%s"/>`,
@@ -144,7 +157,11 @@ func writeNode(b *bytes.Buffer, n *engine.Node, box Box, o *Overlay) {
 		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" dominant-baseline="central" fill="%s"%s>%s</text>`,
 			num(box.X), num(ty), colText, weight, esc(s))
 	}
-	b.WriteString("</g>\n")
+	b.WriteString("</g>")
+	if link != "" {
+		b.WriteString("</a>")
+	}
+	b.WriteString("\n")
 }
 
 // nodeTitle is a node's tooltip: its type, and what the overlay knows of its runs.

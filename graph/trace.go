@@ -14,6 +14,8 @@ type Overlay struct {
 	Current string       // where a live execution stands (running, suspended)
 	Failed  string       // the node of an execution's error
 	Timings map[string]*state.NodeTiming
+	// Link, when set, makes each node a link to Link(node id) (the page's row of its result).
+	Link func(node string) string
 }
 
 // Trace is the overlay of st on f: the nodes that ran (node timings and the timeline), the

@@ -73,6 +73,10 @@ func TestExecutionPageOffersWhatIsAccepted(t *testing.T) {
 		}
 	}
 	mustContainAll(t, "what the page says instead", b.text("#no-actions"), "No resume is accepted now", "completed")
+	// The graph's nodes link to their results; its legend names every colour.
+	b.click(`#exec-graph a[href="#node-result-price"]`)
+	b.until("the node's result row", `location.hash === "#node-result-price" && document.querySelector("#node-result-price")`, 10*time.Second)
+	mustContainAll(t, "the legend", b.text("#graph-legend"), "the path taken", "where it stands", "where it failed", "a condition not run", "a wait not run")
 	b.shot("execution-completed-data")
 	b.axe("execution (completed, with its data)")
 

@@ -437,7 +437,9 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 		d.Decisions = d.Decisions[n-timelinePage:]
 	}
 	d.Results = results(f, d.St)
-	svg, err := u.graphs.SVG(f, graph.Trace(f, d.St))
+	overlay := graph.Trace(f, d.St)
+	overlay.Link = func(node string) string { return "#node-result-" + node } // the node's row below
+	svg, err := u.graphs.SVG(f, overlay)
 	if err != nil {
 		d.Graph = err.Error()
 	}
