@@ -371,3 +371,19 @@ func (p *Plane) DeleteSchedule(ctx context.Context, tenant, id string) error {
 	}
 	return nil
 }
+
+// RunScheduleNow starts what a schedule starts — its flow version (the latest when it names
+// none) with its input — now, once, as an operator's start: the schedule's ticks, its last
+// fire and its pending claims are left as they are. A disabled schedule runs too (it is the
+// operator's own start).
+func (p *Plane) RunScheduleNow(ctx context.Context, tenant, id string) (Started, error) {
+	rec, err := p.Schedule(ctx, tenant, id)
+	if err != nil {
+		return Started{}, err
+	}
+	version := rec.FlowVersion
+	if version == store.LatestVersion {
+		version = ""
+	}
+	return p.Start(ctx, StartRequest{Tenant: tenant, FlowID: rec.FlowID, Version: version, Input: rec.Input})
+}

@@ -315,6 +315,11 @@ func TestPagesRefreshAfterWrites(t *testing.T) {
 	b.until("the new cron and revision in the panel", `document.querySelector("#schedule-state").innerText.includes("15 4 * * *") &&
 		document.querySelector("#schedule-state").innerText.includes("Revision\n2")`, 30*time.Second)
 	same("schedule")
+	// Run now: one start of the schedule's flow, linked.
+	b.click("#schedule-run")
+	b.until("the start linked", `document.querySelector("#schedule-ran a[href^='/ui/executions/ex_']")`, 30*time.Second)
+	ran := strings.TrimPrefix(eval[string](b, `document.querySelector("#schedule-ran a").getAttribute("href")`), "/ui/executions/")
+	con.waitExecution(t, ran, "the run-now execution", func(st map[string]any) bool { return st["flow_id"] == "order" })
 
 	b.open("/ui/executions/" + asking)
 	b.until("the approval form", `document.querySelector("#approve-button")`, 30*time.Second)

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 
 	"plaita/control"
 )
@@ -120,4 +121,17 @@ func (a *API) setScheduleEnabled(enable bool) func(context.Context, *Call, *sche
 func (a *API) deleteSchedule(ctx context.Context, c *Call, in *scheduleIDIn) (*struct{}, error) {
 	c.Audit.Target = in.ID
 	return &struct{}{}, a.d.Plane.DeleteSchedule(ctx, c.Tenant, in.ID)
+}
+
+// runSchedule starts what the schedule starts, now and once; the audit row names the
+// execution.
+func (a *API) runSchedule(ctx context.Context, c *Call, in *scheduleIDIn) (*startOut, error) {
+	c.Audit.Target = in.ID
+	started, err := a.d.Plane.RunScheduleNow(ctx, c.Tenant, in.ID)
+	if err != nil {
+		return nil, err
+	}
+	c.Note("execution_id", started.ExecutionID)
+	c.Note("flow", started.FlowID+"@"+started.FlowVersion)
+	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: started}}, nil
 }

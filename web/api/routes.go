@@ -198,6 +198,8 @@ func registerOperationRoutes(a *API) {
 		Tags: schedules, Access: TenantEditor, Action: "schedule.enable", Redis: true, Bounded: true}, a.setScheduleEnabled(true))
 	register(a, Route{ID: "schedule-disable", Method: post, Path: "/api/schedules/{id}/disable", Summary: "Disable a schedule: its ticks are skipped until it is enabled again",
 		Tags: schedules, Access: TenantEditor, Action: "schedule.disable", Redis: true, Bounded: true}, a.setScheduleEnabled(false))
+	register(a, Route{ID: "schedule-run", Method: post, Path: "/api/schedules/{id}/run", Summary: "Start what the schedule starts, now and once (its ticks are left as they are)",
+		Tags: schedules, Access: TenantEditor, Action: "schedule.run", Redis: true, Bounded: true, Status: http.StatusCreated}, a.runSchedule)
 
 	approvals := []string{"approvals"}
 	register(a, Route{ID: "approval-list", Method: get, Path: "/api/approvals", Summary: "List the tenant's pending approvals, newest first",

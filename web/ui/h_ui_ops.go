@@ -208,6 +208,7 @@ func (u *uiServer) scheduleRoutes(g *echo.Group) {
 	g.POST("/schedules/:id", u.updateSchedule)
 	g.POST("/schedules/:id/enabled", u.setSchedule)
 	g.POST("/schedules/:id/delete", u.deleteSchedule)
+	g.POST("/schedules/:id/run", u.runSchedule)
 }
 
 func (u *uiServer) schedulesPage(c echo.Context) error {
@@ -311,4 +312,14 @@ func (u *uiServer) deleteSchedule(c echo.Context) error {
 	}
 	c.Response().Header().Set("HX-Redirect", "/ui/schedules")
 	return c.NoContent(http.StatusOK)
+}
+
+// runSchedule starts what the schedule starts, now and once (POST /api/schedules/{id}/run), and
+// links the execution.
+func (u *uiServer) runSchedule(c echo.Context) error {
+	var out api.ExecutionStarted
+	if p := u.call(c, http.MethodPost, "/api/schedules/"+url.PathEscape(c.Param("id"))+"/run", nil, &out); p != nil {
+		return u.fail(c, p)
+	}
+	return u.render(c, http.StatusOK, "schedule.html", "ran", uiPage{Data: out})
 }
