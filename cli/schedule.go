@@ -68,6 +68,7 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 		scheduleShowCommand(stdout, stderr),
 		scheduleToggle("enable", true, stdout, stderr),
 		scheduleToggle("disable", false, stdout, stderr),
+		scheduleRunCommand(stdout, stderr),
 		scheduleDeleteCommand(stdout, stderr),
 	}
 	return role
@@ -152,6 +153,30 @@ func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Com
 					fmt.Fprintf(stdout, " (next tick %s)", rec.Next.Format(time.RFC3339))
 				}
 				fmt.Fprintln(stdout)
+				return nil
+			})
+		},
+	}
+}
+
+// scheduleRunCommand is `plaita schedule run ID`: what the schedule starts, now and once
+// (control.RunScheduleNow, as the console's Run now).
+func scheduleRunCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "run",
+		Usage:     "start what a schedule starts, now and once (its ticks stay as they are)",
+		UsageText: "plaita schedule run ID [--tenant T] [--json]",
+		Flags:     cliFlags(tenantFlag(), jsonFlag("print the start as JSON")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withSchedule(ctx, cmd, "run", stderr, func(k *conn, id string) error {
+				s, err := k.plane.RunScheduleNow(ctx, k.tenant, id)
+				if err != nil {
+					return refused("run", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, s)
+				}
+				fmt.Fprintf(stdout, "schedule %s: started %s (%s version %s)\n", id, s.ExecutionID, s.FlowID, s.FlowVersion)
 				return nil
 			})
 		},

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"maps"
 	"net/http"
@@ -537,6 +538,21 @@ func TestE2EScheduleCLI(t *testing.T) {
 	fails(1, "schedule not found", "schedule", "show", "missing")
 	fails(1, "no schedule missing", "schedule", "delete", "missing")
 	fails(2, "name one schedule", "schedule", "enable")
+	fails(2, "name one schedule", "schedule", "run")
+	fails(1, "schedule not found", "schedule", "run", "missing")
+	fails(1, "report", "schedule", "run", "nightly") // its flow is not published: refused, nothing started
+	ok("flow", "publish", repoFlow(t, "hello.json"))
+	ok("schedule", "add", "hourly-hello", "--cron", "@hourly", "--flow", "hello", "--disabled")
+	// A start checks the flow with the node types a worker sets up: no docker daemon here.
+	runEnv := maps.Clone(env)
+	runEnv["PLAITA_CODE_BACKEND"] = "subprocess"
+	r = run(t, runEnv, "schedule", "run", "hourly-hello", "--json", "--quiet")
+	var ran map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &ran); r.code != 0 || err != nil ||
+		!strings.HasPrefix(fmt.Sprint(ran["execution_id"]), "ex_") || ran["flow_id"] != "hello" {
+		t.Fatalf("run --json of a disabled schedule: exit %d %v %v\n%s", r.code, ran, err, r.stderr)
+	}
+	ok("schedule", "delete", "hourly-hello")
 
 	list := ok("schedule", "list")
 	if !strings.Contains(list, "ID") || !strings.Contains(list, "nightly  true") || !strings.Contains(list, "Europe/Paris") {
