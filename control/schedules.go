@@ -93,7 +93,7 @@ func CheckSchedule(s *store.Schedule) error {
 		}
 	}
 	if _, err := store.ParseCron(s.Cron, s.TimeZone); err != nil {
-		return refuse(Invalid, "invalid_cron", err, "--cron/--tz: %v", err)
+		return refuse(Invalid, "invalid_cron", err, "the cron or its time zone: %v", err) // the words of every front end, not a flag
 	}
 	if err := keys.ValidName("flow id", s.FlowID); err != nil {
 		return refuse(Invalid, "invalid_schedule", err, "--flow: %v", err)

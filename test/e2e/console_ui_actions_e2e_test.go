@@ -310,6 +310,13 @@ func TestPagesRefreshAfterWrites(t *testing.T) {
 
 	b.open("/ui/schedules/nightly")
 	eval[bool](b, `window.__sameDocument = true`)
+	// A bad calendar is refused in the page's words, not a command line's.
+	b.fill("#s-cron", "every morning")
+	b.click("#schedule-save")
+	b.until("the refusal", `document.querySelector("#schedule-result").innerText.includes("cron")`, 30*time.Second)
+	if got := b.text("#schedule-result"); strings.Contains(got, "--") {
+		t.Errorf("the refusal speaks of command-line flags: %q", got)
+	}
 	b.fill("#s-cron", "15 4 * * *")
 	b.click("#schedule-save")
 	b.until("the new cron and revision in the panel", `document.querySelector("#schedule-state").innerText.includes("15 4 * * *") &&
