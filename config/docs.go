@@ -60,7 +60,8 @@ func Markdown() []byte {
 	b.WriteString("once as `event=config.unknown_variable`, with `suggestion` naming the closest variable when the name\n")
 	b.WriteString("looks like a typo (`PLAITA_WORKER_CONCURENCY` → `PLAITA_WORKER_CONCURRENCY`). It is a warning, never a\n")
 	b.WriteString("rejection, so deployment files that still carry retired names keep working. Its value is not shown:\n")
-	b.WriteString("a misspelt secret is still a secret. `PLAITA_TEST_REDIS_URL` (the test suite's Redis) is not reported.\n")
+	b.WriteString("a misspelt secret is still a secret. `PLAITA_TEST_REDIS_URL` and `PLAITA_TEST_POSTGRES_URL` (the test suite's Redis\n")
+	b.WriteString("and PostgreSQL) are not reported.\n")
 	b.WriteString("\n## Config generations\n\n")
 	b.WriteString("Computed at start, logged as `event=config.effective`, shown by `plaita doctor`.\n\n")
 	fmt.Fprintf(&b, "- `config_family` = `cf1-` + sha256 of %s, the task schema version (%d) and the namespace (`%s`), first 12 hex digits.\n",

@@ -3,10 +3,10 @@ package config
 import "strings"
 
 // notConfiguration reports PLAITA_ names plaita uses that are not configuration of a role:
-// the test harness's Redis (CI exports it), which must not show up as a typo in every shell
-// that runs the tests.
+// the test harness's Redis and PostgreSQL (CI exports them), which must not show up as typos in
+// every shell that runs the tests.
 func notConfiguration(name string) bool {
-	return name == "PLAITA_TEST_REDIS_URL"
+	return name == "PLAITA_TEST_REDIS_URL" || name == "PLAITA_TEST_POSTGRES_URL"
 }
 
 // closestName returns the registered name an unknown one most likely misspells, or "" when

@@ -29,7 +29,8 @@ func TestUnknownVariablesWarnOnceWithTheClosestName(t *testing.T) {
 		"PLAITA_CONSOLE_PORT":       "9000", // known, read by another role: not unknown
 		"REDIS_URL":                 "redis://r:6379/0",
 		"HOME":                      "/root",
-		"PLAITA_TEST_REDIS_URL":     "redis://127.0.0.1:6379/15", // the test harness's own variable
+		"PLAITA_TEST_REDIS_URL":     "redis://127.0.0.1:6379/15", // the test harness's own variables
+		"PLAITA_TEST_POSTGRES_URL":  "postgres://postgres@127.0.0.1:5432/postgres",
 		"PLAITA_WORKER_CONCURRENCY": "2",
 	}
 	var logs bytes.Buffer
