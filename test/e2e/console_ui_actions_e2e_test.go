@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +105,21 @@ func TestExecutionPageOffersWhatIsAccepted(t *testing.T) {
 	if q := eval[string](b, `document.querySelector("#cancel-button").closest("form").getAttribute("hx-confirm") || ""`); !strings.Contains(q, "Cancel execution") {
 		t.Errorf("the cancel asks %q", q)
 	}
+	// One clock for every relative time: the start's "ago", the subscription's, the running
+	// duration tick in one format, the server's first words the same as the clock's.
+	clock := `[...document.querySelectorAll("#live [data-due], #live [data-since]")].map(e => e.textContent.trim())`
+	first := eval[[]string](b, clock)
+	if len(first) < 3 {
+		t.Fatalf("relative times on the page: %q", first)
+	}
+	words := regexp.MustCompile(`^(in )?(\d+d \d+h|\d+h \d+m|\d+m \d+s|\d+s)( ago)?$`)
+	for _, w := range first {
+		if !words.MatchString(w) {
+			t.Errorf("a relative time %q is not in the clock's words", w)
+		}
+	}
+	was := eval[string](b, `JSON.stringify(`+clock+`)`)
+	b.until("the times to tick", `JSON.stringify(`+clock+`) !== `+strconv.Quote(was), 10*time.Second)
 	b.shot("execution-event-actions")
 	b.axe("execution (event wait, its actions)")
 	b.click("#event-button")

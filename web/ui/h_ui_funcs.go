@@ -24,6 +24,7 @@ func (u *uiServer) funcs() template.FuncMap {
 		"ago":        func(t time.Time) string { return u.ago(t) },
 		"iso":        func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"dur":        func(d time.Duration) string { return control.RoundDuration(d) },
+		"rel":        relative, // a running duration, as the ticking clock writes it
 		"ms":         func(ms int64) string { return control.RoundDuration(time.Duration(ms) * time.Millisecond) },
 		"preview":    preview,
 		"pretty":     pretty,
@@ -70,9 +71,26 @@ func (u *uiServer) ago(t time.Time) string {
 	}
 	d := u.now().Sub(t)
 	if d < 0 {
-		return "in " + control.RoundDuration(-d)
+		return "in " + relative(-d)
 	}
-	return control.RoundDuration(d) + " ago"
+	return relative(d) + " ago"
+}
+
+// relative is a duration as every relative time of the pages reads, in the words app.js's
+// ticking clock writes (fmt there), so a time reads the same before and after its first tick:
+// "1124d 18h", "3h 5m", "4m 2s", "7s".
+func relative(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	days, h, m, r := s/86400, s%86400/3600, s%3600/60, s%60
+	switch {
+	case days > 0:
+		return fmt.Sprintf("%dd %dh", days, h)
+	case h > 0:
+		return fmt.Sprintf("%dh %dm", h, m)
+	case m > 0:
+		return fmt.Sprintf("%dm %ds", m, r)
+	}
+	return fmt.Sprintf("%ds", r)
 }
 
 // preview is v as compact JSON cut at previewBytes (on a rune boundary), with an ellipsis when

@@ -316,7 +316,7 @@ func TestUIWaitingPanel(t *testing.T) {
 
 	c := uiUser(t, f, "pat", "default", sqlite.RoleViewer)
 	for id, wants := range map[string][]string{
-		"ex_ev":  {`data-kind="event"`, `waiting for an event of type &#34;paid&#34;`, "EVENT.id == INPUT.id", "subscribed 1m", "no filter role is alive"},
+		"ex_ev":  {`data-kind="event"`, `waiting for an event of type &#34;paid&#34;`, "EVENT.id == INPUT.id", "subscribed <time", ">1m 0s ago<", "no filter role is alive"},
 		"ex_nap": {`data-kind="delay"`, "a delay due at", `data-due="` + due.Format(time.RFC3339) + `"`, "no delay-queue entry: nothing will continue it"},
 		"ex_run": {`data-kind="running"`, "no worker is alive"},
 	} {

@@ -107,10 +107,10 @@
       b.id = "stale-banner";
       b.className = "waiting";
       b.setAttribute("role", "status");
-      b.setAttribute("data-since", new Date().toISOString());
+      b.setAttribute("data-stale-since", new Date().toISOString());
       el.parentNode.insertBefore(b, el);
     }
-    var since = b.getAttribute("data-since").replace(/\.\d+Z$/, "Z").replace("T", " ");
+    var since = b.getAttribute("data-stale-since").replace(/\.\d+Z$/, "Z").replace("T", " ");
     b.textContent = "Stale since " + since + ": the console cannot read this execution now (" + why +
       "). What is shown is as it was then; retrying.";
     var note = document.getElementById("live-note");
@@ -146,16 +146,25 @@
 
   // ---- countdowns ----
   function fmt(ms) {
-    var past = ms < 0, s = Math.round(Math.abs(ms) / 1000);
+    var out = span(ms);
+    return ms < 0 ? out + " ago" : "in " + out;
+  }
+  // One clock for every relative time of a page: a due time (data-due: "in 4m 2s", "7s ago")
+  // and an elapsed one (data-since: "4m 2s"), in the words the server writes them in.
+  function span(ms) {
+    var s = Math.round(Math.abs(ms) / 1000);
     var d = Math.floor(s / 86400), h = Math.floor(s % 86400 / 3600), m = Math.floor(s % 3600 / 60), r = s % 60;
-    var out = d ? d + "d " + h + "h" : h ? h + "h " + m + "m" : m ? m + "m " + r + "s" : r + "s";
-    return past ? out + " ago" : "in " + out;
+    return d ? d + "d " + h + "h" : h ? h + "h " + m + "m" : m ? m + "m " + r + "s" : r + "s";
   }
   function tick() {
     var now = Date.now();
     document.querySelectorAll("[data-due]").forEach(function (el) {
       var due = Date.parse(el.getAttribute("data-due"));
       if (!isNaN(due)) { el.textContent = fmt(due - now); }
+    });
+    document.querySelectorAll("[data-since]").forEach(function (el) {
+      var since = Date.parse(el.getAttribute("data-since"));
+      if (!isNaN(since)) { el.textContent = span(now - since); }
     });
   }
   setInterval(tick, 1000);
