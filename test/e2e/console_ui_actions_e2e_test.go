@@ -195,6 +195,10 @@ func TestConsolePolish(t *testing.T) {
 	if n := eval[int](b, `document.querySelectorAll("input[type=datetime-local], input[type=date], input[type=time]").length`); n != 0 {
 		t.Errorf("%d browser date pickers on the list", n)
 	}
+	// The flow filter offers the tenant's flows as it is typed (no exact id to know by heart).
+	if !eval[bool](b, `document.querySelector("#f-flow").list !== null && !!document.querySelector('#flow-ids option[value="order"]')`) {
+		t.Error("the flow filter offers no flows")
+	}
 	b.open("/ui/executions?started_after=" + url.QueryEscape("2000-01-01 00:00"))
 	if rows := eval[int](b, `document.querySelectorAll("#executions tbody tr[data-id]").length`); rows != 3 || b.exists(".problem") {
 		t.Errorf("started after 2000-01-01 00:00 (UTC): %d rows, a problem shown: %v", rows, b.exists(".problem"))

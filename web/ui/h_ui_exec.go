@@ -81,7 +81,9 @@ func (u *uiServer) executionsStream(c echo.Context) error {
 
 // listData is the executions list page.
 type listData struct {
-	List   api.ExecutionList
+	List api.ExecutionList
+	// Flows are the tenant's published flow ids: the flow filter offers them as it is typed.
+	Flows  []string
 	Status string
 	FlowID string
 	// The start and due times as the form gives them (2026-12-05 09:30, UTC).
@@ -195,6 +197,13 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 	}
 	if p := u.call(c, http.MethodGet, "/api/executions?"+list.Encode(), nil, &d.List); p != nil {
 		return u.fail(c, p)
+	}
+	// The flow filter's suggestions: a failure to read them leaves the field as it is (typed).
+	var flows api.FlowList
+	if p := u.call(c, http.MethodGet, "/api/flows?limit=200", nil, &flows); p == nil {
+		for _, f := range flows.Items {
+			d.Flows = append(d.Flows, f.FlowID)
+		}
 	}
 	d.First = list.Get("cursor") == ""
 	d.Query = q.Encode()
