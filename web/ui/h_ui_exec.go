@@ -266,6 +266,8 @@ type execData struct {
 	EventData string
 	Duration  time.Duration // from the start to the end, or to now while it runs
 	Vars      map[string]any
+	// Unavailable: the flow could not be read for now (the API's 5xx).
+	Unavailable *api.Problem
 }
 
 // execAction is one button of the page: a resume the API accepts now.
@@ -387,6 +389,9 @@ func (u *uiServer) liveRegion(c echo.Context, s *uiSession, d *execData) error {
 		return c.NoContent(http.StatusNoContent)
 	}
 	u.fill(c, s, d)
+	if d.Unavailable != nil {
+		return u.stale(c, d.Unavailable) // the picture could not be read for now: keep the one shown
+	}
 	if via := c.QueryParam("via"); via == "sse" || via == "poll" || via == "action" {
 		d.Via = via
 	}
@@ -424,7 +429,7 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 	if end := d.St.EndTime; end != nil {
 		d.Duration = end.Sub(d.St.StartTime)
 	} else if !d.St.StartTime.IsZero() {
-		d.Duration = time.Since(d.St.StartTime)
+		d.Duration = u.now().Sub(d.St.StartTime)
 	}
 	if d.Live {
 		d.Follow = "/ui/executions/" + url.PathEscape(d.ID) + "/events?after=" + strconv.Itoa(d.St.TimelineDropped+len(d.St.Timeline))
@@ -432,7 +437,8 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 	d.Timeline, d.Older = timelineBefore(d.St, 0)
 	d.Waiting = u.waitPanel(c, s, &d.View)
 	d.Approval = d.St.Status == state.Suspended && d.St.Suspend != nil && d.St.Suspend.Kind == state.SuspendApproval
-	f, err := u.flowOf(c, d.St)
+	f, transient, err := u.flowOf(c, d.St)
+	d.Unavailable = transient
 	if err != nil {
 		d.Graph = err.Error()
 		return
@@ -456,17 +462,23 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 }
 
 // flowOf is the flow version st runs, read through the API and parsed as a worker would.
-func (u *uiServer) flowOf(c echo.Context, st *state.Execution) (*engine.Flow, error) {
+// A flow the API could not read for now (a 5xx) is the problem too, so a live refresh answers
+// stale instead of drawing the execution without its picture.
+func (u *uiServer) flowOf(c echo.Context, st *state.Execution) (*engine.Flow, *api.Problem, error) {
 	var shown control.FlowShown
 	path := "/api/flows/" + url.PathEscape(st.FlowID) + "?version=" + url.QueryEscape(st.FlowVersion)
 	if p := u.call(c, http.MethodGet, path, nil, &shown); p != nil {
-		return nil, fmt.Errorf("flow %s version %s: %s", st.FlowID, st.FlowVersion, p.Detail)
+		var transient *api.Problem
+		if p.Status >= http.StatusInternalServerError {
+			transient = p
+		}
+		return nil, transient, fmt.Errorf("flow %s version %s: %s", st.FlowID, st.FlowVersion, p.Detail)
 	}
 	f, err := u.a.Plane().ParseFlow(shown.Definition)
 	if err != nil {
-		return nil, fmt.Errorf("flow %s version %s: %w", st.FlowID, st.FlowVersion, err)
+		return nil, nil, fmt.Errorf("flow %s version %s: %w", st.FlowID, st.FlowVersion, err)
 	}
-	return f, nil
+	return f, nil, nil
 }
 
 // liveVersion names what the live region shows: the state's progress and what wakes it (the
