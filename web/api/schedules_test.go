@@ -158,6 +158,28 @@ func TestSchedulesCRUD(t *testing.T) {
 		t.Fatalf("globex changed acme's schedule: %+v", rec)
 	}
 
+	// Run now: an editor's, audited with the execution; a viewer's is refused, globex's finds
+	// no such schedule; the schedule's firing state is left as it is.
+	if _, err := f.Plane.PublishFlow(ctx, "acme", []byte(strings.Replace(webtest.ApprovalFlow, `"version":"1"`, `"version":"2"`, 1)), ""); err != nil { // the version the schedule names now
+		t.Fatal(err)
+	}
+	before := stored("nightly")
+	var ran api.ExecutionStarted
+	editor.Want(t, http.StatusCreated, http.MethodPost, "/api/schedules/nightly/run", nil).Decode(t, &ran)
+	if !strings.HasPrefix(ran.ExecutionID, "ex_") || ran.FlowID != "ask" || ran.TenantID != "acme" {
+		t.Fatalf("run: %+v", ran)
+	}
+	if e, ok := f.Audited(t, "schedule.run"); !ok || e.Target != "nightly" || e.Tenant != "acme" || !strings.Contains(string(e.Details), ran.ExecutionID) {
+		t.Fatalf("run audit: %+v", e)
+	}
+	if after := stored("nightly"); !after.Next.Equal(before.Next) || after.LastFire != before.LastFire {
+		t.Fatalf("run moved the schedule's firing: %+v, was %+v", after, before)
+	}
+	viewer.Want(t, http.StatusForbidden, http.MethodPost, "/api/schedules/nightly/run", nil)
+	if p := globex.Want(t, http.StatusNotFound, http.MethodPost, "/api/schedules/nightly/run", nil).Problem(t); p.Code != "schedule_not_found" {
+		t.Fatalf("globex runs acme's schedule: %+v", p)
+	}
+
 	// Delete.
 	editor.Want(t, http.StatusNoContent, http.MethodDelete, "/api/schedules/nightly", nil)
 	editor.Want(t, http.StatusNotFound, http.MethodGet, "/api/schedules/nightly", nil)
