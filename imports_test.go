@@ -140,8 +140,8 @@ func importViolations(imports map[string][]string, under func(pkg, tree string) 
 				}
 			}
 		}
-		// The shared contracts (storage, task queue) are for tests: no program links them.
-		for _, contract := range []string{"plaita/store/storetest", "plaita/queue/queuetest"} {
+		// The shared contracts (storage, task queue, console store) are for tests: no program links them.
+		for _, contract := range []string{"plaita/store/storetest", "plaita/queue/queuetest", "plaita/store/sqlite/consoletest"} {
 			if slices.Contains(imports[p], contract) {
 				out = append(out, "forbidden: "+p+" → "+contract+" (a test helper; import it from _test.go files only)")
 			}

@@ -187,21 +187,33 @@ func copyTable(ctx context.Context, from, to *DB, t consoleTable, o CopyOptions)
 		return tc, err
 	}
 	tc.Rows = total
-	var after []any
-	for {
-		cols, rows, err := from.page(ctx, t, after, o.Batch)
-		if err != nil {
-			return tc, err
-		}
-		if len(rows) == 0 {
-			break
-		}
+	err = from.walk(ctx, t, o.Batch, func(cols []string, rows [][]any) error {
 		if err := to.upsert(ctx, t, cols, rows); err != nil {
-			return tc, err
+			return err
 		}
 		tc.Copied += int64(len(rows))
 		if o.Progress != nil {
 			o.Progress(t.name, tc.Copied, total)
+		}
+		return nil
+	})
+	if err != nil {
+		return tc, err
+	}
+	return tc, nil
+}
+
+// walk hands fn t's rows in key order, n at a time (the copy writes them, the checksum sums
+// them).
+func (db *DB) walk(ctx context.Context, t consoleTable, n int, fn func(cols []string, rows [][]any) error) error {
+	var after []any
+	for {
+		cols, rows, err := db.page(ctx, t, after, n)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		if err := fn(cols, rows); err != nil {
+			return err
 		}
 		last := rows[len(rows)-1]
 		after = after[:0]
@@ -209,7 +221,6 @@ func copyTable(ctx context.Context, from, to *DB, t consoleTable, o CopyOptions)
 			after = append(after, last[slices.Index(cols, k)])
 		}
 	}
-	return tc, nil
 }
 
 // page reads up to n rows of t after the key values after (nil: from the first), in key order,
@@ -312,23 +323,14 @@ func (db *DB) syncIdentity(ctx context.Context, t consoleTable) error {
 // 0 and 1): the same rows give the same sum on SQLite and on a server.
 func (db *DB) checksum(ctx context.Context, t consoleTable) (string, error) {
 	h := sha256.New()
-	var after []any
-	for {
-		cols, rows, err := db.page(ctx, t, after, 1000)
-		if err != nil {
-			return "", err
-		}
-		if len(rows) == 0 {
-			break
-		}
+	err := db.walk(ctx, t, 1000, func(cols []string, rows [][]any) error {
 		for _, r := range rows {
 			writeRow(h, cols, r)
 		}
-		last := rows[len(rows)-1]
-		after = after[:0]
-		for _, k := range t.key {
-			after = append(after, last[slices.Index(cols, k)])
-		}
+		return nil
+	})
+	if err != nil {
+		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
