@@ -360,21 +360,29 @@ func (db *DB) write(ctx context.Context, what string, fn func(tx *sql.Tx) error)
 		opts = db.srv.WriteTx()
 	}
 	backoff := time.Millisecond
-	for run := 1; ; run++ {
+	var until time.Time
+	for {
 		err := db.writeOnce(ctx, what, opts, fn)
-		if err == nil || run == retryWrites || !db.retryable(err) {
+		if err == nil || !db.retryable(err) {
 			return err
 		}
-		// The writers that collided wait apart (a random part of a doubling pause), so the
-		// next round does not collide again.
-		t := time.NewTimer(backoff/2 + mrand.N(backoff))
+		if until.IsZero() {
+			until = time.Now().Add(retryWritesFor)
+		}
+		// The writers that collided wait apart (a random pause up to a doubling bound), so
+		// the next round does not collide again.
+		pause := mrand.N(backoff) + time.Millisecond
+		if time.Now().Add(pause).After(until) {
+			return err
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 64*time.Millisecond)
+		backoff = min(2*backoff, retryPauseMax)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"slices"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4/database"
 
@@ -84,10 +85,15 @@ func (db *DB) Embedded() bool { return db.srv == nil }
 var ErrNotEmbedded = store.ErrInvalid.Kind("local_mode_needs_sqlite",
 	"local mode runs on a SQLite console database only: a console on a database server runs with Redis")
 
-// retryWrites bounds the runs of one write transaction that fails with a serialization
-// failure (Server.Retry): writers of one row at once settle within a few, apart by a
-// growing random pause (about 0.7 s in all at most).
-const retryWrites = 16
+// retryWritesFor bounds how long one write transaction that keeps failing with a
+// serialization failure (Server.Retry) runs again: as long as PostgreSQL's lock_timeout,
+// the time a write may wait for a lock anyway. A count would not do: writers of one row at
+// once (a burst of denials coalescing into one audit row) each lose every round but one,
+// and on a loaded host twenty of them lost sixteen rounds in a row.
+const retryWritesFor = 5 * time.Second
+
+// retryPauseMax caps the random pause between two runs of a write transaction.
+const retryPauseMax = 100 * time.Millisecond
 
 // retryable says whether err, from a write transaction, may succeed if run again.
 func (db *DB) retryable(err error) bool {
