@@ -130,7 +130,7 @@ type BulkRequest struct {
 	MaxItems int
 }
 
-// BulkSelection is what a filter matched.
+// BulkSelection is what a filter matched, and for a dry run what a job would do to it.
 type BulkSelection struct {
 	TenantID string     `json:"tenant_id"`
 	Action   BulkAction `json:"action"`
@@ -141,7 +141,9 @@ type BulkSelection struct {
 	MaxItems  int      `json:"max_items"`
 	MaxScan   int      `json:"max_scanned" doc:"executions (newest first) or dead letters examined at most"`
 	Sample    []string `json:"sample" doc:"the first items (execution ids or dead-letter ids)"`
-	Items     []string `json:"-"`
+	// Forecast is a dry run's (bulk_forecast.go); a run records each item's outcome instead.
+	Forecast *BulkForecast `json:"forecast,omitempty" doc:"dry run only: what a job would do to the items matched (count of them), each decided as its single-item operation decides on the state read now; the job decides again when it reaches the item"`
+	Items    []string      `json:"-"`
 }
 
 // BulkKind is the job kind of an action (the jobs table's kind).
@@ -230,21 +232,34 @@ func listFilterRefusal(err error) error {
 	return out
 }
 
-// BulkSelect finds what a filter matches, within the bounds (a dry run reports it; a run
-// keeps Items).
+// BulkSelect finds what a filter matches, within the bounds, and forecasts what the action
+// would do to each item (a dry run reports both).
 func (p *Plane) BulkSelect(ctx context.Context, req BulkRequest) (BulkSelection, error) {
+	return p.bulkSelect(ctx, req, true)
+}
+
+// bulkSelect is BulkSelect, with the forecast only when asked: a run keeps Items, and records
+// each item's outcome as it applies it.
+func (p *Plane) bulkSelect(ctx context.Context, req BulkRequest, forecast bool) (BulkSelection, error) {
 	tenant, err := p.checkBulk(req)
 	if err != nil {
 		return BulkSelection{}, err
 	}
 	sel := BulkSelection{TenantID: tenant, Action: req.Action, Filter: req.Filter, MaxItems: cmp.Or(req.MaxItems, MaxBulkItems), MaxScan: MaxBulkScan}
+	var fc *forecaster
+	if forecast {
+		fc = p.newForecaster(tenant, req.Action, req.Filter)
+	}
 	if req.Action == BulkReplay {
-		err = p.selectDeadLetters(ctx, tenant, req.Filter, &sel)
+		err = p.selectDeadLetters(ctx, tenant, req.Filter, &sel, fc)
 	} else {
-		err = p.selectExecutions(ctx, tenant, req.Filter, &sel)
+		err = p.selectExecutions(ctx, tenant, req.Filter, &sel, fc)
 	}
 	if err != nil {
 		return BulkSelection{}, err
+	}
+	if fc != nil {
+		sel.Forecast = &fc.out
 	}
 	sel.Count = len(sel.Items)
 	sel.Sample = sel.Items[:min(len(sel.Items), bulkSample)]
@@ -252,8 +267,9 @@ func (p *Plane) BulkSelect(ctx context.Context, req BulkRequest) (BulkSelection,
 }
 
 // selectExecutions pages through the list with the filter (the store's listing ListRequest
-// gives, as Plane.List reads it) until the bounds.
-func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection) error {
+// gives, as Plane.List reads it) until the bounds, and forecasts each item selected (fc, when
+// not nil) on the state the listing read it from: no state is read twice.
+func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection, fc *forecaster) error {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return err
@@ -266,6 +282,7 @@ func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilte
 		if err != nil {
 			return listFilterRefusal(err)
 		}
+		sr.States = fc != nil
 		page, err := ts.List(ctx, sr)
 		if err != nil {
 			return fmt.Errorf("select executions: %w", err)
@@ -276,6 +293,13 @@ func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilte
 				return nil
 			}
 			sel.Items = append(sel.Items, s.ExecutionID)
+			if fc != nil {
+				o, err := fc.execution(ctx, s.State)
+				if err != nil {
+					return err
+				}
+				fc.out.add(o)
+			}
 		}
 		if list.Cursor = page.NextCursor; list.Cursor == "" {
 			return nil
@@ -286,8 +310,9 @@ func (p *Plane) selectExecutions(ctx context.Context, tenant string, f BulkFilte
 }
 
 // selectDeadLetters pages through the dead-letters list with the filter (Plane.DeadLetterPage,
-// the tenant's entries of the filter's reason, kind and flow) until the bounds.
-func (p *Plane) selectDeadLetters(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection) error {
+// the tenant's entries of the filter's reason, kind and flow, with their replay marks) until the
+// bounds, and forecasts each item selected (fc, when not nil).
+func (p *Plane) selectDeadLetters(ctx context.Context, tenant string, f BulkFilter, sel *BulkSelection, fc *forecaster) error {
 	list := DeadLetterList{Tenant: tenant, Filter: f.deadLetterFilter(), Limit: dlqPage}
 	// A page examines at most 10 × dlqPage entries: MaxBulkScan bounds the pages.
 	for pages := 0; pages < MaxBulkScan/(dlqPage*10); pages++ {
@@ -301,6 +326,9 @@ func (p *Plane) selectDeadLetters(ctx context.Context, tenant string, f BulkFilt
 				return nil
 			}
 			sel.Items = append(sel.Items, e.ID)
+			if fc != nil {
+				fc.out.add(fc.deadLetter(e))
+			}
 		}
 		if list.Cursor = page.NextCursor; list.Cursor == "" {
 			return nil
@@ -308,17 +336,6 @@ func (p *Plane) selectDeadLetters(ctx context.Context, tenant string, f BulkFilt
 	}
 	sel.Truncated = true
 	return nil
-}
-
-// payloadFlow is the flow of a dead letter's task ("" when its payload does not say).
-func payloadFlow(payload string) string {
-	var env struct {
-		FlowID string `json:"flow_id"`
-	}
-	if json.Unmarshal([]byte(payload), &env) != nil {
-		return ""
-	}
-	return env.FlowID
 }
 
 // BulkOutcome is what applying a job's action did to one item.
@@ -340,7 +357,7 @@ func (p *Plane) BulkApply(ctx context.Context, tenant string, action BulkAction,
 		result = d.Result
 	case BulkRetry:
 		var d Done
-		d, err = p.Resume(ctx, ResumeRequest{Tenant: tenant, ID: item, Type: engine.ResumeRetry})
+		d, err = p.Resume(ctx, bulkResume(tenant, item))
 		result = d.Result
 	case BulkDelete:
 		var d Done
@@ -353,6 +370,12 @@ func (p *Plane) BulkApply(ctx context.Context, tenant string, action BulkAction,
 	default:
 		err = refuse(Invalid, "invalid_action", nil, "action %q: use cancel, retry, delete or replay", action)
 	}
+	return bulkOutcome(result, err)
+}
+
+// bulkOutcome is an operation's answer as a job's item records it: the result, or the failure
+// with the refusal's code ("error" for anything else).
+func bulkOutcome(result string, err error) BulkOutcome {
 	if err == nil {
 		return BulkOutcome{Result: result}
 	}
@@ -361,6 +384,12 @@ func (p *Plane) BulkApply(ctx context.Context, tenant string, action BulkAction,
 		code = r.Code
 	}
 	return BulkOutcome{Code: code, Err: err}
+}
+
+// bulkResume is the resume a bulk retry asks of each item: what it applies (BulkApply) and
+// what its forecast checks (bulk_forecast.go).
+func bulkResume(tenant, id string) ResumeRequest {
+	return ResumeRequest{Tenant: tenant, ID: id, Type: engine.ResumeRetry}
 }
 
 // BulkJob is a bulk job as the console shows it.

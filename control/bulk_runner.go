@@ -83,10 +83,10 @@ func NewBulk(p *Plane, jobs JobStore, s BulkSettings) *Bulk {
 	return &Bulk{p: p, jobs: jobs, s: s, wake: make(chan struct{}, 1), held: map[sqlite.JobRef]bool{}}
 }
 
-// Submit counts what req matches (dryRun) or creates a job of it and wakes the runner; the
-// selection is returned either way.
+// Submit counts what req matches and forecasts what a job would do to it (dryRun), or creates
+// a job of it and wakes the runner; the selection is returned either way.
 func (b *Bulk) Submit(ctx context.Context, req BulkRequest, dryRun bool, createdBy string) (BulkSelection, *BulkJob, error) {
-	sel, err := b.p.BulkSelect(ctx, req)
+	sel, err := b.p.bulkSelect(ctx, req, dryRun)
 	if err != nil || dryRun {
 		return sel, nil, err
 	}

@@ -57,7 +57,7 @@ func (f DeadLetterFilter) check() error {
 }
 
 func (f DeadLetterFilter) matches(e queue.DLQEntry) bool {
-	return (f.Reason == "" || e.Reason == f.Reason) && (f.Kind == "" || e.Kind == f.Kind) && (f.FlowID == "" || payloadFlow(e.Payload) == f.FlowID)
+	return (f.Reason == "" || e.Reason == f.Reason) && (f.Kind == "" || e.Kind == f.Kind) && (f.FlowID == "" || e.FlowID == f.FlowID)
 }
 
 func (f DeadLetterFilter) any() bool { return f != DeadLetterFilter{} }
@@ -111,6 +111,9 @@ func (p *Plane) DeadLetterPage(ctx context.Context, req DeadLetterList) (DeadLet
 	}
 	if more && len(es) > 0 {
 		out.NextCursor = es[len(es)-1].ID
+	}
+	if err := p.d.Queue.ReplayMarks(ctx, out.Items); err != nil {
+		return DeadLetterPage{}, err
 	}
 	return out, nil
 }

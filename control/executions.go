@@ -2,12 +2,14 @@ package control
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"plaita/engine"
@@ -310,7 +312,29 @@ type ListRequest struct {
 	// WakeBefore and WakeAfter keep the suspended executions whose due time (a delay's end,
 	// a wait's or an approval's timeout) is before, or at or after, the time given.
 	WakeBefore, WakeAfter time.Time
+	// Sort is the order: SortStarted (newest start first, "" too) or SortWake (soonest next
+	// wake first: a due time, a retry's next attempt; the ones nothing times wake last).
+	Sort string
 }
+
+// The orders of a listing (ListRequest.Sort).
+const (
+	SortStarted = "started"
+	SortWake    = "wake"
+)
+
+// Bounds of a listing sorted by wake time: it reads the matching executions newest first,
+// sorts them and pages the sorted list by offset. At most maxWakeSort of them, and at most
+// maxWakeScanPages store pages (each examining up to 10 × MaxListLimit index members), so a
+// rare filter over a large tenant stays bounded; a page from a bounded read says so
+// (store.Page.Bounded).
+const (
+	maxWakeSort      = 10000
+	maxWakeScanPages = 10
+)
+
+// wakeCursor is the cursor of a wake-sorted listing: the offset of the page in the sort.
+const wakeCursor = "wake:"
 
 // wakes reports whether st is suspended with a due time in [after, before) (a zero bound is
 // open).
@@ -344,6 +368,9 @@ func (req ListRequest) check() ([]store.IndexTerm, error) {
 	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
 		return nil, err
 	}
+	if req.Sort != "" && req.Sort != SortStarted && req.Sort != SortWake {
+		return nil, refuse(Invalid, "invalid_sort", nil, "sort %q: use %s or %s", req.Sort, SortStarted, SortWake)
+	}
 	return indexTerms(req.Index)
 }
 
@@ -374,6 +401,9 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 	if err != nil {
 		return store.Page{}, err
 	}
+	if req.Sort == SortWake {
+		return p.listByWake(ctx, ts, req)
+	}
 	sr, err := req.storeRequest()
 	if err != nil {
 		return store.Page{}, err
@@ -382,7 +412,106 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 	if errors.Is(err, store.ErrInvalid) {
 		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}
+	if err == nil {
+		p.retryNexts(ctx, ts.Tenant(), page.Items)
+	}
 	return page, err
+}
+
+// listByWake is a page of the executions the filter matches, soonest next wake first (a
+// suspended one's due time, a retry back-off's next attempt), those without one last, newest
+// first among equals. It sorts the newest maxWakeSort matching ones (the index is by start
+// time) and pages them by offset.
+func (p *Plane) listByWake(ctx context.Context, ts *store.TenantStore, req ListRequest) (store.Page, error) {
+	offset := 0
+	if req.Cursor != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(req.Cursor, wakeCursor))
+		if !strings.HasPrefix(req.Cursor, wakeCursor) || err != nil || n < 0 || n > maxWakeSort {
+			return store.Page{}, refuse(Invalid, "invalid_cursor", nil, "cursor %q: not one of a listing sorted by wake time", req.Cursor)
+		}
+		offset = n
+	}
+	limit := cmp.Or(req.Limit, DefaultListLimit)
+	scan := req
+	scan.Sort, scan.Cursor, scan.Limit = "", "", store.MaxListLimit
+	var all []store.Summary
+	out := store.Page{}
+	for pages := 0; ; pages++ {
+		if pages == maxWakeScanPages || len(all) >= maxWakeSort {
+			out.Bounded = true
+			break
+		}
+		sr, err := scan.storeRequest()
+		if err != nil {
+			return store.Page{}, err
+		}
+		page, err := ts.List(ctx, sr)
+		if err != nil {
+			return store.Page{}, err
+		}
+		all = append(all, page.Items...)
+		out.Skipped += page.Skipped
+		if scan.Cursor = page.NextCursor; scan.Cursor == "" {
+			break
+		}
+	}
+	all = all[:min(len(all), maxWakeSort)]
+	p.retryNexts(ctx, ts.Tenant(), all)
+	slices.SortStableFunc(all, func(a, b store.Summary) int {
+		wa, oka := nextWake(a)
+		wb, okb := nextWake(b)
+		switch {
+		case oka && okb:
+			return wa.Compare(wb)
+		case oka:
+			return -1
+		case okb:
+			return 1
+		}
+		return 0
+	})
+	out.Degraded = out.Skipped > 0
+	if offset < len(all) {
+		out.Items = all[offset:min(len(all), offset+limit)]
+	}
+	if offset+limit < len(all) {
+		out.NextCursor = wakeCursor + strconv.Itoa(offset+limit)
+	}
+	return out, nil
+}
+
+// nextWake is when s wakes by itself: a suspended one's due time, or the next attempt of a
+// node in its retry back-off (false: nothing times it).
+func nextWake(s store.Summary) (time.Time, bool) {
+	switch {
+	case s.Suspend != nil && s.Suspend.Due != nil:
+		return *s.Suspend.Due, true
+	case s.RetryNext != nil:
+		return *s.RetryNext, true
+	}
+	return time.Time{}, false
+}
+
+// retryNexts sets the next attempt's time of the items in a retry back-off (their next wake,
+// as a suspended one's due time), reading each flow version once. A flow that cannot be read
+// leaves it unset: the execution page says why.
+func (p *Plane) retryNexts(ctx context.Context, tenant string, items []store.Summary) {
+	flows := map[[2]string]*engine.Flow{}
+	for i := range items {
+		s := &items[i]
+		if s.RetryAttempt == 0 || s.RetryFailedAt.IsZero() {
+			continue
+		}
+		k := [2]string{s.FlowID, s.FlowVersion}
+		f, ok := flows[k]
+		if !ok {
+			f, _, _ = p.PublishedFlow(ctx, tenant, s.FlowID, s.FlowVersion)
+			flows[k] = f
+		}
+		if next, policy := nextAttempt(f, s.CurrentNode, s.RetryAttempt, s.RetryFailedAt); policy != nil {
+			s.RetryNext = &next
+		}
+	}
 }
 
 // Done says what an operation on one execution did.
@@ -407,6 +536,15 @@ type Done struct {
 	// Delete only.
 	Deleted bool `json:"deleted,omitempty"`
 }
+
+// What an operation on one execution did (Done.Result), as a bulk job records it per item and
+// its forecast (bulk_forecast.go) names it beforehand.
+const (
+	resultCancelRequested  = "cancel_requested"
+	resultAlreadyCancelled = "already_cancelled"
+	resultDeleted          = "deleted"
+	resultEnqueued         = "enqueued"
+)
 
 // wasCorrupt is what Done.Was says of a state that could not be read.
 const wasCorrupt state.Status = "corrupt"
@@ -434,7 +572,7 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 	if out.MessageID, err = p.enqueue(ctx, ts.Tenant(), resumeEnvelope(st, engine.ResumeCancel, nil)); err != nil {
 		return Done{}, fmt.Errorf("execution %s: cancel flag raised, but the cancel resume was not enqueued: %w", id, err)
 	}
-	out.Result, out.Enqueued = "cancel_requested", true
+	out.Result, out.Enqueued = resultCancelRequested, true
 	return out, nil
 }
 
@@ -444,7 +582,7 @@ func (p *Plane) Cancel(ctx context.Context, tenant, id string) (Done, error) {
 func cancelled(out Done, st *state.Execution) (Done, bool, error) {
 	switch {
 	case st.Status == state.Cancelled:
-		out.Result = "already_cancelled"
+		out.Result = resultAlreadyCancelled
 		return out, true, nil
 	case st.Status.Terminal():
 		return Done{}, true, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
@@ -481,7 +619,7 @@ func (p *Plane) Delete(ctx context.Context, tenant, id string, force bool) (Done
 	if err := ts.Delete(ctx, id); err != nil {
 		return Done{}, fmt.Errorf("execution %s: %w", id, err)
 	}
-	return Done{ExecutionID: id, TenantID: ts.Tenant(), Action: "delete", Result: "deleted", Deleted: true, Was: was}, nil
+	return Done{ExecutionID: id, TenantID: ts.Tenant(), Action: "delete", Result: resultDeleted, Deleted: true, Was: was}, nil
 }
 
 // ResumeRequest resumes an execution. Data is the resume's data (the event, the approval
@@ -541,30 +679,8 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 		return Done{}, err
 	}
 	tenant := ts.Tenant()
-	if st.Status == state.Completed || st.Status == state.Cancelled {
-		return Done{}, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
-			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
-	}
-	if req.AllowFlowHashChange && req.Type != engine.ResumeCancel {
-		if req.Data, err = rawWithHashOverride(req.Data); err != nil {
-			return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
-		}
-	}
-	if !req.Force {
-		var v any
-		if len(req.Data) > 0 {
-			if err := json.Unmarshal(req.Data, &v); err != nil {
-				return Done{}, refuse(Invalid, "invalid_data", err, "data: %v", err)
-			}
-		}
-		adv, err := p.Advice(ctx, tenant, st, nil)
-		if err != nil {
-			return Done{}, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
-		}
-		if ref := CheckResume(st, adv, req.Type, v); ref != nil {
-			withCommands(ref.Accepted, p.CommandLine(st.ExecutionID, tenant))
-			return Done{}, ref
-		}
+	if req.Data, err = p.admitResume(ctx, tenant, st, req, p.executionFlow); err != nil {
+		return Done{}, err
 	}
 	msgID, err := p.enqueue(ctx, tenant, resumeEnvelope(st, req.Type, req.Data))
 	if errors.Is(err, queue.ErrInputTooLarge) || errors.Is(err, queue.ErrBadInput) {
@@ -575,8 +691,45 @@ func (p *Plane) Resume(ctx context.Context, req ResumeRequest) (Done, error) {
 	}
 	checked := !req.Force
 	return Done{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion, Action: "resume",
-		ResumeType: req.Type, Result: "enqueued", Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID,
+		ResumeType: req.Type, Result: resultEnqueued, Enqueued: true, Checked: &checked, Was: st.Status, Queue: p.QueueName(), MessageID: msgID,
 		AllowFlowHashChange: req.HashOverride()}, nil
+}
+
+// admitResume is Resume's decision on st before anything is enqueued, and a bulk retry's
+// forecast of it (bulk_forecast.go), so the count a dry run shows is what the job will do: a
+// completed or cancelled execution is refused ("terminal"); unless req.Force, the resume is put
+// to the worker's checks (CheckResume) against st's advice, its definition read by flow. It
+// gives the data to enqueue (with the flow_hash override when req asks for it).
+func (p *Plane) admitResume(ctx context.Context, tenant string, st *state.Execution, req ResumeRequest, flow flowReader) (json.RawMessage, error) {
+	if st.Status == state.Completed || st.Status == state.Cancelled {
+		return nil, &Refusal{Class: Conflict, Code: "terminal", Execution: st,
+			Message: fmt.Sprintf("execution %s is %s; it cannot be resumed", st.ExecutionID, st.Status)}
+	}
+	data := req.Data
+	if req.AllowFlowHashChange && req.Type != engine.ResumeCancel {
+		var err error
+		if data, err = rawWithHashOverride(data); err != nil {
+			return nil, refuse(Invalid, "invalid_data", err, "data: %v", err)
+		}
+	}
+	if req.Force {
+		return data, nil
+	}
+	var v any
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, &v); err != nil {
+			return nil, refuse(Invalid, "invalid_data", err, "data: %v", err)
+		}
+	}
+	adv, err := p.advice(ctx, tenant, st, nil, flow)
+	if err != nil {
+		return nil, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
+	}
+	if ref := CheckResume(st, adv, req.Type, v); ref != nil {
+		withCommands(ref.Accepted, p.CommandLine(st.ExecutionID, tenant))
+		return nil, ref
+	}
+	return data, nil
 }
 
 // resumeEnvelope is a resume of st's execution, on the flow version it runs.

@@ -194,13 +194,22 @@ func (p *Plane) executionFlow(ctx context.Context, tenant string, st *state.Exec
 // Advice is what the hints and the resume check of st are judged against: its published
 // definition (f when the caller has it already), and for an execution in error the retry gates.
 func (p *Plane) Advice(ctx context.Context, tenant string, st *state.Execution, f *engine.Flow) (*Advice, error) {
+	return p.advice(ctx, tenant, st, f, p.executionFlow)
+}
+
+// flowReader reads the definition an execution runs: Plane.executionFlow, or a bulk forecast's
+// cache of it (bulk_forecast.go), which reads each flow version once for a whole selection.
+type flowReader func(ctx context.Context, tenant string, st *state.Execution) (*engine.Flow, error)
+
+// advice is Advice with st's definition (when f is nil) read by read.
+func (p *Plane) advice(ctx context.Context, tenant string, st *state.Execution, f *engine.Flow, read flowReader) (*Advice, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return nil, err
 	}
 	a := &Advice{Flow: f, Limits: p.d.Expr, Now: p.now()}
 	if a.Flow == nil && st.Status != state.Completed && st.Status != state.Cancelled {
-		if a.Flow, err = p.executionFlow(ctx, ts.Tenant(), st); err != nil {
+		if a.Flow, err = read(ctx, ts.Tenant(), st); err != nil {
 			if !errors.Is(err, ErrFlowUnavailable) && !errors.Is(err, ErrCannotCheck) {
 				return nil, err
 			}

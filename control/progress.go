@@ -116,22 +116,18 @@ func (p *Plane) retryWait(ctx context.Context, tenant string, st *state.Executio
 		}
 	}
 	f, _, err := p.PublishedFlow(ctx, tenant, st.FlowID, st.FlowVersion)
-	var policy *engine.RetryPolicy
-	if err == nil {
-		if nd, ok := f.Node(node); ok {
-			policy = nd.Retry
-		}
-	} else {
+	if err != nil {
 		out.Problems = append(out.Problems, fmt.Sprintf("flow %s version %s cannot be read: %v", st.FlowID, st.FlowVersion, err))
 	}
 	now := p.now()
 	what := fmt.Sprintf("node %s failed %d time(s)", node, n)
-	if policy == nil || r.FailedAt.IsZero() {
+	next, policy := nextAttempt(f, node, n, r.FailedAt)
+	if policy == nil {
 		r.Text = what + "; it is retried after its back-off"
 		return r
 	}
 	r.MaxAttempts = policy.MaxAttempts
-	r.Next = r.FailedAt.Add(policy.Backoff(n))
+	r.Next = next
 	r.NextInMillis = r.Next.Sub(now).Milliseconds()
 	what = fmt.Sprintf("retry back-off: attempt %d of %d of node %s failed", n, r.MaxAttempts, node)
 	if r.Next.After(now) {
@@ -140,6 +136,21 @@ func (p *Plane) retryWait(ctx context.Context, tenant string, st *state.Executio
 		r.Text = fmt.Sprintf("%s; the next attempt was due %s ago and runs now", what, RoundDuration(now.Sub(r.Next)))
 	}
 	return r
+}
+
+// nextAttempt is when node of flow f (nil: unknown) runs again after its n-th failed attempt
+// at failedAt, by its retry policy; a nil policy when that cannot be told (no flow, no
+// policy, no time of the failure). The execution page's back-off and the list's next wake
+// both read it.
+func nextAttempt(f *engine.Flow, node string, n int, failedAt time.Time) (time.Time, *engine.RetryPolicy) {
+	if f == nil || failedAt.IsZero() {
+		return time.Time{}, nil
+	}
+	nd, ok := f.Node(node)
+	if !ok || nd.Retry == nil {
+		return time.Time{}, nil
+	}
+	return failedAt.Add(nd.Retry.Backoff(n)), nd.Retry
 }
 
 // queuedWait says what holds a queued start besides a busy worker: the tenant's running quota

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"plaita/engine/state"
 )
@@ -101,6 +103,89 @@ func contextWhy(n *Node, v any) string {
 			}
 			return why
 		}
+	}
+	return ""
+}
+
+// BranchCounts is how many times each branching node of an execution took each of its
+// branches: the console's "true × 10,000" beside a loop's condition.
+type BranchCounts struct {
+	// Nodes: node id → branch label (Outcome.Branch: "true", "false", "case 0", "default",
+	// "approved", "rejected", "timeout"; state.BranchOther past state.MaxBranchLabels) → times.
+	Nodes map[string]map[string]int `json:"nodes"`
+	// FromTimeline: the state keeps no counts (an engine before them started it), so they are
+	// counted from the reasons in its timeline, which keeps only the last entries: with
+	// TimelineDropped > 0 the decisions of the dropped entries are missing, and the counts are
+	// a lower bound.
+	FromTimeline    bool `json:"from_timeline,omitempty"`
+	TimelineDropped int  `json:"timeline_dropped,omitempty"`
+}
+
+// CountBranches is how often each branching node of st took each branch: the state's own
+// counts (state.Execution.Branches), every decision since the start; for a state without them,
+// what its timeline still says (FromTimeline). The result is a copy: st is not shared.
+func CountBranches(st *state.Execution) BranchCounts {
+	out := BranchCounts{Nodes: make(map[string]map[string]int, len(st.Branches))}
+	if st.Branches != nil {
+		for node, labels := range st.Branches {
+			m := make(map[string]int, len(labels))
+			for l, n := range labels {
+				m[l] = n
+			}
+			out.Nodes[node] = m
+		}
+		return out
+	}
+	out.FromTimeline, out.TimelineDropped = true, st.TimelineDropped
+	counted := &state.Execution{Branches: out.Nodes}
+	for _, e := range st.Timeline {
+		if e.Node != "" && e.Why != "" {
+			counted.CountBranch(e.Node, branchLabel(e.Event, e.Why))
+		}
+	}
+	return out
+}
+
+// branchLabel reads the label of a decision back from its timeline entry: the event, and the
+// reason as nodes_control.go writes it ("" when it reads as none of them). A step's reason is a
+// condition's ("<expr> is true", this engine adding " (<values>)") or a switch's ("case 2: …",
+// "no case of 3 matched: default"); a resume's, an approval's answer or a timeout.
+func branchLabel(event, why string) string {
+	switch event {
+	case "resumed":
+		for _, l := range []string{BranchApproved, BranchRejected} {
+			if strings.HasPrefix(why, l) {
+				return l
+			}
+		}
+		if strings.HasPrefix(why, "timed out") {
+			return BranchTimeout
+		}
+	case "step", "suspended":
+		if rest, ok := strings.CutPrefix(why, "case "); ok {
+			if n, _, ok := strings.Cut(rest, ":"); ok {
+				if i, err := strconv.Atoi(n); err == nil && i >= 0 {
+					return caseLabel(i)
+				}
+			}
+		}
+		if strings.HasPrefix(why, "no case of ") && strings.Contains(why, " matched: default") {
+			return BranchDefault
+		}
+		// The first " is true" or " is false" that ends the reason or opens its values: an
+		// expression quoting those words in a string literal is read wrong, an approximation
+		// FromTimeline owns to.
+		label, at := "", len(why)
+		for _, b := range []string{"true", "false"} {
+			w := " is " + b
+			if strings.HasSuffix(why, w) && len(why)-len(w) < at {
+				label, at = b, len(why)-len(w)
+			}
+			if i := strings.Index(why, w+" ("); i >= 0 && i < at {
+				label, at = b, i
+			}
+		}
+		return label
 	}
 	return ""
 }

@@ -191,7 +191,8 @@ func NewState(f *Flow, req StartRequest, now time.Time) (*state.Execution, error
 	st := &state.Execution{
 		ExecutionID: req.ExecutionID, TenantID: req.TenantID, FlowID: f.ID, FlowVersion: cmp.Or(req.FlowVersion, f.Version),
 		FlowHash: f.Hash, FlowHashAlgo: f.HashAlgo, Engine: Version, Status: state.Running, CurrentNode: f.Start,
-		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, StartTime: now, LastUpdate: now,
+		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, Branches: map[string]map[string]int{},
+		StartTime: now, LastUpdate: now,
 		Timeline: []state.TimelineEntry{{Seq: 1, Time: state.Stamp(now), Event: "started", Node: f.Start}},
 	}
 	if req.Input == nil {
@@ -284,6 +285,9 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 		st.Context[contextEvent] = data
 	}
 	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt), Why: p.out.Why})
+	// Counted in the state saved with the resume's mark: its redelivery finds the mark and runs
+	// on from the checkpoint, counting nothing again.
+	st.CountBranch(node.ID, p.out.Branch)
 	st.Status, st.Suspend = state.Running, nil
 	mark.Node = node.ID
 	st.LastResume = mark
@@ -546,6 +550,9 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		return e.nodeFailed(ctx, st, node, err, ms)
 	}
 	e.timeline(st, state.TimelineEntry{Event: stepEvent(out), Node: node.ID, Millis: ms, Detail: stepDetail(out), Why: out.Why})
+	// Counted where the run is (timing above): in the state this step saves, so a step run
+	// again from the checkpoint after a crash is counted once, as its run is.
+	st.CountBranch(node.ID, out.Branch)
 	if err := e.apply(st, f, node, out, end); err != nil {
 		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr

@@ -73,8 +73,7 @@ func firstLine(s string) string {
 
 // Eval runs the expression against env within the limits.
 func (e *Expr) Eval(env map[string]any, lim ExprLimits) (any, error) {
-	machine := vm.VM{MemoryBudget: memoryBudget(lim)}
-	out, err := machine.Run(e.program, env)
+	out, err := e.run(env, lim)
 	if err != nil {
 		// A nil the VM tripped over is, almost always, a value the execution does not have.
 		if strings.Contains(err.Error(), "<nil>") {
@@ -89,6 +88,13 @@ func (e *Expr) Eval(env map[string]any, lim ExprLimits) (any, error) {
 		return nil, Permanent(fmt.Errorf("expression %q: %w", e.src, err))
 	}
 	return out, nil
+}
+
+// run is the VM's evaluation within the memory budget, without the result size check: Eval
+// and the values a reason quotes (appendWhyValues), which only read what env already holds.
+func (e *Expr) run(env map[string]any, lim ExprLimits) (any, error) {
+	machine := vm.VM{MemoryBudget: memoryBudget(lim)}
+	return machine.Run(e.program, env)
 }
 
 // memoryBudget bounds the VM's allocations (roughly one unit per element or character

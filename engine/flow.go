@@ -119,9 +119,9 @@ func (f *Flow) Edges() []Edge {
 			add(n.Branches[k], k)
 		}
 		for i, c := range n.Cases {
-			add(c.Next, fmt.Sprintf("case %d", i))
+			add(c.Next, caseLabel(i))
 		}
-		add(n.Default, "default")
+		add(n.Default, BranchDefault)
 		for _, e := range n.params {
 			add(e.target, e.path[strings.LastIndexByte(e.path, '.')+1:])
 		}

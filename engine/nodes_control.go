@@ -58,7 +58,10 @@ func (s *setNode) Run(_ context.Context, c *Call) (Outcome, error) {
 
 type conditionType struct{}
 
-type conditionNode struct{ expr *Expr }
+type conditionNode struct {
+	expr     *Expr
+	operands []operand // what the reason quotes (why.go)
+}
 
 func (conditionType) branching() {}
 
@@ -79,11 +82,16 @@ func (conditionType) Prepare(n *Node, pc *PrepareContext) Runner {
 	if src == "" {
 		return nil
 	}
-	return &conditionNode{expr: pc.Expr(pc.ParamsPath("expr"), src)}
+	cn := &conditionNode{expr: pc.Expr(pc.ParamsPath("expr"), src)}
+	if cn.expr != nil {
+		cn.operands = operandsOf(src)
+	}
+	return cn
 }
 
 func (cn *conditionNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := cn.expr.Eval(c.Env(), c.limits)
+	env := c.Env()
+	v, err := cn.expr.Eval(env, c.limits)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -96,14 +104,21 @@ func (cn *conditionNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		return Outcome{Output: map[string]any{"result": b}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
 			Message: fmt.Sprintf("condition is %t and the node has no %q branch", b, strconv.FormatBool(b)), Permanent: true}}, nil
 	}
-	return Outcome{Output: map[string]any{"result": b}, Next: next, Why: fmt.Sprintf("%s is %t", clip(cn.expr.src), b)}, nil
+	why := append(make([]byte, 0, 128), clip(cn.expr.src)...)
+	why = strconv.AppendBool(append(why, " is "...), b)
+	why = appendWhyValues(why, cn.operands, env, c.limits)
+	return Outcome{Output: map[string]any{"result": b}, Next: next, Branch: strconv.FormatBool(b), Why: string(why)}, nil
 }
 
 // ---- switch: cases [{when, next}], default ----
 
 type switchType struct{}
 
-type switchNode struct{ whens []*Expr }
+type switchNode struct {
+	whens    []*Expr
+	operands [][]operand // each case's, quoted when it matches (why.go)
+	all      []operand   // every case's, quoted when none matches
+}
 
 func (switchType) branching() {}
 
@@ -125,14 +140,21 @@ func (switchType) Prepare(n *Node, pc *PrepareContext) Runner {
 			pc.Problem(path+".when", "is required")
 			continue
 		}
-		sw.whens = append(sw.whens, pc.Expr(path+".when", c.When))
+		e := pc.Expr(path+".when", c.When)
+		var ops []operand
+		if e != nil {
+			ops = operandsOf(c.When)
+		}
+		sw.whens, sw.operands = append(sw.whens, e), append(sw.operands, ops)
 	}
+	sw.all = mergeOperands(sw.operands...)
 	return sw
 }
 
 func (sw *switchNode) Run(_ context.Context, c *Call) (Outcome, error) {
+	env := c.Env()
 	for i, w := range sw.whens {
-		v, err := w.Eval(c.Env(), c.limits)
+		v, err := w.Eval(env, c.limits)
 		if err != nil {
 			return Outcome{}, err
 		}
@@ -141,13 +163,13 @@ func (sw *switchNode) Run(_ context.Context, c *Call) (Outcome, error) {
 			return Outcome{}, errorf("case %d %q is %T, not a boolean", i, w.src, v)
 		}
 		if b {
-			return Outcome{Output: map[string]any{"case": i}, Next: c.Node.Cases[i].Next,
-				Why: fmt.Sprintf("case %d: %s is true", i, clip(w.src))}, nil
+			return Outcome{Output: map[string]any{"case": i}, Next: c.Node.Cases[i].Next, Branch: caseLabel(i),
+				Why: string(appendWhyValues(fmt.Appendf(nil, "case %d: %s is true", i, clip(w.src)), sw.operands[i], env, c.limits))}, nil
 		}
 	}
 	if c.Node.Default != "" {
-		return Outcome{Output: map[string]any{"case": "default"}, Next: c.Node.Default,
-			Why: fmt.Sprintf("no case of %d matched: default", len(sw.whens))}, nil
+		return Outcome{Output: map[string]any{"case": "default"}, Next: c.Node.Default, Branch: BranchDefault,
+			Why: string(appendWhyValues(fmt.Appendf(nil, "no case of %d matched: default", len(sw.whens)), sw.all, env, c.limits))}, nil
 	}
 	return Outcome{Output: map[string]any{"case": nil}, Fail: &state.ErrorInfo{Type: ErrTypeNoBranch,
 		Message: "no case matched and the switch has no default", Permanent: true}}, nil
@@ -545,20 +567,32 @@ func (a *approvalNode) Resume(_ context.Context, c *Call, rt ResumeType, data an
 	out := map[string]any{"approved": approved, "comment": d["comment"], "by": d["by"]}
 	why := answerWhy(approved, d["by"], d["comment"])
 	if approved {
-		return Outcome{Output: out, Why: why}, nil
+		return Outcome{Output: out, Why: why, Branch: BranchApproved}, nil
 	}
 	if a.onReject != "" {
-		return Outcome{Output: out, Next: a.onReject, Why: why}, nil
+		return Outcome{Output: out, Next: a.onReject, Why: why, Branch: BranchRejected}, nil
 	}
 	msg := "the approval was rejected"
 	if s, _ := d["comment"].(string); s != "" {
 		msg += ": " + s
 	}
-	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeRejected, Message: msg, Permanent: true}, Why: why}, nil
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeRejected, Message: msg, Permanent: true}, Why: why, Branch: BranchRejected}, nil
 }
 
-// maxWhy bounds the text a reason quotes (an expression, a comment): a reason is written into
-// every timeline entry of a branch, and a loop writes hundreds.
+// The labels of the decisions branching nodes take (Outcome.Branch), besides a condition's
+// "true" and "false" and a switch's "case N" (caseLabel).
+const (
+	BranchDefault  = "default"  // a switch no case of which matched
+	BranchApproved = "approved" // an approval answered yes (it goes on to next)
+	BranchRejected = "rejected" // … answered no (on_reject, or the execution fails)
+	BranchTimeout  = "timeout"  // a wait or an approval timed out (on_timeout, or it fails)
+)
+
+// caseLabel labels a switch's case i: "case 0", as Flow.Edges names its edge.
+func caseLabel(i int) string { return "case " + strconv.Itoa(i) }
+
+// maxWhy bounds the text a reason quotes (an expression, the values it read, a comment): a
+// reason is written into every timeline entry of a branch, and a loop writes hundreds.
 const maxWhy = 200
 
 // clip is s cut to maxWhy bytes on a rune boundary, with an ellipsis when cut.
@@ -588,9 +622,9 @@ func answerWhy(approved bool, by, comment any) string {
 func timedOut(_ *Call, onTimeout, msg string) (Outcome, error) {
 	out := map[string]any{"timed_out": true}
 	if onTimeout != "" {
-		return Outcome{Output: out, Next: onTimeout, Why: "timed out: on_timeout"}, nil
+		return Outcome{Output: out, Next: onTimeout, Why: "timed out: on_timeout", Branch: BranchTimeout}, nil
 	}
-	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}, Why: "timed out"}, nil
+	return Outcome{Output: out, Fail: &state.ErrorInfo{Type: ErrTypeWaitTimeout, Message: msg, Permanent: true}, Why: "timed out", Branch: BranchTimeout}, nil
 }
 
 // seconds converts a number of seconds to a duration, saturating at the duration's range: a

@@ -50,6 +50,11 @@ type Outcome struct {
 	// timeline entry of the step, so a reader sees the reason of every branch taken, loops
 	// included, not only the last result in NODE.<id>.
 	Why string
+	// Branch labels the decision Why explains, counted per node in the state
+	// (state.Execution.Branches): "true" or "false", "case N" or "default" — a condition's and a
+	// switch's labels as Flow.Edges names them — "approved" or "rejected", "timeout". Set
+	// exactly when Why is.
+	Branch string
 }
 
 // Call is what a node sees when it runs.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,5 +201,41 @@ func TestLayout50IsQuickEnough(t *testing.T) {
 	t.Logf("50 nodes, %d edges: first layout (dagre loaded) %s, %d bytes of SVG", len(f.Edges()), time.Since(t0), len(svg))
 	if n := len(nodeRe.FindAll(svg, -1)); n != 50 {
 		t.Fatalf("%d nodes drawn", n)
+	}
+}
+
+// TestTraceCountsFromTheStateNotTheTimeline: the edges a branch took and how often come from
+// the counters the state keeps, so a state whose timeline dropped those steps (a long loop)
+// still draws them taken, with their counts, and each node's runs on its corner.
+func TestTraceCountsFromTheStateNotTheTimeline(t *testing.T) {
+	f := parse(t, readFlow(t, "expense-approval.json"))
+	now := state.Stamp(time.Now())
+	st := &state.Execution{ExecutionID: "ex_1", FlowID: f.ID, Status: state.Completed,
+		NodeTimings: map[string]*state.NodeTiming{
+			"small_expense":    {Runs: 7, FirstStart: now, LastStart: now, LastEnd: now},
+			"manager_approval": {Runs: 5, FirstStart: now, LastStart: now, LastEnd: now}},
+		Branches: map[string]map[string]int{"small_expense": {"false": 5, "true": 2}, "manager_approval": {"approved": 4, "rejected": 1}},
+		// The steps themselves were dropped from the bounded timeline.
+		TimelineDropped: 40}
+	o := Trace(f, st)
+	runs := map[string]int{}
+	for i, e := range f.Edges() {
+		if o.Taken[i] {
+			runs[e.From+"-"+e.Label] = o.EdgeRuns[i]
+		}
+	}
+	want := map[string]int{"small_expense-false": 5, "small_expense-true": 2, "manager_approval-next": 4, "manager_approval-on_reject": 1}
+	if !maps.Equal(runs, want) {
+		t.Errorf("edges taken %v, want %v", runs, want)
+	}
+	svg, err := New().SVG(f, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`data-label="false" data-runs="5"`, `data-label="on_reject" data-runs="1"`, "false ×5",
+		`<g class="runs" data-runs="7">`, ">×7</text>"} {
+		if !bytes.Contains(svg, []byte(s)) {
+			t.Errorf("no %s in\n%s", s, svg)
+		}
 	}
 }

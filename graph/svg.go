@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html"
 	"strconv"
+	"strings"
 
 	"plaita/engine"
 )
@@ -55,7 +56,7 @@ func (e *Engine) SVG(f *engine.Flow, o *Overlay) ([]byte, error) {
 		"</defs>\n")
 	b.WriteString(`<g class="edges">` + "\n")
 	for i, ed := range l.Edges {
-		writeEdge(&b, ed, o.Taken[i])
+		writeEdge(&b, ed, o.Taken[i], o.EdgeRuns[i])
 	}
 	b.WriteString("</g>\n" + `<g class="nodes">` + "\n")
 	for _, n := range f.Nodes {
@@ -79,14 +80,18 @@ func title(f *engine.Flow, o *Overlay) string {
 	return s
 }
 
-func writeEdge(b *bytes.Buffer, ed EdgeLayout, taken bool) {
+func writeEdge(b *bytes.Buffer, ed EdgeLayout, taken bool, runs int) {
 	class, stroke, text, marker, width := "edge", colEdge, colEdgeText, "arrow", "1.3"
 	if taken {
 		class, stroke, text, marker, width = "edge taken", colTaken, colTaken, "arrow-taken", "2.6"
 	}
-	fmt.Fprintf(b, `<g class="%s" data-from="%s" data-to="%s" data-label="%s">`, class, esc(ed.From), esc(ed.To), esc(ed.Label))
+	fmt.Fprintf(b, `<g class="%s" data-from="%s" data-to="%s" data-label="%s" data-runs="%d">`, class, esc(ed.From), esc(ed.To), esc(ed.Label), runs)
 	fmt.Fprintf(b, `<path d="%s" fill="none" stroke="%s" stroke-width="%s" marker-end="url(#%s)"/>`, pathData(ed.Points), stroke, width, marker)
-	if s := edgeLabel(ed.Edge); s != "" {
+	s := edgeLabel(ed.Edge)
+	if runs > 0 {
+		s = strings.TrimSpace(s + " ×" + strconv.Itoa(runs))
+	}
+	if s != "" {
 		lw := textWidth(s) + 8
 		fmt.Fprintf(b, `<rect x="%s" y="%s" width="%s" height="%d" rx="3" fill="#ffffff" fill-opacity="0.9"/>`,
 			num(ed.LabelAt[0]-lw/2), num(ed.LabelAt[1]-lineHeight/2), num(lw), lineHeight)
@@ -156,6 +161,14 @@ func writeNode(b *bytes.Buffer, n *engine.Node, box Box, o *Overlay) {
 		ty := y + padY + float64(i)*lineHeight + lineHeight/2
 		fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle" dominant-baseline="central" fill="%s"%s>%s</text>`,
 			num(box.X), num(ty), colText, weight, esc(s))
+	}
+	// A node that ran more than once wears its count on its corner (the box is sized for its
+	// own lines).
+	if t := o.Timings[n.ID]; t != nil && t.Runs > 1 {
+		c := "×" + strconv.Itoa(t.Runs)
+		cw := textWidth(c) + 8
+		fmt.Fprintf(b, `<g class="runs" data-runs="%d"><rect x="%s" y="%s" width="%s" height="%d" rx="8" fill="%s"/><text x="%s" y="%s" text-anchor="middle" dominant-baseline="central" fill="#ffffff">%s</text></g>`,
+			t.Runs, num(x+box.W-cw/2), num(y-lineHeight/2), num(cw), lineHeight, colTaken, num(x+box.W), num(y), esc(c))
 	}
 	b.WriteString("</g>")
 	if link != "" {

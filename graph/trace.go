@@ -14,6 +14,10 @@ type Overlay struct {
 	Current string       // where a live execution stands (running, suspended)
 	Failed  string       // the node of an execution's error
 	Timings map[string]*state.NodeTiming
+	// EdgeRuns counts the times each branch edge was taken (by index in Flow.Edges), from the
+	// counters the state keeps (engine.CountBranches; a lower bound read from the timeline for
+	// a state written before them).
+	EdgeRuns map[int]int
 	// Link, when set, makes each node a link to Link(node id) (the page's row of its result).
 	Link func(node string) string
 }
@@ -22,7 +26,7 @@ type Overlay struct {
 // edges between consecutive runs (the one whose label the step's reason names, when several
 // join the same nodes), the current node of a live execution and the failed node of an error.
 func Trace(f *engine.Flow, st *state.Execution) *Overlay {
-	o := &Overlay{Visited: map[string]bool{}, Taken: map[int]bool{}, Timings: st.NodeTimings}
+	o := &Overlay{Visited: map[string]bool{}, Taken: map[int]bool{}, Timings: st.NodeTimings, EdgeRuns: map[int]int{}}
 	for id := range st.NodeTimings {
 		if _, ok := f.Node(id); ok {
 			o.Visited[id] = true
@@ -39,6 +43,16 @@ func Trace(f *engine.Flow, st *state.Execution) *Overlay {
 			o.Taken[k] = true
 		}
 	}
+	// The branches' counts: every edge a branch was taken along, however long ago the
+	// timeline dropped the step.
+	for node, labels := range engine.CountBranches(st).Nodes {
+		for label, n := range labels {
+			if k := labelEdge(edges, node, branchEdge(label)); k >= 0 && n > 0 {
+				o.EdgeRuns[k] += n
+				o.Taken[k] = true
+			}
+		}
+	}
 	switch {
 	case st.Status == state.Error && st.Error != nil && st.Error.Node != "":
 		o.Failed = st.Error.Node
@@ -46,6 +60,31 @@ func Trace(f *engine.Flow, st *state.Execution) *Overlay {
 		o.Current = st.CurrentNode
 	}
 	return o
+}
+
+// branchEdge is the label of the edge a branch counter's label names: the same for a
+// condition's and a switch's; an approval's answers and a timeout leave by next, on_reject
+// and on_timeout.
+func branchEdge(branch string) string {
+	switch branch {
+	case engine.BranchApproved:
+		return "next"
+	case engine.BranchRejected:
+		return "on_reject"
+	case engine.BranchTimeout:
+		return "on_timeout"
+	}
+	return branch
+}
+
+// labelEdge is the index of the edge from node labelled label; -1 for none.
+func labelEdge(edges []engine.Edge, node, label string) int {
+	for i, e := range edges {
+		if e.From == node && e.Label == label {
+			return i
+		}
+	}
+	return -1
 }
 
 // wantLabel is the edge label a run's reason names ("" when it names none).
@@ -62,9 +101,10 @@ func wantLabel(e state.TimelineEntry) string {
 		}
 	case strings.HasPrefix(w, "no case"):
 		return "default"
-	case strings.HasSuffix(w, " is true"):
+	// The values it read follow in brackets (engine: "x > 1 is true (x = 2)").
+	case strings.HasSuffix(w, " is true") || strings.Contains(w, " is true ("):
 		return "true"
-	case strings.HasSuffix(w, " is false"):
+	case strings.HasSuffix(w, " is false") || strings.Contains(w, " is false ("):
 		return "false"
 	}
 	return ""

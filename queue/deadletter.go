@@ -4,9 +4,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"plaita/internal/callctx"
@@ -74,6 +77,17 @@ type DeadLetterInfo struct {
 // Cluster slot (sameSlot), so the dead-letter script writes the entry and the marker together.
 func (q *Queue) letteredKey(sourceID string) string {
 	return sameSlot(q.dlq) + ":lettered:" + q.stream + ":" + sourceID
+}
+
+// payloadFlow is the flow a dead letter's task names ("" when its payload does not say).
+func payloadFlow(payload string) string {
+	var env struct {
+		FlowID string `json:"flow_id"`
+	}
+	if json.Unmarshal([]byte(payload), &env) != nil {
+		return ""
+	}
+	return env.FlowID
 }
 
 func (q *Queue) replayedKey(dlqID string) string { return q.dlq + ":replayed:" + dlqID }
@@ -196,6 +210,12 @@ type DLQEntry struct {
 	Truncated     bool   `json:"payload_truncated,omitempty"`
 	PayloadSize   int    `json:"payload_size,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+	// FlowID is the flow its task names (from the payload; "" when it does not say), and
+	// Replayed says it was replayed (its marker is set, ReplayMarkerTTL), ReplayedAs as which
+	// task entry ("" while the replay is under way). A listing fills them (ReplayMarks).
+	FlowID     string `json:"flow_id,omitempty"`
+	Replayed   bool   `json:"replayed"`
+	ReplayedAs string `json:"replayed_as,omitempty"`
 }
 
 func dlqEntry(e Entry) DLQEntry {
@@ -211,8 +231,41 @@ func dlqEntry(e Entry) DLQEntry {
 	out.DeliveryCount, _ = strconv.ParseInt(f[dlqDeliveryCount], 10, 64)
 	out.SchemaVersion, _ = strconv.Atoi(f[dlqSchema])
 	out.DeadLetteredAt, _ = time.Parse(time.RFC3339Nano, f[dlqAt])
+	if out.HasPayload && !out.Truncated {
+		out.FlowID = payloadFlow(out.Payload)
+	}
 	return out
 }
+
+// ReplayMarks fills Replayed and ReplayedAs of the entries from their replay markers: what a
+// listing shows beside each dead letter, so a replayed one is not replayed again by hand.
+// The markers are read a few at a time (one round trip each, never the whole DLQ).
+func (q *Queue) ReplayMarks(ctx context.Context, es []DLQEntry) error {
+	errs := make([]error, len(es))
+	slots := make(chan struct{}, replayMarkReads)
+	var wg sync.WaitGroup
+	for i := range es {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			v, ok, err := q.d.Get(ctx, q.replayedKey(es[i].ID))
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("read the replay marker of %s: %w", es[i].ID, err)
+			case ok:
+				es[i].Replayed = true
+				if v != "pending" {
+					es[i].ReplayedAs = v
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// replayMarkReads bounds the marker reads of one listing in flight at once.
+const replayMarkReads = 16
 
 // ListDLQ returns up to count dead letters, newest first.
 func (q *Queue) ListDLQ(ctx context.Context, count int) ([]DLQEntry, error) {

@@ -74,7 +74,14 @@ type Summary struct {
 	Error       *state.ErrorInfo `json:"error,omitempty"`
 	// Index: the values it is listed by (state.Execution.Index).
 	Index map[string]string `json:"index,omitempty"`
-	State *state.Execution  `json:"-"` // only with ListRequest.States
+	// A running or pending one whose current node failed and waits out its retry back-off:
+	// the failed attempts (RetryAttempt, 0 for none) and when the last one failed
+	// (RetryFailedAt; zero when its timeline no longer says). The next attempt's time needs
+	// the node's retry policy, which the control plane reads (control.Plane.List).
+	RetryAttempt  int              `json:"-"`
+	RetryFailedAt time.Time        `json:"-"`
+	RetryNext     *time.Time       `json:"retry_next,omitempty"`
+	State         *state.Execution `json:"-"` // only with ListRequest.States
 }
 
 // Page is one page of a listing.
@@ -83,6 +90,9 @@ type Page struct {
 	NextCursor string // "" when the listing is complete
 	Skipped    int    // index members skipped (invalid, missing, corrupt)
 	Degraded   bool   // Skipped > 0: the index holds members that are not valid executions
+	// Bounded: the page comes from a sort of the newest matching executions only (a listing
+	// in another order than the index's reads a bounded number of them: control's wake sort).
+	Bounded bool
 }
 
 // cursor is the last index member a page examined. Opaque to callers (base64 JSON).
@@ -243,10 +253,25 @@ func summarize(st *state.Execution, full bool) Summary {
 		Status: st.Status, CurrentNode: st.CurrentNode, StepCount: st.StepCount, StartTime: st.StartTime,
 		LastUpdate: st.LastUpdate, EndTime: st.EndTime, Suspend: st.Suspend, Error: st.Error, Index: st.Index,
 	}
+	if n := st.NodeAttempts[st.CurrentNode]; n > 0 && (st.Status == state.Running || st.Status == state.Pending) {
+		s.RetryAttempt = n
+		s.RetryFailedAt = LastRetry(st)
+	}
 	if full {
 		s.State = st
 	}
 	return s
+}
+
+// LastRetry is when the last failed attempt of st's current node was recorded (its timeline's
+// last "retry" entry of that node), zero when the timeline no longer holds one.
+func LastRetry(st *state.Execution) time.Time {
+	for i := len(st.Timeline) - 1; i >= 0; i-- {
+		if e := st.Timeline[i]; e.Event == "retry" && e.Node == st.CurrentNode {
+			return e.Time.Time()
+		}
+	}
+	return time.Time{}
 }
 
 // IndexReady reports whether a backfill of the tenant's index has completed.

@@ -67,6 +67,41 @@ type Execution struct {
 	NodeAttempts    map[string]int  `json:"node_attempts,omitempty"`
 	Timeline        []TimelineEntry `json:"timeline,omitempty"`
 	TimelineDropped int             `json:"timeline_dropped,omitempty"`
+
+	// Branches counts the decisions of the execution's branching nodes since it started: node
+	// id → branch label (engine Outcome.Branch: "true", "case 2", "default", "approved",
+	// "timeout" …) → times taken, however many of them the bounded timeline no longer keeps.
+	// A state starts with it empty ({}, engine.NewState), which is why it is never omitted.
+	// Absent or null — a state an older engine started — the counts are unknown and stay so:
+	// counting on from the middle of an execution would pass some of its decisions off as all
+	// of them (CountBranch).
+	Branches map[string]map[string]int `json:"branches"`
+}
+
+// MaxBranchLabels bounds the labels counted for one node in Execution.Branches. A node has as
+// many as it has ways out — two for a condition, a switch's cases and default — so only a
+// switch of more cases reaches it; its rarer cases are then counted together under
+// BranchOther, and the counts still add up to every decision taken.
+const MaxBranchLabels = 64
+
+// BranchOther is the label the decisions past MaxBranchLabels of one node are counted under.
+const BranchOther = "other"
+
+// CountBranch counts one decision of node: the branch label it took. A state without counts
+// (Branches nil, an older engine's) is left without: see Branches.
+func (e *Execution) CountBranch(node, label string) {
+	if e.Branches == nil || label == "" {
+		return
+	}
+	m := e.Branches[node]
+	if m == nil {
+		m = map[string]int{}
+		e.Branches[node] = m
+	}
+	if _, seen := m[label]; !seen && len(m) >= MaxBranchLabels-1 {
+		label = BranchOther
+	}
+	m[label]++
 }
 
 // Timestamp is a UTC time in RFC 3339 with nanoseconds, formatted once when it is recorded.

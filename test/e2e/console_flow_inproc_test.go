@@ -94,7 +94,7 @@ func TestConsoleRunsAFlowWithEveryRoleE2E(t *testing.T) {
 		m := b.(map[string]any)
 		whys = append(whys, fmt.Sprintf("%v: %v -> %v", m["node"], m["why"], m["to"]))
 	}
-	if len(whys) != 2 || whys[0] != "big: INPUT.amount > 100 is true -> ask" || whys[1] != "ask: approved by admin-key: paid -> done" {
+	if len(whys) != 2 || whys[0] != "big: INPUT.amount > 100 is true (INPUT.amount = 500) -> ask" || whys[1] != "ask: approved by admin-key: paid -> done" {
 		t.Fatalf("branches %q", whys)
 	}
 }

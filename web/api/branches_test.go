@@ -44,7 +44,7 @@ func TestExecutionViewSaysWhyEachBranchWasTaken(t *testing.T) {
 	f.Save(t, st)
 	var view api.ExecutionView
 	ed.Want(t, http.StatusOK, http.MethodGet, "/api/executions/"+st.ExecutionID, nil).Decode(t, &view)
-	if len(view.Branches) != 1 || view.Branches[0].Node != "small" || view.Branches[0].Why != "INPUT.amount <= 100 is false" ||
+	if len(view.Branches) != 1 || view.Branches[0].Node != "small" || view.Branches[0].Why != "INPUT.amount <= 100 is false (INPUT.amount = 500)" ||
 		view.Branches[0].To != "ask" || view.Branches[0].Seq == 0 {
 		t.Fatalf("suspended: branches %+v", view.Branches)
 	}

@@ -31,13 +31,17 @@ type DeadLetter struct {
 	Truncated     bool   `json:"payload_truncated,omitempty"`
 	PayloadSize   int    `json:"payload_size,omitempty"`
 	PayloadSHA256 string `json:"payload_sha256,omitempty"`
+	FlowID        string `json:"flow_id,omitempty" doc:"the flow its task names (absent when the payload does not say)"`
+	// Replayed is read in a listing only (a single dead letter's read leaves it false).
+	Replayed   bool   `json:"replayed" doc:"in a listing: it was replayed (a replay marker is set for 90 days)"`
+	ReplayedAs string `json:"replayed_as,omitempty" doc:"in a listing: the task entry its replay enqueued (absent while the replay is under way)"`
 }
 
 func deadLetterOf(e control.DeadLetter) DeadLetter {
 	return DeadLetter{ID: e.ID, Reason: e.Reason, Detail: e.Detail, SourceID: e.SourceID, Queue: e.Queue, Consumer: e.Consumer,
 		DeliveryCount: e.DeliveryCount, SchemaVersion: e.SchemaVersion, TenantID: e.TenantID, ExecutionID: e.ExecutionID, Kind: e.Kind,
 		DeadLetteredAt: e.DeadLetteredAt, Payload: e.Payload, HasPayload: e.HasPayload, Truncated: e.Truncated, PayloadSize: e.PayloadSize,
-		PayloadSHA256: e.PayloadSHA256}
+		PayloadSHA256: e.PayloadSHA256, FlowID: e.FlowID, Replayed: e.Replayed, ReplayedAs: e.ReplayedAs}
 }
 
 // DeadLetterList is a page of dead letters, newest first: the tenant's, or every tenant's.

@@ -26,6 +26,7 @@ type ExecutionSummary struct {
 	Suspend     *state.Suspend    `json:"suspend,omitempty"`
 	Error       *state.ErrorInfo  `json:"error,omitempty"`
 	Index       map[string]string `json:"index,omitempty" doc:"the values it is listed by (its flow's indexed fields)"`
+	RetryNext   *time.Time        `json:"retry_next,omitempty" doc:"a running one whose node failed: when its next attempt starts (its retry back-off)"`
 	Runtime     string            `json:"runtime,omitempty" doc:"local: it ran in the console's local mode (its state is in the console database; read-only on Redis)"`
 }
 

@@ -1,6 +1,8 @@
 package api_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -36,9 +38,12 @@ func TestBulkJobsOverHTTP(t *testing.T) {
 	if !dry.DryRun || dry.Job != nil || dry.Selection.Count != 2 || dry.Selection.MaxItems != control.MaxBulkItems || dry.Selection.MaxScan != control.MaxBulkScan {
 		t.Fatalf("dry run %+v", dry)
 	}
+	if fc := dry.Selection.Forecast; fc == nil || fc.WillApply != 2 || fc.NothingToDo != 0 || len(fc.Refused) != 0 {
+		t.Fatalf("dry run's forecast %+v", fc)
+	}
 	var created api.JobCreated
 	editor.Want(t, http.StatusCreated, http.MethodPost, "/api/jobs", map[string]any{"action": "cancel", "filter": map[string]any{"flow_id": "ask"}}).Decode(t, &created)
-	if created.Job == nil || created.Job.Total != 5 || created.Selection.Count != 5 || created.Job.TenantID != "acme" {
+	if created.Job == nil || created.Job.Total != 5 || created.Selection.Count != 5 || created.Job.TenantID != "acme" || created.Selection.Forecast != nil {
 		t.Fatalf("created %+v", created)
 	}
 	id := created.Job.ID
@@ -98,6 +103,38 @@ func TestBulkJobsOverHTTP(t *testing.T) {
 	}
 	if e, ok := f.Audited(t, "job.create"); !ok || e.Target != id || e.Tenant != "acme" || creates != 1 || dryRuns != 1 || cancels != 0 {
 		t.Fatalf("audit: %+v, %d job.create rows, %d job.dry_run rows, %d execution.cancel rows", e, creates, dryRuns, cancels)
+	}
+}
+
+// TestBulkDryRunForecastOverHTTP: a dry run's count splits into what the job would do — act,
+// nothing to do, or be refused by code — under selection.forecast; a created job's selection
+// has none (its items' outcomes are recorded instead).
+func TestBulkDryRunForecastOverHTTP(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	for i, s := range []state.Status{state.Running, state.Suspended, state.Completed, state.Error, state.Cancelled} {
+		st := webtest.LiveState("default", fmt.Sprintf("ex_f%d", i), 1, s)
+		st.StartTime = st.StartTime.Add(time.Duration(i) * time.Second)
+		f.Save(t, st)
+	}
+	editor := f.Key(f.APIKey(t, "default", sqlite.RoleEditor))
+	for _, c := range []struct {
+		action string
+		want   string
+	}{
+		// The flow ask is not published: the one in error takes no retry either.
+		{"retry", `{"nothing_to_do":0,"refused":{"resume_refused":3,"terminal":2},"will_apply":0}`},
+		{"cancel", `{"nothing_to_do":1,"refused":{"terminal":2},"will_apply":2}`},
+	} {
+		r := editor.Want(t, http.StatusOK, http.MethodPost, "/api/jobs", map[string]any{"action": c.action, "dry_run": true})
+		got, _ := json.Marshal(r.Body["selection"].(map[string]any)["forecast"]) // its keys sorted
+		if string(got) != c.want {
+			t.Errorf("%s dry run's forecast: %s, want %s", c.action, got, c.want)
+		}
+	}
+	r := editor.Want(t, http.StatusCreated, http.MethodPost, "/api/jobs", map[string]any{"action": "cancel"})
+	if _, ok := r.Body["selection"].(map[string]any)["forecast"]; ok {
+		t.Errorf("a created job's selection has a forecast: %s", r.Raw)
 	}
 }
 

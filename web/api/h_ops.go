@@ -213,6 +213,7 @@ type executionListIn struct {
 	// index[order_id]=ord-1 (OpenAPI deepObject): the one form of a query parameter with a
 	// name of the caller's that huma checks and documents.
 	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
+	Sort   string            `query:"sort" enum:"started,wake" doc:"started (default): newest start first; wake: soonest next wake first (a due time, a retry's next attempt; those nothing times last), sorting the newest 10,000 matching"`
 	Cursor string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
 	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
@@ -223,6 +224,7 @@ type ExecutionList struct {
 	control.Page[ExecutionSummary]
 	Skipped  int  `json:"skipped"`
 	Degraded bool `json:"degraded" doc:"index members were skipped (invalid, missing or corrupt)"`
+	Bounded  bool `json:"bounded,omitempty" doc:"sort=wake: only the newest 10,000 matching executions were sorted"`
 }
 
 type executionListOut struct{ Body ExecutionList }
@@ -230,7 +232,7 @@ type executionListOut struct{ Body ExecutionList }
 func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
 	req := control.ListRequest{Cursor: in.Cursor, Limit: in.Limit, Status: state.Status(in.Status), FlowID: in.FlowID,
 		StartedAfter: in.StartedAfter, StartedBefore: in.StartedBefore,
-		WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter}
+		WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter, Sort: in.Sort}
 	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
 		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
 	}
@@ -248,11 +250,11 @@ func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 		return nil, err
 	}
 	out := ExecutionList{TenantID: c.Tenant, Page: control.Page[ExecutionSummary]{Items: make([]ExecutionSummary, 0, len(page.Items)),
-		NextCursor: page.NextCursor}, Skipped: page.Skipped, Degraded: page.Degraded}
+		NextCursor: page.NextCursor}, Skipped: page.Skipped, Degraded: page.Degraded, Bounded: page.Bounded}
 	for _, s := range page.Items {
 		out.Items = append(out.Items, ExecutionSummary{ExecutionID: s.ExecutionID, TenantID: s.TenantID, FlowID: s.FlowID,
 			FlowVersion: s.FlowVersion, Status: s.Status, CurrentNode: s.CurrentNode, StepCount: s.StepCount, StartTime: s.StartTime,
-			LastUpdate: s.LastUpdate, EndTime: s.EndTime, Suspend: s.Suspend, Error: s.Error, Index: s.Index})
+			LastUpdate: s.LastUpdate, EndTime: s.EndTime, Suspend: s.Suspend, Error: s.Error, Index: s.Index, RetryNext: s.RetryNext})
 	}
 	return &executionListOut{Body: out}, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"plaita/engine"
+	"plaita/engine/state"
 	"plaita/store/sqlite"
 	"plaita/test/webtest"
 	"plaita/web/api"
@@ -141,5 +142,74 @@ func TestExecutionListByTimeAndIndex(t *testing.T) {
 		if !slices.Contains(params, want) {
 			t.Errorf("the OpenAPI document's parameters of GET /api/executions: %v, no %s", params, want)
 		}
+	}
+}
+
+// TestExecutionListByWakeTime: GET /api/executions?sort=wake orders what the filter matches by
+// its next wake — a delay's end, a timeout, a retry's next attempt — soonest first, whatever
+// order they started in, those nothing times last; pages of it follow one another by cursor,
+// and a sort or a cursor that is none is a 400 naming it.
+func TestExecutionListByWakeTime(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	admin := f.Admin("")
+	def := `{"id":"flaky","version":"1","start":"a","nodes":[{"id":"a","type":"log","params":{"message":"x"},"retry":{"max_attempts":3,"backoff_seconds":600},"next":"b"},{"id":"b","type":"end"}]}`
+	admin.Want(t, http.StatusCreated, http.MethodPost, "/api/flows", map[string]any{"definition": json.RawMessage(def)})
+	now := time.Now().UTC().Truncate(time.Second)
+	started := now.Add(-time.Hour)
+	// Started in this order (ex_1 first), due in another; ex_retry's next attempt is in 10m.
+	for i, c := range []struct {
+		id  string
+		due time.Duration // 0: an event wait without a timeout
+	}{{"ex_1", 30 * time.Minute}, {"ex_2", 5 * time.Minute}, {"ex_3", 0}, {"ex_4", 20 * time.Minute}, {"ex_5", time.Minute}} {
+		st := webtest.LiveState("default", c.id, 1, state.Suspended)
+		st.StartTime = started.Add(time.Duration(i) * time.Minute)
+		st.Suspend = &state.Suspend{Kind: state.SuspendEvent, EventType: "paid", Node: "ask", Since: now}
+		if c.due > 0 {
+			due := now.Add(c.due)
+			st.Suspend.Due = &due
+		}
+		f.Save(t, st)
+	}
+	st := webtest.LiveState("default", "ex_retry", 0, state.Running)
+	st.StartTime = started.Add(10 * time.Minute)
+	st.FlowID, st.CurrentNode, st.NodeAttempts, st.Context = "flaky", "a", map[string]int{"a": 1}, map[string]any{}
+	st.Timeline = []state.TimelineEntry{{Seq: 1, Time: state.Stamp(now), Event: "retry", Node: "a", Detail: "attempt 1 of 3 failed"}}
+	f.Save(t, st)
+
+	viewer := f.Key(f.APIKey(t, "default", sqlite.RoleViewer))
+	var ids []string
+	q := url.Values{"sort": {"wake"}, "limit": {"2"}}
+	for pages := 0; ; pages++ {
+		var page api.ExecutionList
+		viewer.Want(t, http.StatusOK, http.MethodGet, "/api/executions?"+q.Encode(), nil).Decode(t, &page)
+		for _, it := range page.Items {
+			ids = append(ids, it.ExecutionID)
+			if it.ExecutionID == "ex_retry" && (it.RetryNext == nil || !it.RetryNext.Equal(now.Add(10*time.Minute))) {
+				t.Errorf("ex_retry's next attempt: %v", it.RetryNext)
+			}
+		}
+		if page.NextCursor == "" || pages > 5 {
+			break
+		}
+		q.Set("cursor", page.NextCursor)
+	}
+	if want := []string{"ex_5", "ex_2", "ex_retry", "ex_4", "ex_1", "ex_3"}; !slices.Equal(ids, want) {
+		t.Errorf("by wake: %v, want %v", ids, want)
+	}
+	ids = nil
+	var page api.ExecutionList
+	viewer.Want(t, http.StatusOK, http.MethodGet, "/api/executions?sort=wake&status=suspended&wake_before="+url.QueryEscape(now.Add(25*time.Minute).Format(time.RFC3339)), nil).Decode(t, &page)
+	for _, it := range page.Items {
+		ids = append(ids, it.ExecutionID)
+	}
+	if want := []string{"ex_5", "ex_2", "ex_4"}; !slices.Equal(ids, want) || page.NextCursor != "" || page.Bounded {
+		t.Errorf("suspended, due within 25m, by wake: %v (next %q, bounded %v), want %v", ids, page.NextCursor, page.Bounded, want)
+	}
+	if p := viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/executions?sort=wake&cursor=abc", nil).Problem(t); p.Code != "invalid_cursor" {
+		t.Errorf("a cursor that is none: %+v", p)
+	}
+	if p := viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/executions?sort=due", nil).Problem(t); len(p.Errors) == 0 || p.Errors[0].Location != "query.sort" {
+		t.Errorf("a sort that is none: %+v", p)
 	}
 }

@@ -96,7 +96,14 @@ func TestLocalModeOverHTTP(t *testing.T) {
 			ExecutionID string `json:"execution_id"`
 		}
 	}
-	boss.Want(t, http.StatusOK, http.MethodGet, "/api/approvals", nil).Decode(t, &approvals)
+	// The worker saves the suspended state, then lists its approval: the list may lag the
+	// state by a moment.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		boss.Want(t, http.StatusOK, http.MethodGet, "/api/approvals", nil).Decode(t, &approvals)
+		if len(approvals.Items) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if len(approvals.Items) != 1 || approvals.Items[0].ExecutionID != id {
 		t.Fatalf("approvals: %+v", approvals)
 	}

@@ -91,6 +91,7 @@ type listData struct {
 	// Index are the indexed fields' filters (index[<field>]=<value>), by field.
 	Index   []control.IndexFilter
 	Limit   int
+	Sort    string // "" (newest start first) or wake (soonest next wake first)
 	Next    string // the next page's URL
 	First   bool
 	Query   string // the filter as a query string, without cursor (the live rows')
@@ -138,6 +139,10 @@ func listQuery(c echo.Context) (listData, url.Values) {
 	}
 	if d.FlowID != "" {
 		q.Set("flow_id", d.FlowID)
+	}
+	if c.QueryParam("sort") == control.SortWake {
+		d.Sort = control.SortWake
+		q.Set("sort", d.Sort)
 	}
 	for _, f := range []struct {
 		name string
@@ -251,13 +256,16 @@ type execData struct {
 	Results        []nodeResult
 	Decisions      []decisionRow
 	DecisionsTotal int
-	Timeline       []state.TimelineEntry
-	Older          int // the seq before which older entries are fetched (0: none)
-	Waiting        *waitPanel
-	Timers         []control.Timer
-	Approval       bool // suspended at an approval: the answer form
-	Deletable      bool // not running: a delete needs no force
-	Notice         string
+	// Counts is how often each branching node took each branch, from the state's counters
+	// (the whole run, however much of the timeline was dropped).
+	Counts    engine.BranchCounts
+	Timeline  []state.TimelineEntry
+	Older     int // the seq before which older entries are fetched (0: none)
+	Waiting   *waitPanel
+	Timers    []control.Timer
+	Approval  bool // suspended at an approval: the answer form
+	Deletable bool // not running: a delete needs no force
+	Notice    string
 	// Actions are the buttons: exactly the resumes the resume check accepts now (the API's
 	// hints), so the page offers nothing it would refuse.
 	Actions []execAction
@@ -316,15 +324,16 @@ type decisionRow struct {
 	Last  state.Timestamp
 }
 
-// collapse folds consecutive equal decisions into one row.
+// collapse folds consecutive decisions of one node to one next node into one row, which
+// keeps the newest reason (a loop's passes read other values each time).
 func collapse(ds []engine.Branch) []decisionRow {
 	var out []decisionRow
 	for _, d := range ds {
 		if n := len(out); n > 0 {
 			p := &out[n-1]
-			if p.Node == d.Node && p.Why == d.Why && p.To == d.To && p.FromContext == d.FromContext {
+			if p.Node == d.Node && p.To == d.To && p.FromContext == d.FromContext {
 				p.Times++
-				p.Last = d.Time
+				p.Last, p.Why = d.Time, d.Why
 				continue
 			}
 		}
@@ -446,6 +455,7 @@ func (u *uiServer) fill(c echo.Context, s *uiSession, d *execData) {
 	d.Flow = f
 	all := d.View.Branches // the API's, so the page and GET /api/executions/{id} say the same
 	d.DecisionsTotal = len(all)
+	d.Counts = engine.CountBranches(d.St)
 	d.Decisions = collapse(all)
 	if n := len(d.Decisions); n > timelinePage {
 		// The newest are shown; the timeline has the rest.

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"cmp"
 	"errors"
 	"maps"
 	"net/http"
@@ -21,10 +22,12 @@ var errNoJob = errors.New("ui: POST /api/jobs created no job")
 // and the page's own filter — the query the page read its rows with (listFilterQuery): the
 // executions list's status, flow, start and due times and indexed fields, or the dead letters'
 // reason, kind and flow. POST /api/jobs with dry_run counts what it matches, which is what the
-// list shows; the page shows the count and a sample and asks; the confirmed POST creates the
-// job, whose page follows its progress (GET /api/jobs/{id}) and lists its failures with their
-// codes. A filter field the job cannot take is refused by name, never dropped: without it the
-// job would act on more than the list shows.
+// list shows, and forecasts what the job will do to each (will apply, nothing to do, refused
+// by code); the page shows the count split so, a sample, and asks to confirm only when some
+// will apply (the button counts those, the job still goes through every item matched); the
+// confirmed POST creates the job, whose page follows its progress (GET /api/jobs/{id}) and
+// lists its failures with their codes. A filter field the job cannot take is refused by name,
+// never dropped: without it the job would act on more than the list shows.
 
 func (u *uiServer) jobRoutes(g *echo.Group) {
 	g.GET("/jobs", u.jobsPage)
@@ -121,7 +124,7 @@ func jobForm(c echo.Context) (map[string]any, url.Values, *api.Problem) {
 func listFilterQuery(q url.Values) (filter url.Values, refused string) {
 	filter = url.Values{}
 	for k, v := range q {
-		if k != "cursor" && k != "limit" {
+		if k != "cursor" && k != "limit" && k != "sort" { // the order selects nothing
 			filter[k] = v
 		}
 	}
@@ -136,6 +139,43 @@ type jobPreviewData struct {
 	S      *uiSession
 	Sel    control.BulkSelection
 	Fields url.Values // the form's fields, carried to the confirmation
+	// The action in words: the button's verb, what an item it acts on becomes, and what one
+	// with nothing to do is already.
+	Button, Done, Already string
+	// From the forecast: how many the confirmation acts on (every item matched when there is
+	// no forecast), how many will be refused, and the refusals by code, most first.
+	Confirm int
+	Refused int
+	Codes   []codeCount
+}
+
+// codeCount is one refusal code of a forecast and how many items it refuses.
+type codeCount struct {
+	Code string
+	N    int
+}
+
+// jobWords are an action's words in the preview.
+var jobWords = map[control.BulkAction]struct{ button, done, already string }{
+	control.BulkCancel: {"Cancel", "cancelled", "already cancelled"},
+	control.BulkRetry:  {"Retry", "retried", ""},
+	control.BulkDelete: {"Delete", "deleted", ""},
+	control.BulkReplay: {"Replay", "replayed", "already replayed"},
+}
+
+// newJobPreview reads a dry run's selection and forecast for the preview.
+func newJobPreview(s *uiSession, sel control.BulkSelection, fields url.Values) jobPreviewData {
+	w := jobWords[sel.Action]
+	d := jobPreviewData{S: s, Sel: sel, Fields: fields, Button: w.button, Done: w.done, Already: w.already, Confirm: sel.Count}
+	if f := sel.Forecast; f != nil {
+		d.Confirm = f.WillApply
+		for code, n := range f.Refused {
+			d.Refused += n
+			d.Codes = append(d.Codes, codeCount{Code: code, N: n})
+		}
+		slices.SortFunc(d.Codes, func(a, b codeCount) int { return cmp.Or(cmp.Compare(b.N, a.N), strings.Compare(a.Code, b.Code)) })
+	}
+	return d
 }
 
 // jobPreview counts what the form's filter matches (a dry run) and asks to confirm.
@@ -150,8 +190,7 @@ func (u *uiServer) jobPreview(c echo.Context) error {
 		return u.fail(c, p)
 	}
 	s, _ := u.session(c)
-	d := jobPreviewData{S: s, Sel: out.Selection, Fields: fields}
-	return u.render(c, http.StatusOK, "jobs.html", "preview", uiPage{S: s, Data: d})
+	return u.render(c, http.StatusOK, "jobs.html", "preview", uiPage{S: s, Data: newJobPreview(s, out.Selection, fields)})
 }
 
 // createJob creates the confirmed job and opens its page.

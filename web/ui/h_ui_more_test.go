@@ -102,7 +102,8 @@ func TestUIBulkCancelByQuery(t *testing.T) {
 	_, body := ed.get(t, "/ui/executions?flow_id=bulk", http.StatusOK)
 	mustHave(t, "the list", body, `id="bulk-form"`, `<input type="hidden" name="flow_id" value="bulk">`)
 	_, body = ed.post(t, "/ui/jobs/preview", url.Values{"action": {"cancel"}, "flow_id": {"bulk"}}, true)
-	mustHave(t, "the dry run", body, `data-count="3"`, "ex_b1", `id="job-confirm"`, "Cancel these 3", `name="flow_id" value="bulk"`)
+	// The completed one will be refused: the button counts the two a cancel acts on.
+	mustHave(t, "the dry run", body, `data-count="3"`, "ex_b1", `id="job-confirm"`, "Cancel these 2<", `name="flow_id" value="bulk"`)
 	apic := &webtest.Client{F: f, HC: ed.HC, CSRF: ed.CSRF}
 	var jobs struct{ Items []json.RawMessage }
 	if apic.Want(t, http.StatusOK, http.MethodGet, "/api/jobs", nil).Decode(t, &jobs); len(jobs.Items) != 0 {
@@ -203,6 +204,53 @@ func TestUIDeadLettersPagesAndReplay(t *testing.T) {
 	if row, ok := f.Audited(t, "dlq.replay"); !ok || row.Actor != "bo" || row.Target != ids[0] {
 		t.Fatalf("audit %+v", row)
 	}
+	// The list says which were replayed, as which task, and offers no second replay of them;
+	// each names its flow.
+	_, body = boss.get(t, "/ui/deadletters", http.StatusOK)
+	mustHave(t, "the list after the replay", body, `data-replayed="`+ids[0]+`"`, `hx-post="/ui/deadletters/`+ids[1]+`/replay"`, `<a href="/ui/flows/f">f</a>`)
+	if strings.Contains(body, `hx-post="/ui/deadletters/`+ids[0]+`/replay"`) || strings.Contains(body, `data-replayed="`+ids[1]+`"`) {
+		t.Errorf("the replayed one is offered again, or the other marked: %s", body)
+	}
+	if !regexp.MustCompile(`replayed as <code>[0-9]+-[0-9]+</code>`).MatchString(body) {
+		t.Errorf("no task id of the replay: %s", body)
+	}
+	_, body = ed.get(t, "/ui/deadletters", http.StatusOK)
+	mustHave(t, "an editor sees the mark", body, `data-replayed="`+ids[0]+`"`)
+}
+
+// TestUIDeadLettersOfEveryTenant: a platform admin lists every tenant's dead letters (a tenant
+// column), opens and replays another tenant's from there; a tenant admin is refused the view.
+func TestUIDeadLettersOfEveryTenant(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	f.Tenant(t, "acme")
+	ids := f.DeadLetters(t, "default", "acme")
+	u, err := f.DB.CreateUser(context.Background(), sqlite.NewUser{Login: "ops", Password: "password-ops", PlatformAdmin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := uiLogin(t, f, u.Login, "password-ops")
+	_, body := ops.get(t, "/ui/deadletters", http.StatusOK)
+	mustHave(t, "the tenant's own", body, ids["default"][0], `id="f-all"`)
+	if strings.Contains(body, ids["acme"][0]) {
+		t.Error("the default view lists another tenant's")
+	}
+	_, body = ops.get(t, "/ui/deadletters?all_tenants=true", http.StatusOK)
+	mustHave(t, "every tenant's", body, "Dead letters of every tenant", ids["default"][0], ids["acme"][0], "<td>acme</td>",
+		`hx-post="/ui/deadletters/`+ids["acme"][0]+`/replay?all_tenants=true"`, `id="bulk-refused"`)
+	_, body = ops.get(t, "/ui/deadletters/"+ids["acme"][0]+"?all_tenants=true", http.StatusOK)
+	mustHave(t, "another tenant's payload", body, "&#34;tenant_id&#34;: &#34;acme&#34;")
+	_, body = ops.post(t, "/ui/deadletters/"+ids["acme"][0]+"/replay?all_tenants=true", url.Values{"confirm": {"yes"}}, true)
+	mustHave(t, "another tenant's replay", body, `class="notice"`, "replayed")
+	_, body = ops.get(t, "/ui/deadletters?all_tenants=true", http.StatusOK)
+	mustHave(t, "marked", body, `data-replayed="`+ids["acme"][0]+`"`)
+
+	admin := uiUser(t, f, "ta", "default", sqlite.RoleAdmin)
+	_, body = admin.get(t, "/ui/deadletters?all_tenants=true", http.StatusForbidden)
+	mustHave(t, "a tenant admin's every-tenant view", body, `data-code="forbidden"`)
+	if strings.Contains(body, ids["acme"][0]) {
+		t.Error("a tenant admin saw another tenant's dead letter")
+	}
 }
 
 // TestUIListFilters: the due-time and start-time filters are the API's.
@@ -229,6 +277,12 @@ func TestUIListFilters(t *testing.T) {
 	}
 	_, body = c.get(t, "/ui/executions?wake_after=soon", http.StatusOK)
 	mustHave(t, "a time that is none", body, `data-code="invalid_time"`)
+	// Sorted by wake time: the soonest first, and the live refresh reads the rows in that order.
+	_, body = c.get(t, "/ui/executions?status=suspended&sort=wake", http.StatusOK)
+	mustHave(t, "the wake order", body, `<option value="wake" selected>`, `data-refresh="/ui/executions?limit=50&amp;sort=wake&amp;status=suspended&amp;fragment=rows"`)
+	if i, j := strings.Index(body, `data-id="ex_soon"`), strings.Index(body, `data-id="ex_late"`); i < 0 || j < i {
+		t.Errorf("by wake: ex_soon at %d, ex_late at %d", i, j)
+	}
 	// The first page follows the status stream; the next pages do not.
 	_, body = c.get(t, "/ui/executions?status=suspended", http.StatusOK)
 	mustHave(t, "the live list", body, `data-follow="/ui/executions/stream?status=suspended"`, `data-refresh="/ui/executions?limit=50&amp;status=suspended&amp;fragment=rows"`)
@@ -322,6 +376,10 @@ func TestUIWaitingPanelRunningAndQueued(t *testing.T) {
 	_, body := c.get(t, "/ui/executions/ex_retry", http.StatusOK)
 	mustHave(t, "the retry", body, `data-kind="retry"`, "a retry back-off: attempt 1 of 3 of node a failed", "It tries again", `id="waiting-detail"`,
 		"connection refused", `id="timers"`, `data-kind="retry_backoff"`, "attempt 2 of 3 of the node starts", "no worker is alive")
+	// The list's next wake of a node in its back-off is its next attempt (it read "—").
+	_, body = c.get(t, "/ui/executions?status=running", http.StatusOK)
+	next := now.Add(10 * time.Minute)
+	mustHave(t, "the list's next wake", body, `data-id="ex_retry"`, `<span data-retry>retry: <time datetime="`+next.Format(time.RFC3339))
 
 	// A queued start of a tenant at its limit, deferred once by a worker.
 	ctx := context.Background()

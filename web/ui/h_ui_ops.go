@@ -105,6 +105,10 @@ func (u *uiServer) deadLettersPage(c echo.Context) error {
 			q.Set(k, v)
 		}
 	}
+	// Every tenant's: a platform admin's view (the API refuses anyone else's).
+	if c.QueryParam("all_tenants") == "true" {
+		q.Set("all_tenants", "true")
+	}
 	return pagedList(u, c, "/api/dead-letters", "/ui/deadletters", q, func(p *api.DeadLetterList) string { return p.NextCursor },
 		"deadletters.html", uiPage{Title: "Dead letters", Nav: "deadletters"})
 }
@@ -116,7 +120,7 @@ func (u *uiServer) deadLetterPayload(c echo.Context) error {
 		return err
 	}
 	var e api.DeadLetter
-	if p := u.call(c, http.MethodGet, "/api/dead-letters/"+url.PathEscape(c.Param("id")), nil, &e); p != nil {
+	if p := u.call(c, http.MethodGet, "/api/dead-letters/"+url.PathEscape(c.Param("id"))+allTenantsQuery(c), nil, &e); p != nil {
 		return u.fail(c, p)
 	}
 	return u.render(c, http.StatusOK, "deadletters.html", "payload", uiPage{S: s, Data: e})
@@ -130,10 +134,19 @@ func (u *uiServer) replayDeadLetter(c echo.Context) error {
 		return u.fail(c, api.NewProblem(http.StatusBadRequest, "unconfirmed", "replaying dead letter %s needs confirm=yes", id))
 	}
 	var res api.ReplayResult
-	if p := u.call(c, http.MethodPost, "/api/dead-letters/"+url.PathEscape(id)+"/replay", nil, &res); p != nil {
+	if p := u.call(c, http.MethodPost, "/api/dead-letters/"+url.PathEscape(id)+"/replay"+allTenantsQuery(c), nil, &res); p != nil {
 		return u.fail(c, p)
 	}
 	return u.render(c, http.StatusOK, "deadletters.html", "replayed", uiPage{Data: res})
+}
+
+// allTenantsQuery carries a platform admin's every-tenant view to the API's call on one of
+// its items ("" otherwise; the API refuses it to anyone else).
+func allTenantsQuery(c echo.Context) string {
+	if c.QueryParam("all_tenants") == "true" {
+		return "?all_tenants=true"
+	}
+	return ""
 }
 
 func (u *uiServer) eventsPage(c echo.Context) error {
