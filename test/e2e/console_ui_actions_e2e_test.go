@@ -470,3 +470,63 @@ func TestLivePageStaysWhenRedisGoes(t *testing.T) {
 		t.Fatal("the page was reloaded")
 	}
 }
+
+// TestExecutionPageCountsTheWholeRun: a loop of 40 passes on a worker whose timeline keeps 20
+// entries. The page counts the branches of the whole run from the state (true × 40, false × 1),
+// draws the loop's edges taken with those counts and each node's runs on its corner — where the
+// trimmed timeline alone said "true × 9" and drew the loop grey — quotes the values each
+// decision read, and zooms the graph in, out and back to fit.
+func TestExecutionPageCountsTheWholeRun(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	s.start("worker", map[string]string{"PLAITA_EXECUTION_TIMELINE_MAX": "20"})
+	con.publishFlow(t, "", `{"id":"loop","version":"1","start":"more","vars":{"i":0},"max_steps":200,"nodes":[
+		{"id":"more","type":"condition","params":{"expr":"VARS.i < 40"},"branches":{"true":"inc","false":"done"}},
+		{"id":"inc","type":"set","params":{"vars":{"i":"{{ VARS.i + 1 }}"}},"next":"more"},
+		{"id":"done","type":"end","params":{"output":"{{ VARS.i }}"}}]}`)
+	code, body := con.call(t, http.MethodPost, "/api/executions", map[string]any{"flow_id": "loop", "input": map[string]any{}})
+	if code != http.StatusCreated {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	id := fmt.Sprint(body["execution_id"])
+	con.waitExecution(t, id, "the loop to complete", statusOf("completed"))
+
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+	b.open("/ui/executions/" + id)
+	b.until("the page", `document.querySelector("#branch-counts") && document.querySelector("#exec-graph svg")`, 30*time.Second)
+	counts := b.text("#branch-counts")
+	mustContainAll(t, "the branch counts", counts, "more", "true × 40", "false × 1")
+	if strings.Contains(counts, "counted from the timeline") {
+		t.Errorf("a state of this version counted from its timeline: %s", counts)
+	}
+	edges := eval[map[string]string](b, `Object.fromEntries([...document.querySelectorAll("#exec-graph g.edge")].map(e => [e.dataset.from + "-" + e.dataset.label, e.getAttribute("class") + " " + e.dataset.runs]))`)
+	if edges["more-true"] != "edge taken 40" || edges["more-false"] != "edge taken 1" {
+		t.Errorf("the loop's edges: %v", edges)
+	}
+	if runs := eval[string](b, `(document.querySelector("#node-more .runs") || {}).textContent || ""`); runs != "×41" {
+		t.Errorf("the condition's runs on its corner: %q", runs)
+	}
+	mustContainAll(t, "the decisions' values", b.text("#decisions"), "VARS.i < 40 is false (VARS.i = 40)")
+
+	// Zoom: in makes the picture larger than the fitted one, fit brings it back.
+	width := func() float64 { return eval[float64](b, `document.querySelector("#exec-graph svg").getBoundingClientRect().width`) }
+	b.until("the zoom buttons", `document.querySelector("#zoom-in")`, 10*time.Second)
+	fitted := width()
+	b.click("#zoom-in")
+	b.click("#zoom-in")
+	b.until("zoomed in", `document.querySelector("#exec-graph").dataset.scale !== "fit"`, 10*time.Second)
+	if w := width(); w <= fitted {
+		t.Errorf("zoomed in: %.0f px, fitted %.0f px", w, fitted)
+	}
+	b.shot("execution-graph-zoomed")
+	b.click("#zoom-fit")
+	b.until("fitted", `document.querySelector("#exec-graph").dataset.scale === "fit"`, 10*time.Second)
+	if w := width(); w != fitted {
+		t.Errorf("fitted again: %.0f px, was %.0f px", w, fitted)
+	}
+	b.shot("execution-branch-counts")
+	b.axe("execution page with counts")
+}

@@ -296,6 +296,17 @@ func uiReplayDeadLetter(t *testing.T, s *stack, con *console, b *browser) {
 	b.until("the replay", `document.querySelector("#deadletters .notice")`, 30*time.Second)
 	mustContainAll(t, "the replay", b.text("#deadletters .notice"), "replayed", replayed)
 	con.waitStatusIn(t, "default", replayed, "completed", 60*time.Second)
+	// Read again, the list marks it replayed (as which task) and offers no second replay of
+	// it; each row names its flow.
+	b.open("/ui/deadletters?limit=2")
+	b.until("the list after the replay", `document.querySelector("#deadletters [data-replayed]")`, 30*time.Second)
+	mustContainAll(t, "the replayed mark", b.text("#deadletters [data-replayed]"), "replayed as")
+	if n := eval[int](b, `[...document.querySelectorAll("#deadletters tbody tr")].filter(r => r.querySelector("[data-replayed]") && r.querySelector("button[aria-label^='Replay']")).length`); n != 0 {
+		t.Errorf("%d replayed dead letter(s) offered a replay again", n)
+	}
+	mustContainAll(t, "the flow column", b.text("#deadletters"), "late-ui")
+	b.shot("deadletters-replayed")
+	b.axe("dead letters after a replay")
 }
 
 // uiDisableTenant: a platform admin creates a tenant and disables it on the tenants page; its

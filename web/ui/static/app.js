@@ -177,6 +177,60 @@
   document.addEventListener("htmx:afterSettle", tick);
   document.addEventListener("DOMContentLoaded", tick);
 
+  // ---- the graph's zoom ----
+  // A .graph[data-zoom] gets buttons (only with JavaScript: without it the picture fits the
+  // page as before): zoom in and out by steps of 1.25, fit (the width of the page), actual size.
+  // The scale outlives a live refresh of the page, which draws the graph anew.
+  var zoom = 0; // 0: fit; else the scale of the picture's own size
+  function scaleGraph(box) {
+    var svg = box.querySelector("svg");
+    if (!svg) { return; }
+    var w = parseFloat(svg.getAttribute("width")) || 0;
+    if (zoom === 0 || !w) {
+      svg.style.maxWidth = ""; svg.style.width = "";
+    } else {
+      svg.style.maxWidth = "none"; svg.style.width = Math.round(w * zoom) + "px";
+    }
+    box.setAttribute("data-scale", zoom === 0 ? "fit" : String(Math.round(zoom * 100)));
+    var label = box.previousElementSibling && box.previousElementSibling.querySelector("[data-zoom-level]");
+    if (label) { label.textContent = zoom === 0 ? "fit" : Math.round(zoom * 100) + "%"; }
+  }
+  function zoomControls() {
+    document.querySelectorAll(".graph[data-zoom]").forEach(function (box) {
+      if (box.previousElementSibling && box.previousElementSibling.classList.contains("zoom")) { scaleGraph(box); return; }
+      var bar = document.createElement("div");
+      bar.className = "zoom actions";
+      bar.setAttribute("role", "toolbar");
+      bar.setAttribute("aria-label", "Zoom the graph");
+      [["zoom-out", "Zoom out", "−"], ["zoom-fit", "Fit to the page", "Fit"], ["zoom-actual", "100%: the actual size", "100%"], ["zoom-in", "Zoom in", "+"]].forEach(function (b) {
+        var el = document.createElement("button");
+        el.type = "button"; el.className = "secondary"; el.id = b[0];
+        el.setAttribute("aria-label", b[1]); el.textContent = b[2];
+        bar.appendChild(el);
+      });
+      var level = document.createElement("span");
+      level.className = "muted"; level.setAttribute("data-zoom-level", ""); level.setAttribute("aria-live", "polite");
+      bar.appendChild(level);
+      box.parentNode.insertBefore(bar, box);
+      scaleGraph(box);
+    });
+  }
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest(".zoom button");
+    if (!b) { return; }
+    var box = b.parentNode.nextElementSibling, svg = box && box.querySelector("svg");
+    if (!svg) { return; }
+    var w = parseFloat(svg.getAttribute("width")) || 1;
+    var now = zoom === 0 ? Math.min(1, svg.getBoundingClientRect().width / w) : zoom;
+    if (b.id === "zoom-in") { zoom = Math.min(4, now * 1.25); }
+    if (b.id === "zoom-out") { zoom = Math.max(0.1, now / 1.25); }
+    if (b.id === "zoom-fit") { zoom = 0; }
+    if (b.id === "zoom-actual") { zoom = 1; }
+    scaleGraph(box);
+  });
+  document.addEventListener("DOMContentLoaded", zoomControls);
+  document.addEventListener("htmx:afterSettle", zoomControls);
+
   // A problem's "go to line" link puts the editor's caret on that line.
   document.addEventListener("click", function (e) {
     var a = e.target.closest("[data-goto-line]");
