@@ -512,7 +512,9 @@ func TestExecutionPageCountsTheWholeRun(t *testing.T) {
 	mustContainAll(t, "the decisions' values", b.text("#decisions"), "VARS.i < 40 is false (VARS.i = 40)")
 
 	// Zoom: in makes the picture larger than the fitted one, fit brings it back.
-	width := func() float64 { return eval[float64](b, `document.querySelector("#exec-graph svg").getBoundingClientRect().width`) }
+	width := func() float64 {
+		return eval[float64](b, `document.querySelector("#exec-graph svg").getBoundingClientRect().width`)
+	}
 	b.until("the zoom buttons", `document.querySelector("#zoom-in")`, 10*time.Second)
 	fitted := width()
 	b.click("#zoom-in")
