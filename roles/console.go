@@ -151,7 +151,7 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	if o.local {
 		err = errors.New(cmp.Or(o.localWhy, "plaita dev runs local mode"))
 	} else {
-		c, err = RedisClient(redisURL)
+		c, err = ConsoleRedisClient(redisURL)
 	}
 	var servedCluster sqlite.Served
 	served := false

@@ -532,3 +532,50 @@ func TestExecutionPageCountsTheWholeRun(t *testing.T) {
 	b.shot("execution-branch-counts")
 	b.axe("execution page with counts")
 }
+
+// TestEveryPageFailsAsFastWhenRedisGoes: with Redis gone, the pages that only read (flows,
+// cluster, schedules, dead letters) answer their 503 as soon as the executions list does — they
+// took 9.7 s, the console's Redis client retrying each read until the call's bound — and every
+// page answers again once Redis is back, with no restart of the console.
+func TestEveryPageFailsAsFastWhenRedisGoes(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	con.publishFlow(t, "", uiPaymentFlow)
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+	pages := []string{"/ui/executions", "/ui/flows", "/ui/cluster", "/ui/schedules", "/ui/deadletters", "/ui/events", "/ui/approvals"}
+	get := func(path string) (int, time.Duration) {
+		start := time.Now()
+		code := eval[int](b, `(() => { const x = new XMLHttpRequest(); x.open("GET", "`+path+`", false); x.send(); return x.status })()`)
+		return code, time.Since(start)
+	}
+	for _, p := range pages {
+		if code, _ := get(p); code != http.StatusOK {
+			t.Fatalf("%s with Redis: %d", p, code)
+		}
+	}
+	s.srv.Kill()
+	// The bound is far above what a page takes (~0.1 s here) and far below the call's own
+	// bound that a retrying read waited out.
+	const bound = 3 * time.Second
+	for _, p := range pages {
+		code, took := get(p)
+		if code != http.StatusServiceUnavailable || took > bound {
+			t.Errorf("%s without Redis: %d after %s, want 503 within %s", p, code, took.Round(time.Millisecond), bound)
+		}
+	}
+	b.open("/ui/flows")
+	b.shot("flows-without-redis")
+	s.srv.Start()
+	waitFor(t, "the pages again", 60*time.Second, func() bool {
+		code, _ := get("/ui/flows")
+		return code == http.StatusOK
+	})
+	for _, p := range pages {
+		if code, _ := get(p); code != http.StatusOK {
+			t.Errorf("%s after Redis came back: %d", p, code)
+		}
+	}
+}
