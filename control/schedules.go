@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"plaita/store"
 	"plaita/store/keys"
@@ -386,4 +387,22 @@ func (p *Plane) RunScheduleNow(ctx context.Context, tenant, id string) (Started,
 		version = ""
 	}
 	return p.Start(ctx, StartRequest{Tenant: tenant, FlowID: rec.FlowID, Version: version, Input: rec.Input})
+}
+
+// Ticks are the n ticks of a cron spec in its time zone strictly after t (UTC; fewer when the
+// spec has no more within five years): what a schedule's page lists after its next tick, so
+// the spec reads as the times it fires.
+func Ticks(spec, tz string, after time.Time, n int) ([]time.Time, error) {
+	c, err := store.ParseCron(spec, tz)
+	if err != nil {
+		return nil, err
+	}
+	var out []time.Time
+	for t := after; len(out) < n; {
+		if t = c.Next(t); t.IsZero() {
+			break
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }

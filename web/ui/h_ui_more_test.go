@@ -148,8 +148,20 @@ func TestUISchedulesEdit(t *testing.T) {
 	_, body = ed.post(t, "/ui/schedules/hourly", url.Values{"cron": {"30 2 * * *"}, "time_zone": {"Europe/Paris"}, "flow_id": {"report"},
 		"input": {`{"region": "eu"}`}, "enabled": {"true"}}, true)
 	mustHave(t, "the save", body, `id="schedule-saved"`, "Saved: revision", "not published")
+	// The cron reads as the times it fires: the ticks after the next one, in UTC and in the
+	// schedule's zone.
+	_, body = ed.get(t, "/ui/schedules/hourly", http.StatusOK)
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec, err := f.Plane.Schedule(context.Background(), "default", "hourly")
-	if err != nil || rec.Cron != "30 2 * * *" || rec.TimeZone != "Europe/Paris" || string(rec.Input) != `{"region":"eu"}` || !rec.Enabled {
+	if err != nil || rec.Next.IsZero() {
+		t.Fatalf("the schedule: %+v %v", rec, err)
+	}
+	after := rec.Next.In(paris).AddDate(0, 0, 1) // 02:30 Paris the day after the next tick
+	mustHave(t, "the ticks after the next", body, `id="schedule-then"`, after.UTC().Format("2006-01-02 15:04:05Z"), "("+after.Format("2006-01-02 15:04 MST")+")")
+	if rec.Cron != "30 2 * * *" || rec.TimeZone != "Europe/Paris" || string(rec.Input) != `{"region":"eu"}` || !rec.Enabled {
 		t.Fatalf("stored %+v %v", rec, err)
 	}
 	if row, ok := f.Audited(t, "schedule.update"); !ok || row.Actor != "sue" || row.Target != "hourly" {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -266,7 +267,19 @@ type scheduleData struct {
 	Rec   api.Schedule
 	Input string
 	Saved string
+	// Then are the ticks after the next one, in UTC and in the schedule's zone: the cron
+	// spec read as the times it fires.
+	Then []scheduleTick
 }
+
+// scheduleTick is one tick as the page shows it.
+type scheduleTick struct {
+	At    time.Time
+	Local string // in the schedule's time zone, when it has one
+}
+
+// scheduleThen is how many ticks after the next one a schedule's page lists.
+const scheduleThen = 4
 
 func (u *uiServer) schedulePage(c echo.Context) error {
 	s, err := u.page(c)
@@ -280,6 +293,18 @@ func (u *uiServer) schedulePage(c echo.Context) error {
 	d.Input = "{}"
 	if len(d.Rec.Input) > 0 {
 		d.Input = pretty(d.Rec.Input)
+	}
+	if !d.Rec.Next.IsZero() {
+		// A spec the API answered with is one it parsed: an error here leaves the list out.
+		ticks, _ := control.Ticks(d.Rec.Cron, d.Rec.TimeZone, d.Rec.Next, scheduleThen)
+		loc, _ := time.LoadLocation(d.Rec.TimeZone)
+		for _, t := range ticks {
+			tick := scheduleTick{At: t}
+			if d.Rec.TimeZone != "" && loc != nil {
+				tick.Local = t.In(loc).Format("2006-01-02 15:04 MST")
+			}
+			d.Then = append(d.Then, tick)
+		}
 	}
 	return u.render(c, http.StatusOK, "schedule.html", "", uiPage{Title: "Schedule " + d.Rec.ID, Nav: "schedules", S: s, Data: d})
 }
