@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,6 +204,16 @@ func TestEventCarrierRefusesAWakeUpOfAnEarlierSuspension(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantStatus(t, done, state.Completed)
+	// Each resumed entry names the event that woke the wait (its carrier's).
+	var woke []string
+	for _, e := range done.Timeline {
+		if e.Event == "resumed" {
+			woke = append(woke, e.Detail)
+		}
+	}
+	if !slices.Equal(woke, []string{"event evt1", "event evt2"}) {
+		t.Errorf("the resumed entries: %q", woke)
+	}
 }
 
 // FuzzCorrelationIndexNeverHidesAMatch: for matches built from random conjuncts and random

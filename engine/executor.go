@@ -284,7 +284,11 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 	if rt == ResumeEvent {
 		st.Context[contextEvent] = data
 	}
-	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: string(rt), Why: p.out.Why})
+	detail := string(rt)
+	if id, ok := eventCarrierID(req.Key); ok && rt == ResumeEvent {
+		detail += " " + id // which event woke it (the filter's carrier names it)
+	}
+	e.timeline(st, state.TimelineEntry{Event: "resumed", Node: node.ID, Detail: detail, Why: p.out.Why})
 	// Counted in the state saved with the resume's mark: its redelivery finds the mark and runs
 	// on from the checkpoint, counting nothing again.
 	st.CountBranch(node.ID, p.out.Branch)
@@ -400,6 +404,19 @@ func eventCarrierSuspension(key string) (since int64, ok bool) {
 	}
 	since, err := strconv.ParseInt(rest[i+1:], 10, 64)
 	return since, err == nil
+}
+
+// eventCarrierID is the event id an EventCarrier names (ok is false for any other key).
+func eventCarrierID(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, "event:")
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, ':')
+	if i < 1 {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // redelivered reports whether a resume of a running execution is the one last applied to it

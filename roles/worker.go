@@ -2,7 +2,10 @@ package roles
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	mrand "math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -143,23 +146,36 @@ func RedisClient(url string) (rueidis.Client, error) {
 	return redisClient(url, nil)
 }
 
-// ConsoleRedisClient is the console's client: a read-only command that meets a network error
-// is sent again at most consoleReadRetries times (rueidis retries one until its context ends,
-// by default). A Redis that restarts answers the first retries; one that is gone fails every
-// page at once, as the pages that write fail, instead of holding the pages that only read for
-// the whole call bound (9.7 s measured for the flows, the cluster, the schedules and the dead
-// letters, where the list answered in 10 ms).
+// ConsoleRedisClient is the console's client: a read-only command that cannot reach Redis at
+// all (its connection's dial fails: refused, unroutable, timed out) is sent again at most
+// consoleReadRetries times, where rueidis retries it until its context ends. A Redis that is
+// gone then fails every page at once, as the pages that write fail, instead of holding the
+// pages that only read for the whole call bound (9.7 s measured for the flows, the cluster,
+// the schedules and the dead letters, where the list answered in 10 ms). Any other network
+// error (a connection cut under a command, a subscription's) is retried as rueidis does.
 func ConsoleRedisClient(url string) (rueidis.Client, error) {
-	return redisClient(url, func(attempts int, _ rueidis.Completed, _ error) time.Duration {
-		if attempts >= consoleReadRetries {
-			return -1
+	return redisClient(url, func(attempts int, _ rueidis.Completed, err error) time.Duration {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			if attempts > consoleReadRetries {
+				return -1
+			}
+			return time.Duration(50*attempts) * time.Millisecond
 		}
-		return time.Duration(50*(attempts+1)) * time.Millisecond
+		return retryPause(attempts)
 	})
 }
 
-// consoleReadRetries bounds a console read's retries under network errors (50 ms, then 100 ms).
+// consoleReadRetries bounds a console read's retries when Redis cannot be dialled (50 ms, then
+// 100 ms).
 const consoleReadRetries = 2
+
+// retryPause is rueidis' own pause before the attempts-th retry (its default is not exported):
+// a doubling number of microseconds with as much jitter, at most a second.
+func retryPause(attempts int) time.Duration {
+	base := time.Duration(1<<min(attempts, 20)) * time.Microsecond
+	return min(time.Second, base+mrand.N(base))
+}
 
 func redisClient(url string, retry rueidis.RetryDelayFn) (rueidis.Client, error) {
 	opt, err := rueidis.ParseURL(url)

@@ -536,7 +536,9 @@ func TestExecutionPageCountsTheWholeRun(t *testing.T) {
 // TestEveryPageFailsAsFastWhenRedisGoes: with Redis gone, the pages that only read (flows,
 // cluster, schedules, dead letters) answer their 503 as soon as the executions list does — they
 // took 9.7 s, the console's Redis client retrying each read until the call's bound — and every
-// page answers again once Redis is back, with no restart of the console.
+// page answers again once Redis is back, with no restart of the console. The cluster page
+// open meanwhile keeps what it showed under a "stale since …, retrying" banner (it went on
+// saying "Nothing needs attention"), and loses the banner when Redis is back, without a reload.
 func TestEveryPageFailsAsFastWhenRedisGoes(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -556,7 +558,17 @@ func TestEveryPageFailsAsFastWhenRedisGoes(t *testing.T) {
 			t.Fatalf("%s with Redis: %d", p, code)
 		}
 	}
+	b.open("/ui/cluster")
+	b.until("the cluster page", `document.querySelector("#cluster-live")`, 30*time.Second)
+	eval[bool](b, `window.__sameDocument = true`)
 	s.srv.Kill()
+	// The cluster page keeps what it showed under the banner (its refresh every 5 s fails).
+	b.until("the cluster page's stale banner", `document.querySelector("#stale-banner")`, 30*time.Second)
+	mustContainAll(t, "the banner", b.text("#stale-banner"), "Stale since", "the cluster's state", "retrying")
+	if !b.exists("#cluster-live #queue") {
+		t.Error("the cluster page's panel is gone with Redis")
+	}
+	b.shot("cluster-stale")
 	// The bound is far above what a page takes (~0.1 s here) and far below the call's own
 	// bound that a retrying read waited out.
 	const bound = 3 * time.Second
@@ -566,16 +578,53 @@ func TestEveryPageFailsAsFastWhenRedisGoes(t *testing.T) {
 			t.Errorf("%s without Redis: %d after %s, want 503 within %s", p, code, took.Round(time.Millisecond), bound)
 		}
 	}
-	b.open("/ui/flows")
-	b.shot("flows-without-redis")
 	s.srv.Start()
-	waitFor(t, "the pages again", 60*time.Second, func() bool {
-		code, _ := get("/ui/flows")
-		return code == http.StatusOK
-	})
+	b.until("the cluster page fresh again", `!document.querySelector("#stale-banner") && document.querySelector("#cluster-live #queue")`, 60*time.Second)
+	if !eval[bool](b, `window.__sameDocument === true`) {
+		t.Fatal("the cluster page was reloaded")
+	}
 	for _, p := range pages {
 		if code, _ := get(p); code != http.StatusOK {
 			t.Errorf("%s after Redis came back: %d", p, code)
 		}
+	}
+}
+
+// TestSavedViews: the executions list keeps named filters in the browser: saved from the
+// filter the page has (less its place in the list), listed as links on every visit, and
+// removable.
+func TestSavedViews(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	con := s.startConsole(map[string]string{"PLAITA_CONSOLE_ADMIN_PASSWORD": uiAdminPassword})
+	b := newBrowser(t, con.base)
+	b.open("/ui/login")
+	b.login("admin", uiAdminPassword)
+	b.open("/ui/executions?status=suspended&sort=wake&limit=20")
+	b.until("the views", `document.querySelector("#save-view")`, 30*time.Second)
+	b.fill("#view-name", "waiting soonest")
+	b.click("#save-view")
+	b.until("the saved view", `document.querySelector("#saved-views a.view")`, 10*time.Second)
+	b.open("/ui/executions")
+	b.until("the view on another visit", `document.querySelector("#saved-views a.view")`, 30*time.Second)
+	if got := b.text("#saved-views a.view"); got != "waiting soonest" {
+		t.Errorf("the view's name: %q", got)
+	}
+	b.click("#saved-views a.view")
+	b.until("the view's list", `location.search.includes("status=suspended")`, 30*time.Second)
+	if q := eval[string](b, `location.search`); !strings.Contains(q, "sort=wake") || !strings.Contains(q, "limit=20") {
+		t.Errorf("the view's query: %s", q)
+	}
+	if eval[string](b, `document.querySelector("#f-status").value`) != "suspended" {
+		t.Error("the view's filter is not the form's")
+	}
+	b.shot("executions-saved-views")
+	b.axe("executions with saved views")
+	b.click(`#saved-views button[data-remove-view="0"]`)
+	b.until("the view removed", `!document.querySelector("#saved-views a.view")`, 10*time.Second)
+	b.open("/ui/executions")
+	b.until("the list", `document.querySelector("#save-view")`, 30*time.Second)
+	if b.exists("#saved-views a.view") {
+		t.Error("a removed view is back")
 	}
 }

@@ -439,6 +439,17 @@ func (u *uiServer) fail(c echo.Context, p *api.Problem) error {
 	return u.render(c, p.Status, "problem.html", "", uiPage{Title: http.StatusText(p.Status), Problem: p, S: u.quietSession(c)})
 }
 
+// failRefresh is fail for a page whose region refreshes itself (htmx names the region in
+// HX-Target): a problem of the moment (a 5xx: Redis or the database gone) answers that refresh
+// stale, so the region keeps what it shows under the page's banner and the refreshes go on,
+// where a problem swapped in would replace it and end them.
+func (u *uiServer) failRefresh(c echo.Context, p *api.Problem, region string) error {
+	if p.Status >= http.StatusInternalServerError && c.Request().Header.Get("HX-Request") != "" && c.Request().Header.Get("HX-Target") == region {
+		return u.stale(c, p)
+	}
+	return u.fail(c, p)
+}
+
 func (u *uiServer) renderProblemFragment(c echo.Context, p *api.Problem) error {
 	t := u.pages["problem.html"]
 	var b bytes.Buffer

@@ -201,7 +201,7 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 		list.Set("cursor", cur)
 	}
 	if p := u.call(c, http.MethodGet, "/api/executions?"+list.Encode(), nil, &d.List); p != nil {
-		return u.fail(c, p)
+		return u.failRefresh(c, p, "list")
 	}
 	// The flow filter's suggestions: a failure to read them leaves the field as it is (typed).
 	var flows api.FlowList

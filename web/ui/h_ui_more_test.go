@@ -388,6 +388,12 @@ func TestUIWaitingPanelRunningAndQueued(t *testing.T) {
 	_, body := c.get(t, "/ui/executions/ex_retry", http.StatusOK)
 	mustHave(t, "the retry", body, `data-kind="retry"`, "a retry back-off: attempt 1 of 3 of node a failed", "It tries again", `id="waiting-detail"`,
 		"connection refused", `id="timers"`, `data-kind="retry_backoff"`, "attempt 2 of 3 of the node starts", "no worker is alive")
+	// Who acted on it is the audit trail's, which an admin reads: the page links its rows.
+	if strings.Contains(body, `id="who-acted"`) {
+		t.Error("a viewer is sent to the audit trail")
+	}
+	_, adminPage := uiUser(t, f, "wad", "default", sqlite.RoleAdmin).get(t, "/ui/executions/ex_retry", http.StatusOK)
+	mustHave(t, "an admin's link to who acted", adminPage, `id="who-acted"`, `href="/ui/audit?target=ex_retry"`)
 	// The list's next wake of a node in its back-off is its next attempt (it read "—").
 	_, body = c.get(t, "/ui/executions?status=running", http.StatusOK)
 	next := now.Add(10 * time.Minute)

@@ -187,7 +187,7 @@ func (u *uiServer) clusterPage(c echo.Context) error {
 	}
 	var st control.ClusterStatus
 	if p := u.call(c, http.MethodGet, "/api/cluster/status?tenant="+url.QueryEscape(s.Tenant), nil, &st); p != nil {
-		return u.fail(c, p)
+		return u.failRefresh(c, p, "cluster-live")
 	}
 	// The page refreshes itself every few seconds: htmx takes #cluster-live of the whole page.
 	return u.render(c, http.StatusOK, "cluster.html", "", uiPage{Title: "Cluster", Nav: "cluster", S: s, Data: st})

@@ -98,9 +98,24 @@
   // A live refresh that fails for now (the console answers 503 with X-Plaita-Stale, or does not
   // answer) keeps what the page shows under a banner that says since when; the refreshes go on,
   // and the first that succeeds takes the banner away.
-  function staleBanner(why) {
+  // Any refreshed region may say what it shows (data-stale: "this execution", "the list", "the
+  // cluster's state"); the execution page's live region, the list's rows and the cluster page's
+  // panel do, each refreshed by its own means (the stream and poll above, htmx's every 5s).
+  // The request's element or its target: once a region is swapped out, htmx reports the
+  // request on an ancestor (the element is gone), the target still names the region.
+  function watched(e) {
+    var d = e.detail || {};
     var el = liveEl() || document.getElementById("live");
-    if (!el) { return; }
+    var all = [d.elt, d.target];
+    for (var i = 0; i < all.length; i++) {
+      var x = all[i];
+      if (!x) { continue; }
+      if (el && x === el) { return el; }
+      if (x.hasAttribute && x.hasAttribute("data-stale")) { return x; }
+    }
+    return null;
+  }
+  function staleBanner(el, why) {
     var b = document.getElementById("stale-banner");
     if (!b) {
       b = document.createElement("p");
@@ -111,8 +126,8 @@
       el.parentNode.insertBefore(b, el);
     }
     var since = b.getAttribute("data-stale-since").replace(/\.\d+Z$/, "Z").replace("T", " ");
-    b.textContent = "Stale since " + since + ": the console cannot read this execution now (" + why +
-      "). What is shown is as it was then; retrying.";
+    b.textContent = "Stale since " + since + ": the console cannot read " + (el.getAttribute("data-stale") || "this page") +
+      " now (" + why + "). What is shown is as it was then; retrying.";
     var note = document.getElementById("live-note");
     if (note) { note.textContent = "(stale)"; }
   }
@@ -120,26 +135,24 @@
     var b = document.getElementById("stale-banner");
     if (b) { b.remove(); }
   }
-  function fromLive(e) {
-    var el = liveEl() || document.getElementById("live");
-    return el && e.detail && e.detail.elt === el;
-  }
   // A failed request settles no promise of htmx.ajax: the refresh is marked done here, so the
   // next poll or event tries again.
   function failed() {
     if (live) { live.busy = false; live.again = null; schedule(); }
   }
   document.addEventListener("htmx:responseError", function (e) {
-    if (fromLive(e)) {
-      staleBanner(e.detail.xhr.getResponseHeader("X-Plaita-Stale") || "HTTP " + e.detail.xhr.status);
+    var el = watched(e);
+    if (el) {
+      staleBanner(el, e.detail.xhr.getResponseHeader("X-Plaita-Stale") || "HTTP " + e.detail.xhr.status);
       failed();
     }
   });
   document.addEventListener("htmx:sendError", function (e) {
-    if (fromLive(e)) { staleBanner("the console does not answer"); failed(); }
+    var el = watched(e);
+    if (el) { staleBanner(el, "the console does not answer"); failed(); }
   });
   document.addEventListener("htmx:afterRequest", function (e) {
-    if (fromLive(e) && e.detail.successful) { fresh(); }
+    if (watched(e) && e.detail.successful) { fresh(); }
   });
   // A button's answer says the execution changed (HX-Trigger: execution-changed).
   document.addEventListener("execution-changed", function () { refresh("action"); });
@@ -230,6 +243,70 @@
   });
   document.addEventListener("DOMContentLoaded", zoomControls);
   document.addEventListener("htmx:afterSettle", zoomControls);
+
+  // ---- saved views ----
+  // A filter form with data-views keeps named filters in the browser (localStorage, per
+  // page): each a link to the page with its query, saved from the query the page has now, and
+  // removable. Without JavaScript (or storage) there are none; the filter itself works as before.
+  function viewsKey(form) { return "plaita.views." + form.getAttribute("data-views"); }
+  function readViews(form) {
+    try { return JSON.parse(localStorage.getItem(viewsKey(form)) || "[]"); } catch (e) { return []; }
+  }
+  function drawViews(form) {
+    var box = document.getElementById("saved-views");
+    if (!box) {
+      box = document.createElement("div");
+      box.id = "saved-views"; box.className = "saved-views";
+      box.setAttribute("role", "region"); box.setAttribute("aria-label", "Saved views");
+      form.parentNode.insertBefore(box, form.nextSibling);
+    }
+    box.textContent = "";
+    var title = document.createElement("span");
+    title.className = "muted"; title.textContent = "Saved views:";
+    box.appendChild(title);
+    readViews(form).forEach(function (v, i) {
+      var a = document.createElement("a");
+      a.href = form.getAttribute("action") + (v.query ? "?" + v.query : "");
+      a.textContent = v.name; a.className = "view";
+      var del = document.createElement("button");
+      del.type = "button"; del.className = "secondary"; del.textContent = "×";
+      del.setAttribute("aria-label", "Remove the saved view " + v.name);
+      del.setAttribute("data-remove-view", String(i));
+      box.appendChild(a); box.appendChild(del);
+    });
+    var name = document.createElement("input");
+    name.type = "text"; name.id = "view-name"; name.maxLength = 60; name.placeholder = "name of this view";
+    name.setAttribute("aria-label", "Name of this view");
+    var save = document.createElement("button");
+    save.type = "button"; save.className = "secondary"; save.id = "save-view"; save.textContent = "Save this view";
+    box.appendChild(name); box.appendChild(save);
+  }
+  function views() {
+    var form = document.querySelector("form[data-views]");
+    if (!form || !window.localStorage) { return; }
+    drawViews(form);
+  }
+  document.addEventListener("click", function (e) {
+    var form = document.querySelector("form[data-views]");
+    if (!form) { return; }
+    var vs = readViews(form);
+    if (e.target.id === "save-view") {
+      var name = (document.getElementById("view-name").value || "").trim();
+      if (!name) { document.getElementById("view-name").focus(); return; }
+      // The page's query less its place in the list: a view is a filter, not a page.
+      var q = new URLSearchParams(location.search);
+      ["cursor", "deleted", "via", "fragment"].forEach(function (k) { q.delete(k); });
+      vs = vs.filter(function (v) { return v.name !== name; });
+      vs.push({name: name, query: q.toString()});
+    } else if (e.target.hasAttribute("data-remove-view")) {
+      vs.splice(parseInt(e.target.getAttribute("data-remove-view"), 10), 1);
+    } else {
+      return;
+    }
+    try { localStorage.setItem(viewsKey(form), JSON.stringify(vs)); } catch (err) { return; }
+    drawViews(form);
+  });
+  document.addEventListener("DOMContentLoaded", views);
 
   // A problem's "go to line" link puts the editor's caret on that line.
   document.addEventListener("click", function (e) {
