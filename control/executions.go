@@ -323,14 +323,14 @@ const (
 	SortWake    = "wake"
 )
 
-// Bounds of a listing sorted by wake time: it reads the matching executions newest first,
-// sorts them and pages the sorted list by offset. At most maxWakeSort of them, and at most
-// maxWakeScanPages store pages (each examining up to 10 × MaxListLimit index members), so a
-// rare filter over a large tenant stays bounded; a page from a bounded read says so
+// Bounds of a listing sorted by wake time (it reads the matching executions newest first,
+// sorts them and pages the sorted list by offset) and of a count: at most maxScanItems of
+// them, and at most maxScanPages store pages (each examining up to 10 × MaxListLimit index
+// members), so a rare filter over a large tenant stays bounded; a bounded read says so
 // (store.Page.Bounded).
 const (
-	maxWakeSort      = 10000
-	maxWakeScanPages = 10
+	maxScanItems = 10000
+	maxScanPages = 10
 )
 
 // wakeCursor is the cursor of a wake-sorted listing: the offset of the page in the sort.
@@ -420,42 +420,22 @@ func (p *Plane) List(ctx context.Context, tenant string, req ListRequest) (store
 
 // listByWake is a page of the executions the filter matches, soonest next wake first (a
 // suspended one's due time, a retry back-off's next attempt), those without one last, newest
-// first among equals. It sorts the newest maxWakeSort matching ones (the index is by start
+// first among equals. It sorts the newest maxScanItems matching ones (the index is by start
 // time) and pages them by offset.
 func (p *Plane) listByWake(ctx context.Context, ts *store.TenantStore, req ListRequest) (store.Page, error) {
 	offset := 0
 	if req.Cursor != "" {
 		n, err := strconv.Atoi(strings.TrimPrefix(req.Cursor, wakeCursor))
-		if !strings.HasPrefix(req.Cursor, wakeCursor) || err != nil || n < 0 || n > maxWakeSort {
+		if !strings.HasPrefix(req.Cursor, wakeCursor) || err != nil || n < 0 || n > maxScanItems {
 			return store.Page{}, refuse(Invalid, "invalid_cursor", nil, "cursor %q: not one of a listing sorted by wake time", req.Cursor)
 		}
 		offset = n
 	}
 	limit := cmp.Or(req.Limit, DefaultListLimit)
-	scan := req
-	scan.Sort, scan.Cursor, scan.Limit = "", "", store.MaxListLimit
-	var all []store.Summary
-	out := store.Page{}
-	for pages := 0; ; pages++ {
-		if pages == maxWakeScanPages || len(all) >= maxWakeSort {
-			out.Bounded = true
-			break
-		}
-		sr, err := scan.storeRequest()
-		if err != nil {
-			return store.Page{}, err
-		}
-		page, err := ts.List(ctx, sr)
-		if err != nil {
-			return store.Page{}, err
-		}
-		all = append(all, page.Items...)
-		out.Skipped += page.Skipped
-		if scan.Cursor = page.NextCursor; scan.Cursor == "" {
-			break
-		}
+	all, out, err := scanMatching(ctx, ts, req)
+	if err != nil {
+		return store.Page{}, err
 	}
-	all = all[:min(len(all), maxWakeSort)]
 	p.retryNexts(ctx, ts.Tenant(), all)
 	slices.SortStableFunc(all, func(a, b store.Summary) int {
 		wa, oka := nextWake(a)
@@ -470,7 +450,6 @@ func (p *Plane) listByWake(ctx context.Context, ts *store.TenantStore, req ListR
 		}
 		return 0
 	})
-	out.Degraded = out.Skipped > 0
 	if offset < len(all) {
 		out.Items = all[offset:min(len(all), offset+limit)]
 	}
@@ -478,6 +457,51 @@ func (p *Plane) listByWake(ctx context.Context, ts *store.TenantStore, req ListR
 		out.NextCursor = wakeCursor + strconv.Itoa(offset+limit)
 	}
 	return out, nil
+}
+
+// scanMatching reads the executions req's filter matches, newest first, up to maxScanItems of
+// them and maxScanPages store pages: what a sort by wake time orders and a count counts.
+// The page it gives carries no items: whether the read was cut (Bounded) and what it skipped.
+func scanMatching(ctx context.Context, ts *store.TenantStore, req ListRequest) ([]store.Summary, store.Page, error) {
+	scan := req
+	scan.Sort, scan.Cursor, scan.Limit = "", "", store.MaxListLimit
+	var all []store.Summary
+	out := store.Page{}
+	for pages := 0; ; pages++ {
+		if pages == maxScanPages || len(all) >= maxScanItems {
+			out.Bounded = true
+			break
+		}
+		sr, err := scan.storeRequest()
+		if err != nil {
+			return nil, store.Page{}, err
+		}
+		page, err := ts.List(ctx, sr)
+		if err != nil {
+			return nil, store.Page{}, err
+		}
+		all = append(all, page.Items...)
+		out.Skipped += page.Skipped
+		if scan.Cursor = page.NextCursor; scan.Cursor == "" {
+			break
+		}
+	}
+	out.Degraded = out.Skipped > 0
+	return all[:min(len(all), maxScanItems)], out, nil
+}
+
+// Count is how many of the tenant's executions req's filter matches (its order and page
+// aside), counting the newest maxScanItems at most: bounded says there may be more.
+func (p *Plane) Count(ctx context.Context, tenant string, req ListRequest) (n int, bounded bool, err error) {
+	ts, err := p.tenantStore(tenant)
+	if err != nil {
+		return 0, false, err
+	}
+	if _, err := req.check(); err != nil {
+		return 0, false, err
+	}
+	all, page, err := scanMatching(ctx, ts, req)
+	return len(all), page.Bounded, err
 }
 
 // nextWake is when s wakes by itself: a suspended one's due time, or the next attempt of a

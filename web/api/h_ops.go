@@ -213,6 +213,7 @@ type executionListIn struct {
 	// index[order_id]=ord-1 (OpenAPI deepObject): the one form of a query parameter with a
 	// name of the caller's that huma checks and documents.
 	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
+	Count  bool              `query:"count" doc:"also count every execution the filter matches (total; the newest 10,000 at most, total_bounded when there may be more)"`
 	Sort   string            `query:"sort" enum:"started,wake" doc:"started (default): newest start first; wake: soonest next wake first (a due time, a retry's next attempt; those nothing times last), sorting the newest 10,000 matching"`
 	Cursor string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
 	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
@@ -225,6 +226,9 @@ type ExecutionList struct {
 	Skipped  int  `json:"skipped"`
 	Degraded bool `json:"degraded" doc:"index members were skipped (invalid, missing or corrupt)"`
 	Bounded  bool `json:"bounded,omitempty" doc:"sort=wake: only the newest 10,000 matching executions were sorted"`
+	// Total is count=true's.
+	Total        *int `json:"total,omitempty" doc:"count=true: the executions the filter matches, counting the newest 10,000 at most"`
+	TotalBounded bool `json:"total_bounded,omitempty" doc:"count=true: the count stopped at its bound; more may match"`
 }
 
 type executionListOut struct{ Body ExecutionList }
@@ -251,6 +255,13 @@ func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) 
 	}
 	out := ExecutionList{TenantID: c.Tenant, Page: control.Page[ExecutionSummary]{Items: make([]ExecutionSummary, 0, len(page.Items)),
 		NextCursor: page.NextCursor}, Skipped: page.Skipped, Degraded: page.Degraded, Bounded: page.Bounded}
+	if in.Count {
+		n, bounded, err := a.d.Plane.Count(ctx, c.Tenant, req)
+		if err != nil {
+			return nil, err
+		}
+		out.Total, out.TotalBounded = &n, bounded
+	}
 	for _, s := range page.Items {
 		out.Items = append(out.Items, ExecutionSummary{ExecutionID: s.ExecutionID, TenantID: s.TenantID, FlowID: s.FlowID,
 			FlowVersion: s.FlowVersion, Status: s.Status, CurrentNode: s.CurrentNode, StepCount: s.StepCount, StartTime: s.StartTime,

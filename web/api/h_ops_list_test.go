@@ -199,6 +199,12 @@ func TestExecutionListByWakeTime(t *testing.T) {
 	}
 	ids = nil
 	var page api.ExecutionList
+	// A total of every match, whatever the page: 5 suspended (ex_retry runs).
+	var counted api.ExecutionList
+	viewer.Want(t, http.StatusOK, http.MethodGet, "/api/executions?count=true&status=suspended&limit=1", nil).Decode(t, &counted)
+	if counted.Total == nil || *counted.Total != 5 || counted.TotalBounded || len(counted.Items) != 1 {
+		t.Errorf("count: total %v bounded %v, %d items", counted.Total, counted.TotalBounded, len(counted.Items))
+	}
 	viewer.Want(t, http.StatusOK, http.MethodGet, "/api/executions?sort=wake&status=suspended&wake_before="+url.QueryEscape(now.Add(25*time.Minute).Format(time.RFC3339)), nil).Decode(t, &page)
 	for _, it := range page.Items {
 		ids = append(ids, it.ExecutionID)

@@ -89,16 +89,19 @@ type listData struct {
 	// The start and due times as the form gives them (2026-12-05 09:30, UTC).
 	StartedAfter, StartedBefore, WakeAfter, WakeBefore string
 	// Index are the indexed fields' filters (index[<field>]=<value>), by field.
-	Index   []control.IndexFilter
-	Limit   int
-	Sort    string // "" (newest start first) or wake (soonest next wake first)
-	Next    string // the next page's URL
-	First   bool
-	Query   string // the filter as a query string, without cursor (the live rows')
-	Follow  string // the status stream the first page follows
-	Deleted string // an execution the page's last action deleted
-	Via     string // what asked for the rows: sse or poll (the page's own record)
-	Problem *api.Problem
+	Index []control.IndexFilter
+	Limit int
+	Sort  string // "" (newest start first) or wake (soonest next wake first)
+	Count bool   // the total of what the filter matches was asked for
+	// CountURL is the page with its total asked for.
+	CountURL string
+	Next     string // the next page's URL
+	First    bool
+	Query    string // the filter as a query string, without cursor (the live rows')
+	Follow   string // the status stream the first page follows
+	Deleted  string // an execution the page's last action deleted
+	Via      string // what asked for the rows: sse or poll (the page's own record)
+	Problem  *api.Problem
 	// Bulk is the filter the "all matching" form carries: the query the rows were read with,
 	// less the page's place. BulkRefused says why the form is not offered instead.
 	Bulk        url.Values
@@ -143,6 +146,10 @@ func listQuery(c echo.Context) (listData, url.Values) {
 	if c.QueryParam("sort") == control.SortWake {
 		d.Sort = control.SortWake
 		q.Set("sort", d.Sort)
+	}
+	if c.QueryParam("count") == "true" {
+		d.Count = true
+		q.Set("count", "true")
 	}
 	for _, f := range []struct {
 		name string
@@ -211,7 +218,22 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 		}
 	}
 	d.First = list.Get("cursor") == ""
-	d.Query = q.Encode()
+	// The live rows' query counts nothing again: the total is the page's, as loaded.
+	rq := url.Values{}
+	for k, v := range q {
+		if k != "count" {
+			rq[k] = v
+		}
+	}
+	d.Query = rq.Encode()
+	if !d.Count {
+		cq := url.Values{}
+		for k, v := range q {
+			cq[k] = v
+		}
+		cq.Set("count", "true")
+		d.CountURL = "/ui/executions?" + cq.Encode()
+	}
 	d.Bulk, d.BulkRefused = listFilterQuery(q)
 	if d.Problem != nil && d.BulkRefused == "" {
 		// The rows are read without the filter that was left out: not what was asked for.

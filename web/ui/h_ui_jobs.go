@@ -124,7 +124,7 @@ func jobForm(c echo.Context) (map[string]any, url.Values, *api.Problem) {
 func listFilterQuery(q url.Values) (filter url.Values, refused string) {
 	filter = url.Values{}
 	for k, v := range q {
-		if k != "cursor" && k != "limit" && k != "sort" { // the order selects nothing
+		if k != "cursor" && k != "limit" && k != "sort" && k != "count" { // the order and the count select nothing
 			filter[k] = v
 		}
 	}

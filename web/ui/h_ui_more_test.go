@@ -289,6 +289,15 @@ func TestUIListFilters(t *testing.T) {
 	}
 	_, body = c.get(t, "/ui/executions?wake_after=soon", http.StatusOK)
 	mustHave(t, "a time that is none", body, `data-code="invalid_time"`)
+	// The total on demand: a link, then the count above the rows (not asked again by the live
+	// refresh).
+	_, body = c.get(t, "/ui/executions?status=suspended", http.StatusOK)
+	mustHave(t, "the count link", body, `href="/ui/executions?count=true&amp;limit=50&amp;status=suspended" id="count-all"`)
+	_, body = c.get(t, "/ui/executions?status=suspended&count=true", http.StatusOK)
+	mustHave(t, "the total", body, `<p id="total"><strong>2</strong> execution(s) match.</p>`, `data-refresh="/ui/executions?limit=50&amp;status=suspended&amp;fragment=rows"`)
+	if strings.Contains(body, `id="count-all"`) {
+		t.Error("a counted list offers its count again")
+	}
 	// Sorted by wake time: the soonest first, and the live refresh reads the rows in that order.
 	_, body = c.get(t, "/ui/executions?status=suspended&sort=wake", http.StatusOK)
 	mustHave(t, "the wake order", body, `<option value="wake" selected>`, `data-refresh="/ui/executions?limit=50&amp;sort=wake&amp;status=suspended&amp;fragment=rows"`)
