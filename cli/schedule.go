@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -69,6 +70,7 @@ func scheduleCommand(role *cli.Command, stdout, stderr io.Writer) *cli.Command {
 		scheduleToggle("enable", true, stdout, stderr),
 		scheduleToggle("disable", false, stdout, stderr),
 		scheduleRunCommand(stdout, stderr),
+		scheduleFiresCommand(stdout, stderr),
 		scheduleDeleteCommand(stdout, stderr),
 	}
 	return role
@@ -177,6 +179,34 @@ func scheduleRunCommand(stdout, stderr io.Writer) *cli.Command {
 					return writeJSON(stdout, s)
 				}
 				fmt.Fprintf(stdout, "schedule %s: started %s (%s version %s)\n", id, s.ExecutionID, s.FlowID, s.FlowVersion)
+				return nil
+			})
+		},
+	}
+}
+
+func scheduleFiresCommand(stdout, stderr io.Writer) *cli.Command {
+	return &cli.Command{
+		Name:      "fires",
+		Usage:     "print a schedule's newest past ticks, each with its execution and that execution's status",
+		UsageText: "plaita schedule fires ID [--limit N] [--tenant T] [--json]",
+		Flags: cliFlags(tenantFlag(), &cli.IntFlag{Name: "limit", Value: 20, Usage: fmt.Sprintf("ticks to print (1–%d)", control.MaxScheduleFires)},
+			jsonFlag("print the ticks as JSON")),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			return withSchedule(ctx, cmd, "fires", stderr, func(k *conn, id string) error {
+				rows, err := k.plane.ScheduleFires(ctx, k.tenant, id, int(cmd.Int("limit")))
+				if err != nil {
+					return refused("fires", err)
+				}
+				if cmd.Bool("json") {
+					return writeJSON(stdout, map[string]any{"schedule_id": id, "items": rows})
+				}
+				if len(rows) == 0 {
+					fmt.Fprintf(stdout, "schedule %s: no tick handled yet\n", id)
+				}
+				for _, r := range rows {
+					fmt.Fprintf(stdout, "%s  %s  %s\n", r.Tick.UTC().Format(time.RFC3339), r.ExecutionID, cmp.Or(string(r.Status), "none (skipped, or deleted)"))
+				}
 				return nil
 			})
 		},

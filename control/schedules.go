@@ -8,10 +8,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"plaita/engine/state"
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -405,4 +407,88 @@ func Ticks(spec, tz string, after time.Time, n int) ([]time.Time, error) {
 		out = append(out, t)
 	}
 	return out, nil
+}
+
+// ScheduleFireRow is one past tick of a schedule and the execution its start is (the start of
+// a tick has one id wherever and however often it is sent: store.ScheduleExecutionID).
+type ScheduleFireRow struct {
+	Tick        time.Time    `json:"tick"`
+	ExecutionID string       `json:"execution_id"`
+	Status      state.Status `json:"status,omitempty" doc:"the execution's status now; absent when there is none (the tick was skipped, or its execution deleted or expired)"`
+}
+
+// MaxScheduleFires bounds a fire history's ticks.
+const MaxScheduleFires = 100
+
+// maxTickWalk bounds the ticks a fire history walks to find the newest ones (a spec that fires
+// every second over a long window).
+const maxTickWalk = 100_000
+
+// ScheduleFires is the schedule's newest n past ticks (up to the last tick it handled, none
+// before it was created), newest first, each with its execution and that execution's status:
+// the schedule's fire history, read from the executions themselves. The ticks are the current
+// spec's: ticks of an earlier spec are not listed.
+func (p *Plane) ScheduleFires(ctx context.Context, tenant, id string, n int) ([]ScheduleFireRow, error) {
+	if n < 1 || n > MaxScheduleFires {
+		return nil, refuse(Invalid, "invalid_limit", nil, "limit %d: use 1 to %d", n, MaxScheduleFires)
+	}
+	rec, err := p.Schedule(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	c, err := store.ParseCron(rec.Cron, rec.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: %w", id, err)
+	}
+	ts, err := p.tenantStore(rec.TenantID)
+	if err != nil {
+		return nil, err
+	}
+	out := []ScheduleFireRow{}
+	for _, tick := range pastTicks(c, rec.CreatedAt, rec.LastTick, n) {
+		row := ScheduleFireRow{Tick: tick, ExecutionID: store.ScheduleExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick)}
+		st, err := ts.Load(ctx, row.ExecutionID)
+		switch {
+		case err == nil:
+			row.Status = st.Status
+		case errors.Is(err, store.ErrStateCorrupt):
+			row.Status = wasCorrupt
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("schedule %s: the execution of tick %s: %w", id, tick.Format(time.RFC3339), err)
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// pastTicks are the newest n ticks of c in (created, last], newest first. A cron has no
+// "previous", so it walks forward from a window before last that it widens until it holds n
+// ticks or reaches created, keeping the newest n (at most maxTickWalk ticks walked in all).
+func pastTicks(c *store.Cron, created, last time.Time, n int) []time.Time {
+	if last.IsZero() || !last.After(created) {
+		return nil
+	}
+	step := c.Next(last).Sub(last)
+	if step <= 0 {
+		step = time.Hour
+	}
+	walked := 0
+	for w := step * time.Duration(n+1); ; w *= 2 {
+		from := created // w stops doubling once it reaches back to created: no overflow
+		if w < last.Sub(created) {
+			from = last.Add(-w)
+		}
+		ring := make([]time.Time, 0, n)
+		for t := c.Next(from); !t.IsZero() && !t.After(last) && walked < maxTickWalk; t = c.Next(t) {
+			walked++
+			if len(ring) == n {
+				ring = ring[1:]
+			}
+			ring = append(ring, t)
+		}
+		if len(ring) == n || from.Equal(created) || walked >= maxTickWalk {
+			slices.Reverse(ring)
+			return ring
+		}
+	}
 }

@@ -3,6 +3,8 @@ package store
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -797,4 +799,18 @@ func nextStreamID(id string) (string, error) {
 		return strconv.FormatUint(m+1, 10) + "-0", nil
 	}
 	return ms + "-" + strconv.FormatUint(n+1, 10), nil
+}
+
+// ScheduleExecutionID is the execution id of a schedule's start for one tick: the same in every
+// schedule process and for every retry or takeover of that tick, so a start enqueued twice is
+// still one execution (the worker resumes the state the first delivery created). The
+// schedule's creation time is part of it: a schedule deleted and created again under the same
+// id never reuses an execution id of the old one.
+func ScheduleExecutionID(tenant, scheduleID string, created, tick time.Time) string {
+	if tenant == "" {
+		tenant = keys.DefaultTenant
+	}
+	sum := sha256.Sum256([]byte("schedule\x00" + tenant + "\x00" + scheduleID + "\x00" +
+		strconv.FormatInt(created.UnixMilli(), 10) + "\x00" + strconv.FormatInt(tick.UnixMilli(), 10)))
+	return "ex_" + hex.EncodeToString(sum[:])[:24]
 }

@@ -333,7 +333,7 @@ func (s *Scheduler) fire(ctx context.Context, rec store.ScheduleRecord, cr *stor
 		log.Warn().Err(err).Str("event", "schedule.flow_read_failed").Msg("cannot read the flow: the tick stays due")
 		return p
 	}
-	claim := store.PendingFire{TickMS: tick.UnixMilli(), ExecutionID: ExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick),
+	claim := store.PendingFire{TickMS: tick.UnixMilli(), ExecutionID: store.ScheduleExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick),
 		FlowID: rec.FlowID, FlowVersion: version, By: s.d.Instance}
 	claimed, ok, err := s.d.Store.Claim(ctx, rec, claim, next)
 	switch {

@@ -177,7 +177,7 @@ func TestTwoSchedulersFireEachTickOnce(t *testing.T) {
 	}
 	for i, env := range got {
 		tick := b.base.Add(time.Duration(i+1) * time.Second)
-		if env.ExecutionID != ExecutionID("acme", "tick", rec.CreatedAt, tick) || env.Tenant() != "acme" || env.FlowID != "report" ||
+		if env.ExecutionID != store.ScheduleExecutionID("acme", "tick", rec.CreatedAt, tick) || env.Tenant() != "acme" || env.FlowID != "report" ||
 			env.FlowVersion != "3" || string(env.Input) != `{"report":"sales"}` || env.Kind != queue.KindStart {
 			t.Fatalf("start %d: %+v", i, env)
 		}
@@ -209,7 +209,7 @@ func TestDowntimeFiresOnceForTheMissedTicks(t *testing.T) {
 		t.Fatalf("a second pass at the same time: %+v", p)
 	}
 	got := b.entries()
-	if len(got) != 2 || got[1].ExecutionID != ExecutionID("", "catchup", rec.CreatedAt, b.base.Add(6*time.Second)) {
+	if len(got) != 2 || got[1].ExecutionID != store.ScheduleExecutionID("", "catchup", rec.CreatedAt, b.base.Add(6*time.Second)) {
 		t.Fatalf("starts %+v, want the first tick and the newest missed one", got)
 	}
 }
@@ -252,7 +252,7 @@ func TestDisabledTenantSkipsAndDoesNotCatchUp(t *testing.T) {
 			acme = append(acme, env)
 		}
 	}
-	if len(acme) != 1 || acme[0].ExecutionID != ExecutionID("acme", "job", recA.CreatedAt, b.base.Add(4*time.Second)) {
+	if len(acme) != 1 || acme[0].ExecutionID != store.ScheduleExecutionID("acme", "job", recA.CreatedAt, b.base.Add(4*time.Second)) {
 		t.Fatalf("acme starts %+v, want only the tick after it was active again", acme)
 	}
 }
@@ -378,7 +378,7 @@ func TestClaimOfADeadProcessIsCompleted(t *testing.T) {
 			alive := b.scheduler("s-alive", nil, nil)
 			got := b.recoverWith(alive, "", "crash")
 			starts := b.entries()
-			want := ExecutionID("", "crash", rec.CreatedAt, b.base.Add(time.Second))
+			want := store.ScheduleExecutionID("", "crash", rec.CreatedAt, b.base.Add(time.Second))
 			if len(starts) != 1 || starts[0].ExecutionID != want {
 				t.Fatalf("starts %+v, want exactly one for the tick", starts)
 			}
@@ -404,7 +404,7 @@ func TestClaimWhoseStartAWorkerTookIsNotEnqueuedAgain(t *testing.T) {
 	b.clock.set(b.base.Add(1100 * time.Millisecond))
 	dead.RunOnce(tctx(t))
 	// A worker ran it: the state exists, the entry is acknowledged and deleted.
-	id := ExecutionID("acme", "taken", rec.CreatedAt, b.base.Add(time.Second))
+	id := store.ScheduleExecutionID("acme", "taken", rec.CreatedAt, b.base.Add(time.Second))
 	ts, err := b.redis.Tenant("acme")
 	b.must(err)
 	b.must(ts.Save(tctx(t), &state.Execution{ExecutionID: id, TenantID: "acme", FlowID: "report", FlowVersion: "1",
@@ -510,12 +510,12 @@ func TestLoopRunsEveryInterval(t *testing.T) {
 func TestExecutionIDIsPerScheduleAndTick(t *testing.T) {
 	t.Parallel()
 	c, t0 := time.Unix(100, 0), time.Unix(200, 0)
-	a := ExecutionID("", "s", c, t0)
-	if a != ExecutionID("default", "s", c, t0) || !strings.HasPrefix(a, "ex_") || len(a) != 27 {
+	a := store.ScheduleExecutionID("", "s", c, t0)
+	if a != store.ScheduleExecutionID("default", "s", c, t0) || !strings.HasPrefix(a, "ex_") || len(a) != 27 {
 		t.Fatalf("%s", a)
 	}
-	for _, other := range []string{ExecutionID("acme", "s", c, t0), ExecutionID("", "t", c, t0), ExecutionID("", "s", c.Add(time.Millisecond), t0),
-		ExecutionID("", "s", c, t0.Add(time.Second))} {
+	for _, other := range []string{store.ScheduleExecutionID("acme", "s", c, t0), store.ScheduleExecutionID("", "t", c, t0), store.ScheduleExecutionID("", "s", c.Add(time.Millisecond), t0),
+		store.ScheduleExecutionID("", "s", c, t0.Add(time.Second))} {
 		if other == a {
 			t.Fatalf("collision: %s", a)
 		}

@@ -84,7 +84,7 @@ func TestEveryRoleRunsThePreflight(t *testing.T) {
 		"approval list": nil, "approval approve": {"ex_1"}, "approval reject": {"ex_1"},
 		"event publish": {"payment", "--data", "{}"}, "event list": nil,
 		"schedule add": {"nightly", "--cron", "0 2 * * *", "--flow", "hello"}, "schedule list": nil, "schedule show": {"nightly"},
-		"schedule enable": {"nightly"}, "schedule disable": {"nightly"}, "schedule run": {"nightly"}, "schedule delete": {"nightly"},
+		"schedule enable": {"nightly"}, "schedule disable": {"nightly"}, "schedule run": {"nightly"}, "schedule fires": {"nightly"}, "schedule delete": {"nightly"},
 		"credentials create": {"api"}, "credentials set": {"api"}, "credentials list": nil, "credentials show": {"api"},
 		"credentials delete": {"api"}, "credentials rotate-key": nil,
 	}

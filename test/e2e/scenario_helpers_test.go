@@ -25,7 +25,6 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/queue"
-	"plaita/roles/schedule"
 	"plaita/store"
 	"plaita/store/keys"
 	"plaita/test/redistest"
@@ -612,7 +611,7 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 func ticks(rec store.ScheduleRecord) map[string]time.Time {
 	out := map[string]time.Time{}
 	for t := rec.CreatedAt.Truncate(time.Second); t.Before(time.Now().Add(time.Minute)); t = t.Add(time.Second) {
-		out[schedule.ExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, t)] = t
+		out[store.ScheduleExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, t)] = t
 	}
 	return out
 }

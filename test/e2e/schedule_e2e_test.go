@@ -19,7 +19,6 @@ import (
 	"plaita/config"
 	"plaita/engine/state"
 	"plaita/queue"
-	"plaita/roles/schedule"
 	"plaita/store"
 	"plaita/store/keys"
 	"plaita/test/redistest"
@@ -151,10 +150,35 @@ func TestE2EScheduleTwoProcessesFireEachTickOnce(t *testing.T) {
 	// One execution per tick: a worker runs every start, each to completion, once.
 	e.start("worker", nil)
 	for tick := range got {
-		id := schedule.ExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick)
+		id := store.ScheduleExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, tick)
 		st := e.waitTerminal(id, 60*time.Second)
 		if st.Status != state.Completed || st.FlowID != "hello" || st.StepCount == 0 {
 			t.Fatalf("execution of tick %s: %s %+v", tick, st.Status, st.Error)
+		}
+	}
+	// The schedule's fire history: its newest ticks, newest first, each with the execution its
+	// start is and that execution's status (every one completed by the worker above).
+	var fires struct {
+		Items []struct {
+			Tick        time.Time `json:"tick"`
+			ExecutionID string    `json:"execution_id"`
+			Status      string    `json:"status"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(e.cli("schedule", "fires", "tick", "--limit", "5", "--json")), &fires); err != nil {
+		t.Fatal(err)
+	}
+	if len(fires.Items) != 5 {
+		t.Fatalf("fires: %+v", fires.Items)
+	}
+	for i, f := range fires.Items {
+		fired := false
+		for tick := range got {
+			fired = fired || tick.Equal(f.Tick)
+		}
+		if !fired || f.ExecutionID != store.ScheduleExecutionID(rec.TenantID, rec.ID, rec.CreatedAt, f.Tick) || f.Status != "completed" ||
+			(i > 0 && !f.Tick.Before(fires.Items[i-1].Tick)) {
+			t.Errorf("fire %d: %+v (fired %v)", i, f, fired)
 		}
 	}
 	var list struct {

@@ -135,3 +135,26 @@ func (a *API) runSchedule(ctx context.Context, c *Call, in *scheduleIDIn) (*star
 	c.Note("flow", started.FlowID+"@"+started.FlowVersion)
 	return &startOut{Status: http.StatusCreated, Body: ExecutionStarted{Started: started}}, nil
 }
+
+type scheduleFiresIn struct {
+	ID    string `path:"id" minLength:"1" maxLength:"128"`
+	Limit int    `query:"limit" minimum:"1" maximum:"100" default:"20" doc:"the newest ticks to list"` // control.MaxScheduleFires
+}
+
+// ScheduleFires is a schedule's fire history, newest first.
+type ScheduleFires struct {
+	ScheduleID string                    `json:"schedule_id"`
+	Items      []control.ScheduleFireRow `json:"items" doc:"the newest past ticks of the current spec (up to the last tick handled), newest first"`
+}
+
+type scheduleFiresOut struct{ Body ScheduleFires }
+
+// scheduleFires lists a schedule's newest past ticks with the execution each one's start is
+// (one id per tick wherever it is sent) and that execution's status now.
+func (a *API) scheduleFires(ctx context.Context, c *Call, in *scheduleFiresIn) (*scheduleFiresOut, error) {
+	rows, err := a.d.Plane.ScheduleFires(ctx, c.Tenant, in.ID, in.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &scheduleFiresOut{Body: ScheduleFires{ScheduleID: in.ID, Items: rows}}, nil
+}

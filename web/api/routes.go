@@ -190,6 +190,8 @@ func registerOperationRoutes(a *API) {
 		Tags: schedules, Access: TenantEditor, Action: "schedule.create", Redis: true, Bounded: true, Status: http.StatusCreated}, a.createSchedule)
 	register(a, Route{ID: "schedule-get", Method: get, Path: "/api/schedules/{id}", Summary: "Read a schedule with its firing state",
 		Tags: schedules, Access: TenantViewer, Redis: true, Bounded: true}, a.getSchedule)
+	register(a, Route{ID: "schedule-fires", Method: get, Path: "/api/schedules/{id}/fires", Summary: "A schedule's newest past ticks, each with its execution and that execution's status",
+		Tags: schedules, Access: TenantViewer, Redis: true, Bounded: true}, a.scheduleFires)
 	register(a, Route{ID: "schedule-update", Method: patch, Path: "/api/schedules/{id}", Summary: "Change a schedule (a new calendar fires only its ticks after the change)",
 		Tags: schedules, Access: TenantEditor, Action: "schedule.update", Redis: true, Bounded: true}, a.updateSchedule)
 	register(a, Route{ID: "schedule-delete", Method: del, Path: "/api/schedules/{id}", Summary: "Delete a schedule (a start already enqueued still runs)",

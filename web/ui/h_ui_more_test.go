@@ -160,6 +160,7 @@ func TestUISchedulesEdit(t *testing.T) {
 		t.Fatalf("the schedule: %+v %v", rec, err)
 	}
 	after := rec.Next.In(paris).AddDate(0, 0, 1) // 02:30 Paris the day after the next tick
+	mustHave(t, "no fire yet", body, `id="schedule-no-fires"`)
 	mustHave(t, "the ticks after the next", body, `id="schedule-then"`, after.UTC().Format("2006-01-02 15:04:05Z"), "("+after.Format("2006-01-02 15:04 MST")+")")
 	if rec.Cron != "30 2 * * *" || rec.TimeZone != "Europe/Paris" || string(rec.Input) != `{"region":"eu"}` || !rec.Enabled {
 		t.Fatalf("stored %+v %v", rec, err)

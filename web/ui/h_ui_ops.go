@@ -270,6 +270,10 @@ type scheduleData struct {
 	// Then are the ticks after the next one, in UTC and in the schedule's zone: the cron
 	// spec read as the times it fires.
 	Then []scheduleTick
+	// Fires are its newest past ticks with their executions (GET /api/schedules/{id}/fires);
+	// FiresProblem says why they could not be read.
+	Fires        []control.ScheduleFireRow
+	FiresProblem string
 }
 
 // scheduleTick is one tick as the page shows it.
@@ -294,6 +298,11 @@ func (u *uiServer) schedulePage(c echo.Context) error {
 	if len(d.Rec.Input) > 0 {
 		d.Input = pretty(d.Rec.Input)
 	}
+	var fires api.ScheduleFires
+	if p := u.call(c, http.MethodGet, "/api/schedules/"+url.PathEscape(d.Rec.ID)+"/fires?limit=10", nil, &fires); p != nil {
+		d.FiresProblem = p.Detail
+	}
+	d.Fires = fires.Items
 	if !d.Rec.Next.IsZero() {
 		// A spec the API answered with is one it parsed: an error here leaves the list out.
 		ticks, _ := control.Ticks(d.Rec.Cron, d.Rec.TimeZone, d.Rec.Next, scheduleThen)
