@@ -312,6 +312,9 @@ type ListRequest struct {
 	// WakeBefore and WakeAfter keep the suspended executions whose due time (a delay's end,
 	// a wait's or an approval's timeout) is before, or at or after, the time given.
 	WakeBefore, WakeAfter time.Time
+	// WokenBy keeps the executions that event (its id) woke: a "resumed" entry of their
+	// timeline names it, or their last resume was its (a timeline that dropped the entry).
+	WokenBy string
 	// Sort is the order: SortStarted (newest start first, "" too) or SortWake (soonest next
 	// wake first: a due time, a retry's next attempt; the ones nothing times wake last).
 	Sort string
@@ -368,6 +371,11 @@ func (req ListRequest) check() ([]store.IndexTerm, error) {
 	if err := checkTimeRange(req.StartedAfter, req.StartedBefore); err != nil {
 		return nil, err
 	}
+	if req.WokenBy != "" {
+		if err := keys.ValidName("event id", req.WokenBy); err != nil {
+			return nil, refuse(Invalid, "invalid_event_id", err, "woken_by: %v", err)
+		}
+	}
 	if req.Sort != "" && req.Sort != SortStarted && req.Sort != SortWake {
 		return nil, refuse(Invalid, "invalid_sort", nil, "sort %q: use %s or %s", req.Sort, SortStarted, SortWake)
 	}
@@ -377,7 +385,8 @@ func (req ListRequest) check() ([]store.IndexTerm, error) {
 // matches is the list's test of one state beyond what the store's listing applies itself (the
 // start-time range and the index terms): its status, its flow and its due time.
 func (req ListRequest) matches(st *state.Execution) bool {
-	return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID) && req.wakes(st)
+	return (req.Status == "" || st.Status == req.Status) && (req.FlowID == "" || st.FlowID == req.FlowID) && req.wakes(st) &&
+		(req.WokenBy == "" || engine.WokenBy(st, req.WokenBy))
 }
 
 // storeRequest checks the filters and gives the store's listing that applies every one of
@@ -389,7 +398,7 @@ func (req ListRequest) storeRequest() (store.ListRequest, error) {
 		return store.ListRequest{}, err
 	}
 	sr := store.ListRequest{Cursor: req.Cursor, Limit: req.Limit, StartedAfter: req.StartedAfter, StartedBefore: req.StartedBefore, Index: terms}
-	if req.Status != "" || req.FlowID != "" || !req.WakeBefore.IsZero() || !req.WakeAfter.IsZero() {
+	if req.Status != "" || req.FlowID != "" || !req.WakeBefore.IsZero() || !req.WakeAfter.IsZero() || req.WokenBy != "" {
 		sr.Match = req.matches
 	}
 	return sr, nil

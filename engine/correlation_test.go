@@ -214,6 +214,14 @@ func TestEventCarrierRefusesAWakeUpOfAnEarlierSuspension(t *testing.T) {
 	if !slices.Equal(woke, []string{"event evt1", "event evt2"}) {
 		t.Errorf("the resumed entries: %q", woke)
 	}
+	if !WokenBy(done, "evt1") || !WokenBy(done, "evt2") || WokenBy(done, "evt3") {
+		t.Error("WokenBy does not read the resumed entries")
+	}
+	// A timeline that dropped the entry: the last resume's carrier still says it.
+	done.Timeline = nil
+	if !WokenBy(done, "evt2") || WokenBy(done, "evt1") {
+		t.Error("WokenBy does not read the last resume")
+	}
 }
 
 // FuzzCorrelationIndexNeverHidesAMatch: for matches built from random conjuncts and random

@@ -406,6 +406,24 @@ func eventCarrierSuspension(key string) (since int64, ok bool) {
 	return since, err == nil
 }
 
+// WokenBy reports whether event eventID woke st: a "resumed" entry of its timeline names it
+// (the executor writes "event <id>"), or its last resume was carried by it (when the timeline
+// has dropped that entry since).
+func WokenBy(st *state.Execution, eventID string) bool {
+	if m := st.LastResume; m != nil && m.Type == string(ResumeEvent) {
+		if id, ok := eventCarrierID(m.Key); ok && id == eventID {
+			return true
+		}
+	}
+	want := string(ResumeEvent) + " " + eventID
+	for _, e := range st.Timeline {
+		if e.Event == "resumed" && e.Detail == want {
+			return true
+		}
+	}
+	return false
+}
+
 // eventCarrierID is the event id an EventCarrier names (ok is false for any other key).
 func eventCarrierID(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, "event:")

@@ -212,11 +212,12 @@ type executionListIn struct {
 	WakeAfter     time.Time `query:"wake_after" doc:"suspended executions whose due time is at or after this time (RFC 3339)"`
 	// index[order_id]=ord-1 (OpenAPI deepObject): the one form of a query parameter with a
 	// name of the caller's that huma checks and documents.
-	Index  map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
-	Count  bool              `query:"count" doc:"also count every execution the filter matches (total; the newest 10,000 at most, total_bounded when there may be more)"`
-	Sort   string            `query:"sort" enum:"started,wake" doc:"started (default): newest start first; wake: soonest next wake first (a due time, a retry's next attempt; those nothing times last), sorting the newest 10,000 matching"`
-	Cursor string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
-	Limit  int               `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
+	Index   map[string]string `query:"index,deepObject" doc:"index[<field>]=<value>: only executions of flows that index <field> (docs/flows.md, \"Indexed fields\") started with that value; the value is read as JSON when it parses (17, true, \"17\"), else as a string; several are all required"`
+	WokenBy string            `query:"woken_by" maxLength:"200" doc:"only the executions this event (its id) woke"`
+	Count   bool              `query:"count" doc:"also count every execution the filter matches (total; the newest 10,000 at most, total_bounded when there may be more)"`
+	Sort    string            `query:"sort" enum:"started,wake" doc:"started (default): newest start first; wake: soonest next wake first (a due time, a retry's next attempt; those nothing times last), sorting the newest 10,000 matching"`
+	Cursor  string            `query:"cursor" maxLength:"4096" doc:"the next_cursor of the page before"`
+	Limit   int               `query:"limit" minimum:"1" maximum:"1000" default:"50"` // control.MaxListLimit, control.DefaultListLimit
 }
 
 // ExecutionList is a page of executions, newest first.
@@ -236,7 +237,7 @@ type executionListOut struct{ Body ExecutionList }
 func (a *API) listExecutions(ctx context.Context, c *Call, in *executionListIn) (*executionListOut, error) {
 	req := control.ListRequest{Cursor: in.Cursor, Limit: in.Limit, Status: state.Status(in.Status), FlowID: in.FlowID,
 		StartedAfter: in.StartedAfter, StartedBefore: in.StartedBefore,
-		WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter, Sort: in.Sort}
+		WakeBefore: in.WakeBefore, WakeAfter: in.WakeAfter, Sort: in.Sort, WokenBy: in.WokenBy}
 	for _, f := range slices.Sorted(maps.Keys(in.Index)) {
 		req.Index = append(req.Index, control.IndexFilter{Field: f, Value: in.Index[f]})
 	}

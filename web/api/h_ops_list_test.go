@@ -219,3 +219,35 @@ func TestExecutionListByWakeTime(t *testing.T) {
 		t.Errorf("a sort that is none: %+v", p)
 	}
 }
+
+// TestExecutionListWokenByAnEvent: GET /api/executions?woken_by=<event id> lists the executions
+// that event woke — named by a resumed entry of their timeline, or by their last resume when
+// the timeline dropped it — and nothing else; an id that cannot be one is a 400.
+func TestExecutionListWokenByAnEvent(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t)
+	now := time.Now().UTC()
+	byEntry := webtest.LiveState("default", "ex_entry", 1, state.Completed)
+	byEntry.Timeline = append(byEntry.Timeline, state.TimelineEntry{Seq: 2, Time: state.Stamp(now), Node: "ask", Event: "resumed", Detail: "event evt-9"})
+	byMark := webtest.LiveState("default", "ex_mark", 1, state.Running)
+	byMark.LastResume = &state.ResumeMark{Type: "event", Node: "ask", Key: engine.EventCarrier("evt-9", now), At: state.Stamp(now)}
+	other := webtest.LiveState("default", "ex_other", 1, state.Completed)
+	other.Timeline = append(other.Timeline, state.TimelineEntry{Seq: 2, Time: state.Stamp(now), Node: "ask", Event: "resumed", Detail: "event evt-90"})
+	for _, st := range []*state.Execution{byEntry, byMark, other} {
+		f.Save(t, st)
+	}
+	viewer := f.Key(f.APIKey(t, "default", sqlite.RoleViewer))
+	var page api.ExecutionList
+	viewer.Want(t, http.StatusOK, http.MethodGet, "/api/executions?woken_by=evt-9", nil).Decode(t, &page)
+	var ids []string
+	for _, it := range page.Items {
+		ids = append(ids, it.ExecutionID)
+	}
+	slices.Sort(ids)
+	if !slices.Equal(ids, []string{"ex_entry", "ex_mark"}) {
+		t.Errorf("woken by evt-9: %v", ids)
+	}
+	if p := viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/executions?woken_by=a+b", nil).Problem(t); p.Code != "invalid_event_id" {
+		t.Errorf("an id that is none: %+v", p)
+	}
+}

@@ -89,10 +89,11 @@ type listData struct {
 	// The start and due times as the form gives them (2026-12-05 09:30, UTC).
 	StartedAfter, StartedBefore, WakeAfter, WakeBefore string
 	// Index are the indexed fields' filters (index[<field>]=<value>), by field.
-	Index []control.IndexFilter
-	Limit int
-	Sort  string // "" (newest start first) or wake (soonest next wake first)
-	Count bool   // the total of what the filter matches was asked for
+	Index   []control.IndexFilter
+	Limit   int
+	Sort    string // "" (newest start first) or wake (soonest next wake first)
+	WokenBy string // an event's id: the executions it woke
+	Count   bool   // the total of what the filter matches was asked for
 	// CountURL is the page with its total asked for.
 	CountURL string
 	Next     string // the next page's URL
@@ -142,6 +143,9 @@ func listQuery(c echo.Context) (listData, url.Values) {
 	}
 	if d.FlowID != "" {
 		q.Set("flow_id", d.FlowID)
+	}
+	if d.WokenBy = strings.TrimSpace(c.QueryParam("woken_by")); d.WokenBy != "" {
+		q.Set("woken_by", d.WokenBy)
 	}
 	if c.QueryParam("sort") == control.SortWake {
 		d.Sort = control.SortWake

@@ -290,6 +290,15 @@ func TestUIListFilters(t *testing.T) {
 	}
 	_, body = c.get(t, "/ui/executions?wake_after=soon", http.StatusOK)
 	mustHave(t, "a time that is none", body, `data-code="invalid_time"`)
+	// The executions an event woke: the events page links them, the list filters by it.
+	woken := webtest.LiveState("default", "ex_woken", 1, state.Completed)
+	woken.Timeline = append(woken.Timeline, state.TimelineEntry{Seq: 2, Time: state.Stamp(now), Node: "ask", Event: "resumed", Detail: "event evt-7"})
+	f.Save(t, woken)
+	_, body = c.get(t, "/ui/executions?woken_by=evt-7", http.StatusOK)
+	mustHave(t, "woken by evt-7", body, `data-id="ex_woken"`, `id="f-woken" name="woken_by" value="evt-7"`)
+	if strings.Contains(body, `data-id="ex_soon"`) {
+		t.Error("an execution the event did not wake is listed")
+	}
 	// The total on demand: a link, then the count above the rows (not asked again by the live
 	// refresh).
 	_, body = c.get(t, "/ui/executions?status=suspended", http.StatusOK)

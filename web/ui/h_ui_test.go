@@ -240,6 +240,11 @@ func TestUIRefusesForgedWrites(t *testing.T) {
 	mustHave(t, "a start without the token", body, `data-code="csrf"`)
 	_, body = ed.post(t, "/ui/events", url.Values{"csrf": {""}, "type": {"x"}}, true)
 	mustHave(t, "an event without the token", body, `data-code="csrf"`)
+	// A published event links the executions it woke (the list filtered by it).
+	_, body = ed.post(t, "/ui/events", url.Values{"type": {"x"}, "id": {"evt-ui"}, "data": {"{}"}}, true)
+	mustHave(t, "the publish", body, "Published <code>evt-ui</code>")
+	_, body = viewer.get(t, "/ui/events", http.StatusOK)
+	mustHave(t, "the event's link", body, `<a href="/ui/executions?woken_by=evt-ui"`)
 
 	req, _ := http.NewRequest(http.MethodPost, f.URL+"/ui/flows/ask/run", strings.NewReader(url.Values{"csrf": {ed.CSRF}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
