@@ -263,7 +263,17 @@ func (p *Plane) Show(ctx context.Context, tenant, id string) (Shown, error) {
 			}
 			return Shown{Queued: q}, nil
 		}
-		return Shown{}, err
+		// A worker may have taken the start, saved its state and settled its task between the
+		// two reads (no state yet, then no task any more): the state is there now.
+		again, lerr := ts.Load(ctx, id)
+		switch {
+		case errors.As(lerr, &ce):
+			v := p.newCorruptView(ce, ts.Tenant())
+			return Shown{Corrupt: &v}, nil
+		case lerr != nil:
+			return Shown{}, err
+		}
+		st = again
 	case err != nil:
 		return Shown{}, err
 	}

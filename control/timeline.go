@@ -88,6 +88,13 @@ func (p *Plane) current(ctx context.Context, tenant, id string) (string, *state.
 		} else if ok {
 			return ts.Tenant(), nil, true, nil
 		}
+		// A worker may have taken the start, saved its state and settled its task between the
+		// two reads (no state yet, then no task any more): the state is there now.
+		if st, lerr := ts.Load(ctx, id); lerr == nil {
+			return ts.Tenant(), st, false, nil
+		} else if errors.As(lerr, &ce) {
+			return ts.Tenant(), nil, false, p.unreadable(ce, ts.Tenant())
+		}
 		return ts.Tenant(), nil, false, err
 	case err != nil:
 		return "", nil, false, err
