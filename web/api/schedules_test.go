@@ -180,6 +180,21 @@ func TestSchedulesCRUD(t *testing.T) {
 		t.Fatalf("globex runs acme's schedule: %+v", p)
 	}
 
+	// Its fire history: a viewer's read (no tick handled yet: none), globex finds no such
+	// schedule, a limit outside 1–100 is refused, and an anonymous caller is not let in.
+	var fires api.ScheduleFires
+	viewer.Want(t, http.StatusOK, http.MethodGet, "/api/schedules/nightly/fires", nil).Decode(t, &fires)
+	if fires.ScheduleID != "nightly" || fires.Items == nil || len(fires.Items) != 0 {
+		t.Fatalf("fires of a schedule that never ticked: %+v", fires)
+	}
+	if p := globex.Want(t, http.StatusNotFound, http.MethodGet, "/api/schedules/nightly/fires", nil).Problem(t); p.Code != "schedule_not_found" {
+		t.Fatalf("globex reads acme's fires: %+v", p)
+	}
+	for _, q := range []string{"?limit=0", "?limit=101", "?limit=x"} {
+		viewer.Want(t, http.StatusBadRequest, http.MethodGet, "/api/schedules/nightly/fires"+q, nil)
+	}
+	f.Client(nil).Want(t, http.StatusUnauthorized, http.MethodGet, "/api/schedules/nightly/fires", nil)
+
 	// Delete.
 	editor.Want(t, http.StatusNoContent, http.MethodDelete, "/api/schedules/nightly", nil)
 	editor.Want(t, http.StatusNotFound, http.MethodGet, "/api/schedules/nightly", nil)
