@@ -140,17 +140,17 @@ func CountBranches(st *state.Execution) BranchCounts {
 	counted := &state.Execution{Branches: out.Nodes}
 	for _, e := range st.Timeline {
 		if e.Node != "" && e.Why != "" {
-			counted.CountBranch(e.Node, branchLabel(e.Event, e.Why))
+			counted.CountBranch(e.Node, BranchLabel(e.Event, e.Why))
 		}
 	}
 	return out
 }
 
-// branchLabel reads the label of a decision back from its timeline entry: the event, and the
+// BranchLabel reads the label of a decision back from its timeline entry: the event, and the
 // reason as nodes_control.go writes it ("" when it reads as none of them). A step's reason is a
 // condition's ("<expr> is true", this engine adding " (<values>)") or a switch's ("case 2: …",
 // "no case of 3 matched: default"); a resume's, an approval's answer or a timeout.
-func branchLabel(event, why string) string {
+func BranchLabel(event, why string) string {
 	switch event {
 	case "resumed":
 		for _, l := range []string{BranchApproved, BranchRejected} {

@@ -269,8 +269,8 @@ func TestBranchLabelReadsReasons(t *testing.T) {
 		{"log", "approved", ""},
 	}
 	for _, c := range cases {
-		if got := branchLabel(c.event, c.why); got != c.want {
-			t.Errorf("branchLabel(%s, %q) = %q, want %q", c.event, c.why, got, c.want)
+		if got := BranchLabel(c.event, c.why); got != c.want {
+			t.Errorf("BranchLabel(%s, %q) = %q, want %q", c.event, c.why, got, c.want)
 		}
 	}
 }

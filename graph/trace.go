@@ -1,8 +1,6 @@
 package graph
 
 import (
-	"strings"
-
 	"plaita/engine"
 	"plaita/engine/state"
 )
@@ -87,25 +85,11 @@ func labelEdge(edges []engine.Edge, node, label string) int {
 	return -1
 }
 
-// wantLabel is the edge label a run's reason names ("" when it names none).
+// wantLabel is the edge label a run's reason names ("" when it names none): the branch the
+// engine reads back from it (engine.BranchLabel), as its edge is labelled.
 func wantLabel(e state.TimelineEntry) string {
-	w := e.Why
-	switch {
-	case strings.HasPrefix(w, "timed out"):
-		return "on_timeout"
-	case strings.HasPrefix(w, "rejected"):
-		return "on_reject"
-	case strings.HasPrefix(w, "case "):
-		if i := strings.IndexByte(w, ':'); i > 0 {
-			return w[:i]
-		}
-	case strings.HasPrefix(w, "no case"):
-		return "default"
-	// The values it read follow in brackets (engine: "x > 1 is true (x = 2)").
-	case strings.HasSuffix(w, " is true") || strings.Contains(w, " is true ("):
-		return "true"
-	case strings.HasSuffix(w, " is false") || strings.Contains(w, " is false ("):
-		return "false"
+	if b := engine.BranchLabel(e.Event, e.Why); b != "" {
+		return branchEdge(b)
 	}
 	return ""
 }
