@@ -10,6 +10,7 @@ import (
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/presence"
+	"plaita/store"
 )
 
 // What an execution that is neither suspended nor terminal waits on (the wake-up report,
@@ -109,11 +110,8 @@ func (p *Plane) Progress(ctx context.Context, tenant string, st *state.Execution
 func (p *Plane) retryWait(ctx context.Context, tenant string, st *state.Execution, n int, out *Progress) *RetryWait {
 	node := st.CurrentNode
 	r := &RetryWait{Node: node, Attempt: n}
-	for i := len(st.Timeline) - 1; i >= 0; i-- {
-		if e := st.Timeline[i]; e.Event == "retry" && e.Node == node {
-			r.FailedAt, r.Detail = e.Time.Time(), e.Detail
-			break
-		}
+	if e, ok := store.LastRetry(st); ok {
+		r.FailedAt, r.Detail = e.Time.Time(), e.Detail
 	}
 	f, _, err := p.PublishedFlow(ctx, tenant, st.FlowID, st.FlowVersion)
 	if err != nil {

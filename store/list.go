@@ -255,7 +255,9 @@ func summarize(st *state.Execution, full bool) Summary {
 	}
 	if n := st.NodeAttempts[st.CurrentNode]; n > 0 && (st.Status == state.Running || st.Status == state.Pending) {
 		s.RetryAttempt = n
-		s.RetryFailedAt = LastRetry(st)
+		if e, ok := LastRetry(st); ok {
+			s.RetryFailedAt = e.Time.Time()
+		}
 	}
 	if full {
 		s.State = st
@@ -263,15 +265,16 @@ func summarize(st *state.Execution, full bool) Summary {
 	return s
 }
 
-// LastRetry is when the last failed attempt of st's current node was recorded (its timeline's
-// last "retry" entry of that node), zero when the timeline no longer holds one.
-func LastRetry(st *state.Execution) time.Time {
+// LastRetry is the record of the last failed attempt of st's current node (its timeline's last
+// "retry" entry of that node: when, and its error and back-off); false when the timeline no
+// longer holds one.
+func LastRetry(st *state.Execution) (state.TimelineEntry, bool) {
 	for i := len(st.Timeline) - 1; i >= 0; i-- {
 		if e := st.Timeline[i]; e.Event == "retry" && e.Node == st.CurrentNode {
-			return e.Time.Time()
+			return e, true
 		}
 	}
-	return time.Time{}
+	return state.TimelineEntry{}, false
 }
 
 // IndexReady reports whether a backfill of the tenant's index has completed.
