@@ -204,10 +204,7 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 		return err
 	}
 	d, q := listQuery(c)
-	list := url.Values{}
-	for k, v := range q {
-		list[k] = v
-	}
+	list := maps.Clone(q)
 	if cur := c.QueryParam("cursor"); cur != "" {
 		list.Set("cursor", cur)
 	}
@@ -223,18 +220,11 @@ func (u *uiServer) executionsPage(c echo.Context) error {
 	}
 	d.First = list.Get("cursor") == ""
 	// The live rows' query counts nothing again: the total is the page's, as loaded.
-	rq := url.Values{}
-	for k, v := range q {
-		if k != "count" {
-			rq[k] = v
-		}
-	}
+	rq := maps.Clone(q)
+	rq.Del("count")
 	d.Query = rq.Encode()
 	if !d.Count {
-		cq := url.Values{}
-		for k, v := range q {
-			cq[k] = v
-		}
+		cq := maps.Clone(q)
 		cq.Set("count", "true")
 		d.CountURL = "/ui/executions?" + cq.Encode()
 	}
