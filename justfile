@@ -19,6 +19,11 @@ test:
 e2e:
     go test -tags e2e -timeout 30m ./test/e2e
 
+# Build the image and run the compose stack and the docker backend against a real daemon
+# (deploy/local-docker.sh prepares one where no registry is reachable).
+stack:
+    go test -tags e2e -timeout 30m -v ./test/stack
+
 # gofmt, go vet and staticcheck; fails on any finding.
 lint:
     @out="$(gofmt -l .)"; if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
@@ -26,7 +31,7 @@ lint:
     go vet -tags e2e ./...
     go vet -tags e2e,chaos ./...
     go tool staticcheck ./...
-    go tool staticcheck -tags e2e ./test/e2e
+    go tool staticcheck -tags e2e ./test/e2e ./test/stack
 
 # Regenerate docs/configuration.md and config/keys_gen.go from the registry.
 generate:

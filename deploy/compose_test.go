@@ -69,6 +69,24 @@ func composeRules(p *types.Project) []string {
 			bad("%s: no stop_grace_period (the default 10 s cuts a drain short)", name)
 		}
 	}
+	// One build of the image for the whole stack: every plaita service runs plaita:dev, one builds
+	// it, none pulls it (a `build:` on each is one concurrent build per service).
+	var builders []string
+	for _, name := range append([]string{"seed"}, plaitaRoles...) {
+		s := p.Services[name]
+		if s.Image != "plaita:dev" {
+			bad("%s: image %q, not plaita:dev", name, s.Image)
+		}
+		if s.Build != nil {
+			builders = append(builders, name)
+		}
+		if s.PullPolicy != types.PullPolicyNever {
+			bad("%s: pull_policy %q: plaita:dev is built here, never pulled", name, s.PullPolicy)
+		}
+	}
+	if len(builders) != 1 {
+		bad("services that build plaita:dev: %q, want exactly one", builders)
+	}
 	w := p.Services["worker"]
 	if !strings.Contains(strings.Join(w.Command, " "), "--concurrency 4") {
 		bad("worker: command %q has no --concurrency 4", w.Command)
@@ -93,6 +111,9 @@ func composeRules(p *types.Project) []string {
 	if line := strings.Join(append(append([]string{}, seed.Entrypoint...), seed.Command...), " "); !strings.Contains(line, "plaita flow publish") ||
 		!strings.Contains(line, "/usr/share/plaita/flows/") {
 		bad("seed: %q does not publish the image's demo flows", line)
+	}
+	if c := p.Services["console"].DependsOn["seed"]; c.Condition != types.ServiceConditionCompletedSuccessfully {
+		bad("console: does not wait for the seed to complete: `docker compose up --wait` would fail on the seed's exit")
 	}
 	if seed.Restart != "no" && seed.Restart != "" {
 		bad("seed: restart %q: it runs once", seed.Restart)
@@ -136,11 +157,9 @@ func TestComposeFileIsValidAndFollowsTheStackRules(t *testing.T) {
 	if got := env(p.Services["console"], "PLAITA_CONSOLE_ADMIN_PASSWORD"); got != "s3cret-pass" {
 		t.Errorf("PLAITA_CONSOLE_ADMIN_PASSWORD from the environment: %q", got)
 	}
-	// Every role is the image the Dockerfile checks above describe.
-	for _, name := range append([]string{"seed"}, plaitaRoles...) {
-		if b := p.Services[name].Build; b == nil || b.Dockerfile != "Dockerfile" || p.Services[name].Image != "plaita:dev" {
-			t.Errorf("%s: build %+v, image %q", name, b, p.Services[name].Image)
-		}
+	// The image is the one the Dockerfile checks above describe, built from the repository's root.
+	if b := p.Services["console"].Build; b == nil || b.Dockerfile != "Dockerfile" || b.Context != repo {
+		t.Errorf("console: build %+v, want the repository's Dockerfile", b)
 	}
 }
 
@@ -165,6 +184,10 @@ func TestComposeChecksCatchBrokenFiles(t *testing.T) {
 		{"restarts for ever", "restart: on-failure:5", "restart: unless-stopped", "must not be restarted for ever"},
 		{"no host", "PLAITA_CONSOLE_HOST: 0.0.0.0", "PLAITA_CONSOLE_HOSTS: 0.0.0.0", "PLAITA_CONSOLE_HOST must be set"},
 		{"the database off the volume", "- console-data:/data", "- console-data:/elsewhere", "is not on a volume"},
+		{"a second build", "command: [\"filter\"]", "command: [\"filter\"]\n    build: .", "want exactly one"},
+		{"no build", "    build: .\n", "", "want exactly one"},
+		{"a pulled image", "  pull_policy: never\n", "", "never pulled"},
+		{"no dependant of the seed", "condition: service_completed_successfully", "condition: service_started", "does not wait for the seed"},
 	}
 	for _, tc := range rules {
 		p, err := loadCompose(t, []byte(strings.Replace(good, tc.from, tc.to, 1)), nil)

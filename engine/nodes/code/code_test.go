@@ -759,3 +759,34 @@ func TestIsolationFailureIsPermanent(t *testing.T) {
 		t.Errorf("a failed fork is retryable: %v", err)
 	}
 }
+
+// A run that a container limit ended is named after that limit (test/stack runs them for real).
+func TestContainerLimitNamesTheLimit(t *testing.T) {
+	d := DockerConfig{MemoryMB: 128, PidsLimit: 64}
+	cases := []struct {
+		name string
+		res  sandbox.Result
+		want error
+	}{
+		{"oom", sandbox.Result{ExitCode: 137}, ErrContainerMemory},
+		{"python fork refused", sandbox.Result{ExitCode: 1, Stderr: "BlockingIOError: [Errno 11] Resource temporarily unavailable"}, ErrContainerProcesses},
+		{"node spawn refused", sandbox.Result{ExitCode: 1, Stderr: "Error: spawn EAGAIN"}, ErrContainerProcesses},
+		{"both: a python fork bomb", sandbox.Result{ExitCode: 137, Stderr: "BlockingIOError: [Errno 11] Resource temporarily unavailable"}, ErrContainerProcesses},
+		{"timed out", sandbox.Result{ExitCode: 137, TimedOut: true}, nil},
+		{"cancelled", sandbox.Result{ExitCode: 137, Cancelled: true}, nil},
+		{"a plain failure", sandbox.Result{ExitCode: 1, Stderr: "NameError: name 'x' is not defined"}, nil},
+		{"success", sandbox.Result{}, nil},
+	}
+	for _, tc := range cases {
+		err := containerLimit(d, &tc.res)
+		if (tc.want == nil) != (err == nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := containerLimit(d, &sandbox.Result{ExitCode: 137}); !strings.Contains(err.Error(), "128 MiB (PLAITA_SANDBOX_DOCKER_MEMORY_MB)") {
+		t.Errorf("the memory error does not say the limit: %v", err)
+	}
+	if err := containerLimit(d, &sandbox.Result{ExitCode: 137, Stderr: "EAGAIN"}); !errors.Is(err, ErrContainerMemory) || !errors.Is(err, ErrContainerProcesses) {
+		t.Errorf("a run that met both limits names one: %v", err)
+	}
+}

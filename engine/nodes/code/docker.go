@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"plaita/engine"
@@ -138,7 +140,44 @@ func (r *runner) runDocker(ctx context.Context, call *engine.Call, input any) (a
 	if err != nil {
 		return nil, startFailure(fmt.Errorf("code node (%s, docker): cannot start the docker client %q: %w", r.language, d.Bin, err))
 	}
+	if err := containerLimit(d, res); err != nil {
+		return redacted(red)(nil, fmt.Errorf("code node (%s, docker): %w%s", r.language, err, res.StderrSuffix()))
+	}
 	return redacted(red)(r.result(res))
+}
+
+// The container's limits, named when one ended the run: otherwise the node would fail with a
+// bare "exited with status 137" or an interpreter's traceback.
+var (
+	ErrContainerMemory    = errors.New("the container reached its memory limit")
+	ErrContainerProcesses = errors.New("the container reached its process limit")
+)
+
+// containerLimit tells which limits of the container ended a failed run, or nil. docker run
+// exits 137 when the container's process was killed with SIGKILL: past a timeout (which the
+// sandbox reports itself) that is the kernel's OOM killer at the --memory limit. A fork that
+// --pids-limit refused fails with EAGAIN, which python words "Resource temporarily
+// unavailable" and node "EAGAIN". A fork bomb of python meets both: the processes it could
+// make fill the memory.
+func containerLimit(d DockerConfig, res *sandbox.Result) error {
+	if res.TimedOut || res.Cancelled || res.StdoutOverflow || res.ExitCode == 0 {
+		return nil
+	}
+	var met []error
+	if strings.Contains(res.Stderr, "Resource temporarily unavailable") || strings.Contains(res.Stderr, "EAGAIN") {
+		met = append(met, fmt.Errorf("%w of %d processes (docker --pids-limit): a fork or a thread was refused", ErrContainerProcesses, d.PidsLimit))
+	}
+	if res.ExitCode == 137 {
+		met = append(met, fmt.Errorf("%w of %d MiB (PLAITA_SANDBOX_DOCKER_MEMORY_MB): killed by the kernel (exit 137)", ErrContainerMemory, d.MemoryMB))
+	}
+	switch len(met) {
+	case 0:
+		return nil
+	case 1:
+		return met[0]
+	default:
+		return fmt.Errorf("%w; then %w", met[0], met[1])
+	}
 }
 
 func dockerCmd(bin string, env []string, limit time.Duration, args ...string) {
