@@ -22,6 +22,10 @@ import (
 var demoFlows embed.FS
 
 func main() {
+	// First of all: a plaita `go run` started ends when the go command does (cli.EndWithGoRun).
+	if !cli.EndWithGoRun() {
+		os.Exit(128 + int(syscall.SIGTERM)) // its go run has ended: as the parent-death signal would
+	}
 	// /metrics carries # TYPE lines, so Prometheus and promtool know each series' type. The
 	// library keeps this one switch for the process; it is set before anything serves metrics.
 	metrics.ExposeMetadata(true)

@@ -30,12 +30,13 @@ func devCommand(stdout, stderr io.Writer, flows fs.FS) *cli.Command {
 	return &cli.Command{
 		Name:  string(config.RoleDev),
 		Usage: helpUsage(spec.Summary, spec.Built),
-		UsageText: "plaita dev [--state-dir DIR] [--redis-url URL] [flags]\n\n" +
+		UsageText: "plaita dev [--state-dir DIR] [--redis-url URL] [--port PORT] [flags]\n\n" +
 			"Runs " + devRuns() + " in one process on a Redis, or the console in local mode\n" +
 			"(executions in this process). It uses the Redis it is given (--redis-url, PLAITA_REDIS_URL or REDIS_URL; one given\n" +
 			"with --redis-url must answer), or the one answering at redis://localhost:6379/0 when that holds nothing but plaita's\n" +
-			"keys; a Redis holding other keys is left untouched (the first line says so and how to choose). Seeds a demo tenant,\n" +
-			"an admin (its password printed once) and the example flows, and prints the URL. Not for production.",
+			"keys; a Redis holding other keys is left untouched (its dev.mode line says so and how to choose). Seeds a demo tenant,\n" +
+			"an admin (its password printed once) and the example flows, and prints the URL (the console on 127.0.0.1:8080;\n" +
+			"--port, or PLAITA_CONSOLE_PORT, picks another). Not for production.",
 		Flags: flags,
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if cmd.Args().Len() > 0 {

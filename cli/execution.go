@@ -64,14 +64,54 @@ func executionShowCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "show",
 		Usage:     "print one execution's summary, what wakes it, and its timeline (or its state as JSON)",
-		UsageText: "plaita execution show ID [--tenant T] [--json]",
+		UsageText: "plaita execution show ID [--wait [--until completed|ended] [--timeout SECONDS]] [--tenant T] [--json]",
 		Description: "A suspended execution's summary says which role wakes it and whether one is registered and\n" +
 			"alive, and for a due time whether its delay-queue entry is there (--json: the wake_up object).\n" +
-			"A state that can no longer be read is shown as stored (--json: corrupt, salvaged, raw).",
-		Flags: cliFlags(tenantFlag(), jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
+			"A state that can no longer be read is shown as stored (--json: corrupt, salvaged, raw).\n" +
+			"--wait shows it once it suspends or ends (as start --wait does); with --until, once it ends.\n" +
+			"Exit status: 0 shown (with --until completed: and completed); 1 unknown execution, a timeout, or\n" +
+			"with --until completed an end other than completed; 2 bad usage.",
+		Flags: cliFlags(tenantFlag(),
+			&cli.BoolFlag{Name: "wait", Usage: "show it once it suspends or ends (queued or running: wait)"},
+			&cli.StringFlag{Name: "until", Usage: untilUsage},
+			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+			jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return withExecution(ctx, cmd, "show", stderr, nil, func(k *conn, id string) error {
-				return executionShow(ctx, cmd, k, id, stdout)
+			const name = "show"
+			until, err := untilFlag(cmd, name)
+			if err != nil {
+				return err
+			}
+			if cmd.IsSet("timeout") && !cmd.Bool("wait") {
+				return cliUsage(name, "--timeout goes with --wait")
+			}
+			timeout := cmd.Float("timeout")
+			if timeout <= 0 {
+				return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
+			}
+			return withExecution(ctx, cmd, name, stderr, nil, func(k *conn, id string) error {
+				if !cmd.Bool("wait") {
+					return executionShow(ctx, cmd, k, id, stdout)
+				}
+				// An unknown id fails at once, not at the timeout (a queued one is waited for).
+				if _, err := k.plane.Show(ctx, k.tenant, id); err != nil {
+					return refused(name, err)
+				}
+				wait := k.plane.WaitSettled
+				if until != "" {
+					wait = k.plane.WaitEnded
+				}
+				st, err := wait(ctx, k.tenant, id, time.Duration(timeout*float64(time.Second)))
+				if err != nil {
+					return cliFail(name, "execution %s: %v", id, err)
+				}
+				if err := executionShow(ctx, cmd, k, id, stdout); err != nil {
+					return err
+				}
+				if until == untilCompleted && st.Status != state.Completed {
+					return cliFail(name, "execution %s %s, not completed", id, control.DescribeEnd(st))
+				}
+				return nil
 			})
 		},
 	}

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/model"
 )
 
 // The one summary of an execution, shared by `plaita run`, `plaita start --wait` and
@@ -28,6 +30,7 @@ type summary struct {
 	cmd       func(rt engine.ResumeType, data string) string
 	wake      *control.WakeUp // who wakes a suspended execution in Redis (nil: not reported)
 	stateFile string          // plaita run: where the state is kept ("" none)
+	files     string          // plaita run: where the flow's writefile nodes write ("" not said)
 	after     func(io.Writer) // lines after the hints
 }
 
@@ -53,6 +56,9 @@ func writeSummary(w io.Writer, s summary) {
 		fmt.Fprintf(w, "  at node:   %s\n", st.CurrentNode)
 	case state.Suspended:
 		writeSuspend(w, st.Suspend, s.wake)
+	}
+	if s.files != "" {
+		fmt.Fprintf(w, "  files:     %s\n", s.files)
 	}
 	if s.stateFile != "" {
 		fmt.Fprintf(w, "  state:     %s\n", s.stateFile)
@@ -114,12 +120,19 @@ func writeSuspend(w io.Writer, s *state.Suspend, wake *control.WakeUp) {
 	}
 }
 
-// writeHints prints the hints; cmd renders the command of a resume (nil: the hint's own).
+// writeHints prints the hints; cmd renders the command of a resume (nil: the hint's own). A
+// hint that is not a resume prints its note, then its label and command (a publish, a start).
 func writeHints(w io.Writer, hints []control.Hint, cmd func(rt engine.ResumeType, data string) string) {
 	for _, h := range hints {
 		if h.Type == "" {
 			for _, l := range h.Note {
 				fmt.Fprintf(w, "  %s\n", l)
+			}
+			if h.Label != "" && h.Command != "" {
+				fmt.Fprintf(w, "  %s:\n", h.Label)
+			}
+			if h.Command != "" {
+				fmt.Fprintf(w, "    %s\n", h.Command)
 			}
 			continue
 		}
@@ -166,7 +179,8 @@ func writeRefusal(w io.Writer, r *control.Refusal, rt engine.ResumeType) {
 	}
 	var cmds, notes []control.Hint
 	for _, h := range r.Accepted {
-		if h.Type != "" {
+		// A command without a note (an event's publish) is accepted now as the resumes are.
+		if h.Type != "" || h.Command != "" && len(h.Note) == 0 {
 			cmds = append(cmds, h)
 		} else {
 			notes = append(notes, h)
@@ -211,6 +225,44 @@ func refusalJSON(r *control.Refusal, rt engine.ResumeType, tenant string) map[st
 		out[k] = v
 	}
 	return out
+}
+
+// errorBody is a command's failure as --json prints it, {"error": …}: the code a program tests
+// (a refusal's, else the error class's name, as the console's API answers), the message as
+// stderr says it, and an invalid flow's problems each at its JSON path.
+type errorBody struct {
+	Code     string           `json:"code"`
+	Message  string           `json:"message"`
+	Problems []engine.Problem `json:"problems,omitempty"`
+	Unblock  string           `json:"unblock,omitempty"`
+}
+
+// errorJSON is err (a command's exit error) as --json prints it.
+func errorJSON(err error) map[string]errorBody {
+	out := errorBody{Code: model.CodeOf(err), Message: err.Error()}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		// The command's name prefixes what stderr prints ("start: …"); the code says the rest.
+		if _, msg, ok := strings.Cut(ee.err.Error(), ": "); ok {
+			out.Message = msg
+		}
+		if out.Code == "" && ee.code == ExitRejected {
+			out.Code = model.Invalid.String()
+		}
+	}
+	if r := control.AsRefusal(err); r != nil {
+		out.Code, out.Unblock = r.Code, r.Unblock
+	}
+	var ve *engine.ValidationError
+	if errors.As(err, &ve) {
+		// The problems are listed apart: the message keeps the line that counts them.
+		msg, _, _ := strings.Cut(out.Message, "\n")
+		out.Message, out.Problems = strings.TrimSuffix(msg, ":"), ve.Problems
+	}
+	if out.Code == "" {
+		out.Code = model.Unknown.String()
+	}
+	return map[string]errorBody{"error": out}
 }
 
 // writeCorrupt prints what is stored for an execution whose state cannot be read.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/nodes"
+	"plaita/engine/nodes/writefile"
 	"plaita/engine/state"
 	"plaita/roles/settings"
 )
@@ -57,8 +59,13 @@ func runCommand(stdout, stderr io.Writer) *cli.Command {
 			}
 			es := settings.Engine(cfg)
 			reg := engine.NewRegistry()
-			if err := nodes.Register(reg, settings.Nodes(cfg), nodeSetupLog(log)); err != nil {
+			no := settings.Nodes(cfg)
+			if err := nodes.Register(reg, no, nodeSetupLog(log)); err != nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("run: %w", err)}
+			}
+			// The root Register gave the writefile node (it logs it at debug only, for run).
+			if root, err := writefile.ResolveRoot(writefile.HostFacts(no.WorkspaceRoot, no.AllowUnrestricted, no.ProjectRoot)); err == nil {
+				r.files = root.Where()
 			}
 			ex := engine.NewExecutor(r.mem.Storage())
 			ex.Settings = func() engine.Settings { return es }
@@ -80,6 +87,7 @@ type flowRun struct {
 	resumeType  engine.ResumeType
 	data        any
 	mem         *control.MemoryStates
+	files       string // where writefile nodes write (writefile.Root.Where)
 }
 
 // executionIDRe bounds what --resume accepts; the id becomes a file name.
@@ -421,10 +429,20 @@ func writeStateJSON(w io.Writer, st *state.Execution, raw []byte, ok bool) error
 // that can go on from its state file.
 func (r *flowRun) writeHuman(w io.Writer, st *state.Execution, stateFile string, adv *control.Advice) {
 	s := summary{st: st, stateFile: stateFile, cmd: r.command(st.ExecutionID), after: r.afterHints(st)}
+	if r.files != "" && writesFiles(adv.Flow) {
+		s.files = "written " + r.files
+	}
 	if stateFile != "" {
 		s.hints = adv.Hints(st)
 	}
 	writeSummary(w, s)
+}
+
+// writesFiles reports whether f has a writefile node. Only then does the summary say where files
+// go: from inside a clone of plaita that is the clone's parent, which the flow's relative paths
+// do not suggest; for any other flow the line would be noise.
+func writesFiles(f *engine.Flow) bool {
+	return f != nil && slices.ContainsFunc(f.Nodes, func(n *engine.Node) bool { return n.Type == "writefile" })
 }
 
 // runCommand is the shell command that starts a new execution of this flow.

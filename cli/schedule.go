@@ -86,7 +86,7 @@ func scheduleShowCommand(stdout, stderr io.Writer) *cli.Command {
 			return withSchedule(ctx, cmd, "show", stderr, func(k *conn, id string) error {
 				rec, err := k.plane.Schedule(ctx, k.tenant, id)
 				if err != nil {
-					return refused("show", err)
+					return refused("schedule show", err)
 				}
 				if cmd.Bool("json") {
 					return writeJSON(stdout, rec)
@@ -107,7 +107,7 @@ func scheduleDeleteCommand(stdout, stderr io.Writer) *cli.Command {
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			return withSchedule(ctx, cmd, "delete", stderr, func(k *conn, id string) error {
 				if err := k.plane.DeleteSchedule(ctx, k.tenant, id); err != nil {
-					return refused("delete", err)
+					return refused("schedule delete", err)
 				}
 				if cmd.Bool("json") {
 					return writeJSON(stdout, map[string]any{"id": id, "tenant_id": k.tenant, "action": "delete", "deleted": true})
@@ -133,7 +133,7 @@ func scheduleToggle(name string, enable bool, stdout, stderr io.Writer) *cli.Com
 			return withSchedule(ctx, cmd, name, stderr, func(k *conn, id string) error {
 				rec, changed, err := k.plane.SetScheduleEnabled(ctx, k.tenant, id, enable)
 				if err != nil {
-					return refused(name, err)
+					return refused("schedule "+name, err)
 				}
 				if cmd.Bool("json") {
 					out := map[string]any{"id": id, "tenant_id": k.tenant, "action": name, "changed": changed, "enabled": rec.Enabled}
@@ -173,7 +173,7 @@ func scheduleRunCommand(stdout, stderr io.Writer) *cli.Command {
 			return withSchedule(ctx, cmd, "run", stderr, func(k *conn, id string) error {
 				s, err := k.plane.RunScheduleNow(ctx, k.tenant, id)
 				if err != nil {
-					return refused("run", err)
+					return refused("schedule run", err)
 				}
 				if cmd.Bool("json") {
 					return writeJSON(stdout, s)
@@ -196,7 +196,7 @@ func scheduleFiresCommand(stdout, stderr io.Writer) *cli.Command {
 			return withSchedule(ctx, cmd, "fires", stderr, func(k *conn, id string) error {
 				rows, err := k.plane.ScheduleFires(ctx, k.tenant, id, int(cmd.Int("limit")))
 				if err != nil {
-					return refused("fires", err)
+					return refused("schedule fires", err)
 				}
 				if cmd.Bool("json") {
 					return writeJSON(stdout, map[string]any{"schedule_id": id, "items": rows})
@@ -214,10 +214,11 @@ func scheduleFiresCommand(stdout, stderr io.Writer) *cli.Command {
 }
 
 // withSchedule checks the one ID argument, runs the schedule role's preflight, connects and
-// runs fn.
-func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.Writer, fn func(k *conn, id string) error) error {
+// runs fn. Its messages name the command as typed: "schedule show", not "show".
+func withSchedule(ctx context.Context, cmd *cli.Command, verb string, stderr io.Writer, fn func(k *conn, id string) error) error {
+	name := "schedule " + verb
 	if cmd.Args().Len() != 1 {
-		return cliUsage(name, "name one schedule: plaita schedule %s ID", name)
+		return cliUsage(name, "name one schedule: plaita %s ID", name)
 	}
 	id := cmd.Args().First()
 	if err := control.ValidName("schedule id", id); err != nil {
@@ -232,7 +233,7 @@ func withSchedule(ctx context.Context, cmd *cli.Command, name string, stderr io.
 }
 
 func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
-	const name = "add"
+	const name = "schedule add"
 	var id string
 	switch cmd.Args().Len() {
 	case 0:
@@ -291,7 +292,7 @@ func scheduleAdd(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer
 }
 
 func scheduleList(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) error {
-	const name = "list"
+	const name = "schedule list"
 	if cmd.Args().Len() > 0 {
 		return cliUsage(name, "no arguments: plaita schedule list [--tenant T] [--json]")
 	}

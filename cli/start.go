@@ -29,24 +29,42 @@ func startCommand(stdout, stderr io.Writer) *cli.Command {
 	return &cli.Command{
 		Name:      "start",
 		Usage:     "publish (from a file) or pick a published flow and enqueue a new execution of it",
-		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--idempotency-key KEY] [--wait] [--timeout SECONDS] [--json]",
+		UsageText: "plaita start FLOW.json|FLOW_ID [--version V] [--tenant T] [--input JSON|@file] [--idempotency-key KEY] [--wait [--until completed|ended] [--timeout SECONDS]] [--json]",
 		Description: "A FLOW.json file is validated and published first (its \"version\" field, else the first 12 hex\n" +
 			"characters of its hash, is the version); a FLOW_ID starts the published --version, else the most\n" +
 			"recently published one. The execution id is printed; a worker runs it.\n\n" +
-			"Exit status: 0 enqueued (with --wait: completed); 1 failure, unknown flow or version, or with\n" +
-			"--wait any end other than completed (error, cancelled, suspended, timed out);\n" +
-			"2 bad usage, bad --input, or an invalid flow (every problem is listed with its JSON path).",
+			"--wait follows the execution until it completes, fails, is cancelled or suspends, and prints its\n" +
+			"summary (with --json its state); --until completed|ended waits past suspensions until it ends.\n" +
+			"With --json every outcome is one JSON object on stdout: the start, the state, or {\"error\": {code,\n" +
+			"message, problems}}.\n\n" +
+			"Exit status: 0 enqueued (with --wait: completed; with --until ended: any end — completed, error\n" +
+			"or cancelled); 1 failure, unknown flow or version, or with --wait an end other than completed\n" +
+			"(error, cancelled, suspended without --until) or a timeout; 2 bad usage, bad --input, or an\n" +
+			"invalid flow (every problem is listed with its JSON path).",
 		Flags: cliFlags(
 			&cli.StringFlag{Name: "version", Usage: "the flow version to start (a FLOW_ID), or to publish the file as"},
 			tenantFlag(),
 			&cli.StringFlag{Name: "input", Usage: "the execution's INPUT: inline JSON, or @path to read it from a file (default {})"},
 			&cli.StringFlag{Name: "idempotency-key", Usage: "name this start: a retry with the same key (here or over the console's API) makes no second execution"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until the execution completes, fails, is cancelled or suspends"},
+			&cli.StringFlag{Name: "until", Usage: untilUsage},
 			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
-			jsonFlag("print a JSON object (with --wait: the execution state) instead of text"),
+			jsonFlag("print a JSON object (with --wait: the execution state; a refusal: {\"error\": …}) instead of text"),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			return runStart(ctx, cmd, stdout, stderr)
+			if !cmd.Bool("json") {
+				return runStart(ctx, cmd, stdout, stderr)
+			}
+			// A script reads stdout: an outcome that printed no JSON (a refusal, bad usage, a
+			// wait that read no state) is printed as {"error": …} there, and to stderr as ever.
+			out := &jsonOut{w: stdout}
+			err := runStart(ctx, cmd, out, stderr)
+			if err != nil && !out.wrote {
+				if werr := writeJSON(stdout, errorJSON(err)); werr != nil {
+					return errors.Join(err, cliFail("start", "write: %v", werr))
+				}
+			}
+			return err
 		},
 	}
 }
@@ -60,6 +78,10 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	timeout := cmd.Float("timeout")
 	if cmd.IsSet("timeout") && !cmd.Bool("wait") {
 		return cliUsage(name, "--timeout goes with --wait")
+	}
+	until, err := untilFlag(cmd, name)
+	if err != nil {
+		return err
 	}
 	if timeout <= 0 {
 		return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
@@ -101,9 +123,16 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 	defer k.close()
 
 	started, err := control.StartOnce(ctx, k.plane, req, key)
-	if r := control.AsRefusal(err); r != nil && isFile && r.Code != "invalid_input" {
-		return refused(name, fmt.Errorf("%s: %w", arg, err)) // the file's refusal: name the file
-	} else if err != nil {
+	if err != nil {
+		if r := control.AsRefusal(err); r != nil && isFile && r.Code != "invalid_input" {
+			err = fmt.Errorf("%s: %w", arg, err) // the file's refusal: name the file
+		}
+		if cmd.Bool("json") {
+			// Here, where the refusal is still at hand: its code and an invalid flow's problems.
+			if werr := writeJSON(stdout, errorJSON(err)); werr != nil {
+				return errors.Join(refused(name, err), cliFail(name, "write: %v", werr))
+			}
+		}
 		return refused(name, err)
 	}
 	if started.Already != nil {
@@ -122,15 +151,45 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, started.ExecutionID)
 		return nil
 	}
-	return waitStarted(ctx, cmd, k, started, time.Duration(timeout*float64(time.Second)), stdout)
+	return waitStarted(ctx, cmd, k, started, until, time.Duration(timeout*float64(time.Second)), stdout)
 }
 
+// The values of --until.
+const (
+	untilCompleted = "completed" // wait for the end; exit 0 only when it completed
+	untilEnded     = "ended"     // wait for the end; exit 0 at any end
+)
+
+// untilFlag is --until, checked: it goes with --wait and names completed or ended ("" unset).
+func untilFlag(cmd *cli.Command, name string) (string, error) {
+	until := cmd.String("until")
+	if !cmd.IsSet("until") {
+		return "", nil
+	}
+	if !cmd.Bool("wait") {
+		return "", cliUsage(name, "--until goes with --wait")
+	}
+	if until != untilCompleted && until != untilEnded {
+		return "", cliUsage(name, "--until %q: use completed or ended", until)
+	}
+	return until, nil
+}
+
+// untilUsage is the flag's help, shared by start and execution show.
+const untilUsage = "with --wait: wait past suspensions until the execution ends; " +
+	"completed exits 0 only when it completed, ended at any end (error and cancelled too)"
+
 // waitStarted is --wait: it follows the execution until it completes, fails, is cancelled or
-// suspends, then prints its summary (or its state as JSON).
-func waitStarted(ctx context.Context, cmd *cli.Command, k *conn, started control.Started, timeout time.Duration, stdout io.Writer) error {
+// suspends (with until, past suspensions to its end), then prints its summary (or its state as
+// JSON).
+func waitStarted(ctx context.Context, cmd *cli.Command, k *conn, started control.Started, until string, timeout time.Duration, stdout io.Writer) error {
 	const name = "start"
 	id := started.ExecutionID
-	st, err := k.plane.WaitSettled(ctx, k.tenant, id, timeout)
+	wait := k.plane.WaitSettled
+	if until != "" {
+		wait = k.plane.WaitEnded
+	}
+	st, err := wait(ctx, k.tenant, id, timeout)
 	if st != nil {
 		if cmd.Bool("json") {
 			if werr := writeJSON(stdout, st); werr != nil {
@@ -147,10 +206,21 @@ func waitStarted(ctx context.Context, cmd *cli.Command, k *conn, started control
 	if err != nil {
 		return cliFail(name, "execution %s: %v", id, err)
 	}
-	if st.Status != state.Completed {
-		return cliFail(name, "execution %s is %s, not completed", id, st.Status)
+	if st.Status != state.Completed && until != untilEnded {
+		return cliFail(name, "execution %s %s, not completed", id, control.DescribeEnd(st))
 	}
 	return nil
+}
+
+// jsonOut is stdout with --json: whether anything was written to it yet.
+type jsonOut struct {
+	w     io.Writer
+	wrote bool
+}
+
+func (o *jsonOut) Write(p []byte) (int, error) {
+	o.wrote = o.wrote || len(p) > 0
+	return o.w.Write(p)
 }
 
 // logPublished says what the publication of a start's file did.

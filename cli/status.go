@@ -14,6 +14,29 @@ import (
 	"plaita/roles"
 )
 
+// configHashNote says what the CONFIG column holds. config_generation hashes the same
+// variables on every role, but each role's effective values: a default that depends on the role
+// (config/registry.go: PLAITA_CODE_BACKEND and, through it, PLAITA_SANDBOX_ALLOWED_BACKENDS)
+// gives a worker another hash than a filter on one environment. Status lists a difference among
+// the instances of one role only (generation_mismatch, control/status.go); without this note an
+// operator reads the worker's other hash as the same problem.
+const configHashNote = "  CONFIG: hash of the effective values of the variables that change behaviour (`plaita doctor --role R`); some\n" +
+	"  defaults depend on the role (PLAITA_CODE_BACKEND: subprocess on a worker, docker elsewhere), so a worker's hash\n" +
+	"  differs from a filter's — replicas of one role should match, and only a difference among them needs attention\n"
+
+// staleNote counts apart the scheduled entries that wake nothing any more (the timeout of an
+// approval answered meanwhile …): without it "scheduled 1" with nothing suspended reads as a
+// wake-up lost.
+func staleNote(d control.DelayStatus) string {
+	switch {
+	case d.Stale == 0:
+		return ""
+	case d.StaleChecked < d.Scheduled:
+		return fmt.Sprintf(" (%d of the %d soonest for waits already over: dropped when due)", d.Stale, d.StaleChecked)
+	}
+	return fmt.Sprintf(" (%d for waits already over: dropped when due)", d.Stale)
+}
+
 // statusCommand is `plaita status`: control's cluster status as a table or JSON; exit 1 when
 // something needs attention, so a cron job or a probe can act on it.
 func statusCommand(tool roles.Tool, stdout, stderr io.Writer) *cli.Command {
@@ -65,7 +88,7 @@ func writeStatus(w io.Writer, s control.ClusterStatus) {
 		fmt.Fprintln(w, "  no consumer group yet: no worker has started on this queue")
 	}
 	d := s.Delay
-	fmt.Fprintf(w, "delay queue %s\n  scheduled %d   due %d   dead %d", d.Key, d.Scheduled, d.Due, d.Dead)
+	fmt.Fprintf(w, "delay queue %s\n  scheduled %d%s   due %d   dead %d", d.Key, d.Scheduled, staleNote(d), d.Due, d.Dead)
 	if d.OldestDue != nil {
 		fmt.Fprintf(w, "   next %s", control.Relative(d.OldestDue.Sub(s.At)))
 	}
@@ -94,6 +117,7 @@ func writeStatus(w io.Writer, s control.ClusterStatus) {
 		}
 		tw.Flush()
 		w.Write(b.Bytes())
+		fmt.Fprint(w, configHashNote)
 	}
 	sp := s.Suspended
 	scope := "all"

@@ -199,7 +199,7 @@ func Load(role Role, strict bool, opts ...Option) (*Config, error) {
 		c.entries[v.Name] = e
 		c.order = append(c.order, e)
 
-		out := v.parse(input{raw: e.raw, set: e.set}, c)
+		out := v.parse(input{raw: e.raw, set: e.set, flag: e.source == SourceFlag}, c)
 		e.value = out.value
 		if strict && out.reject != "" && e.inScope {
 			e.problem = &Problem{Variable: e.from, Raw: c.mask(v, e.raw), Message: c.maskText(v, e.raw, out.reject), Hint: out.hint}
@@ -288,7 +288,7 @@ func (c *Config) get(name string) any {
 func ParseLogLevel(raw string) (string, error) {
 	for _, v := range registry() {
 		if v.Name == "PLAITA_LOG_LEVEL" {
-			out := v.parse(input{raw: raw, set: true}, nil)
+			out := v.parse(input{raw: raw, set: true, flag: true}, nil)
 			if out.reject != "" {
 				return "", &PreflightError{Problems: []Problem{{Variable: "--" + v.Flag, Raw: raw, Message: out.reject, Hint: out.hint}}}
 			}

@@ -26,10 +26,26 @@ const (
 	KindList       Kind = "list"
 )
 
-// input is what a parser sees: the raw text and whether the variable was set at all.
+// input is what a parser sees: the raw text, whether the variable was set at all, and whether
+// a command-line flag set it (its hints then say to omit the flag, not to unset a variable).
 type input struct {
-	raw string
-	set bool
+	raw  string
+	set  bool
+	flag bool
+}
+
+// useDefault is the hint of a rejected value: how to get the default (def as printed; "" to
+// name none). A flag's value is given up by omitting the flag, an environment variable's by
+// unsetting it.
+func (in input) useDefault(def string) string {
+	how := "unset it"
+	if in.flag {
+		how = "omit the flag"
+	}
+	if def == "" {
+		return how + " to use the default"
+	}
+	return how + " to use the default " + def
 }
 
 // outcome is one parse result. reject non-empty means strict preflight refuses the value; in
@@ -107,7 +123,7 @@ func (r numRule) format(v float64) any {
 	return int(v)
 }
 
-func (r numRule) apply(f fix, v float64, raw, why string) outcome {
+func (r numRule) apply(f fix, v float64, in input, why string) outcome {
 	out := outcome{}
 	switch f.mode {
 	case fixKeep:
@@ -117,11 +133,12 @@ func (r numRule) apply(f fix, v float64, raw, why string) outcome {
 	case fixTo:
 		out.value = r.format(f.to)
 	}
+	raw := in.raw
 	msg := fmt.Sprintf("%q %s; %s", raw, why, "using "+fmtValue(out.value))
 	if f.reject {
 		out.reject = fmt.Sprintf("%q %s: must be %s", raw, why, r.want)
 		out.warn = msg
-		out.hint = "unset it to use the default " + fmtValue(r.format(r.def))
+		out.hint = in.useDefault(fmtValue(r.format(r.def)))
 	} else if f.warn {
 		out.warn = msg
 	}
@@ -134,37 +151,37 @@ func (r numRule) parse(in input) outcome {
 	}
 	s := strings.TrimSpace(in.raw)
 	if s == "" {
-		return r.apply(r.bad, 0, in.raw, "is empty")
+		return r.apply(r.bad, 0, in, "is empty")
 	}
 	var v float64
 	if r.isFloat {
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil {
-			return r.apply(r.bad, 0, in.raw, "is not a number")
+			return r.apply(r.bad, 0, in, "is not a number")
 		}
 		if math.IsNaN(f) || math.IsInf(f, 0) {
-			return r.apply(r.bad, 0, in.raw, "is not a finite number")
+			return r.apply(r.bad, 0, in, "is not a finite number")
 		}
 		v = f
 	} else {
 		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			return r.apply(r.bad, 0, in.raw, "is not an integer")
+			return r.apply(r.bad, 0, in, "is not an integer")
 		}
 		// The matrix works on float64, which holds integers exactly only up to 2^53; beyond
 		// that the value would change (and 2^63-1 would wrap to a negative int).
 		if n > maxExactInt || n < -maxExactInt {
-			return r.apply(r.bad, 0, in.raw, "is out of range")
+			return r.apply(r.bad, 0, in, "is out of range")
 		}
 		v = float64(n)
 	}
 	switch {
 	case v == 0:
-		return r.apply(r.zero, v, in.raw, "is zero")
+		return r.apply(r.zero, v, in, "is zero")
 	case v < 0:
-		return r.apply(r.neg, v, in.raw, "is negative")
+		return r.apply(r.neg, v, in, "is negative")
 	case r.max > 0 && v > r.max:
-		return r.apply(r.bad, v, in.raw, "is above "+r.maxText)
+		return r.apply(r.bad, v, in, "is above "+r.maxText)
 	}
 	return outcome{value: r.format(v)}
 }
@@ -227,7 +244,7 @@ func (r boolRule) parse(in input) outcome {
 	out := outcome{value: used, warn: fmt.Sprintf("%q is not a boolean; using %t", in.raw, used)}
 	if r.bad.reject {
 		out.reject = fmt.Sprintf("%q is not a boolean: use one of 1, true, yes, on, 0, false, no, off", in.raw)
-		out.hint = "unset it to use the default"
+		out.hint = in.useDefault("")
 	}
 	return out
 }
@@ -260,7 +277,7 @@ func (r stringRule) parse(in input, def string) outcome {
 				value:  def,
 				warn:   fmt.Sprintf("empty value; using the default %q", def),
 				reject: "empty value is not allowed",
-				hint:   fmt.Sprintf("unset it to use the default %q", def),
+				hint:   in.useDefault(strconv.Quote(def)),
 			}
 		}
 		if r.blank.mode == fixKeep {
@@ -304,7 +321,7 @@ func (r enumRule) parse(in input) outcome {
 	out := outcome{value: used, warn: fmt.Sprintf("%q is not one of %s; using %q", in.raw, strings.Join(r.allowed, ", "), used)}
 	if r.bad.reject {
 		out.reject = fmt.Sprintf("%q is not one of %s", in.raw, strings.Join(r.allowed, ", "))
-		out.hint = fmt.Sprintf("unset it to use the default %q", r.def)
+		out.hint = in.useDefault(strconv.Quote(r.def))
 	}
 	return out
 }

@@ -372,7 +372,7 @@ func (v *Var) validated(f func(s string) (problem string, fatal bool)) *Var {
 			def := inner(input{}, c).value
 			if fatal {
 				return outcome{value: def, warn: p + "; using the default " + fmtValue(def), reject: p,
-					hint: "unset it to use the default " + fmtValue(def)}
+					hint: in.useDefault(fmtValue(def))}
 			}
 			o.warn = p
 		}

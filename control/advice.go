@@ -52,18 +52,28 @@ type Budget struct {
 	G1Key, NoFailKey string
 }
 
-// Hint is one thing to do next: a resume that is accepted now, or a note.
+// Hint is one thing to do next: a resume that is accepted now, or a note, or (Type "" with a
+// Command) a command that is not a resume: the event publish that wakes an event wait in the
+// cluster, the start of a new execution.
 type Hint struct {
 	Label string            `json:"label,omitempty"` // "approve with", …
-	Type  engine.ResumeType `json:"type,omitempty"`  // "" for a note
+	Type  engine.ResumeType `json:"type,omitempty"`  // "" for a note or a command that is not a resume
 	Data  string            `json:"data,omitempty"`  // the resume data, as typed on a command line ("" for none)
 	Note  []string          `json:"note,omitempty"`  // what to do instead, line by line
-	// Command is the resume as a command line, when the execution is in Redis.
+	// Command is the resume as a command line, when the execution is in Redis; on a hint of no
+	// Type, the command the hint suggests (printed after its note).
 	Command string `json:"command,omitempty"`
 	// AllowFlowHashChange: the resume is accepted only with the flow_hash override
 	// (ResumeRequest.AllowFlowHashChange): the definition's hash differs in algorithm and value,
 	// as after an engine upgrade; only an operator who knows the definition is unchanged sends it.
 	AllowFlowHashChange bool `json:"allow_flow_hash_change,omitempty"`
+
+	// publish is, on an event resume, the event's data as `plaita event publish` takes it:
+	// in Redis the hint is preceded by that publish (withCommands).
+	publish string
+	// startInput is, on a note that suggests a new start, the --input to give it (in Redis
+	// withCommands makes it a `plaita start` command line).
+	startInput string
 }
 
 // Check is engine.CheckResume against the advice's definition.
@@ -136,6 +146,9 @@ func (a *Advice) Hints(st *state.Execution) []Hint {
 			if ev, more, ok := engine.ExampleEvent(a.Flow, st, a.Limits, a.Now); ok {
 				if data, err := eventJSON(ev); err == nil {
 					try("deliver the event with (--data is the event, EVENT in the match)", engine.ResumeEvent, data)
+					if n := len(out); n > 0 && out[n-1].Type == engine.ResumeEvent {
+						out[n-1].publish = a.publishData(st, ev, data)
+					}
 				}
 				if len(more) > 0 {
 					out = append(out, Hint{Note: []string{fmt.Sprintf("the flow also reads %s: add what it expects to --data", strings.Join(more, ", "))}})
@@ -225,6 +238,9 @@ func (a *Advice) retryHint(st *state.Execution) Hint {
 			return Hint{Note: stepLimitNote()}
 		}
 		return Hint{Note: []string{fmt.Sprintf("no retry: %v", err)}}
+	}
+	if path := missingInput(st.Error); path != nil {
+		return a.newStartHint(st, path)
 	}
 	if r := a.Budget.refusal(); r != nil {
 		return Hint{Note: r.lines()}
@@ -350,6 +366,23 @@ func DescribeStatus(st *state.Execution) string {
 	return string(st.Status)
 }
 
+// DescribeEnd says where st stopped, as a clause after its id: "completed", "ended in error
+// (TYPE: message)", "was cancelled", else "is " and DescribeStatus ("is suspended (approval at
+// node …)").
+func DescribeEnd(st *state.Execution) string {
+	switch {
+	case st.Status == state.Completed:
+		return "completed"
+	case st.Status == state.Error && st.Error != nil:
+		return fmt.Sprintf("ended in error (%s: %s)", st.Error.Type, st.Error.Message)
+	case st.Status == state.Error:
+		return "ended in error"
+	case st.Status == state.Cancelled:
+		return "was cancelled"
+	}
+	return "is " + DescribeStatus(st)
+}
+
 // DescribeSuspend says what a suspended execution waits for.
 func DescribeSuspend(s *state.Suspend) string {
 	switch s.Kind {
@@ -398,17 +431,58 @@ func tenantArgs(tenant string) []string {
 	return []string{"--tenant", shellQuote(tenant)}
 }
 
-// withCommands fills in the command line of every resume hint.
-func withCommands(hints []Hint, cmd func(engine.ResumeType, string) string) []Hint {
-	for i := range hints {
-		if hints[i].Type != "" {
-			hints[i].Command = cmd(hints[i].Type, hints[i].Data)
-			if hints[i].AllowFlowHashChange {
-				hints[i].Command += " --allow-flow-hash-change"
+// withCommands fills in the command line of every resume hint of st, and of a note that
+// suggests a new start. An event resume is preceded by the event's publish: in the cluster that
+// is how an event wait is woken (the filter role delivers it), the resume is the direct way.
+func (p *Plane) withCommands(hints []Hint, st *state.Execution, tenant string) []Hint {
+	cmd := p.CommandLine(st.ExecutionID, tenant)
+	out := make([]Hint, 0, len(hints)+1)
+	for _, h := range hints {
+		switch {
+		case h.Type != "":
+			h.Command = cmd(h.Type, h.Data)
+			if h.AllowFlowHashChange {
+				h.Command += " --allow-flow-hash-change"
 			}
+		case h.startInput != "":
+			h.Command = p.Command(append([]string{"start", shellQuote(st.FlowID), "--input", shellQuote(h.startInput)}, tenantArgs(tenant)...)...)
+		}
+		// A published event cannot carry the flow_hash override: past a mismatch only the
+		// resume is offered.
+		if h.Type == engine.ResumeEvent && h.publish != "" && !h.AllowFlowHashChange && st.Suspend != nil {
+			out = append(out, Hint{Label: "publish the event with (the filter role delivers it: --data is what the execution sees as EVENT)",
+				Command: p.publishCommand(st.Suspend.EventType, h.publish, tenant)})
+			h.Label = "or resume it directly with (--data is the event, EVENT in the match)"
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// publishCommand is `plaita event publish TYPE [--data JSON] [--tenant T]`.
+func (p *Plane) publishCommand(eventType, data, tenant string) string {
+	parts := []string{"event", "publish", shellQuote(eventType)}
+	if data != "{}" {
+		parts = append(parts, "--data", shellQuote(data))
+	}
+	return p.Command(append(parts, tenantArgs(tenant)...)...)
+}
+
+// publishData is the data of ev (accepted as resumeData, its "type" first) as a publish gives
+// it: without "type" — the event's type is the publish's argument — when the wait takes the
+// event so, else as the resume gives it (a match that reads EVENT.type).
+func (a *Advice) publishData(st *state.Execution, ev map[string]any, resumeData string) string {
+	data := make(map[string]any, len(ev))
+	for k, v := range ev {
+		if k != "type" {
+			data[k] = v
 		}
 	}
-	return hints
+	s, err := eventJSON(data)
+	if err != nil || a.Check(st, engine.ResumeEvent, data) != nil {
+		return resumeData
+	}
+	return s
 }
 
 // ShellQuote quotes s for a POSIX shell when it needs it.
@@ -434,6 +508,10 @@ func eventJSON(ev map[string]any) (string, error) {
 }
 
 func writeHumanJSON(buf *bytes.Buffer, v any, top bool) error {
+	if _, ok := v.(missingValue); ok {
+		buf.WriteString("…")
+		return nil
+	}
 	if list, ok := v.([]any); ok {
 		buf.WriteByte('[')
 		for i, e := range list {

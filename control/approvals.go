@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"plaita/engine"
+	"plaita/model"
 	"plaita/store"
 )
 
@@ -38,6 +41,31 @@ func (p *Plane) Approvals(ctx context.Context, tenant, cursor string, limit int)
 		return page, refuse(Invalid, "invalid_cursor", err, "cursor: %v", err)
 	}
 	return page, err
+}
+
+// WaitApprovals is Approvals once the page has an approval, or at timeout (the empty page and
+// an error): `plaita approval list --wait`, for a script that answers what a flow asks. A
+// timeout of 0 or less reads once, as Approvals.
+func (p *Plane) WaitApprovals(ctx context.Context, tenant, cursor string, limit int, timeout time.Duration) (store.ApprovalPage, error) {
+	if timeout <= 0 {
+		return p.Approvals(ctx, tenant, cursor, limit)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		page, err := p.Approvals(ctx, tenant, cursor, limit)
+		switch {
+		case err == nil && len(page.Items) > 0:
+			return page, nil
+		case err != nil && (ctx.Err() != nil || !model.IsTransient(err)):
+			return page, err
+		}
+		select {
+		case <-ctx.Done():
+			return page, fmt.Errorf("no approval pending after %s (--timeout %s)", RoundDuration(timeout), strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		case <-time.After(waitPollInterval):
+		}
+	}
 }
 
 // Answer is an approver's answer.

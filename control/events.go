@@ -61,7 +61,7 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	}
 	switch {
 	case out.Waiting == 0:
-		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for a %q event like this one: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
+		notes = append(notes, fmt.Sprintf("no execution of tenant %s waits for an event of type %q like this one: it wakes nothing (a wait takes only events published after it began)", tenant, ev.Type))
 	case out.Waiting > 0 && out.FiltersAlive == 0:
 		notes = append(notes, fmt.Sprintf("%d execution(s) wait for %q, but no filter role is registered: nothing delivers it until one runs (%s)", out.Waiting, ev.Type, p.Command("filter")))
 	case out.Waiting > 0:

@@ -152,25 +152,41 @@ func (p *Plane) enqueueStart(ctx context.Context, tenant string, env queue.Envel
 	}
 }
 
-// waitPollInterval is how often WaitSettled reads the state.
+// waitPollInterval is how often WaitSettled and WaitEnded read the state.
 const waitPollInterval = 100 * time.Millisecond
 
 // WaitSettled polls the state until it is terminal or suspended, or until timeout. On a timeout
 // it returns the last state read (nil when none was) and an error.
 func (p *Plane) WaitSettled(ctx context.Context, tenant, id string, timeout time.Duration) (*state.Execution, error) {
+	return p.wait(ctx, tenant, id, timeout, false)
+}
+
+// WaitEnded is WaitSettled past suspensions: it returns once the execution is completed, in
+// error or cancelled (`plaita start --wait --until`), or at the timeout, whose error says on
+// what a suspended one still waits.
+func (p *Plane) WaitEnded(ctx context.Context, tenant, id string, timeout time.Duration) (*state.Execution, error) {
+	return p.wait(ctx, tenant, id, timeout, true)
+}
+
+// wait is the one loop of WaitSettled and WaitEnded; pastSuspensions keeps it waiting while
+// the execution is suspended.
+func (p *Plane) wait(ctx context.Context, tenant, id string, timeout time.Duration, pastSuspensions bool) (*state.Execution, error) {
 	ts, err := p.tenantStore(tenant)
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	var last *state.Execution
+	var (
+		last         *state.Execution
+		unregistered time.Time // when a suspended event wait was first seen without its subscription
+	)
 	for {
 		st, err := ts.Load(ctx, id)
 		switch {
 		case err == nil:
 			last = st
-			if st.Status.Terminal() || st.Status == state.Suspended {
+			if st.Status.Terminal() || st.Status == state.Suspended && !pastSuspensions && waitRegistered(ctx, ts, st, &unregistered) {
 				return st, nil
 			}
 		case errors.Is(err, store.ErrNotFound), model.IsTransient(err) && ctx.Err() == nil:
@@ -181,12 +197,35 @@ func (p *Plane) WaitSettled(ctx context.Context, tenant, id string, timeout time
 		case <-ctx.Done():
 			status := "not picked up by a worker yet"
 			if last != nil {
-				status = "still " + string(last.Status)
+				status = "still " + DescribeStatus(last) // suspended: on what, running: where
 			}
 			return last, fmt.Errorf("%s after %s (--timeout %s)", status, RoundDuration(timeout), strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
 		case <-time.After(waitPollInterval):
 		}
 	}
+}
+
+// registerGrace bounds how long a wait for a suspension waits for an event wait's subscription
+// after its state says suspended: the worker writes it a round trip later; one that never comes
+// (its write failed: the reconciler and the worker's redelivery repair it) does not hold the
+// caller.
+const registerGrace = 2 * time.Second
+
+// waitRegistered reports whether st, suspended, waits with what wakes it in place: an event wait
+// once its subscription is registered — a script that publishes the event as soon as `--wait`
+// returns must find the wait counted (and woken by the filter's notification, not the
+// reconciler minutes later) — or after registerGrace; any other suspension at once.
+func waitRegistered(ctx context.Context, ts *store.TenantStore, st *state.Execution, since *time.Time) bool {
+	if st.Suspend == nil || st.Suspend.Kind != state.SuspendEvent {
+		return true
+	}
+	if ok, err := ts.SubscriptionRegistered(ctx, st.ExecutionID, time.Now()); ok || err != nil {
+		return true
+	}
+	if since.IsZero() {
+		*since = time.Now()
+	}
+	return time.Since(*since) >= registerGrace
 }
 
 // load reads an execution: NotFound when there is none; a *store.CorruptStateError as it is
@@ -766,7 +805,7 @@ func (p *Plane) admitResume(ctx context.Context, tenant string, st *state.Execut
 		return nil, fmt.Errorf("execution %s: %w", st.ExecutionID, err)
 	}
 	if ref := CheckResume(st, adv, req.Type, v); ref != nil {
-		withCommands(ref.Accepted, p.CommandLine(st.ExecutionID, tenant))
+		ref.Accepted = p.withCommands(ref.Accepted, st, tenant)
 		return nil, ref
 	}
 	return data, nil
@@ -784,7 +823,7 @@ func (p *Plane) Hints(ctx context.Context, tenant string, st *state.Execution, f
 	if err != nil {
 		return nil, err
 	}
-	return withCommands(adv.Hints(st), p.CommandLine(st.ExecutionID, tenant)), nil
+	return p.withCommands(adv.Hints(st), st, tenant), nil
 }
 
 // Detail is what the console shows beside an execution's state: what can be done next and why

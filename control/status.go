@@ -44,6 +44,12 @@ type DelayStatus struct {
 	Due       int64      `json:"due"` // of the scheduled, those whose time has come (the backlog)
 	Dead      int64      `json:"dead"`
 	OldestDue *time.Time `json:"oldest_due,omitempty"`
+	// Stale counts, of the scheduled entries checked (StaleChecked: the soonest ones, all of
+	// them when it equals Scheduled), those that no longer wake their execution — the timeout
+	// of a wait or an approval already answered, an execution ended or deleted since: the delay
+	// role drops them when due (delay_stale.go).
+	Stale        int64 `json:"stale"`
+	StaleChecked int64 `json:"stale_checked"`
 }
 
 // RoleStatus counts the live instances of one role by status.
@@ -128,6 +134,11 @@ func (p *Plane) Status(ctx context.Context, tenant string) (ClusterStatus, error
 	s.Delay = DelayStatus{Key: p.d.Delay.ScheduledKey(), Scheduled: ds.Scheduled, Due: ds.Due, Dead: ds.Dead}
 	if !ds.OldestDue.IsZero() {
 		s.Delay.OldestDue = &ds.OldestDue
+	}
+	if ds.Scheduled > 0 {
+		if s.Delay.Stale, s.Delay.StaleChecked, err = p.staleDelayEntries(ctx); err != nil {
+			return ClusterStatus{}, err
+		}
 	}
 	list, err := p.d.Registry.Instances(ctx, now, presence.TTLFactor*presence.DefaultHeartbeatInterval)
 	if err != nil {
@@ -314,9 +325,12 @@ func (p *Plane) findings(s ClusterStatus, now time.Time) []Finding {
 	if q.DLQLength > 0 {
 		add("dead_letters", "%d dead letter(s) in %s: `%s`", q.DLQLength, q.DLQ, p.Command("dlq", "list", "--all-tenants"))
 	}
-	if s.Delay.Scheduled > 0 && running[roleDelay] == 0 {
-		add("no_delay_role", "%d wake-up(s) in the delay queue and no delay role alive: nothing sends them (`%s`)",
-			s.Delay.Scheduled, p.Command("delay"))
+	// Stale entries wake nothing: without a delay role they only wait to be dropped.
+	if running[roleDelay] == 0 {
+		if live := s.Delay.Scheduled - s.Delay.Stale; live > 0 {
+			add("no_delay_role", "%d wake-up(s) in the delay queue and no delay role alive: nothing sends them (`%s`)",
+				live, p.Command("delay"))
+		}
 	} else if s.Delay.OldestDue != nil && now.Sub(*s.Delay.OldestDue) > overdueSlack {
 		add("delay_overdue", "%d wake-up(s) due and not sent; the oldest was due %s ago", s.Delay.Due, RoundDuration(now.Sub(*s.Delay.OldestDue)))
 	}

@@ -99,7 +99,7 @@ func (p *Plane) WakeUp(ctx context.Context, tenant string, st *state.Execution) 
 	case state.SuspendEvent:
 		w.By = roleFilter
 		w.Text = fmt.Sprintf("an event of type %q — %s", s.EventType, roleText(roleFilter, count(roleFilter),
-			"nothing delivers the event until one runs; the commands below deliver one by hand"))
+			"nothing delivers a published event until one runs; the direct resume below delivers one by hand"))
 	case state.SuspendApproval:
 		w.By = roleConsole
 		c := count(roleConsole)

@@ -363,7 +363,7 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 	}
 	res, ok := node.runner.(Resumer)
 	if !ok || !slices.Contains(res.Accepts(), rt) {
-		return resumePlan{}, fmt.Errorf("%w: the %s suspension at node %q does not take a %q resume", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
+		return resumePlan{}, fmt.Errorf("%w: the %s suspension at node %q does not take a resume of type %q", ErrInvalidResume, st.Suspend.Kind, node.ID, rt)
 	}
 	// The node sees EVENT = the event being delivered; the state itself is left alone.
 	call := e.call(st, f, node, now)

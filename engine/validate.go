@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	"plaita/engine/state"
 )
@@ -130,7 +131,7 @@ func validate(f *Flow, reg *Registry, lim ExprLimits, ps *problems) {
 		case n.Type == "":
 			ps.add(n.path+".type", "is required")
 		case !ok:
-			ps.add(n.path+".type", "unknown node type %q (available: %v)", n.Type, reg.Types())
+			ps.add(n.path+".type", "unknown node type %q (available types: %s)", n.Type, strings.Join(reg.Types(), ", "))
 		}
 		target(n.path+".next", n.Next)
 		target(n.path+".default", n.Default)

@@ -88,7 +88,7 @@ var invalidFlows = map[string]invalidFlow{
 	}},
 	"unknown-node-type.json": {
 		problems: []want{
-			{"nodes[0].type", `unknown node type "print" (available: [approval condition delay end fail log set switch wait_event])`},
+			{"nodes[0].type", `unknown node type "print" (available types: approval, condition, delay, end, fail, log, set, switch, wait_event)`},
 		},
 	},
 	"bad-expression-syntax.json": {problems: []want{

@@ -467,6 +467,50 @@ func (d *Delay) Stats(ctx context.Context, now time.Time) (DelayStats, error) {
 	return st, nil
 }
 
+// Soonest reads up to limit members of the queue, the soonest first (due or not), and decodes
+// them. A member that does not decode is read (counted in read) but left out of entries: the
+// mover gives it up when it is due.
+func (d *Delay) Soonest(ctx context.Context, limit int) (entries []DelayEntry, read int, err error) {
+	ctx, cancel := callctx.Bounded(ctx, delayOpTimeout)
+	defer cancel()
+	// No score is past MaxDelayDueMillis (Schedule and Reschedule refuse a later time), so the
+	// members due then are all of them, in score order.
+	members, err := d.d.Due(ctx, d.name, time.UnixMilli(MaxDelayDueMillis), max(limit, 1))
+	if err != nil {
+		return nil, 0, fmt.Errorf("delay queue %s: read members: %w", d.name, err)
+	}
+	for _, m := range members {
+		if e, err := ParseDelayEntry(m); err == nil {
+			entries = append(entries, e)
+		}
+	}
+	return entries, len(members), nil
+}
+
+// Wakes reports whether e is the wake-up of st's current suspension: st is suspended at e's
+// node, with e's due time (to the millisecond, the score's precision), in a kind e's resume
+// type ends (continue: a delay; timeout: a wait for an event or an approval). An entry that
+// does not is stale — the timeout of a wait or an approval already answered, the entry of an
+// execution cancelled or deleted since: the delay role still sends it when due and the worker
+// acknowledges it as a no-op (roles/worker/stale.go, whose rule for a suspended state this is).
+// A nil st (no state) is woken by nothing.
+func (e DelayEntry) Wakes(st *state.Execution) bool {
+	if st == nil || st.Status != state.Suspended || st.Suspend == nil {
+		return false
+	}
+	s := st.Suspend
+	if s.Node != e.Node || s.Due == nil || s.Due.UnixMilli() != e.Due.UnixMilli() {
+		return false
+	}
+	switch e.ResumeType {
+	case state.ResumeContinue:
+		return s.Kind == state.SuspendDelay
+	case state.ResumeTimeout:
+		return s.Kind == state.SuspendEvent || s.Kind == state.SuspendApproval
+	}
+	return false
+}
+
 // DelayLookup is where one entry stands in the queue.
 type DelayLookup struct {
 	Scheduled bool      // the member waits in :scheduled

@@ -302,11 +302,15 @@ func runConsoleWith(ctx context.Context, cfg *config.Config, log zerolog.Logger,
 	}
 	r.started = func() {
 		mode := "redis"
+		ev := log.Info().Str("event", "console.started").Str("addr", srv.Addr())
 		if localMode != nil {
 			mode = "local"
+			// Local mode runs the worker's nodes here: where their files go is this role's to say.
+			if root, err := writefileRoot(localMode.wcfg); err == nil {
+				ev = ev.Str("writefile_root", root.Path).Str("writefile_rule", string(root.Rule))
+			}
 		}
-		log.Info().Str("event", "console.started").Str("addr", srv.Addr()).Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).
-			Msg("console running")
+		ev.Str("mode", mode).Str("env", config.ConsoleEnv.In(cfg)).Msg("console running")
 		if o.serving != nil {
 			o.serving(srv.Addr())
 		}

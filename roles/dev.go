@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
+	"syscall"
 
 	"github.com/rs/zerolog"
 
@@ -99,10 +102,18 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	if mode == "redis" {
 		state = "executions in Redis; the console database " + state
 	}
-	where := choice.where(cmp.Or(o.Program, "plaita"))
+	program := cmp.Or(o.Program, "plaita")
+	where := choice.where(program)
 	ev := log.Warn().Str("event", "dev.mode").Str("mode", mode).Str("state", state).Str("redis_url", config.MaskURL(redisURL)).Bool("redis_told", choice.Told)
 	if len(choice.Survey.Foreign) > 0 {
 		ev = ev.Strs("redis_foreign_keys", choice.Survey.Foreign).Int64("redis_keys", choice.Survey.Keys)
+	}
+	// Where the flows' files go is said before anything runs: from inside a clone of plaita the
+	// derived root is the clone's parent (writefile.ResolveRoot), which nothing else would tell.
+	files := ""
+	if root, err := writefileRoot(cfg.As(config.RoleWorker)); err == nil { // an error stops the worker, which says why
+		ev = ev.Str("writefile_root", root.Path).Str("writefile_rule", string(root.Rule))
+		files = root.Where()
 	}
 	ev.Msgf("plaita dev — NOT FOR PRODUCTION: one process, a demo admin; %s; state %s", where, state)
 
@@ -125,14 +136,25 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 		go func() {
 			defer wg.Done()
 			if err := run(ctx); err != nil {
-				errs <- fmt.Errorf("%s: %w", role, err)
+				var taken *PortTakenError
+				if !errors.As(err, &taken) { // that one says all there is, once
+					err = fmt.Errorf("%s: %w", role, err)
+				}
+				errs <- err
 				cancel() // one role failing stops dev: a partial stack would mislead
 			}
 		}()
 	}
 	if mode == "redis" {
 		for _, s := range devRoles() {
-			rcfg := cfg.AsWith(s.Role, map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(s.Role), "PLAITA_METRICS_PORT": "0"})
+			values := map[string]string{"PLAITA_INSTANCE_ID": instance + "-" + string(s.Role), "PLAITA_METRICS_PORT": "0"}
+			if s.Role == config.RoleWorker && !cfg.IsSet("PLAITA_WORKER_CONCURRENCY") &&
+				config.WorkerConcurrency.In(cfg.As(config.RoleWorker)) < oneProcessMinWorkers {
+				// The one worker there is runs several steps at once, as local mode's does: at the
+				// worker's default (1) one long execution holds up every other start.
+				values["PLAITA_WORKER_CONCURRENCY"] = strconv.Itoa(oneProcessMinWorkers)
+			}
+			rcfg := cfg.AsWith(s.Role, values)
 			rlog := base.With().Str("role", string(s.Role)).Logger()
 			runRole(s.Role, func(ctx context.Context) error { return s.Body(ctx, rcfg, rlog) })
 		}
@@ -144,12 +166,18 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	}
 	ccfg := cfg.AsWith(config.RoleConsole, values)
 	clog := base.With().Str("role", string(config.RoleConsole)).Logger()
-	seed := &devSeed{flows: o.Flows, stdout: o.Stdout, log: log, adminSet: config.ConsoleAdminPassword.In(ccfg) != ""}
+	seed := &devSeed{flows: o.Flows, stdout: o.Stdout, log: log, adminPassword: config.ConsoleAdminPassword.In(ccfg),
+		adminKey: config.ConsoleAdminAPIKey.In(ccfg) != "", files: files}
 	if !choice.Use && choice.Answered {
 		seed.note = where // a Redis it did not use: said again beside the URL
 	}
+	addr := net.JoinHostPort(config.ConsoleHost.In(ccfg), strconv.Itoa(config.ConsolePort.In(ccfg)))
 	runRole(config.RoleConsole, func(ctx context.Context) error {
-		return runConsoleWith(ctx, ccfg, clog, consoleOptions{local: mode == "local", localWhy: choice.why(), seed: seed.run, serving: seed.serving})
+		err := runConsoleWith(ctx, ccfg, clog, consoleOptions{local: mode == "local", localWhy: choice.why(), seed: seed.run, serving: seed.serving})
+		if taken := portTaken(err, addr, program); taken != nil {
+			return taken
+		}
+		return err
 	})
 	wg.Wait()
 	close(errs)
@@ -160,27 +188,75 @@ func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevO
 	return errors.Join(all...)
 }
 
+// PortTakenError is plaita dev's console port held by another process: said once, with the
+// flag and the variable that choose another. The error comes through the HTTP service, the
+// console's service group and the console, each naming itself, none of them knowing that dev
+// has a --port.
+type PortTakenError struct {
+	Addr    string // host:port the console was to listen on
+	Program string // how the commands printed invoke plaita
+	Err     error  // the listen's own error: bind: address already in use
+}
+
+func (e *PortTakenError) Error() string {
+	return fmt.Sprintf("dev: the console cannot serve on %s: the port is taken (%v) — another plaita dev, or another server, listens there; "+
+		"choose another port with `%s dev --port N` (or PLAITA_CONSOLE_PORT=N)", e.Addr, e.Err, e.Program)
+}
+
+func (e *PortTakenError) Unwrap() error { return e.Err }
+
+// portTaken is err as a *PortTakenError when it is a listen that found addr in use; nil
+// otherwise.
+func portTaken(err error, addr, program string) error {
+	var op *net.OpError
+	if !errors.Is(err, syscall.EADDRINUSE) || !errors.As(err, &op) || op.Op != "listen" {
+		return nil
+	}
+	return &PortTakenError{Addr: addr, Program: program, Err: op.Err}
+}
+
 // devSeed is dev's demo: the demo tenant, the admin, the flows; then the URL.
 type devSeed struct {
-	note     string // printed with the URL: the Redis dev found and left alone
-	flows    fs.FS
-	stdout   io.Writer
-	log      zerolog.Logger
-	adminSet bool   // PLAITA_CONSOLE_ADMIN_PASSWORD made the admin (the console did)
-	password string // the admin's password dev made ("" when it made none)
+	note          string // printed with the URL: the Redis dev found and left alone
+	files         string // where writefile nodes write (writefile.Root.Where; "" unknown)
+	flows         fs.FS
+	stdout        io.Writer
+	log           zerolog.Logger
+	adminPassword string // PLAITA_CONSOLE_ADMIN_PASSWORD ("" unset): the console made the admin with it, if there was none
+	adminKey      bool   // PLAITA_CONSOLE_ADMIN_API_KEY is set: the admin API answers
+	password      string // the admin's password dev made ("" when it made none)
+	// adminIs: PLAITA_CONSOLE_ADMIN_PASSWORD is the admin's password (the console made the
+	// admin with it now, or a kept state's admin has that one); false when unset.
+	adminIs bool
+	adminID string // the admin's user id ("" when there is no user admin)
 }
 
 func (d *devSeed) run(ctx context.Context, db *sqlite.DB, plane *control.Plane) error {
 	if _, err := db.CreateTenant(ctx, sqlite.NewTenant{Slug: DemoTenant, Name: "Demo"}); err != nil && !errors.Is(err, sqlite.ErrTenantExists) {
 		return fmt.Errorf("dev: the demo tenant: %w", err)
 	}
-	if !d.adminSet {
+	if d.adminPassword == "" {
 		pw := rand.Text()
 		if _, created, err := db.EnsureBootstrapAdmin(ctx, BootstrapAdminLogin, pw); err != nil {
 			return fmt.Errorf("dev: the admin: %w", err)
 		} else if created {
 			d.password = pw
 		}
+	} else {
+		// The console made the admin from the variable only if the database had no user: on a
+		// kept state the admin keeps the password it has (EnsureBootstrapAdmin changes none), so
+		// dev says "log in with PLAITA_CONSOLE_ADMIN_PASSWORD" only when that is true. The
+		// console counts no failed logins (no lockout), so a wrong one here costs nothing.
+		_, err := db.VerifyPassword(ctx, BootstrapAdminLogin, d.adminPassword)
+		if err != nil && !errors.Is(err, sqlite.ErrBadCredentials) {
+			return fmt.Errorf("dev: the admin: %w", err)
+		}
+		d.adminIs = err == nil
+	}
+	if u, err := db.UserByLogin(ctx, BootstrapAdminLogin); err == nil {
+		d.adminID = u.ID
+	} else if !errors.Is(err, sqlite.ErrUserNotFound) {
+		return fmt.Errorf("dev: the admin: %w", err)
 	}
 	published, failed := 0, 0
 	for _, name := range demoFlowNames(d.flows) {
@@ -200,6 +276,24 @@ func (d *devSeed) run(ctx context.Context, db *sqlite.DB, plane *control.Plane) 
 	d.log.Info().Str("event", "dev.seeded").Str("tenant", DemoTenant).Int("flows_published", published).Int("failed", failed).
 		Msg("demo seeded: the demo flows in the default and the demo tenant")
 	return nil
+}
+
+// resetHint says how to give a kept state's admin a new password: the admin API's PATCH
+// /api/users/{id} (it ends the user's sessions), with the admin key — or, signed in as another
+// platform admin, the Users page.
+func (d *devSeed) resetHint(addr string) {
+	user := "ID"
+	if d.adminID != "" {
+		user = d.adminID
+	}
+	key := "with dev's PLAITA_CONSOLE_ADMIN_API_KEY in your environment"
+	if !d.adminKey {
+		key = "once dev runs with PLAITA_CONSOLE_ADMIN_API_KEY set (the admin API answers 503 without it)"
+	}
+	fmt.Fprintf(d.stdout, "  to give %s a new password, set NEW_PASSWORD (8 characters or more) and run this %s; "+
+		"or, signed in as another platform admin, use the Users page:\n", BootstrapAdminLogin, key)
+	fmt.Fprintf(d.stdout, "    curl -X PATCH http://%s/api/users/%s -H \"X-Admin-API-Key: $PLAITA_CONSOLE_ADMIN_API_KEY\" "+
+		"-H 'Content-Type: application/json' -d \"{\\\"password\\\": \\\"$NEW_PASSWORD\\\"}\"\n", addr, user)
 }
 
 // demoFlowNames are the *.json files at the root of flows, sorted.
@@ -231,12 +325,21 @@ func (d *devSeed) serving(addr string) {
 	switch {
 	case d.password != "":
 		fmt.Fprintf(d.stdout, "  log in as %s with the password %s (printed once: it is not stored in clear)\n", BootstrapAdminLogin, d.password)
-	case d.adminSet:
+	case d.adminIs:
 		fmt.Fprintf(d.stdout, "  log in as %s with PLAITA_CONSOLE_ADMIN_PASSWORD\n", BootstrapAdminLogin)
+	case d.adminPassword != "":
+		fmt.Fprintf(d.stdout, "  log in with the users the kept state already has: PLAITA_CONSOLE_ADMIN_PASSWORD is not %s's password there — "+
+			"it makes the admin of a state without users, and changes no password\n", BootstrapAdminLogin)
+		d.resetHint(addr)
 	default:
-		fmt.Fprintf(d.stdout, "  log in with the users the kept state already has (its admin's password was printed when it was made)\n")
+		fmt.Fprintf(d.stdout, "  log in with the users the kept state already has (its admin's password was printed when it was made); "+
+			"PLAITA_CONSOLE_ADMIN_PASSWORD does not reset it — it makes the admin of a state without users only\n")
+		d.resetHint(addr)
 	}
 	fmt.Fprintf(d.stdout, "  tenants: default and %s, each with the demo flows; stop with Ctrl-C\n", DemoTenant)
+	if d.files != "" {
+		fmt.Fprintf(d.stdout, "  files: writefile nodes write %s\n", d.files)
+	}
 	if d.note != "" {
 		fmt.Fprintf(d.stdout, "  %s\n", d.note)
 	}

@@ -43,9 +43,11 @@ type LocalMode struct {
 	db       *sqlite.DB
 }
 
-// localMinWorkers is the fewest steps local mode runs at once: a worker's concurrency may be 1
-// (one worker per core), but in local mode the console is every worker there is.
-const localMinWorkers = 4
+// oneProcessMinWorkers is the fewest steps a one-process plaita runs at once — local mode, and
+// plaita dev's worker on Redis unless PLAITA_WORKER_CONCURRENCY is given: a worker's
+// concurrency may be 1 (one worker per core, the default), but there the one process is every
+// worker there is, and one long execution would hold up every other.
+const oneProcessMinWorkers = 4
 
 // localClaimMinIdle is local mode's PLAITA_CLAIM_MIN_IDLE_MS unless one is given: the step a
 // killed console was running is taken up this long after the next start, instead of a minute
@@ -96,8 +98,8 @@ func NewLocalMode(cfg *config.Config, db *sqlite.DB, log zerolog.Logger) (*Local
 	}
 	m := &LocalMode{Backend: b, db: db}
 	wcfg := as(config.RoleWorker, nil)
-	if n := config.WorkerConcurrency.In(wcfg); n < localMinWorkers {
-		wcfg = as(config.RoleWorker, map[string]string{"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(localMinWorkers)})
+	if n := config.WorkerConcurrency.In(wcfg); n < oneProcessMinWorkers {
+		wcfg = as(config.RoleWorker, map[string]string{"PLAITA_WORKER_CONCURRENCY": strconv.Itoa(oneProcessMinWorkers)})
 	}
 	m.wcfg = wcfg
 	var err error

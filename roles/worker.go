@@ -63,8 +63,12 @@ func runWorker(ctx context.Context, cfg *config.Config, log zerolog.Logger) erro
 			},
 			drainFor: timeout, stopFor: 5 * time.Second,
 			started: func() {
-				log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
-					Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", o.server.Addr()).Msg("worker running")
+				ev := log.Info().Str("event", "worker.started").Str("queue", config.QueueName.In(cfg)).
+					Int("concurrency", config.WorkerConcurrency.In(cfg)).Str("metrics", o.server.Addr())
+				if root, err := writefileRoot(cfg); err == nil { // an error stopped the start before this line
+					ev = ev.Str("writefile_root", root.Path).Str("writefile_rule", string(root.Rule))
+				}
+				ev.Msg("worker running")
 			}}, nil
 	})
 }
@@ -111,6 +115,14 @@ func buildWorker(o onRedis) (*workerParts, error) {
 	return w, nil
 }
 
+// writefileRoot is the root the writefile nodes of a process configured by cfg write under
+// (writefile.ResolveRoot on this host): the worker's gates use it, its start-up line and
+// plaita dev's first lines say it.
+func writefileRoot(cfg *config.Config) (writefile.Root, error) {
+	return writefile.ResolveRoot(writefile.HostFacts(
+		config.NodesWorkspaceRoot.In(cfg), config.AllowUnrestrictedWrites.In(cfg), config.ProjectRoot.In(cfg)))
+}
+
 // gateDeps builds the admission gates and the wake-up records.
 func gateDeps(cfg *config.Config, b Backend, st *store.Redis, set *metrics.Set, log zerolog.Logger) (worker.Deps, error) {
 	tenantStatus, err := worker.NewTenantStatusGate(st, settings.WorkerTenantStatus(cfg), set, log)
@@ -123,8 +135,7 @@ func gateDeps(cfg *config.Config, b Backend, st *store.Redis, set *metrics.Set, 
 	}
 	// Read on every delivery otherwise: a status or quota change takes effect within a second.
 	tenantStatus.CacheFor, quota.CacheFor = worker.GateCacheTTL, worker.GateCacheTTL
-	root, err := writefile.ResolveRoot(writefile.HostFacts(
-		config.NodesWorkspaceRoot.In(cfg), config.AllowUnrestrictedWrites.In(cfg), config.ProjectRoot.In(cfg)))
+	root, err := writefileRoot(cfg)
 	if err != nil {
 		return worker.Deps{}, err
 	}

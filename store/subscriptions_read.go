@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -255,6 +256,35 @@ func (ts *TenantStore) WaitingFor(ctx context.Context, eventType string, data an
 	}
 	k, err := ts.r.w.CountBuckets(ctx, ts.sp, eventType, terms, now)
 	return n + k, err
+}
+
+// SubscriptionRegistered reports whether execution id's event wait is registered as the filter
+// and a publish's count read it: its subscription record, and its member in the type's index
+// or its term's bucket. A worker saves the suspended state first, then writes the record, then
+// the index (PutSubscription: two round trips), so a reader that must not see the state without
+// the wait checks this. For a correlated wait the bucket is counted (a hint, as WaitingFor
+// reads it), not searched for this member.
+func (ts *TenantStore) SubscriptionRegistered(ctx context.Context, id string, now time.Time) (bool, error) {
+	if _, err := ts.sp.Subscription(id); err != nil {
+		return false, err
+	}
+	reads, err := ts.readSubscriptions(ctx, []string{id})
+	if err != nil || reads[0].Missing || reads[0].Err != nil {
+		return false, cmp.Or(err, reads[0].Err)
+	}
+	sub := reads[0].Sub
+	ctx, cancel := opCtx(ctx)
+	defer cancel()
+	if sub.Correlation == nil {
+		_, n, err := ts.r.w.CountPaths(ctx, ts.sp, sub.EventType, now)
+		return n > 0, err
+	}
+	path, _, err := ts.bucket(sub.EventType, *sub.Correlation)
+	if err != nil {
+		return false, err
+	}
+	k, err := ts.r.w.CountBuckets(ctx, ts.sp, sub.EventType, []BucketTerm{{Path: path, Value: sub.Correlation.Value}}, now)
+	return k > 0, err
 }
 
 // readSubscriptions reads the records of valid execution ids.

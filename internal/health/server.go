@@ -77,17 +77,19 @@ func (s *Server) serveMetrics(w http.ResponseWriter, req *http.Request) {
 		cancel()
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.set.WritePrometheus(w)
-	var proc bytes.Buffer
+	// One buffer through FillHelp: the library writes every HELP line empty (help.go).
+	var out, proc bytes.Buffer
+	s.set.WritePrometheus(&out)
 	metrics.WriteProcessMetrics(&proc)
-	_, _ = w.Write(conventionalProcessMetrics(proc.Bytes()))
+	out.Write(conventionalProcessMetrics(proc.Bytes()))
+	_, _ = w.Write(FillHelp(out.Bytes()))
 }
 
 // conventionalProcessMetrics is the library's process and Go runtime series as Prometheus names
 // them: its process_io_*_total byte and syscall counts are monotonic, so typed counter (the
 // library says gauge), and the three go_*_count series whose names break the conventions
-// (a counter without _total, a gauge ending in _count) are left out — promtool then has nothing
-// to say of /metrics but the missing help texts.
+// (a counter without _total, a gauge ending in _count) are left out — with the help texts
+// FillHelp adds, promtool then has nothing to say of /metrics.
 func conventionalProcessMetrics(b []byte) []byte {
 	var out bytes.Buffer
 	for line := range bytes.Lines(b) {
@@ -172,8 +174,23 @@ func (s *Server) serve(ctx context.Context, ln net.Listener) error {
 	if err := s.httpd.Serve(ctx, ln, srv); err != nil {
 		return err
 	}
-	s.log.Info().Str("event", "health.listen").Str("addr", s.httpd.Addr()).Msg("serving /metrics, /healthz, /readyz")
+	// The default host is every interface (PLAITA_METRICS_HOST=0.0.0.0, so that Prometheus on
+	// another host can scrape), unlike the console's 127.0.0.1: the line says so, since an
+	// operator reading "[::]:9100" may not see that the endpoint is reachable from outside.
+	ev := s.log.Info().Str("event", "health.listen").Str("addr", s.httpd.Addr())
+	if allInterfaces(ln.Addr()) {
+		ev.Bool("all_interfaces", true).Msg("serving /metrics, /healthz, /readyz on all interfaces (PLAITA_METRICS_HOST=" + s.host +
+			"): reachable from other hosts; PLAITA_METRICS_HOST=127.0.0.1 keeps them local")
+		return nil
+	}
+	ev.Msg("serving /metrics, /healthz, /readyz")
 	return nil
+}
+
+// allInterfaces reports whether a listener's address is a wildcard (0.0.0.0 or ::).
+func allInterfaces(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && (tcp.IP == nil || tcp.IP.IsUnspecified())
 }
 
 // Addr is the bound address ("" when off or not started).

@@ -87,6 +87,28 @@ func ParseURL(raw string) (Location, error) {
 	return Location{URL: raw, Path: abs, Relative: relative}, nil
 }
 
+// absoluteMeant is what the error of a database whose directory is missing adds when the URL
+// is relative (three slashes) and its directory does not exist, but the same path taken as
+// absolute does: the likely intent was the absolute path, which takes four slashes. The rule
+// itself stays: sqlite:///abs/dir is abs/dir under the working directory. "" otherwise.
+func absoluteMeant(loc Location) string {
+	rel, ok := strings.CutPrefix(loc.URL, "sqlite:///")
+	if !loc.Relative || !ok || isDir(filepath.Dir(loc.Path)) {
+		return ""
+	}
+	abs := "/" + rel
+	if !isDir(filepath.Dir(abs)) {
+		return ""
+	}
+	return fmt.Sprintf(": %s is the relative path %s; for %s write sqlite:///%s (four slashes)", loc.URL, rel, abs, abs)
+}
+
+// isDir reports whether path is a directory (following symbolic links).
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
+}
+
 // options are Open's settings; Option functions change them.
 type options struct {
 	now           func() time.Time
@@ -195,10 +217,10 @@ func Open(ctx context.Context, rawURL string, opt ...Option) (*DB, error) {
 	}
 	if !loc.Memory {
 		if _, err := os.Stat(loc.Path); errors.Is(err, fs.ErrNotExist) && o.mustExist {
-			return nil, fmt.Errorf("%w: %s", ErrNoDatabase, loc.Path)
+			return nil, fmt.Errorf("%w: %s%s", ErrNoDatabase, loc.Path, absoluteMeant(loc))
 		}
-		if st, err := os.Stat(filepath.Dir(loc.Path)); err != nil || !st.IsDir() {
-			return nil, invalid("%s: the directory %s does not exist", loc.URL, filepath.Dir(loc.Path))
+		if !isDir(filepath.Dir(loc.Path)) {
+			return nil, invalid("%s: the directory %s does not exist%s", loc.URL, filepath.Dir(loc.Path), absoluteMeant(loc))
 		}
 	}
 	db := &DB{loc: loc, opts: o, hash: make(chan struct{}, o.hashSlots)}

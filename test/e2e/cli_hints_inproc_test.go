@@ -25,12 +25,13 @@ func TestCLIHintsOfTheExampleFlowsAreAccepted(t *testing.T) {
 	}
 	id := strings.TrimSuffix(strings.Fields(r.stdout)[1], ":")
 	mustContain(t, "payment-wait summary", r.stdout, "match:     EVENT.order_id == VARS.order_id")
-	cmd, ok := hintCommand(t, r.stdout, "deliver the event with")
+	// The direct resume; the publish printed before it is TestCLIStartWaitEventHintPublishes's.
+	cmd, ok := hintCommand(t, r.stdout, "or resume it directly with")
 	if !ok {
 		t.Fatalf("no event command:\n%s", r.stdout)
 	}
 	show := run(t, env, "execution", "show", id, "--quiet")
-	if again, _ := hintCommand(t, show.stdout, "deliver the event with"); strings.Join(again, " ") != strings.Join(cmd, " ") {
+	if again, _ := hintCommand(t, show.stdout, "or resume it directly with"); strings.Join(again, " ") != strings.Join(cmd, " ") {
 		t.Fatalf("show prints another event command than start --wait:\n%s\nvs\n%v", show.stdout, cmd)
 	}
 	if r = run(t, env, append(cmd, "--quiet")...); r.code != 0 {

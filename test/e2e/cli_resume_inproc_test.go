@@ -134,7 +134,7 @@ func TestCLIResumeRefusesWhatTheWorkerWouldRefuse(t *testing.T) {
 		"plaita execution resume ex-wait --type timeout", "plaita execution cancel ex-wait", "--force")
 	// A type the suspension does not take.
 	r = fx.resume(1, "ex-wait", "--type", "approval", "--data", `{"approved": true}`)
-	mustContain(t, "approval of an event wait", r.stderr, "does not take", "--type event --data")
+	mustContain(t, "approval of an event wait", r.stderr, `does not take a resume of type "approval"`, "--type event --data")
 	// --force enqueues it anyway: the worker decides.
 	r = fx.resume(0, "ex-wait", "--type", "event", "--data", `{"order_id": 8}`, "--force")
 	mustContain(t, "forced resume", r.stdout, "enqueued", "--force")

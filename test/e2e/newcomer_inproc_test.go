@@ -68,7 +68,7 @@ func TestNewcomerEventPublishSaysWhoWaits(t *testing.T) {
 		return out
 	}
 	r := run(t, s.env, "event", "publish", "payment", "--data", `{"order_id":"ord-5"}`, "--quiet")
-	if r.code != 0 || !strings.Contains(r.stdout, `no execution of tenant default waits for a "payment" event like this one: it wakes nothing`) {
+	if r.code != 0 || !strings.Contains(r.stdout, `no execution of tenant default waits for an event of type "payment" like this one: it wakes nothing`) {
 		t.Fatalf("publish with no wait: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	s.start("worker", nil)

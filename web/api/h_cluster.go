@@ -13,6 +13,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 
 	"plaita/control"
+	"plaita/internal/health"
 )
 
 // The cluster: what the operator of the whole deployment watches — the task queue, the delay
@@ -158,7 +159,9 @@ func (a *API) clusterMetrics(ctx context.Context, _ *Call, _ *struct{}) (*textOu
 		metrics.WriteCounterUint64(&b, series("plaita_console_scrape_failed_commands_total", "command", part), a.scrapes[part].Load())
 	}
 	metrics.WriteGaugeUint64(&b, "plaita_console_scrape_degraded", degraded)
-	return &textOut{Status: http.StatusOK, ContentType: "text/plain; version=0.0.4; charset=utf-8", Body: b.Bytes()}, nil
+	// The help texts come from the one table of every role's /metrics (internal/health/help.go);
+	// FillHelp also keeps one HELP and TYPE line per family, which these writers repeat per series.
+	return &textOut{Status: http.StatusOK, ContentType: "text/plain; version=0.0.4; charset=utf-8", Body: health.FillHelp(b.Bytes())}, nil
 }
 
 func (a *API) warnDegraded(part string, err error) {

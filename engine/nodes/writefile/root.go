@@ -125,6 +125,38 @@ func (r Root) LogLine() string {
 	return line
 }
 
+// Where says where writefile nodes write and what chose it, in the words of the lines a user
+// reads first (plaita run's summary, plaita dev's first lines; a role's start-up line carries
+// the root and the rule as fields):
+//
+//	under /srv/ws (PLAITA_NODES_WORKSPACE_ROOT)
+//	under /home/me/work (the working directory; PLAITA_NODES_WORKSPACE_ROOT sets another)
+//	under /home/me/src (the working directory /home/me/src/plaita is inside plaita's checkout
+//	  /home/me/src/plaita, so its parent; PLAITA_NODES_WORKSPACE_ROOT sets another)
+//	anywhere the process may write (PLAITA_ALLOW_UNRESTRICTED_WRITES=1)
+//
+// A relative explicit root is shown as the working directory makes it.
+func (r Root) Where() string {
+	rule := string(r.Rule)
+	if r.Rule == RuleCwd || r.Rule == RuleHome {
+		rule = "the " + rule
+	}
+	switch {
+	case r.Unrestricted:
+		return fmt.Sprintf("anywhere the process may write (%s)", r.Rule)
+	case r.Rule == RuleExplicit:
+		p := r.Path
+		if a, err := filepath.Abs(p); err == nil {
+			p = a
+		}
+		return fmt.Sprintf("under %s (%s)", p, VarWorkspaceRoot)
+	case r.SteppedFrom != "":
+		return fmt.Sprintf("under %s (%s %s is inside plaita's checkout %s, so its parent; %s sets another)",
+			r.Path, rule, r.SteppedFrom, r.Checkout, VarWorkspaceRoot)
+	}
+	return fmt.Sprintf("under %s (%s; %s sets another)", r.Path, rule, VarWorkspaceRoot)
+}
+
 // Warning is what the caller logs at WARNING level, "" when there is nothing to warn about.
 // WarningEvent names the event of that line.
 func (r Root) Warning() string {
