@@ -193,6 +193,11 @@ func writeRefusal(w io.Writer, r *control.Refusal, rt engine.ResumeType) {
 		writeHints(w, cmds, nil)
 	case r.Code == "retry_budget": // its lines are in the detail already
 		fmt.Fprintln(w, "no resume is accepted now.")
+	case suggestsStart(notes):
+		// A retry is accepted but would fail the same way (the execution's own input lacks a
+		// value): what helps is a new start, which the note gives.
+		fmt.Fprintln(w, "no resume would end otherwise now:")
+		writeHints(w, notes, nil)
 	default:
 		fmt.Fprintln(w, "no resume is accepted now.")
 		writeHints(w, notes, nil)
@@ -201,6 +206,16 @@ func writeRefusal(w io.Writer, r *control.Refusal, rt engine.ResumeType) {
 		fmt.Fprintf(w, "to unblock: %s\n", r.Unblock)
 	}
 	fmt.Fprintln(w, "(--force enqueues it anyway: the worker checks again and refuses what does not fit)")
+}
+
+// suggestsStart reports whether a note of hints suggests a new start instead of a resume.
+func suggestsStart(hints []control.Hint) bool {
+	for _, h := range hints {
+		if h.SuggestsStart() {
+			return true
+		}
+	}
+	return false
 }
 
 // refusalJSON is a refused resume as --json prints it.

@@ -76,6 +76,10 @@ type Hint struct {
 	startInput string
 }
 
+// SuggestsStart reports whether the hint suggests a new start instead of a resume: the
+// execution failed on a value its own input lacks, which no resume changes.
+func (h Hint) SuggestsStart() bool { return h.startInput != "" }
+
 // Check is engine.CheckResume against the advice's definition.
 func (a *Advice) Check(st *state.Execution, rt engine.ResumeType, data any) error {
 	if rt == engine.ResumeCancel {

@@ -351,7 +351,7 @@ func (e *execRun) plan(st *state.Execution, f *Flow, rt ResumeType, data any, ke
 		return resumePlan{action: actionContinue}, nil
 	}
 	if st.Status != state.Suspended || st.Suspend == nil {
-		return resumePlan{}, fmt.Errorf("%w: execution is %s, not suspended", ErrInvalidResume, st.Status)
+		return resumePlan{}, fmt.Errorf("%w: the execution's status is %s, not suspended", ErrInvalidResume, st.Status)
 	}
 	if since, ok := eventCarrierSuspension(key); ok && rt == ResumeEvent && since != st.Suspend.Since.UnixNano() {
 		return resumePlan{}, fmt.Errorf("%w: the event's wake-up was sent for the suspension that began at %s; the execution waits in the one that began at %s",

@@ -64,7 +64,7 @@ func judgeWakeup(st *state.Execution, w queue.Wakeup, rt engine.ResumeType, key 
 			return false, fmt.Sprintf("scheduled for the suspension due %s, the current one is due %s",
 				w.Due.UTC().Format(time.RFC3339Nano), s.Due.UTC().Format(time.RFC3339Nano))
 		case !wakes(rt, s.Kind):
-			return false, fmt.Sprintf("a %s does not end a %s suspension", rt, s.Kind)
+			return false, fmt.Sprintf("a resume of type %s does not end a suspension of kind %s", rt, s.Kind)
 		}
 		return true, ""
 	case state.Running:

@@ -169,6 +169,11 @@ func TestCLIStartInputErrorHintsNewStart(t *testing.T) {
 		mustNotContain(t, what, out, "--type retry")
 		mustContain(t, what, out, "no retry suggested", `plaita start order-check --input '{"amount": …, "who": "kim"}'`)
 	}
+	// A resume it refuses says what would help — a new start — not that nothing is accepted
+	// (a retry is).
+	r = run(t, env, "execution", "resume", id, "--type", "continue", "--quiet")
+	mustNotContain(t, "a refused continue", r.stderr, "no resume is accepted now")
+	mustContain(t, "a refused continue", r.stderr, "no resume would end otherwise now:", "plaita start order-check --input")
 	// Not suggested, still accepted.
 	if r = run(t, env, "execution", "resume", id, "--type", "retry", "--quiet"); r.code != 0 {
 		t.Fatalf("a retry: exit %d\n%s", r.code, r.stderr)
