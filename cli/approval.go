@@ -54,7 +54,7 @@ func approvalCommand(stdout, stderr io.Writer) *cli.Command {
 				Flags: cliFlags(tenantFlag(), &cli.IntFlag{Name: "limit", Value: 50, Usage: "approvals per page (1–1000)"},
 					&cli.StringFlag{Name: "cursor", Usage: "the next page (next_cursor of the previous one)"},
 					&cli.BoolFlag{Name: "wait", Usage: "wait until at least one approval is pending"},
-					&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+					waitTimeoutFlag(),
 					jsonFlag("print {tenant_id, items, next_cursor} as JSON")),
 				Action: func(ctx context.Context, cmd *cli.Command) error {
 					const name = "approval list"
@@ -64,16 +64,14 @@ func approvalCommand(stdout, stderr io.Writer) *cli.Command {
 					if l := cmd.Int("limit"); l < 1 || l > control.MaxListLimit {
 						return cliUsage(name, "--limit %d: use 1–%d", l, control.MaxListLimit)
 					}
-					if cmd.IsSet("timeout") && !cmd.Bool("wait") {
-						return cliUsage(name, "--timeout goes with --wait")
-					}
-					if t := cmd.Float("timeout"); t <= 0 {
-						return cliUsage(name, "--timeout %v: must be a positive number of seconds", t)
+					timeout, err := waitTimeout(cmd, name)
+					if err != nil {
+						return err
 					}
 					return withConn(ctx, cmd, name, stderr, func(k *conn) error {
 						var wait time.Duration // 0: one read
 						if cmd.Bool("wait") {
-							wait = time.Duration(cmd.Float("timeout") * float64(time.Second))
+							wait = timeout
 						}
 						page, err := k.plane.WaitApprovals(ctx, k.tenant, cmd.String("cursor"), int(cmd.Int("limit")), wait)
 						if err != nil {

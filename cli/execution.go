@@ -74,7 +74,7 @@ func executionShowCommand(stdout, stderr io.Writer) *cli.Command {
 		Flags: cliFlags(tenantFlag(),
 			&cli.BoolFlag{Name: "wait", Usage: "show it once it suspends or ends (queued or running: wait)"},
 			&cli.StringFlag{Name: "until", Usage: untilUsage},
-			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+			waitTimeoutFlag(),
 			jsonFlag("print the whole execution state as JSON, with wake_up for a suspended one")),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			const name = "show"
@@ -82,12 +82,9 @@ func executionShowCommand(stdout, stderr io.Writer) *cli.Command {
 			if err != nil {
 				return err
 			}
-			if cmd.IsSet("timeout") && !cmd.Bool("wait") {
-				return cliUsage(name, "--timeout goes with --wait")
-			}
-			timeout := cmd.Float("timeout")
-			if timeout <= 0 {
-				return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
+			timeout, err := waitTimeout(cmd, name)
+			if err != nil {
+				return err
 			}
 			return withExecution(ctx, cmd, name, stderr, nil, func(k *conn, id string) error {
 				if !cmd.Bool("wait") {
@@ -101,7 +98,7 @@ func executionShowCommand(stdout, stderr io.Writer) *cli.Command {
 				if until != "" {
 					wait = k.plane.WaitEnded
 				}
-				st, err := wait(ctx, k.tenant, id, time.Duration(timeout*float64(time.Second)))
+				st, err := wait(ctx, k.tenant, id, timeout)
 				if err != nil {
 					return cliFail(name, "execution %s: %v", id, err)
 				}

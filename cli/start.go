@@ -48,7 +48,7 @@ func startCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.StringFlag{Name: "idempotency-key", Usage: "name this start: a retry with the same key (here or over the console's API) makes no second execution"},
 			&cli.BoolFlag{Name: "wait", Usage: "wait until the execution completes, fails, is cancelled or suspends"},
 			&cli.StringFlag{Name: "until", Usage: untilUsage},
-			&cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"},
+			waitTimeoutFlag(),
 			jsonFlag("print a JSON object (with --wait: the execution state; a refusal: {\"error\": …}) instead of text"),
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -75,16 +75,13 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		return cliUsage(name, "name one flow file or flow id: plaita start FLOW.json|FLOW_ID")
 	}
 	arg := cmd.Args().First()
-	timeout := cmd.Float("timeout")
-	if cmd.IsSet("timeout") && !cmd.Bool("wait") {
-		return cliUsage(name, "--timeout goes with --wait")
+	timeout, err := waitTimeout(cmd, name)
+	if err != nil {
+		return err
 	}
 	until, err := untilFlag(cmd, name)
 	if err != nil {
 		return err
-	}
-	if timeout <= 0 {
-		return cliUsage(name, "--timeout %v: must be a positive number of seconds", timeout)
 	}
 	req := control.StartRequest{Version: cmd.String("version"), FlowID: arg}
 	if cmd.IsSet("version") && req.Version == "" {
@@ -151,7 +148,7 @@ func runStart(ctx context.Context, cmd *cli.Command, stdout, stderr io.Writer) e
 		fmt.Fprintln(stdout, started.ExecutionID)
 		return nil
 	}
-	return waitStarted(ctx, cmd, k, started, until, time.Duration(timeout*float64(time.Second)), stdout)
+	return waitStarted(ctx, cmd, k, started, until, timeout, stdout)
 }
 
 // The values of --until.
@@ -173,6 +170,24 @@ func untilFlag(cmd *cli.Command, name string) (string, error) {
 		return "", cliUsage(name, "--until %q: use completed or ended", until)
 	}
 	return until, nil
+}
+
+// waitTimeoutFlag is --timeout of the commands that --wait: start, execution show, approval
+// list.
+func waitTimeoutFlag() cli.Flag {
+	return &cli.FloatFlag{Name: "timeout", Value: startDefaultTimeout.Seconds(), Usage: "with --wait: give up after this many seconds"}
+}
+
+// waitTimeout is --timeout, checked: it goes with --wait and is a positive number of seconds.
+func waitTimeout(cmd *cli.Command, name string) (time.Duration, error) {
+	if cmd.IsSet("timeout") && !cmd.Bool("wait") {
+		return 0, cliUsage(name, "--timeout goes with --wait")
+	}
+	t := cmd.Float("timeout")
+	if t <= 0 {
+		return 0, cliUsage(name, "--timeout %v: must be a positive number of seconds", t)
+	}
+	return time.Duration(t * float64(time.Second)), nil
 }
 
 // untilUsage is the flag's help, shared by start and execution show.
