@@ -1,12 +1,12 @@
 package control
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sync/errgroup"
 
 	"plaita/model"
 	"plaita/queue"
@@ -43,29 +43,19 @@ func (p *Plane) staleDelayEntries(ctx context.Context) (stale, checked int64, er
 		return 0, 0, err
 	}
 	var n atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failed error
-	sem := make(chan struct{}, delayScanParallel)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(delayScanParallel)
 	for _, e := range entries {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			isStale, err := p.staleDelayEntry(ctx, e)
-			switch {
-			case err != nil:
-				mu.Lock()
-				failed = cmp.Or(failed, err)
-				mu.Unlock()
-			case isStale:
+		g.Go(func() error {
+			isStale, err := p.staleDelayEntry(gctx, e)
+			if isStale {
 				n.Add(1)
 			}
-		}()
+			return err
+		})
 	}
-	wg.Wait()
-	if failed != nil {
-		return 0, 0, failed
+	if err := g.Wait(); err != nil {
+		return 0, 0, err
 	}
 	return n.Load(), int64(read), nil
 }
