@@ -502,11 +502,18 @@ func (e DelayEntry) Wakes(st *state.Execution) bool {
 	if s.Node != e.Node || s.Due == nil || s.Due.UnixMilli() != e.Due.UnixMilli() {
 		return false
 	}
-	switch e.ResumeType {
+	return EndsSuspension(e.ResumeType, s.Kind)
+}
+
+// EndsSuspension reports whether a delay-queue resume of type rt ends a suspension of kind: a
+// continue ends a delay, a timeout a wait or an approval. The worker's check of a wake-up it
+// received (roles/worker) and status's count of stale entries read the one rule.
+func EndsSuspension(rt state.ResumeType, kind string) bool {
+	switch rt {
 	case state.ResumeContinue:
-		return s.Kind == state.SuspendDelay
+		return kind == state.SuspendDelay
 	case state.ResumeTimeout:
-		return s.Kind == state.SuspendEvent || s.Kind == state.SuspendApproval
+		return kind == state.SuspendEvent || kind == state.SuspendApproval
 	}
 	return false
 }

@@ -63,7 +63,7 @@ func judgeWakeup(st *state.Execution, w queue.Wakeup, rt engine.ResumeType, key 
 		case s.Due.UnixMilli() != w.Due.UnixMilli():
 			return false, fmt.Sprintf("scheduled for the suspension due %s, the current one is due %s",
 				w.Due.UTC().Format(time.RFC3339Nano), s.Due.UTC().Format(time.RFC3339Nano))
-		case !wakes(rt, s.Kind):
+		case !queue.EndsSuspension(rt, s.Kind):
 			return false, fmt.Sprintf("a resume of type %s does not end a suspension of kind %s", rt, s.Kind)
 		}
 		return true, ""
@@ -74,17 +74,6 @@ func judgeWakeup(st *state.Execution, w queue.Wakeup, rt engine.ResumeType, key 
 		return false, "the execution is running, and not on this resume"
 	}
 	return false, "the execution is " + string(st.Status)
-}
-
-// wakes reports whether a delay-queue resume of type rt ends a suspension of kind k.
-func wakes(rt engine.ResumeType, k string) bool {
-	switch rt {
-	case engine.ResumeContinue:
-		return k == state.SuspendDelay
-	case engine.ResumeTimeout:
-		return k == state.SuspendEvent || k == state.SuspendApproval
-	}
-	return false
 }
 
 // carrierKey is the carrier identity the executor records with an applied resume (run.go).
