@@ -101,12 +101,14 @@ classic_build() {
   fi
 }
 
-# build_on_base NAME DOCKERFILE-TEXT: builds a stand-in from the bookworm base.
+# build_on_base NAME DOCKERFILE-TEXT [FILE…]: builds a stand-in from the bookworm base, with the
+# files its COPY lines name in the build context.
 build_on_base() {
   local name="$1" dockerfile="$2" ctx
+  shift 2
   ctx="$(mktemp -d)"
   printf '%s\n' "$dockerfile" >"$ctx/Dockerfile"
-  cp "$work/docker-entrypoint-redis.sh" "$ctx/" 2>/dev/null || true
+  [ $# -eq 0 ] || cp "$@" "$ctx/"
   say "making $name (stand-in)"
   classic_build "$name" "$ctx"
   rm -rf "$ctx"
@@ -171,7 +173,8 @@ if ! has_image redis:7-alpine; then
 set -e
 if [ "${1#-}" != "$1" ]; then set -- redis-server "$@"; fi
 if [ "$1" = redis-server ]; then
-  case " $* " in *.conf\ *) ;; *) shift; set -- redis-server --protected-mode no "$@" ;; esac
+  # Appended, as the official entry point does: a first argument such as --version stays first.
+  case " $* " in *.conf\ *) ;; *) set -- "$@" --protected-mode no ;; esac
 fi
 exec "$@"
 EOF
@@ -185,7 +188,7 @@ WORKDIR /data
 VOLUME /data
 EXPOSE 6379
 ENTRYPOINT [\"/usr/local/bin/docker-entrypoint.sh\"]
-CMD [\"redis-server\"]"
+CMD [\"redis-server\"]" "$work/docker-entrypoint-redis.sh"
 fi
 
 if ! has_image python:3.12-slim; then
