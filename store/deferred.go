@@ -58,7 +58,30 @@ func (l *Lease) Deferred() bool {
 // none), 6 "1" = release the lease, 7 index score, 8 execution id.
 // Returns {1, generation, took over} | {0, current lease value} | {2} (not fresh: nothing
 // written, the lease deleted again).
-var beginSaveScript = rueidis.NewLuaScript(takeLeaseLua + `
+//
+// A run that ends in its first save (ARGV[6] = "1": a start that completes, fails or is
+// cancelled without calling out) neither holds the lease after the script nor writes again, so
+// when no lease and no fence generation exist at all — no holder, in this or an earlier life,
+// was ever handed a generation that could still write — the script only checks and writes: one
+// MGET, the SET and the index, where taking, bumping and deleting cost three commands more. The
+// generation stays unset (the reply's 0) until a later lease, whose INCR starts it above every
+// generation ever handed out, as before. Anything there (a leftover lease of ours, a fence
+// generation) takes the general path below.
+var beginSaveScript = rueidis.NewLuaScript(`
+if ARGV[6] == '1' then
+  local v = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+  if not v[1] and not v[2] then
+    if v[3] or v[4] or v[5] or (tonumber(v[6] or '0') or 0) > 0 then return {2} end
+    if tonumber(ARGV[5]) > 0 then
+      redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
+    else
+      redis.call('SET', KEYS[3], ARGV[4])
+    end
+    for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[8]) end
+    return {1, 0, 0}
+  end
+end
+` + takeLeaseLua + `
 local v = redis.call('MGET', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 if v[1] or v[2] or v[3] or (tonumber(v[4] or '0') or 0) > 0 then
   redis.call('DEL', KEYS[1])

@@ -140,3 +140,106 @@ func TestNoDeferredLeaseWithoutFencing(t *testing.T) {
 		t.Fatalf("deferred without fencing: %v %v", l, err)
 	}
 }
+
+// A run that ends in its first save (a start that completes without calling out) writes its
+// state and index without taking the lease or starting a fence generation: nothing is left to
+// fence, and the next lease starts the generations. Anything of an earlier holder — a fence
+// generation, a leftover lease, another's lease — takes the general path, which fences it out.
+func TestDeferredTerminalFirstSave(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	terminal := func(id, holder string) (*store.Lease, *state.Execution, error) {
+		l, err := f.ts.Deferred(id, holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.ReleaseOnTerminal = true
+		st := newState(id, state.Completed)
+		return l, st, l.Storage().Save(c, st)
+	}
+
+	// Fresh: written and indexed; no lease, no fence generation.
+	_, st, err := terminal("t1", "worker-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.ts.Load(c, "t1"); err != nil || got.Status != state.Completed {
+		t.Fatalf("stored: %v %v", got, err)
+	}
+	if s, ok := f.indexScore("t1"); !ok || s != float64(st.StartTime.UnixMilli()) {
+		t.Fatalf("not indexed: %v %v", s, ok)
+	}
+	if f.exists(f.mech(keys.FamLease, "t1")) || f.exists(f.mech(keys.FamFenceGen, "t1")) {
+		t.Fatal("a terminal first save left a lease or a fence generation")
+	}
+	// The next lease (an operator's delete, a redelivered start) starts the generations, and
+	// fences as ever.
+	a := f.acquire("t1", "worker-b")
+	if a.Generation() != 1 {
+		t.Fatalf("first generation after a terminal first save: %d", a.Generation())
+	}
+	if err := a.Release(c); err != nil {
+		t.Fatal(err)
+	}
+	if b := f.acquire("t1", "worker-c"); b.Generation() != 2 {
+		t.Fatalf("second generation: %d", b.Generation())
+	}
+	if err := a.Storage().Save(c, newState("t1", state.Running)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("a fenced-out holder saved: %v", err)
+	}
+
+	// Not fresh: the same refusals as any first save, nothing written.
+	if err := f.ts.Save(c, newState("have", state.Running)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ts.SetCancel(c, "cancel"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"have", "cancel"} {
+		before, _ := f.get(f.key(id))
+		if _, _, err := terminal(id, "worker-a"); !errors.Is(err, store.ErrNotFresh) {
+			t.Fatalf("%s: %v, want ErrNotFresh", id, err)
+		}
+		if after, _ := f.get(f.key(id)); after != before {
+			t.Errorf("%s: the state changed", id)
+		}
+	}
+
+	// An earlier holder that let go without writing still holds a generation: the save bumps
+	// it, and that holder's late write is refused.
+	early := f.acquire("early", "worker-b")
+	if err := early.Release(c); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := terminal("early", "worker-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := early.Storage().Save(c, newState("early", state.Running)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the earlier holder's late save: %v", err)
+	}
+	if got, _ := f.ts.Load(c, "early"); got == nil || got.Status != state.Completed {
+		t.Fatalf("the terminal state was overwritten: %+v", got)
+	}
+
+	// Another holder's lease: refused.
+	f.acquire("busy", "worker-b")
+	var held *store.LeaseHeldError
+	if _, _, err := terminal("busy", "worker-a"); !errors.As(err, &held) || held.Holder != "worker-b" {
+		t.Fatalf("held by another: %v", err)
+	}
+
+	// A leftover lease of our own earlier life: taken over, released with the save, and the
+	// earlier life fenced out.
+	old := f.acquire("mine", "worker-a")
+	l, _, err := terminal("mine", "worker-a")
+	if err != nil {
+		t.Fatalf("own leftover: %v", err)
+	}
+	if !l.TookOver() || l.Generation() <= old.Generation() || f.exists(f.mech(keys.FamLease, "mine")) {
+		t.Fatalf("took over %v, generation %d after %d, lease left %v", l.TookOver(), l.Generation(), old.Generation(), f.exists(f.mech(keys.FamLease, "mine")))
+	}
+	if err := old.Storage().Save(c, newState("mine", state.Running)); !errors.Is(err, store.ErrLeaseLost) {
+		t.Fatalf("the earlier life's save: %v", err)
+	}
+}

@@ -3,6 +3,7 @@ package keys
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode"
@@ -160,6 +161,20 @@ func FuzzIsMechanismKey(f *testing.F) {
 		mech := IsMechanismKey("", key)
 		if id := MustFor("", "").ExecutionID(key); id != "" && mech {
 			t.Fatalf("%q is both a state key and a mechanism key", key)
+		}
+	})
+}
+
+// FuzzIDAlphabetIsItsExpression: the byte loop accepts exactly what the id alphabet's regular
+// expression does.
+func FuzzIDAlphabetIsItsExpression(f *testing.F) {
+	re := regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.@=+-]{0,199}$`)
+	for _, s := range []string{"", "ex_1", "_", "a.", ".a", "-a", "a-b=c+d@e", "é", "a\x00", "a\n", strings.Repeat("z", 200), strings.Repeat("z", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := idAlphabet(id), re.MatchString(id); got != want {
+			t.Fatalf("idAlphabet(%q) = %v, the expression says %v", id, got, want)
 		}
 	})
 }
