@@ -281,7 +281,8 @@ func TestBranchLabelReadsReasons(t *testing.T) {
 func TestBranchCountsAfterRedelivery(t *testing.T) {
 	t.Run("step", func(t *testing.T) {
 		h := newHarness(t)
-		fs := &failSave{Memory: h.mem, n: 2, err: errors.New("redis: connection reset")} // c's save: a start saves first at s's boundary
+		// The run's one save, at e's end: control steps are saved together with the next one.
+		fs := &failSave{Memory: h.mem, n: 1, err: errors.New("redis: connection reset")}
 		h.ex.Store = fs
 		f := h.flow(`{"id":"rd","start":"s","nodes":[{"id":"s","type":"set","params":{"vars":{"x":1}},"next":"c"},
 			{"id":"c","type":"condition","params":{"expr":"VARS.x == 1"},"branches":{"true":"e","false":"e"}},{"id":"e","type":"end"}]}`)

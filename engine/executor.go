@@ -506,6 +506,9 @@ func (e *Executor) settings() Settings {
 type execRun struct {
 	*Executor
 	set Settings
+	// unsaved is the last node whose step is in the state but not saved yet ("" when the
+	// state in memory is the one saved): see step.
+	unsaved string
 }
 
 func (e *Executor) begin() *execRun { return &execRun{Executor: e, set: e.settings()} }
@@ -551,6 +554,13 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 			return e.fail(ctx, st, &state.ErrorInfo{Type: ErrTypeUnknownNode, Node: st.CurrentNode, Permanent: true,
 				Message: fmt.Sprintf("node %q is not in flow %s", st.CurrentNode, f.ID)})
 		}
+		if e.unsaved != "" && !node.instant() {
+			// Nothing calls out before the steps that led here are saved: a crash in the call
+			// replays it from them, and a reader sees the execution at the node that is running.
+			if err := e.save(ctx, st, e.unsaved); err != nil {
+				return st, err
+			}
+		}
 		if err := e.step(runCtx, ctx, st, f, node); err != nil {
 			return st, err
 		}
@@ -591,6 +601,15 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 	if err := e.apply(st, f, node, out, end); err != nil {
 		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr
+	}
+	if next, ok := f.Node(st.CurrentNode); ok && st.Status == state.Running && node.instant() && next.instant() {
+		// A control step followed by another is not saved on its own: both only evaluate
+		// expressions over the state, so a crash before the next save replays them from the
+		// last one to the same result (their log lines aside). The run saves before a node
+		// that calls out (run), at every end, suspension, failure and retry, and when it
+		// stops for a deadline, the step limit or a cancel.
+		e.unsaved = node.ID
+		return nil
 	}
 	return e.save(ctx, st, node.ID)
 }
@@ -724,6 +743,7 @@ func (e *execRun) finish(st *state.Execution, status state.Status, info *state.E
 // turned into an error terminal state naming the node, with the offending values dropped, so
 // it is never retried forever.
 func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) error {
+	e.unsaved = ""
 	err := e.Store.Save(ctx, st)
 	if err == nil || !unstorable(err) {
 		return err

@@ -612,7 +612,8 @@ func TestUnserializableValueEndsInErrorNamingTheNode(t *testing.T) {
 }
 
 func TestStoreSerializationFailureIsTerminalNotRetried(t *testing.T) {
-	// The backstop: the store itself refuses the state (here on the first save, a's boundary).
+	// The backstop: the store itself refuses the state (here on the first save, at b's end: the
+	// control step a is saved with it).
 	h := newHarness(t)
 	fs := &failSave{Memory: h.mem, n: 1, err: fmt.Errorf("%w: json: unsupported value: NaN", store.ErrStateSerialization)}
 	h.ex.Store = fs
@@ -621,8 +622,8 @@ func TestStoreSerializationFailureIsTerminalNotRetried(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a serialization failure must not surface as a transient error: %v", err)
 	}
-	wantError(t, st, ErrTypeSerialization, "a")
-	wantError(t, h.stored(st.ExecutionID), ErrTypeSerialization, "a")
+	wantError(t, st, ErrTypeSerialization, "b")
+	wantError(t, h.stored(st.ExecutionID), ErrTypeSerialization, "b")
 	// Input that cannot be stored ends the execution at once.
 	st, err = h.ex.Start(context.Background(), f, StartRequest{Input: map[string]any{"x": math.Inf(-1)}})
 	if err != nil {

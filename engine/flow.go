@@ -78,15 +78,17 @@ type RetryPolicy struct {
 // take minutes, and the worker writes the new state before it (see roles/worker begin).
 func (f *Flow) StartsInstantly() bool {
 	n, ok := f.Node(f.Start)
-	if !ok {
-		return false
-	}
-	_, ok = n.runner.(instantRunner)
-	return ok
+	return ok && n.instant()
 }
 
 // instantRunner marks the control nodes' runners.
 type instantRunner interface{ instant() }
+
+// instant reports whether the node is a control node (see StartsInstantly).
+func (n *Node) instant() bool {
+	_, ok := n.runner.(instantRunner)
+	return ok
+}
 
 // Node returns the node with that id.
 func (f *Flow) Node(id string) (*Node, bool) {

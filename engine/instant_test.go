@@ -2,6 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"plaita/engine/state"
+	"plaita/store"
+	"slices"
+	"sync"
 	"testing"
 )
 
@@ -35,5 +40,88 @@ func TestStartsInstantly(t *testing.T) {
 		if got := f.StartsInstantly(); got != want {
 			t.Errorf("%s: StartsInstantly = %v, want %v", first, got, want)
 		}
+	}
+}
+
+// savesSeen records each saved state's current node and status.
+type savesSeen struct {
+	*store.Memory
+	mu   sync.Mutex
+	seen []string
+}
+
+func (s *savesSeen) Save(ctx context.Context, st *state.Execution) error {
+	s.mu.Lock()
+	s.seen = append(s.seen, st.CurrentNode+":"+string(st.Status))
+	s.mu.Unlock()
+	return s.Memory.Save(ctx, st)
+}
+
+// checkpointProbe is a node that calls out: it records the stored state's current node when it
+// runs, i.e. what a crash during the call would replay from.
+type checkpointProbe struct {
+	mem  *store.Memory
+	runs *[]string
+}
+
+func (p checkpointProbe) Prepare(*Node, *PrepareContext) Runner { return p }
+
+func (p checkpointProbe) Run(ctx context.Context, c *Call) (Outcome, error) {
+	st, err := p.mem.Load(ctx, c.Execution.ExecutionID)
+	if err != nil {
+		return Outcome{}, err
+	}
+	*p.runs = append(*p.runs, st.CurrentNode)
+	return Outcome{Output: "called"}, nil
+}
+
+// Control steps in a row are saved together with the step that ends the row: a run of control
+// nodes costs one save, a node that calls out always runs with the steps before it saved (and
+// is saved after), and a save that fails before the call means the call never ran; the
+// redelivery runs everything once more from the last checkpoint.
+func TestControlStepsAreSavedTogether(t *testing.T) {
+	h := newHarness(t)
+	seen := &savesSeen{Memory: h.mem}
+	var runs []string
+	h.reg.Register("call_out", checkpointProbe{mem: h.mem, runs: &runs})
+	h.ex.Store = seen
+	f := h.flow(`{"id":"cp","start":"a","nodes":[
+		{"id":"a","type":"set","params":{"vars":{"x":1}},"next":"b"},
+		{"id":"b","type":"condition","params":{"expr":"VARS.x == 1"},"branches":{"true":"c","false":"e"}},
+		{"id":"c","type":"call_out","next":"d"},
+		{"id":"d","type":"set","params":{"vars":{"y":2}},"next":"e"},
+		{"id":"e","type":"end","params":{"output":"{{ VARS.y }}"}}]}`)
+	st := h.start(f, nil)
+	wantStatus(t, st, state.Completed)
+	if want := []string{"c:running", "d:running", "e:completed"}; !slices.Equal(seen.seen, want) {
+		t.Fatalf("saves %v, want %v", seen.seen, want)
+	}
+	if !slices.Equal(runs, []string{"c"}) {
+		t.Fatalf("the call ran with the stored state at %v, want [c]", runs)
+	}
+	stored := h.stored(st.ExecutionID)
+	if stored.NodeTimings["a"].Runs != 1 || stored.NodeTimings["b"].Runs != 1 || stored.Branches["b"]["true"] != 1 {
+		t.Fatalf("timings %+v branches %v", stored.NodeTimings, stored.Branches)
+	}
+
+	// The save before the call fails: the call does not run; the redelivery replays a and b.
+	runs = nil
+	fs := &failSave{Memory: h.mem, n: 1, err: errors.New("redis: connection reset")}
+	h.ex.Store = fs
+	id := NewExecutionID()
+	if _, err := h.ex.Start(context.Background(), f, StartRequest{ExecutionID: id}); err == nil {
+		t.Fatal("the failed save must surface")
+	}
+	if len(runs) != 0 {
+		t.Fatalf("the call ran before its checkpoint was saved: %v", runs)
+	}
+	st, err := h.ex.Start(context.Background(), f, StartRequest{ExecutionID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, st, state.Completed)
+	stored = h.stored(id)
+	if !slices.Equal(runs, []string{"c"}) || stored.NodeTimings["a"].Runs != 1 || stored.Branches["b"]["true"] != 1 {
+		t.Fatalf("after the redelivery: calls %v, timings %+v, branches %v", runs, stored.NodeTimings, stored.Branches)
 	}
 }
