@@ -298,7 +298,7 @@ func (ex *Executor) ResumeWith(ctx context.Context, f *Flow, req ResumeRequest) 
 	if err := e.apply(st, f, node, p.out, now); err != nil {
 		return e.fail(ctx, st, storeError(node.ID, err))
 	}
-	if err := e.save(ctx, st, node.ID); err != nil {
+	if err := e.checkpoint(ctx, st, f, node); err != nil {
 		return st, err
 	}
 	return e.run(ctx, f, st)
@@ -602,12 +602,18 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		_, ferr := e.fail(ctx, st, storeError(node.ID, err))
 		return ferr
 	}
+	return e.checkpoint(ctx, st, f, node)
+}
+
+// checkpoint saves the step node just took, unless it and the next node are control nodes:
+// a control step followed by another is not saved on its own. Both only evaluate expressions
+// over the state, so a crash before the next save replays them from the last one to the same
+// result (their log lines aside). The run saves before a node that calls out (run), at every
+// end, suspension, failure and retry, and when it stops for a deadline, the step limit or a
+// cancel. A resume applied by a suspended node is such a step too: its redelivery meets the
+// suspension again and applies the same resume.
+func (e *execRun) checkpoint(ctx context.Context, st *state.Execution, f *Flow, node *Node) error {
 	if next, ok := f.Node(st.CurrentNode); ok && st.Status == state.Running && node.instant() && next.instant() {
-		// A control step followed by another is not saved on its own: both only evaluate
-		// expressions over the state, so a crash before the next save replays them from the
-		// last one to the same result (their log lines aside). The run saves before a node
-		// that calls out (run), at every end, suspension, failure and retry, and when it
-		// stops for a deadline, the step limit or a cancel.
 		e.unsaved = node.ID
 		return nil
 	}

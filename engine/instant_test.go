@@ -125,3 +125,40 @@ func TestControlStepsAreSavedTogether(t *testing.T) {
 		t.Fatalf("after the redelivery: calls %v, timings %+v, branches %v", runs, stored.NodeTimings, stored.Branches)
 	}
 }
+
+// A resume followed by control nodes is saved with them: one save from the wake-up to the end.
+// When that save fails, the redelivered resume meets the suspension again and applies the same
+// resume once.
+func TestResumeAndControlStepsAreSavedTogether(t *testing.T) {
+	h := newHarness(t)
+	f := h.flow(`{"id":"rc","start":"w","nodes":[
+		{"id":"w","type":"wait_event","params":{"event_type":"paid"},"next":"s"},
+		{"id":"s","type":"set","params":{"vars":{"paid":"{{ EVENT.amount }}"}},"next":"e"},
+		{"id":"e","type":"end","params":{"output":"{{ VARS.paid }}"}}]}`)
+	st := h.start(f, nil)
+	wantStatus(t, st, state.Suspended)
+	id := st.ExecutionID
+
+	fs := &failSave{Memory: h.mem, n: 1, err: errors.New("redis: connection reset")}
+	h.ex.Store = fs
+	if _, err := h.ex.ResumeWith(context.Background(), f, ResumeRequest{ExecutionID: id, Type: ResumeEvent, Data: map[string]any{"amount": 5}, Key: "1-1"}); err == nil {
+		t.Fatal("the failed save must surface")
+	}
+	if got := h.stored(id); got.Status != state.Suspended || got.LastResume != nil {
+		t.Fatalf("after the failed save: %s, last resume %+v", got.Status, got.LastResume)
+	}
+	seen := &savesSeen{Memory: h.mem}
+	h.ex.Store = seen
+	st, err := h.ex.ResumeWith(context.Background(), f, ResumeRequest{ExecutionID: id, Type: ResumeEvent, Data: map[string]any{"amount": 5}, Key: "1-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, st, state.Completed)
+	if want := []string{"e:completed"}; !slices.Equal(seen.seen, want) {
+		t.Fatalf("saves %v, want %v", seen.seen, want)
+	}
+	stored := h.stored(id)
+	if stored.Output != float64(5) || stored.NodeTimings["s"].Runs != 1 || stored.LastResume == nil || stored.LastResume.Key != "1-1" {
+		t.Fatalf("output %v, timings %+v, last resume %+v", stored.Output, stored.NodeTimings, stored.LastResume)
+	}
+}
