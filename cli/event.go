@@ -29,14 +29,17 @@ func eventCommand(stdout, stderr io.Writer) *cli.Command {
 			{
 				Name:      "publish",
 				Usage:     "publish an event of TYPE with its data",
-				UsageText: "plaita event publish TYPE [--data JSON|@file] [--id ID] [--tenant T] [--json]",
+				UsageText: "plaita event publish TYPE [--data JSON|@file] [--id ID] [--tenant T] [--no-count] [--json]",
 				Description: "The data (default {}) is what a waiting execution sees as EVENT. The event is kept for\n" +
 					"PLAITA_EVENT_TTL_SECONDS. Without --id an id is minted; publishing an id again with the same\n" +
 					"type and data is idempotent (\"already published\", exit 0; a waiting execution is woken once),\n" +
-					"with another type or other data it is refused (exit 1).",
+					"with another type or other data it is refused (exit 1). It says how many executions wait for\n" +
+					"it (counted before it is written) and how many filters are alive; --no-count skips both reads\n" +
+					"(waiting and filters_alive are -1 in --json) for a producer that sends many events.",
 				Flags: cliFlags(tenantFlag(),
 					&cli.StringFlag{Name: "data", Usage: "the event's data: inline JSON, or @path to read it from a file (default {})"},
 					&cli.StringFlag{Name: "id", Usage: "the event id (default: a new one); the same id publishes once"},
+					&cli.BoolFlag{Name: "no-count", Usage: "publish only: do not count the waiting executions and the filters alive"},
 					jsonFlag("print the stored event as JSON, with \"duplicate\"")),
 				Action: func(ctx context.Context, cmd *cli.Command) error { return eventPublish(ctx, cmd, stdout, stderr) },
 			},
@@ -84,7 +87,11 @@ func eventPublish(ctx context.Context, cmd *cli.Command, stdout, stderr io.Write
 		return err
 	}
 	defer k.close()
-	ev, err := k.plane.PublishEvent(ctx, control.Event{ID: id, Type: typ, TenantID: k.tenant, Data: data})
+	publish := k.plane.PublishEvent
+	if cmd.Bool("no-count") {
+		publish = k.plane.PublishEventUncounted
+	}
+	ev, err := publish(ctx, control.Event{ID: id, Type: typ, TenantID: k.tenant, Data: data})
 	if err != nil {
 		return refused(name, err)
 	}

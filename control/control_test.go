@@ -291,3 +291,55 @@ func TestEventsSchedulesAndDeadLetters(t *testing.T) {
 		t.Fatalf("replay again: %+v %v", res, err)
 	}
 }
+
+// wokenAtOnce is an events driver whose publish lets a filter take the wait first: the wait's
+// index entry is gone by the time the event's index is written (a filter faster than the
+// publisher's next round trip).
+type wokenAtOnce struct {
+	*store.RedisEventsDriver
+	c   rueidis.Client
+	key string
+}
+
+func (w wokenAtOnce) Index(ctx context.Context, sp keys.Space, iw store.EventIndexWrite) (bool, error) {
+	if err := w.c.Do(ctx, w.c.B().Del().Key(w.key).Build()).Error(); err != nil {
+		return false, err
+	}
+	return w.RedisEventsDriver.Index(ctx, sp, iw)
+}
+
+// A publish counts the waits it may wake before it writes the event: a filter that wakes one at
+// once does not make the answer say the event wakes nothing. The uncounted publish reads
+// neither the waits nor the registry.
+func TestPublishCountsTheWaitsBeforeTheEvent(t *testing.T) {
+	ctx := context.Background()
+	var waitsKey string
+	f := newFixture(t, func(d *Deps) {
+		sp, err := keys.For(d.Root, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitsKey, _ = sp.SubscriptionIndex("paid")
+		c := redistest.Client(t)
+		d.Events = store.NewEvents(wokenAtOnce{RedisEventsDriver: store.RedisEvents(c), c: c, key: waitsKey}, store.EventSettings{TTL: time.Hour}, d.Root)
+	})
+	ts, err := f.store.Tenant("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ts.PutSubscription(ctx, store.Subscription{ExecutionID: "ex_w1", FlowID: "f", FlowVersion: "1", Node: "w", EventType: "paid",
+		Since: time.Now().Add(-time.Minute)}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := f.p.PublishEvent(ctx, store.Event{Type: "paid", Data: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Waiting != 1 || strings.Contains(ev.Text, "wakes nothing") {
+		t.Fatalf("waiting %d, text %q: want the wait counted", ev.Waiting, ev.Text)
+	}
+	ev, err = f.p.PublishEventUncounted(ctx, store.Event{Type: "paid", Data: json.RawMessage(`{}`)})
+	if err != nil || ev.Waiting != -1 || ev.FiltersAlive != -1 || ev.Text != "" || ev.ID == "" {
+		t.Fatalf("uncounted: %+v %v", ev, err)
+	}
+}

@@ -29,30 +29,33 @@ type EventPublished struct {
 // PublishEvent publishes an event (docs/events.md); the filter role wakes what waits for it. Its
 // id ("" = a new one), type and data are checked before anything is written (Invalid); an id
 // taken by another type or other data is a Conflict.
+//
+// The waits are counted before the event is written: those are the ones it may wake (a wait
+// takes only events published after it began), and a filter that wakes one at once cannot take
+// it out of the count first.
 func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublished, error) {
 	tenant, err := checkEvent(p, ev)
 	if err != nil {
 		return EventPublished{}, err
 	}
 	ev.TenantID = tenant
-	stored, dup, err := p.d.Events.Publish(ctx, ev)
-	switch {
-	case errors.Is(err, store.ErrEventConflict):
-		return EventPublished{}, refuse(Conflict, "event_conflict", err, "%v", err)
-	case errors.Is(err, store.ErrBadEvent):
-		return EventPublished{}, refuse(Invalid, "invalid_event", err, "%v", err)
-	case err != nil:
-		return EventPublished{}, err
-	}
-	out := EventPublished{Event: stored, Duplicate: dup, Waiting: -1, FiltersAlive: -1}
-	var notes []string
+	waiting, countErr := int64(-1), error(nil)
 	if ts, err := p.tenantStore(tenant); err == nil {
 		var data any
-		_ = json.Unmarshal(stored.Data, &data) // stored data is JSON
-		if out.Waiting, err = ts.WaitingFor(ctx, ev.Type, data, p.now()); err != nil {
-			out.Waiting = -1
-			notes = append(notes, fmt.Sprintf("the waits cannot be counted: %v", err))
+		if json.Unmarshal(ev.Data, &data) == nil { // else Publish refuses it below
+			if waiting, countErr = ts.WaitingFor(ctx, ev.Type, data, p.now()); countErr != nil {
+				waiting = -1
+			}
 		}
+	}
+	out, err := p.PublishEventUncounted(ctx, ev)
+	if err != nil {
+		return out, err
+	}
+	out.Waiting = waiting
+	var notes []string
+	if countErr != nil {
+		notes = append(notes, fmt.Sprintf("the waits cannot be counted: %v", countErr))
 	}
 	if filters, err := p.Alive(ctx, roleFilter); err == nil {
 		out.FiltersAlive = filters.Alive
@@ -69,6 +72,27 @@ func (p *Plane) PublishEvent(ctx context.Context, ev store.Event) (EventPublishe
 	}
 	out.Text = strings.Join(notes, "; ")
 	return out, nil
+}
+
+// PublishEventUncounted is PublishEvent without the count of who waits and of the filters
+// alive (Waiting and FiltersAlive are -1, Text is empty): the publish alone, for producers
+// that send many events and read nothing back (signed hooks, `event publish --no-count`).
+func (p *Plane) PublishEventUncounted(ctx context.Context, ev store.Event) (EventPublished, error) {
+	tenant, err := checkEvent(p, ev)
+	if err != nil {
+		return EventPublished{}, err
+	}
+	ev.TenantID = tenant
+	stored, dup, err := p.d.Events.Publish(ctx, ev)
+	switch {
+	case errors.Is(err, store.ErrEventConflict):
+		return EventPublished{}, refuse(Conflict, "event_conflict", err, "%v", err)
+	case errors.Is(err, store.ErrBadEvent):
+		return EventPublished{}, refuse(Invalid, "invalid_event", err, "%v", err)
+	case err != nil:
+		return EventPublished{}, err
+	}
+	return EventPublished{Event: stored, Duplicate: dup, Waiting: -1, FiltersAlive: -1}, nil
 }
 
 // checkEvent checks an event's type, id and tenant before anything is written, in both modes.

@@ -172,7 +172,9 @@ func (h *Hooks) Handle(ctx context.Context, tr Trigger) (Triggered, error) {
 		out.ExecutionID, out.Replayed = s.ExecutionID, s.Replayed
 		return out, nil
 	}
-	ev, err := h.plane.PublishEvent(ctx, store.Event{ID: "hook_" + p.ID, Type: tr.EventType, TenantID: t, Data: tr.Body})
+	// A hook's answer says nothing of who waits: the count would be Redis calls per request
+	// that no caller reads.
+	ev, err := h.plane.PublishEventUncounted(ctx, store.Event{ID: "hook_" + p.ID, Type: tr.EventType, TenantID: t, Data: tr.Body})
 	if err != nil {
 		return out, err
 	}

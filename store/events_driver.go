@@ -33,8 +33,9 @@ type EventsDriver interface {
 	Records(ctx context.Context, sp keys.Space, ids []string) ([]Record, error)
 	// Exist reports, for each id, whether its record is stored.
 	Exist(ctx context.Context, sp keys.Space, ids []string) ([]bool, error)
-	// Index adds the event to its type's index and to the tenant's feed, each then living
-	// w.TTL from now, scores the tenant w.TenantAt in the tenant list and sends w.Note on
+	// Index adds the event to its type's index and to the tenant's feed, each then living at
+	// least w.TTL from now (a driver with key TTLs may set them once per throttle period, for
+	// TTL + w.Throttle), scores the tenant w.TenantAt in the tenant list and sends w.Note on
 	// w.Channel, the notification last (a listener that hears it finds what it announces).
 	// With w.Throttle > 0 it also takes the type's prune throttle for that long when the
 	// throttle is free: pruneDue says it took it (failing to take it is no error).

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -15,7 +17,12 @@ import (
 // ZSET per type's index and per tenant's feed, a STRING throttle, the root's tenant ZSET and
 // cursor HASH, a STRING per wake-up marker and a pub/sub channel. Each method is the command,
 // the pipeline or the script its doc names: one round trip.
-type RedisEventsDriver struct{ c rueidis.Client }
+type RedisEventsDriver struct {
+	c rueidis.Client
+	// claimByScript: the server refused SET … NX GET (Redis before 7.0), so claims run
+	// claimScript alone.
+	claimByScript atomic.Bool
+}
 
 // RedisEvents returns the EventsDriver over client c.
 func RedisEvents(c rueidis.Client) *RedisEventsDriver { return &RedisEventsDriver{c: c} }
@@ -92,9 +99,14 @@ func (r *RedisEventsDriver) Exist(ctx context.Context, sp keys.Space, ids []stri
 	return out, nil
 }
 
-// Index is ZADD and PEXPIRE of the type's index, ZADD and PEXPIRE of the feed, ZADD of the
-// tenant list, PUBLISH of the notification and, with a throttle, SET NX PX of the throttle:
-// pipelined (doMultiPublishing).
+// Index is ZADD of the type's index, of the feed and of the tenant list, PUBLISH of the
+// notification and, with a throttle, SET NX PX of the throttle: pipelined
+// (doMultiPublishing). The index's and the feed's TTLs are set when the throttle is taken
+// (TTL + throttle, in a second round trip): once a throttle period per type across every
+// publisher instead of two commands per publish. Every member written while a throttle holds
+// was written after the TTLs were last set, and they outlive it by the throttle period, so
+// neither key expires before its newest member's record. Without a throttle every publish
+// sets them (PEXPIRE of both in the pipeline).
 func (r *RedisEventsDriver) Index(ctx context.Context, sp keys.Space, w EventIndexWrite) (bool, error) {
 	c := r.c
 	idx, err := sp.EventIndex(w.Type)
@@ -104,24 +116,39 @@ func (r *RedisEventsDriver) Index(ctx context.Context, sp keys.Space, w EventInd
 	score := float64(w.Score)
 	cmds := rueidis.Commands{
 		c.B().Zadd().Key(idx).ScoreMember().ScoreMember(score, w.ID).Build(),
-		c.B().Pexpire().Key(idx).Milliseconds(w.TTL.Milliseconds()).Build(),
 		c.B().Zadd().Key(sp.EventFeed()).ScoreMember().ScoreMember(score, w.Feed).Build(),
-		c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(w.TTL.Milliseconds()).Build(),
 		c.B().Zadd().Key(sp.EventBusTenants()).ScoreMember().ScoreMember(float64(w.TenantAt), sp.Tenant()).Build(),
 		c.B().Publish().Channel(w.Channel).Message(string(w.Note)).Build(),
+	}
+	ttls := func(ttl time.Duration) rueidis.Commands {
+		return rueidis.Commands{c.B().Pexpire().Key(idx).Milliseconds(ttl.Milliseconds()).Build(),
+			c.B().Pexpire().Key(sp.EventFeed()).Milliseconds(ttl.Milliseconds()).Build()}
 	}
 	if w.Throttle > 0 {
 		throttle, _ := sp.EventIndexPrune(w.Type)
 		cmds = append(cmds, c.B().Set().Key(throttle).Value("1").Nx().Px(w.Throttle).Build())
+	} else {
+		cmds = append(cmds, ttls(w.TTL)...)
 	}
-	res := doMultiPublishing(ctx, c, cmds, 5)
-	for _, r := range res[:6] {
+	res := doMultiPublishing(ctx, c, cmds, 3)
+	for i, r := range res {
+		if i == 4 && w.Throttle > 0 {
+			continue // the throttle: a nil reply is a throttle held
+		}
 		if err := r.Error(); err != nil {
 			return false, transient(ErrRedis, "index event "+w.ID, err)
 		}
 	}
-	// A throttle held (a nil reply) or not written: no prune now.
-	return w.Throttle > 0 && res[6].Error() == nil, nil
+	// A throttle held (a nil reply) or not written: no prune now, and the TTLs stand.
+	if w.Throttle <= 0 || res[4].Error() != nil {
+		return false, nil
+	}
+	for _, r := range c.DoMulti(ctx, ttls(w.TTL+w.Throttle)...) {
+		if err := r.Error(); err != nil {
+			return false, transient(ErrRedis, "index event "+w.ID, err)
+		}
+	}
+	return true, nil
 }
 
 // doMultiPublishing sends cmds, of which cmds[pub] is a PUBLISH, in one round trip — except on
@@ -315,11 +342,27 @@ end
 return {'pending', v}
 `)
 
-// ClaimWake is claimScript.
+// ClaimWake claims with SET NX GET: a marker that was not there is claimed by that one command
+// (the script costs three: EVALSHA, GET, SET). A marker found there is decided by DecideWake;
+// only one to take over runs claimScript, which decides again on the value it reads. On a Redis
+// that refuses SET NX GET (before 7.0) every claim runs claimScript.
 func (r *RedisEventsDriver) ClaimWake(ctx context.Context, m WakeMarker, c WakeClaim) (WakeState, string, error) {
 	key, err := m.Space.EventWake(m.ExecutionID, m.Suspension, m.EventID)
 	if err != nil {
 		return "", "", fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if !r.claimByScript.Load() {
+		old, err := r.c.Do(ctx, r.c.B().Set().Key(key).Value(c.Token).Nx().Get().PxMilliseconds(c.TTL.Milliseconds()).Build()).ToString()
+		if rueidis.IsRedisNil(err) {
+			return WakeClaimed, "", nil
+		}
+		if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "syntax error") {
+			r.claimByScript.Store(true)
+		} else if err != nil {
+			return "", "", transient(ErrRedis, "claim "+key, err)
+		} else if state, replace := DecideWake(old, true, c.Now, c.Grace); !replace {
+			return state, old, nil
+		}
 	}
 	arr, err := claimScript.Exec(ctx, r.c, []string{key}, []string{c.Token, strconv.FormatInt(c.Now, 10),
 		strconv.FormatInt(c.Grace.Milliseconds(), 10), strconv.FormatInt(c.TTL.Milliseconds(), 10)}).AsStrSlice()

@@ -82,8 +82,9 @@ func TestEventPublishWritesRecordIndexFeedAndNotifies(t *testing.T) {
 	if s, ok := f.zscore(sp.EventFeed(), "order.approved evt_1"); !ok || s != strconv.FormatInt(ev.PublishedAt.UnixMilli(), 10) {
 		t.Errorf("feed score %q %v", s, ok)
 	}
+	// Set with the prune throttle it took: the TTL and the throttle's minute.
 	for _, k := range []string{idx, sp.EventFeed()} {
-		if ttl := f.ttl(k); ttl <= 59*time.Minute || ttl > time.Hour {
+		if ttl := f.ttl(k); ttl <= 60*time.Minute || ttl > 61*time.Minute {
 			t.Errorf("%s TTL %s", k, ttl)
 		}
 	}
@@ -506,14 +507,28 @@ func TestEventWakeMarker(t *testing.T) {
 	}
 }
 
-// The claim script is DecideWake in Lua: whatever a marker holds, a claim on Redis finds the
-// state DecideWake gives and writes the claimer's value exactly when it says so — what the
-// console's database decides in Go (store/sqlite's EventStore).
+// A claim on Redis is DecideWake: whatever a marker holds, it finds the state DecideWake gives
+// and writes the claimer's value exactly when it says so — what the console's database decides
+// in Go (store/sqlite's EventStore). Both ways a claim runs: SET NX GET then the script for a
+// takeover (Redis 7), and the script alone (a Redis that refuses SET NX GET).
 func TestEventClaimScriptIsDecideWake(t *testing.T) {
 	t.Parallel()
+	for _, byScript := range []bool{false, true} {
+		t.Run(fmt.Sprintf("script only %v", byScript), func(t *testing.T) {
+			t.Parallel()
+			testClaimIsDecideWake(t, byScript)
+		})
+	}
+}
+
+func testClaimIsDecideWake(t *testing.T, byScript bool) {
 	f := setup(t, nil)
 	c := ctx(t)
-	bus, _ := f.events(store.EventSettings{TTL: time.Hour})
+	d := store.RedisEvents(f.c)
+	if byScript {
+		store.ClaimWakeByScript(d)
+	}
+	bus := store.NewEvents(d, store.EventSettings{TTL: time.Hour}, f.root)
 	now := bus.Now().UnixMilli()
 	at := func(d time.Duration) string { return strconv.FormatInt(now-d.Milliseconds(), 10) }
 	values := []string{"", "pending " + at(time.Second) + " a", "pending " + at(2*time.Second), "pending " + at(-time.Second) + " a",
@@ -714,4 +729,55 @@ func FuzzDecodeSubscription(f *testing.F) {
 			t.Fatalf("accepted %+v for %q", sub, id)
 		}
 	})
+}
+
+// The index's and the feed's TTLs are set when a publish takes the type's prune throttle, not by
+// every publish: while the throttle holds, a publish leaves them as they are; once it is free,
+// the next publish sets them to the TTL and the throttle period. With the write-side prune off
+// every publish sets them.
+func TestEventIndexTTLsAreSetOncePerThrottle(t *testing.T) {
+	t.Parallel()
+	f := setup(t, nil)
+	c := ctx(t)
+	bus, _ := f.events(store.EventSettings{TTL: time.Hour})
+	sp := f.platform("default")
+	idx, _ := sp.EventIndex("paid")
+	throttle, _ := sp.EventIndexPrune("paid")
+	publish := func(b *store.Events, id string) {
+		t.Helper()
+		if _, _, err := b.Publish(c, store.Event{ID: id, Type: "paid", Data: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(bus, "evt_a")
+	if !f.exists(throttle) {
+		t.Fatal("the first publish did not take the throttle")
+	}
+	for _, k := range []string{idx, sp.EventFeed()} {
+		f.do(f.c.B().Pexpire().Key(k).Milliseconds(int64(10 * time.Minute / time.Millisecond)).Build())
+	}
+	publish(bus, "evt_b")
+	for _, k := range []string{idx, sp.EventFeed()} {
+		if ttl := f.ttl(k); ttl > 10*time.Minute {
+			t.Errorf("%s: a publish under the throttle set the TTL to %s", k, ttl)
+		}
+	}
+	f.del(throttle)
+	publish(bus, "evt_c")
+	for _, k := range []string{idx, sp.EventFeed()} {
+		if ttl := f.ttl(k); ttl <= 60*time.Minute || ttl > 61*time.Minute {
+			t.Errorf("%s: TTL %s after the throttle was taken again", k, ttl)
+		}
+	}
+
+	off, _ := f.events(store.EventSettings{TTL: time.Hour, DisablePruneOnWrite: true})
+	for _, k := range []string{idx, sp.EventFeed()} {
+		f.do(f.c.B().Pexpire().Key(k).Milliseconds(int64(10 * time.Minute / time.Millisecond)).Build())
+	}
+	publish(off, "evt_d")
+	for _, k := range []string{idx, sp.EventFeed()} {
+		if ttl := f.ttl(k); ttl <= 59*time.Minute || ttl > time.Hour {
+			t.Errorf("%s: TTL %s with the write-side prune off", k, ttl)
+		}
+	}
 }
