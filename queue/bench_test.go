@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"testing"
 	"time"
@@ -135,4 +136,21 @@ func BenchmarkReadAckParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkDecode is one delivery's envelope decode: a start as this build writes it.
+func BenchmarkDecode(b *testing.B) {
+	env := Envelope{SchemaVersion: SchemaVersion, Kind: KindStart, FlowID: "bench-1", FlowVersion: "1", ExecutionID: "ex_e014ee169c0ed7437921feae",
+		Input: json.RawMessage(`{"order":"A1","amount":12.5}`), CreatedAt: time.Now(), ConfigFamily: "cf1", ConfigGeneration: "0123456789abcdef",
+		BudgetGeneration: "fedcba9876543210", ConfigEffectiveAt: time.Now()}
+	raw, err := env.encode(time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := Decode("s", "1-1", raw); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package queue
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -93,3 +94,49 @@ func TestPlainScalarsTakeWhatThisBuildWrites(t *testing.T) {
 		}
 	}
 }
+
+// FuzzMembers: where members splits a payload, encoding/json decodes it into the same map
+// (keys and value bytes); where it declines, encoding/json is asked. Any valid object with plain
+// ASCII keys is split.
+func FuzzMembers(f *testing.F) {
+	for _, s := range []string{
+		`{}`, ` { } `, `{"a":1}`, `{"a" : "x,}]" , "b":{"c":[1,{"d":"\"}"}]},"e":null}`, `{"a":1,"a":2}`,
+		`{"k\u0069nd":"start"}`, `{"é":1}`, `{"a":"é\n"}`, "{\"a\":\t[ ]\r\n}", `[]`, `null`, `"x"`, `{`, ``, `{"a":1}x`,
+		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","input":{"x":[1,2,"]"]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		got, ok := members(payload)
+		var want map[string]json.RawMessage
+		err := json.Unmarshal(payload, &want)
+		if !ok {
+			if err == nil && want != nil && plainKeys(want) && validObject(payload) {
+				t.Fatalf("declined %q, a valid object of plain keys", payload)
+			}
+			return
+		}
+		if err != nil || len(got) != len(want) {
+			t.Fatalf("%q: split into %v, encoding/json says %v (%v)", payload, got, want, err)
+		}
+		for k, v := range want {
+			if string(got[k]) != string(v) {
+				t.Fatalf("%q: member %q is %q, encoding/json says %q", payload, k, got[k], v)
+			}
+		}
+	})
+}
+
+func plainKeys(m map[string]json.RawMessage) bool {
+	for k := range m {
+		for i := 0; i < len(k); i++ {
+			if k[i] >= 0x80 || k[i] == '\\' || k[i] == '"' || k[i] < 0x20 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// validObject: the payload itself spells its keys plainly (no escapes, as members requires).
+func validObject(payload []byte) bool { return !strings.Contains(string(payload), `\`) }
