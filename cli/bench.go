@@ -38,7 +38,7 @@ func benchCommand(stdout, stderr io.Writer) *cli.Command {
 			&cli.IntFlag{Name: "types", Usage: "suspend: event types the waits are spread over (default 1: every wait on one type)"},
 			&cli.IntFlag{Name: "concurrency", Value: 10, Usage: "worker consumers (enqueue: producers)"},
 			jsonFlag("print the figures as one JSON object"),
-			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured run to this file (go tool pprof)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of the measured window (from the worker's start until every execution is acked; suspend: the round trips) to this file (go tool pprof)"},
 			&cli.BoolFlag{Name: "force", Usage: "with --redis: run even when the database holds keys already (the bench's executions land beside them)"},
 		),
 		Action: func(ctx context.Context, cmd *cli.Command) error {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"slices"
 	"strconv"
 	"sync"
@@ -158,10 +157,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("--cpuprofile: %w", err)
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return Result{}, fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+		// The profile covers the measured window only (the first one: suspend's round trips),
+		// not the enqueue before it nor the latency reads after.
+		b.target.profile = &cpuProfile{w: f}
+		defer b.target.profile.stop()
 	}
 	var res Result
 	switch o.Scenario {

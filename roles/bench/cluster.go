@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +24,32 @@ type benchTarget struct {
 	cluster   bool
 	primaries []string // host:port, sorted
 	nodes     map[string]rueidis.Client
+	profile   *cpuProfile // --cpuprofile: started by the first window, stopped when it closes
+}
+
+// cpuProfile is a CPU profile written to w while the first measured window is open.
+type cpuProfile struct {
+	w       io.Writer
+	started bool
+	done    bool
+}
+
+func (p *cpuProfile) start() error {
+	if p == nil || p.started {
+		return nil
+	}
+	p.started = true
+	if err := pprof.StartCPUProfile(p.w); err != nil {
+		return fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return nil
+}
+
+func (p *cpuProfile) stop() {
+	if p != nil && p.started && !p.done {
+		p.done = true
+		pprof.StopCPUProfile()
+	}
 }
 
 // discoverTarget finds the primaries behind c. A cluster is asked for its topology with
@@ -172,12 +200,16 @@ func (t benchTarget) open(ctx context.Context) (*window, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := t.profile.start(); err != nil {
+		return nil, err
+	}
 	return &window{t: t, calls: calls, redisCPU: redisCPU, cpu: processCPU(), began: time.Now()}, nil
 }
 
 // close stops the clock and reads the counters again.
 func (w *window) close(ctx context.Context) (measured, error) {
 	m := measured{elapsed: time.Since(w.began), cpu: processCPU() - w.cpu}
+	w.t.profile.stop()
 	after, err := w.t.calls(ctx)
 	if err != nil {
 		return measured{}, err

@@ -272,6 +272,7 @@ type Quota struct {
 	sp       keys.Space // the platform keys, for reasons and logs
 	disabled bool
 	envLimit int           // PLAITA_TENANT_MAX_RUNNING, ≥ 0
+	envSrc   string        // "PLAITA_TENANT_MAX_RUNNING=<envLimit>", a decision's source
 	ttl      time.Duration // slot lifetime
 	deferMax int
 	log      zerolog.Logger
@@ -305,7 +306,9 @@ func NewQuotaGate(st *store.Redis, s settings.Quota, set *metrics.Set, log zerol
 		deferMax = defaultQuotaDeferMax
 	}
 	set = setOrNew(set)
-	return &Quota{Now: time.Now, st: st, sp: sp, disabled: s.Disabled, envLimit: max(s.MaxRunning, 0), ttl: ttl, deferMax: deferMax, log: log,
+	envLimit := max(s.MaxRunning, 0)
+	return &Quota{Now: time.Now, st: st, sp: sp, disabled: s.Disabled, envLimit: envLimit, ttl: ttl, deferMax: deferMax, log: log,
+		envSrc:   "PLAITA_TENANT_MAX_RUNNING=" + strconv.Itoa(envLimit),
 		admitted: set.GetOrCreateCounter(`plaita_tenant_quota_admitted_total`),
 		deferred: set.GetOrCreateCounter(`plaita_tenant_quota_deferred_total`),
 		bypassed: set.GetOrCreateCounter(`plaita_tenant_quota_bypass_total`),
@@ -361,14 +364,17 @@ func (q *Quota) limit(ctx context.Context, tenant string) (int, string, error) {
 	o, ok := q.cache.get(tenant, q.CacheFor, now)
 	if !ok {
 		var err error
-		if o.raw, o.found, err = q.st.TenantQuotaOverride(ctx, tenant); err != nil {
+		rctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
+		o.raw, o.found, err = q.st.TenantQuotaOverride(rctx, tenant)
+		cancel()
+		if err != nil {
 			return 0, "", err
 		}
 		q.cache.put(tenant, o, q.CacheFor, now)
 	}
 	l := store.ResolveQuotaLimit(o.raw, o.found, q.envLimit)
 	if !l.Override {
-		return l.Limit, fmt.Sprintf("PLAITA_TENANT_MAX_RUNNING=%d", q.envLimit), nil
+		return l.Limit, q.envSrc, nil
 	}
 	src := fmt.Sprintf("%s[%s]=%q", q.sp.TenantQuota(), tenant, l.Raw)
 	if l.Ignored == "" {
@@ -403,8 +409,7 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	if env.ExecutionID == "" {
 		return Admission{}, fmt.Errorf("tenant quota: start without execution_id")
 	}
-	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
-	defer cancel()
+	// The limit is cached: a bound (a timer) only for the calls that reach Redis.
 	limit, src, err := q.limit(ctx, tenant)
 	if err != nil {
 		return Admission{}, fmt.Errorf("tenant quota: %w", err)
@@ -412,8 +417,10 @@ func (q *Quota) Admit(ctx context.Context, env queue.Envelope) (Admission, error
 	if limit == 0 {
 		// No limit applies: no slot is taken, so nothing is counted or released. A limit set
 		// later counts the starts admitted from then on.
-		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, fmt.Sprintf("tenant %q is unlimited (%s): not counted", tenant, src)}}, nil
+		return Admission{Decision: Decision{VerdictRun, RuleTenantQuota, "tenant " + strconv.Quote(tenant) + " is unlimited (" + src + "): not counted"}}, nil
 	}
+	ctx, cancel := callctx.Bounded(ctx, gateOpTimeout)
+	defer cancel()
 	res, err := q.st.AdmitRunning(ctx, store.RunningAdmit{Tenant: tenant, ExecutionID: env.ExecutionID, Now: q.Now(),
 		TTL: q.ttl, Limit: limit, Force: env.QuotaBypass || env.QuotaDeferCount >= q.deferMax})
 	if err != nil {
