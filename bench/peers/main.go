@@ -26,6 +26,7 @@ type options struct {
 	plaitaPath  string // empty: build the binary from the repository
 	timeout     time.Duration
 	json        bool
+	noExtras    bool
 }
 
 func parseFlags(args []string) (options, error) {
@@ -39,6 +40,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.plaitaPath, "plaita", "", "plaita binary (default: go build from the repository root)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up on a single run after this long")
 	fs.BoolVar(&o.json, "json", false, "print the summary as JSON instead of tables")
+	fs.BoolVar(&o.noExtras, "no-extras", false, "skip plaita's figures after the rounds (calls per additional step and per woken wait, a worker process's peak memory)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -112,6 +114,13 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	s.finish()
+	if !o.noExtras {
+		x, err := measureExtras(ctx, target, plaita, tmp, o, s.MedianPlaitaCallsPerExec)
+		if err != nil {
+			return err
+		}
+		s.Extras = &x
+	}
 	if o.json {
 		return printJSON(os.Stdout, s)
 	}

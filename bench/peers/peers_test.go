@@ -33,3 +33,12 @@ func TestLastJSONLine(t *testing.T) {
 		t.Fatalf("lastJSONLine = %q", got)
 	}
 }
+
+func TestStatusKiB(t *testing.T) {
+	status := []byte("Name:\tplaita\nVmHWM:\t   46060 kB\nVmRSS:\t   46000 kB\nRssAnon:\t   19616 kB\nRssFile:\t   26444 kB\n")
+	for name, want := range map[string]int64{"VmHWM": 46060, "RssAnon": 19616, "RssFile": 26444, "VmSwap": 0} {
+		if got := statusKiB(status, name); got != want {
+			t.Errorf("statusKiB(%s) = %d, want %d", name, got, want)
+		}
+	}
+}

@@ -28,18 +28,22 @@ type summary struct {
 	MedianRatio               float64 `json:"median_ratio"`
 	MedianAsynqTasksPerSecond float64 `json:"median_asynq_tasks_per_second"`
 	MedianPlaitaExecsPerSec   float64 `json:"median_plaita_executions_per_second"`
+	MedianPlaitaCallsPerExec  float64 `json:"median_plaita_calls_per_execution"`
+	Extras                    *extras `json:"extras,omitempty"`
 }
 
 // finish fills in the medians: with a few rounds on a shared machine, the median resists the
 // one round a background job slowed down.
 func (s *summary) finish() {
-	var ratio, a, p []float64
+	var ratio, a, p, calls []float64
 	for _, r := range s.Rounds {
 		ratio = append(ratio, r.Ratio)
 		a = append(a, r.Asynq.TasksPerSecond)
 		p = append(p, r.Plaita.ExecutionsPerSecond)
+		calls = append(calls, r.Plaita.CallsPerExecution)
 	}
 	s.MedianRatio, s.MedianAsynqTasksPerSecond, s.MedianPlaitaExecsPerSec = median(ratio), median(a), median(p)
+	s.MedianPlaitaCallsPerExec = median(calls)
 }
 
 func median(xs []float64) float64 {
@@ -84,6 +88,9 @@ func printSummary(w io.Writer, s summary) {
 	}
 	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2fx\n", s.MedianAsynqTasksPerSecond, s.MedianPlaitaExecsPerSec, s.MedianRatio)
 	tw.Flush()
+	if s.Extras != nil {
+		printExtras(w, *s.Extras, s.MedianPlaitaCallsPerExec)
+	}
 }
 
 func printJSON(w io.Writer, s summary) error {
