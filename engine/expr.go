@@ -194,6 +194,16 @@ type Value struct {
 	object   map[string]*Value
 	keys     []string
 	array    []*Value
+	dynamic  bool // a template somewhere in it: its value needs the environment
+}
+
+// In evaluates v in the call's environment, which is built only when v has an expression: a
+// literal (an end node's constant output, a log line) costs no environment.
+func (v *Value) In(c *Call) (any, error) {
+	if !v.dynamic {
+		return v.Eval(nil, c.limits)
+	}
+	return v.Eval(c.Env(), c.limits)
 }
 
 type template struct {
@@ -235,7 +245,7 @@ func compileValue(v any, lim ExprLimits) (*Value, error) {
 		if t == nil {
 			return &Value{literal: x}, nil
 		}
-		return &Value{template: t}, nil
+		return &Value{template: t, dynamic: true}, nil
 	case map[string]any:
 		val := &Value{object: map[string]*Value{}}
 		for _, k := range sortedAnyKeys(x) {
@@ -245,6 +255,7 @@ func compileValue(v any, lim ExprLimits) (*Value, error) {
 			}
 			val.object[k] = c
 			val.keys = append(val.keys, k)
+			val.dynamic = val.dynamic || c.dynamic
 		}
 		sort.Strings(val.keys)
 		return val, nil
@@ -256,6 +267,7 @@ func compileValue(v any, lim ExprLimits) (*Value, error) {
 				return nil, &valueError{path: fmt.Sprintf("[%d]", i), err: err}
 			}
 			val.array = append(val.array, c)
+			val.dynamic = val.dynamic || c.dynamic
 		}
 		return val, nil
 	}

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -151,5 +153,31 @@ func TestExprErrorNamesTheMissingValue(t *testing.T) {
 	e, _ := compileExpr("(INPUT.none ?? 0) + 'a' > 1", DefaultExprLimits)
 	if _, err := e.Eval(env, DefaultExprLimits); err == nil || strings.Contains(err.Error(), "is not set") {
 		t.Errorf("unrelated error: %v", err)
+	}
+}
+
+// A value without an expression is evaluated without the call's environment; one with an
+// expression anywhere in it builds it once.
+func TestValueInBuildsTheEnvironmentOnlyForExpressions(t *testing.T) {
+	for src, want := range map[string]int{`"ok"`: 0, `{"a":[1,"x"],"b":null}`: 0, `"{{ INPUT.n }}"`: 1, `{"a":[1,"{{ INPUT.n }}"]}`: 1} {
+		var raw any
+		if err := json.Unmarshal([]byte(src), &raw); err != nil {
+			t.Fatal(err)
+		}
+		v, err := compileValue(raw, DefaultExprLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		built := 0
+		c := &Call{limits: DefaultExprLimits, mkEnv: func() map[string]any { built++; return map[string]any{"INPUT": map[string]any{"n": 2}} }}
+		got, err := v.In(c)
+		if err != nil || built != want {
+			t.Fatalf("%s: %v, %v; environment built %d times, want %d", src, got, err, built, want)
+		}
+		if want == 0 {
+			if lit, _ := v.Eval(nil, DefaultExprLimits); !reflect.DeepEqual(got, lit) {
+				t.Fatalf("%s: %v, want %v", src, got, lit)
+			}
+		}
 	}
 }

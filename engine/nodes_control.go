@@ -46,7 +46,7 @@ func (setType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (s *setNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := s.vars.Eval(c.Env(), c.limits)
+	v, err := s.vars.In(c)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -202,7 +202,7 @@ func (logType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (l *logNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := l.message.Eval(c.Env(), c.limits)
+	v, err := l.message.In(c)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -255,7 +255,7 @@ func (failType) Prepare(n *Node, pc *PrepareContext) Runner {
 }
 
 func (f *failNode) Run(_ context.Context, c *Call) (Outcome, error) {
-	v, err := f.message.Eval(c.Env(), c.limits)
+	v, err := f.message.In(c)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -286,7 +286,7 @@ func (e *endNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	if e.output == nil {
 		return Outcome{End: true}, nil
 	}
-	v, err := e.output.Eval(c.Env(), c.limits)
+	v, err := e.output.In(c)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -393,7 +393,7 @@ func (d *delayNode) Run(_ context.Context, c *Call) (Outcome, error) {
 		}
 		return Outcome{Suspend: &state.Suspend{Kind: state.SuspendDelay, Due: &due}}, nil
 	}
-	v, err := d.until.Eval(c.Env(), c.limits)
+	v, err := d.until.In(c)
 	if err != nil {
 		return Outcome{}, err
 	}
@@ -535,7 +535,7 @@ func (approvalType) Prepare(n *Node, pc *PrepareContext) Runner {
 func (a *approvalNode) Run(_ context.Context, c *Call) (Outcome, error) {
 	s := &state.Suspend{Kind: state.SuspendApproval}
 	if a.message != nil {
-		v, err := a.message.Eval(c.Env(), c.limits)
+		v, err := a.message.In(c)
 		if err != nil {
 			return Outcome{}, err
 		}
