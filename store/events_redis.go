@@ -16,7 +16,8 @@ import (
 // RedisEventsDriver is EventsDriver on the keys events.go lays out: a STRING per record, a
 // ZSET per type's index and per tenant's feed, a STRING throttle, the root's tenant ZSET and
 // cursor HASH, a STRING per wake-up marker and a pub/sub channel. Each method is the command,
-// the pipeline or the script its doc names: one round trip.
+// the pipeline or the script its doc names: one round trip (Index: two when it takes a type's
+// prune throttle, once a minute; ClaimWake: two when it takes over a stale claim).
 type RedisEventsDriver struct {
 	c rueidis.Client
 	// claimByScript: the server refused SET … NX GET (Redis before 7.0), so claims run

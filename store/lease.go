@@ -184,6 +184,14 @@ func (l *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
+// Held reports whether Release has a lease key to delete: false once the run's last save
+// deleted it, for a deferred lease no save took, and after Release.
+func (l *Lease) Held() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.released && !l.deferred
+}
+
 // markReleased records that the lease key is gone and stops the watchdogs.
 func (l *Lease) markReleased() {
 	l.mu.Lock()

@@ -277,7 +277,10 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 func (p *Dispatcher) letGo(ctx context.Context, t *task) {
 	lease := t.lease
 	t.lease = nil
-	octx, cancel := settleCtx(ctx)
+	octx, cancel := ctx, context.CancelFunc(func() {})
+	if lease.Held() { // else Release only stops the watchdogs: no call, no timer to set
+		octx, cancel = settleCtx(ctx)
+	}
 	defer cancel()
 	if err := lease.Release(octx); err != nil && !errors.Is(err, store.ErrLeaseLost) {
 		t.log.Warn().Err(err).Str("event", "worker.lease_release_failed").Msg("lease not released (it expires, or this instance takes it over on the next delivery)")
@@ -440,14 +443,19 @@ func (p *Dispatcher) countFailures(ctx context.Context, t *task, st *state.Execu
 	if st == nil {
 		return
 	}
+	reset := progressed && t.nofail > 0
+	count := st.Status == state.Error && st.Error != nil && (st.Error.Type == engine.ErrTypeNode || st.Error.Type == engine.ErrTypeDeadline)
+	if !reset && !count {
+		return
+	}
 	octx, cancel := settleCtx(ctx)
 	defer cancel()
 	id := t.env.ExecutionID
 	var err error
-	if progressed && t.nofail > 0 {
+	if reset {
 		err = t.ts.ResetCounter(octx, keys.FamNoFail, id)
 	}
-	if st.Status == state.Error && st.Error != nil && (st.Error.Type == engine.ErrTypeNode || st.Error.Type == engine.ErrTypeDeadline) {
+	if count {
 		_, ierr := t.ts.Incr(octx, keys.FamNoFail, id)
 		err = errors.Join(err, ierr)
 	}

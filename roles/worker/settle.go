@@ -19,7 +19,12 @@ func (p *Dispatcher) settle(ctx context.Context, t *task, o Outcome) {
 		p.d.Queue.IncFailed()
 	}
 	p.logOutcome(t, o)
-	octx, cancel := settleCtx(ctx)
+	// An ack is queued for the acker and a retry sends nothing: only the other outcomes call
+	// Redis here, so only they set a timer.
+	octx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Action != ActAck && o.Action != ActRetry {
+		octx, cancel = settleCtx(ctx)
+	}
 	defer cancel()
 	q := p.d.Queue
 	switch o.Action {
