@@ -110,17 +110,18 @@ func workerPeak(ctx context.Context, t *target, bin, dir string, n, conc int) (w
 	if err := t.resetPlaita(ctx); err != nil {
 		return m, err
 	}
-	env := append(os.Environ(), "PLAITA_REDIS_URL="+t.plaitaURL, "PLAITA_WORKER_CONCURRENCY="+strconv.Itoa(conc), "PLAITA_METRICS_PORT=0")
+	const stream = "plaita:flow:queue"
+	// Flags, not variables: they override what the caller's environment may set.
+	conn := []string{"--redis-url", t.plaitaURL, "--queue-name", stream}
 	flow := filepath.Join(dir, "peers-flow.json")
 	if err := os.WriteFile(flow, []byte(`{"id":"peers-1","version":"1","start":"e","nodes":[{"id":"e","type":"end","params":{"output":"ok"}}]}`), 0o600); err != nil {
 		return m, err
 	}
-	pub := exec.CommandContext(ctx, bin, "flow", "publish", flow)
-	pub.Env, pub.Dir = env, dir
+	pub := exec.CommandContext(ctx, bin, append([]string{"flow", "publish", flow}, conn...)...)
+	pub.Dir = dir
 	if out, err := pub.CombinedOutput(); err != nil {
 		return m, fmt.Errorf("plaita flow publish: %w\n%s", err, tail(string(out), 2000))
 	}
-	const stream = "plaita:flow:queue" // the default PLAITA_QUEUE_NAME
 	created := time.Now().UTC().Format(time.RFC3339Nano)
 	for i := 0; i < n; i += 1000 {
 		pipe := t.plaita.Pipeline()
@@ -133,8 +134,8 @@ func workerPeak(ctx context.Context, t *target, bin, dir string, n, conc int) (w
 		}
 	}
 	var logs bytes.Buffer
-	w := exec.Command(bin, "worker")
-	w.Env, w.Dir, w.Stdout, w.Stderr = env, dir, io.Discard, &logs
+	w := exec.Command(bin, append([]string{"worker", "--concurrency", strconv.Itoa(conc), "--metrics-port", "0"}, conn...)...)
+	w.Dir, w.Stdout, w.Stderr = dir, io.Discard, &logs
 	began := time.Now()
 	if err := w.Start(); err != nil {
 		return m, err
