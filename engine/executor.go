@@ -507,9 +507,18 @@ type execRun struct {
 	*Executor
 	set Settings
 	// unsaved is the last node whose step is in the state but not saved yet ("" when the
-	// state in memory is the one saved): see step.
-	unsaved string
+	// state in memory is the one saved), unsavedSince when the first of those steps ended: see
+	// checkpoint.
+	unsaved      string
+	unsavedSince time.Time
 }
+
+// maxUnsaved bounds how long control steps go unsaved: a long loop of control nodes is still
+// saved every second, so a crash replays at most a second of it.
+const maxUnsaved = time.Second
+
+// stopSaveBudget bounds the save of the unsaved control steps when a run stops.
+const stopSaveBudget = 5 * time.Second
 
 func (e *Executor) begin() *execRun { return &execRun{Executor: e, set: e.settings()} }
 
@@ -529,7 +538,19 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 
 	for st.Status == state.Running {
 		if err := ctx.Err(); err != nil {
-			return st, err // shutting down: the checkpoint is saved, the caller redelivers
+			// Shutting down (a drain, Ctrl-C): the caller redelivers from the checkpoint. The
+			// control steps since the last save end at a step boundary: they are saved first
+			// (past the cancelled context; a fenced save still refuses a lost lease).
+			if e.unsaved != "" {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopSaveBudget)
+				serr := e.save(sctx, st, e.unsaved)
+				cancel()
+				if serr != nil {
+					e.Log.Warn().Err(serr).Str("event", "engine.stop_save_failed").Str("execution_id", st.ExecutionID).
+						Msg("the control steps since the last save could not be saved: they run again")
+				}
+			}
+			return st, err
 		}
 		if e.Cancel != nil && !set.DisableCancelCheckpoint {
 			cancelled, err := e.Cancel.Cancelled(ctx, st.ExecutionID)
@@ -610,12 +631,19 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 // over the state, so a crash before the next save replays them from the last one to the same
 // result (their log lines aside). The run saves before a node that calls out (run), at every
 // end, suspension, failure and retry, and when it stops for a deadline, the step limit or a
-// cancel. A resume applied by a suspended node is such a step too: its redelivery meets the
-// suspension again and applies the same resume.
+// cancel, when it stops (run), and once a row has gone unsaved for maxUnsaved. A resume applied
+// by a suspended node is such a step too: its redelivery meets the suspension again and applies
+// the same resume.
 func (e *execRun) checkpoint(ctx context.Context, st *state.Execution, f *Flow, node *Node) error {
 	if next, ok := f.Node(st.CurrentNode); ok && st.Status == state.Running && node.instant() && next.instant() {
-		e.unsaved = node.ID
-		return nil
+		now := e.Clock.Now()
+		if e.unsaved == "" {
+			e.unsavedSince = now
+		}
+		if now.Sub(e.unsavedSince) < maxUnsaved {
+			e.unsaved = node.ID
+			return nil
+		}
 	}
 	return e.save(ctx, st, node.ID)
 }

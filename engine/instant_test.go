@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 type callOutType struct{}
@@ -161,4 +162,65 @@ func TestResumeAndControlStepsAreSavedTogether(t *testing.T) {
 	if stored.Output != float64(5) || stored.NodeTimings["s"].Runs != 1 || stored.LastResume == nil || stored.LastResume.Key != "1-1" {
 		t.Fatalf("output %v, timings %+v, last resume %+v", stored.Output, stored.NodeTimings, stored.LastResume)
 	}
+}
+
+// A loop of control nodes is not saved after every step, but it is never left unsaved for
+// long: when the run stops (a drain, Ctrl-C) the steps since the last save are saved before it
+// returns — they end at a step boundary — and a row still running after a second is saved then.
+func TestUnsavedControlStepsAreBounded(t *testing.T) {
+	loop := `{"id":"loop","start":"inc","max_steps":1000000,"nodes":[
+		{"id":"inc","type":"set","params":{"vars":{"i":"{{ (VARS.i ?? 0) + 1 }}"}},"next":"check"},
+		{"id":"check","type":"condition","params":{"expr":"VARS.i < 1000000"},"branches":{"true":"inc","false":"done"}},
+		{"id":"done","type":"end"}]}`
+
+	t.Run("stop", func(t *testing.T) {
+		h := newHarness(t)
+		seen := &savesSeen{Memory: h.mem}
+		h.ex.Store = seen
+		f := h.flow(loop)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		steps := 0
+		h.ex.OnEvent = func(ev Event) {
+			if ev.Entry.Event == "step" {
+				if steps++; steps == 7 {
+					stop() // the worker drains, or Ctrl-C
+				}
+			}
+		}
+		id := NewExecutionID()
+		if _, err := h.ex.Start(ctx, f, StartRequest{ExecutionID: id}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped run: %v", err)
+		}
+		stored := h.stored(id)
+		if stored.Status != state.Running || stored.StepCount != 7 || len(seen.seen) != 1 {
+			t.Fatalf("after the stop: %s at %d steps, saves %v; want the 7 steps saved once", stored.Status, stored.StepCount, seen.seen)
+		}
+	})
+
+	t.Run("second", func(t *testing.T) {
+		h := newHarness(t)
+		seen := &savesSeen{Memory: h.mem}
+		h.ex.Store = seen
+		f := h.flow(loop)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		steps := 0
+		h.ex.OnEvent = func(ev Event) {
+			if ev.Entry.Event == "step" {
+				h.clock.Advance(300 * time.Millisecond)
+				if steps++; steps == 20 {
+					stop()
+				}
+			}
+		}
+		if _, err := h.ex.Start(ctx, f, StartRequest{}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("stopped run: %v", err)
+		}
+		// 300 ms a step: a step that ends a second or more after the first unsaved one is saved
+		// (with those before it): every fifth step, 4 times in 20 steps.
+		if len(seen.seen) != 4 {
+			t.Fatalf("saves %v, want 4", seen.seen)
+		}
+	})
 }
