@@ -68,16 +68,19 @@ func (l *Lease) Deferred() bool {
 // generation ever handed out, as before. Anything there (a leftover lease of ours, a fence
 // generation) takes the general path below.
 var beginSaveScript = rueidis.NewLuaScript(`
+local function write()
+  if tonumber(ARGV[5]) > 0 then
+    redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
+  else
+    redis.call('SET', KEYS[3], ARGV[4])
+  end
+  for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[8]) end
+end
 if ARGV[6] == '1' then
   local v = redis.call('MGET', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
   if not v[1] and not v[2] then
     if v[3] or v[4] or v[5] or (tonumber(v[6] or '0') or 0) > 0 then return {2} end
-    if tonumber(ARGV[5]) > 0 then
-      redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
-    else
-      redis.call('SET', KEYS[3], ARGV[4])
-    end
-    for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[8]) end
+    write()
     return {1, 0, 0}
   end
 end
@@ -88,12 +91,7 @@ if v[1] or v[2] or v[3] or (tonumber(v[4] or '0') or 0) > 0 then
   return {2}
 end
 local g = redis.call('INCR', KEYS[2])
-if tonumber(ARGV[5]) > 0 then
-  redis.call('SET', KEYS[3], ARGV[4], 'EX', ARGV[5])
-else
-  redis.call('SET', KEYS[3], ARGV[4])
-end
-for i = 7, #KEYS do redis.call('ZADD', KEYS[i], ARGV[7], ARGV[8]) end
+write()
 if ARGV[6] == '1' then redis.call('DEL', KEYS[1]) end
 return {1, g, took}
 `)
