@@ -173,7 +173,9 @@ func TestUnsavedControlStepsAreBounded(t *testing.T) {
 		{"id":"check","type":"condition","params":{"expr":"VARS.i < 1000000"},"branches":{"true":"inc","false":"done"}},
 		{"id":"done","type":"end"}]}`
 
-	t.Run("stop", func(t *testing.T) {
+	// run starts the loop, advancing the clock by perStep at each step, and stops it (a drain,
+	// Ctrl-C) after stopAt steps; it returns the saves and the stored state.
+	run := func(t *testing.T, perStep time.Duration, stopAt int) ([]string, *state.Execution) {
 		h := newHarness(t)
 		seen := &savesSeen{Memory: h.mem}
 		h.ex.Store = seen
@@ -183,8 +185,9 @@ func TestUnsavedControlStepsAreBounded(t *testing.T) {
 		steps := 0
 		h.ex.OnEvent = func(ev Event) {
 			if ev.Entry.Event == "step" {
-				if steps++; steps == 7 {
-					stop() // the worker drains, or Ctrl-C
+				h.clock.Advance(perStep)
+				if steps++; steps == stopAt {
+					stop()
 				}
 			}
 		}
@@ -192,35 +195,22 @@ func TestUnsavedControlStepsAreBounded(t *testing.T) {
 		if _, err := h.ex.Start(ctx, f, StartRequest{ExecutionID: id}); !errors.Is(err, context.Canceled) {
 			t.Fatalf("stopped run: %v", err)
 		}
-		stored := h.stored(id)
-		if stored.Status != state.Running || stored.StepCount != 7 || len(seen.seen) != 1 {
-			t.Fatalf("after the stop: %s at %d steps, saves %v; want the 7 steps saved once", stored.Status, stored.StepCount, seen.seen)
+		return seen.seen, h.stored(id)
+	}
+
+	t.Run("stop", func(t *testing.T) {
+		saves, stored := run(t, 0, 7)
+		if stored.Status != state.Running || stored.StepCount != 7 || len(saves) != 1 {
+			t.Fatalf("after the stop: %s at %d steps, saves %v; want the 7 steps saved once", stored.Status, stored.StepCount, saves)
 		}
 	})
 
 	t.Run("second", func(t *testing.T) {
-		h := newHarness(t)
-		seen := &savesSeen{Memory: h.mem}
-		h.ex.Store = seen
-		f := h.flow(loop)
-		ctx, stop := context.WithCancel(context.Background())
-		defer stop()
-		steps := 0
-		h.ex.OnEvent = func(ev Event) {
-			if ev.Entry.Event == "step" {
-				h.clock.Advance(300 * time.Millisecond)
-				if steps++; steps == 20 {
-					stop()
-				}
-			}
-		}
-		if _, err := h.ex.Start(ctx, f, StartRequest{}); !errors.Is(err, context.Canceled) {
-			t.Fatalf("stopped run: %v", err)
-		}
+		saves, _ := run(t, 300*time.Millisecond, 20)
 		// 300 ms a step: a step that ends a second or more after the first unsaved one is saved
 		// (with those before it): every fifth step, 4 times in 20 steps.
-		if len(seen.seen) != 4 {
-			t.Fatalf("saves %v, want 4", seen.seen)
+		if len(saves) != 4 {
+			t.Fatalf("saves %v, want 4", saves)
 		}
 	})
 }
