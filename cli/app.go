@@ -290,6 +290,11 @@ func roleCommand(spec roles.Spec, stderr io.Writer) *cli.Command {
 			if spec.Body == nil {
 				return &exitError{code: ExitFailure, err: fmt.Errorf("%s: not built yet in this version; `plaita roles` shows what is", role)}
 			}
+			stopTracing, err := roles.StartTracing(ctx, cfg, log)
+			if err != nil {
+				return &exitError{code: ExitRejected, err: fmt.Errorf("%s: %w", role, err)}
+			}
+			defer stopTracing()
 			if err := spec.Body(ctx, cfg, log); err != nil {
 				log.Error().Err(err).Str("event", "role.failed").Msg("stopped with an error")
 				return &exitError{code: ExitFailure, err: err}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"io"
 
 	"github.com/redis/rueidis"
@@ -25,6 +26,8 @@ type conn struct {
 	program string // how the commands printed invoke plaita
 	c       rueidis.Client
 	plane   *control.Plane
+	// stopTracing flushes the command's spans (a no-op while tracing is off).
+	stopTracing func()
 }
 
 // connect runs the preflight of role and connects to PLAITA_REDIS_URL for the --tenant.
@@ -62,11 +65,19 @@ func (k *conn) dial(name string) error {
 		c.Close()
 		return cliFail(name, "%v", err)
 	}
-	k.c, k.plane = c, plane
+	stop, err := roles.StartCLITracing(context.Background(), k.cfg, k.log)
+	if err != nil {
+		c.Close()
+		return cliFail(name, "%v", err)
+	}
+	k.c, k.plane, k.stopTracing = c, plane, stop
 	return nil
 }
 
 func (k *conn) close() {
+	if k.stopTracing != nil {
+		k.stopTracing()
+	}
 	if k.c != nil {
 		k.c.Close()
 	}

@@ -108,6 +108,24 @@ func registry() []*Var {
 			want: "a port number"}, 65535)).flag("metrics-port").defDoc("0 (off)").
 			doc("Port of the role's /metrics, /healthz and /readyz endpoint; 0 = off."),
 		stringVar("PLAITA_METRICS_HOST", CapProcess, "0.0.0.0", dflt()).doc("Listen address of /metrics."),
+		stringVar("OTEL_EXPORTER_OTLP_ENDPOINT", CapProcess, "", dflt()).defDoc("unset (tracing off)").secretURL().validated(otlpEndpointProblem).
+			doc("OTLP endpoint (base URL) the role sends its trace spans to; unset: tracing is off (docs/tracing.md)."),
+		stringVar("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", CapProcess, "", dflt()).defDoc("unset").secretURL().validated(otlpEndpointProblem).
+			doc("OTLP traces endpoint, used as it is (no /v1/traces added); wins over OTEL_EXPORTER_OTLP_ENDPOINT."),
+		enumVar("OTEL_EXPORTER_OTLP_PROTOCOL", CapProcess, enumRule{def: "http/protobuf", allowed: []string{"http/protobuf", "grpc"}, bad: dflt().R()}).
+			doc("OTLP transport of the spans (http/json is not supported)."),
+		stringVar("OTEL_EXPORTER_OTLP_HEADERS", CapProcess, "", dflt()).defDoc("unset").secret().validated(otlpHeadersProblem).
+			doc("Headers sent with every export: key=value pairs, comma-separated, values URL-encoded."),
+		derivedString("OTEL_SERVICE_NAME", CapProcess, "plaita-<role>", dflt(), func(c *Config) string { return "plaita-" + string(c.role) }).
+			doc("service.name of the role's spans."),
+		enumVar("OTEL_TRACES_SAMPLER", CapProcess, enumRule{def: "parentbased_always_on", allowed: []string{"parentbased_always_on",
+			"parentbased_always_off", "parentbased_traceidratio", "always_on", "always_off", "traceidratio"}, bad: dflt().R()}).
+			doc("Which traces are recorded; a role continuing a trace follows its sampled flag under parentbased_*."),
+		numVar("OTEL_TRACES_SAMPLER_ARG", CapProcess, upTo(numRule{def: 1, isFloat: true, zero: keep(), neg: dflt().W().R(), bad: dflt().W().R(),
+			want: "a ratio from 0 to 1"}, 1)).doc("The ratio of the traceidratio samplers."),
+		numVar("OTEL_BSP_SCHEDULE_DELAY", CapProcess, numRule{def: 5000, zero: dflt().W(), neg: dflt().W().R(), bad: dflt().W().R(),
+			want: "a positive integer (milliseconds)"}).doc("The longest a finished span waits before it is sent (milliseconds)."),
+		boolVar("OTEL_SDK_DISABLED", CapProcess, KindStrictBool, false).doc("Turns tracing off even with an endpoint set."),
 		stringVar("PLAITA_ALERT_WEBHOOK", CapEngine, "", dflt()).secretURL().defDoc("unset").validated(webhookProblem).
 			doc("JSON POST target for dead-letter and zombie alerts."),
 		boolVar("PLAITA_ALLOW_EXPERIMENTAL_DB", CapEngine, KindExact01, false).timing(TimingCall).noEffect().
@@ -259,6 +277,8 @@ func registry() []*Var {
 			doc("Allow the admin API without a key (local development only)."),
 		stringVar("PLAITA_CONSOLE_ADMIN_PASSWORD", CapConsoleAPI, "", keep()).secret().defDoc("unset").
 			doc("Creates the platform admin when the users table is empty."),
+		stringVar("PLAITA_TRACE_URL_TEMPLATE", CapConsoleAPI, "", dflt()).defDoc("unset (no link)").validated(traceTemplateProblem).
+			doc("Link from an execution's page to its trace: a URL with {trace_id}, e.g. http://jaeger:16686/trace/{trace_id}."),
 		enumVar("PLAITA_CONSOLE_RECONCILE_ORPHANS", CapConsoleAPI, enumRule{def: "suspend", allowed: []string{"suspend", "fail", "off"}, bad: dflt()}).
 			doc("Local-mode start-up handling of executions left running."),
 		stringVar("PLAITA_CONSOLE_SECRET_ID", CapConsoleAPI, "", keep()).timing(TimingRequest).secret().defDoc(`""`).doc("Names the global contract key in the audit of signed triggers (docs/credentials.md)."),
@@ -488,6 +508,57 @@ func webhookProblem(s string) (string, bool) {
 }
 
 var streamIDRe = regexp.MustCompile(`^(\$|[0-9]+(-[0-9]+)?)$`)
+
+// otlpEndpointProblem refuses an OTLP endpoint that is no http(s) URL: the exporter would fail
+// on every span, silently.
+func otlpEndpointProblem(s string) (string, bool) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("%q is not an http(s) URL (e.g. http://otel-collector:4318)", maskURL(s)), true
+	}
+	return "", false
+}
+
+// traceTemplateProblem refuses a trace link template without the place of the trace id.
+func traceTemplateProblem(s string) (string, bool) {
+	if !strings.Contains(s, "{trace_id}") {
+		return fmt.Sprintf("%q has no {trace_id} (e.g. http://jaeger:16686/trace/{trace_id})", s), true
+	}
+	if u, err := url.Parse(strings.ReplaceAll(s, "{trace_id}", "0")); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Sprintf("%q is not an http(s) URL", s), true
+	}
+	return "", false
+}
+
+// otlpHeadersProblem checks OTEL_EXPORTER_OTLP_HEADERS as the OpenTelemetry specification
+// writes it (W3C baggage's list: key=value, comma-separated, values URL-encoded).
+func otlpHeadersProblem(s string) (string, bool) {
+	if _, err := ParseOTLPHeaders(s); err != nil {
+		return err.Error(), true
+	}
+	return "", false
+}
+
+// ParseOTLPHeaders reads OTEL_EXPORTER_OTLP_HEADERS into a map (an empty value: none).
+func ParseOTLPHeaders(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, pair := range strings.Split(s, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(pair, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("header %q is not key=value (comma-separated pairs, values URL-encoded)", strings.TrimSpace(pair))
+		}
+		val, err := url.PathUnescape(strings.TrimSpace(v))
+		if err != nil {
+			return nil, fmt.Errorf("the value of header %q is not URL-encoded: %w", k, err)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
 
 func streamIDProblem(s string) (string, bool) {
 	if !streamIDRe.MatchString(s) {

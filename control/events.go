@@ -7,6 +7,11 @@ import (
 	"fmt"
 	"strings"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"plaita/internal/tracing"
+
 	"plaita/store"
 	"plaita/store/keys"
 )
@@ -83,6 +88,14 @@ func (p *Plane) PublishEventUncounted(ctx context.Context, ev store.Event) (Even
 		return EventPublished{}, err
 	}
 	ev.TenantID = tenant
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = tracing.Start(ctx, "publish event "+ev.Type, trace.SpanKindProducer)
+		defer span.End()
+		span.SetAttributes(attribute.String(tracing.AttrEventType, ev.Type), attribute.String(tracing.AttrTenant, tenant))
+		tc := tracing.Of(ctx)
+		ev.TraceParent, ev.TraceState = tc.TraceParent, tc.TraceState
+	}
 	stored, dup, err := p.d.Events.Publish(ctx, ev)
 	switch {
 	case errors.Is(err, store.ErrEventConflict):

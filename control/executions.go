@@ -814,7 +814,7 @@ func (p *Plane) admitResume(ctx context.Context, tenant string, st *state.Execut
 // resumeEnvelope is a resume of st's execution, on the flow version it runs.
 func resumeEnvelope(st *state.Execution, rt engine.ResumeType, data json.RawMessage) queue.Envelope {
 	return queue.Envelope{Kind: queue.KindResume, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
-		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data}
+		ExecutionID: st.ExecutionID, ResumeType: rt, ResumeData: data, TraceParent: st.TraceParent, TraceState: st.TraceState}
 }
 
 // Hints is what can be done next with st, each resume checked and rendered as a command line.

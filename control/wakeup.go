@@ -133,7 +133,7 @@ func (p *Plane) dueReport(ctx context.Context, tenant string, st *state.Executio
 		return d
 	}
 	entry := queue.DelayEntry{ExecutionID: st.ExecutionID, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
-		ResumeType: rt, Node: s.Node, Due: *s.Due}
+		ResumeType: rt, Node: s.Node, Due: *s.Due, TraceParent: st.TraceParent, TraceState: st.TraceState}
 	l, err := p.d.Delay.Lookup(ctx, entry)
 	switch {
 	case err != nil:

@@ -16,8 +16,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 )
 
 // Version is the engine version written into every execution state.
@@ -121,6 +124,9 @@ type Executor struct {
 	// Credentials opens the tenants' credentials for the nodes that send them (Call.Credential);
 	// nil: a node that asks for one fails, naming why.
 	Credentials CredentialResolver
+	// LeaseEpoch, when set, is the fencing generation of the lease the run holds, recorded on
+	// each node's span (tracing on only).
+	LeaseEpoch func() int64
 }
 
 // Event is one thing an execution did.
@@ -143,6 +149,9 @@ type StartRequest struct {
 	TenantID    string
 	FlowVersion string
 	Input       any
+	// Trace is the trace the execution belongs to (the span of the task that started it): its
+	// state keeps it, so every run and wake-up of the execution continues it.
+	Trace tracing.Parent
 }
 
 // NewExecutionID mints a random execution id.
@@ -192,7 +201,7 @@ func NewState(f *Flow, req StartRequest, now time.Time) (*state.Execution, error
 		ExecutionID: req.ExecutionID, TenantID: req.TenantID, FlowID: f.ID, FlowVersion: cmp.Or(req.FlowVersion, f.Version),
 		FlowHash: f.Hash, FlowHashAlgo: f.HashAlgo, Engine: Version, Status: state.Running, CurrentNode: f.Start,
 		Context: map[string]any{}, NodeTimings: map[string]*state.NodeTiming{}, Branches: map[string]map[string]int{},
-		StartTime: now, LastUpdate: now,
+		StartTime: now, LastUpdate: now, TraceParent: req.Trace.TraceParent, TraceState: req.Trace.TraceState,
 		Timeline: []state.TimelineEntry{{Seq: 1, Time: state.Stamp(now), Event: "started", Node: f.Start}},
 	}
 	if req.Input == nil {
@@ -595,7 +604,13 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 	start := e.Clock.Now().UTC()
 	e.emit(st, state.TimelineEntry{Time: state.Stamp(start), Node: node.ID, Event: "node_started", Detail: node.Type})
 	call := e.call(st, f, node, start)
-	out, err := node.runner.Run(runCtx, call)
+	var out Outcome
+	var err error
+	if tracing.Enabled() {
+		out, err = e.runTraced(runCtx, st, node, call)
+	} else {
+		out, err = node.runner.Run(runCtx, call)
+	}
 	end := e.Clock.Now().UTC()
 	st.StepCount++
 	timing(st, node.ID, start, end)
@@ -624,6 +639,35 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 		return ferr
 	}
 	return e.checkpoint(ctx, st, f, node)
+}
+
+// runTraced runs a node under a span of its own: a child of the delivery's span, which names
+// the node, its type, its attempt and the lease's fencing generation, and says how it ended.
+func (e *execRun) runTraced(ctx context.Context, st *state.Execution, node *Node, call *Call) (Outcome, error) {
+	ctx, span := tracing.Start(ctx, "node "+node.ID, trace.SpanKindInternal)
+	defer span.End()
+	span.SetAttributes(attribute.String(tracing.AttrNodeID, node.ID), attribute.String(tracing.AttrNodeType, node.Type),
+		attribute.Int(tracing.AttrAttempt, st.NodeAttempts[node.ID]+1), attribute.String(tracing.AttrExecution, st.ExecutionID),
+		attribute.String(tracing.AttrTenant, st.TenantID), attribute.String(tracing.AttrFlow, st.FlowID))
+	if e.LeaseEpoch != nil {
+		span.SetAttributes(attribute.Int64(tracing.AttrLeaseEpoch, e.LeaseEpoch()))
+	}
+	out, err := node.runner.Run(ctx, call)
+	if err != nil {
+		class := "transient"
+		if IsPermanent(err) {
+			class = "permanent"
+		}
+		tracing.Fail(span, class, err)
+		span.SetAttributes(attribute.String(tracing.AttrOutcome, "failed"))
+		return out, err
+	}
+	outcome := stepEvent(out)
+	if out.Suspend != nil {
+		outcome = "suspended"
+	}
+	span.SetAttributes(attribute.String(tracing.AttrOutcome, outcome))
+	return out, nil
 }
 
 // checkpoint saves the step node just took, unless it and the next node are control nodes:

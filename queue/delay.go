@@ -39,6 +39,11 @@ type DelayEntry struct {
 	Node        string           `json:"node"`
 	// Due is the due time (the score as a time), written in UTC with nanoseconds.
 	Due time.Time `json:"due"`
+	// TraceParent and TraceState are the execution's trace (state.Execution's), which the
+	// resume it sends continues. Like every field they are a pure function of the suspended
+	// state; absent for an execution that has no trace, so its member is what it always was.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // DelayScheduledKey is the ZSET of the delay queue named name (PLAITA_DELAY_QUEUE).
@@ -213,7 +218,7 @@ func ParseWakeup(env Envelope) (w Wakeup, ok bool, err error) {
 // member is a pure function of these fields).
 func WakeupEntry(env Envelope, w Wakeup) DelayEntry {
 	return DelayEntry{ExecutionID: env.ExecutionID, TenantID: env.Tenant(), FlowID: env.FlowID, FlowVersion: env.FlowVersion,
-		ResumeType: env.ResumeType, Node: w.Node, Due: w.Due.UTC()}
+		ResumeType: env.ResumeType, Node: w.Node, Due: w.Due.UTC(), TraceParent: env.TraceParent, TraceState: env.TraceState}
 }
 
 // CarrierID is the stable identity of the resume an entry sends (its source_message_id): the
@@ -256,7 +261,8 @@ func (e DelayEntry) Resume() (Envelope, error) {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrBadDelayEntry, err)
 	}
 	env := Envelope{SchemaVersion: SchemaVersion, Kind: KindResume, TenantID: e.TenantID, FlowID: e.FlowID, FlowVersion: e.FlowVersion,
-		ExecutionID: e.ExecutionID, ResumeType: e.ResumeType, ResumeData: data, SourceMessageID: e.CarrierID()}
+		ExecutionID: e.ExecutionID, ResumeType: e.ResumeType, ResumeData: data, SourceMessageID: e.CarrierID(),
+		TraceParent: e.TraceParent, TraceState: e.TraceState}
 	if err := env.Validate(); err != nil {
 		return Envelope{}, fmt.Errorf("%w: %w", ErrBadDelayEntry, err)
 	}

@@ -15,8 +15,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 	"plaita/model"
 	"plaita/store/keys"
 )
@@ -109,6 +112,11 @@ type Envelope struct {
 	ConfigGeneration  string           `json:"config_generation,omitempty"`
 	BudgetGeneration  string           `json:"budget_generation,omitempty"`
 	ConfigEffectiveAt time.Time        `json:"config_effective_at,omitzero"`
+	// TraceParent and TraceState are the W3C trace context of the span that sent the task
+	// (internal/tracing): the worker's span of its run continues that trace. A malformed one
+	// is ignored, never a reason to refuse the task.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 
 	// Extra holds payload fields this build does not know (added by a newer producer).
 	Extra map[string]json.RawMessage `json:"-"`
@@ -118,7 +126,7 @@ type Envelope struct {
 var knownFields = []string{"schema_version", "kind", "tenant_id", "flow_id", "flow_version", "execution_id",
 	"input", "resume_type", "resume_data", "created_at", "target_instance_id", "repo", "quota_defer_count",
 	"quota_bypass", "source_message_id", "config_family", "config_generation", "budget_generation",
-	"config_effective_at"}
+	"config_effective_at", "traceparent", "tracestate"}
 
 // Tenant is the envelope's tenant, "default" when the field is missing.
 func (e Envelope) Tenant() string {
@@ -126,6 +134,11 @@ func (e Envelope) Tenant() string {
 		return keys.DefaultTenant
 	}
 	return e.TenantID
+}
+
+// Trace is the trace context the task carries.
+func (e Envelope) Trace() tracing.Parent {
+	return tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}
 }
 
 // Legacy reports whether the envelope carries no config generation (never gated).
@@ -255,6 +268,14 @@ func Enqueue(ctx context.Context, d Driver, stream string, env Envelope, opts ..
 			}
 		}
 	}
+	var span trace.Span
+	if tracing.Enabled() {
+		ctx, span = sendSpan(ctx, stream, &env)
+		defer func() {
+			tracing.Fail(span, "enqueue", err)
+			span.End()
+		}()
+	}
 	payload, err := env.encode(time.Now())
 	if err != nil {
 		return "", err
@@ -263,7 +284,44 @@ func Enqueue(ctx context.Context, d Driver, stream string, env Envelope, opts ..
 	if err != nil {
 		return "", fmt.Errorf("enqueue: %w", err)
 	}
+	if span != nil && span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrMessageID, id))
+	}
 	return id, nil
+}
+
+// sendSpan begins the producer span of one task and writes its context into the envelope, so
+// the worker's run of the task is its child. The span continues the trace the envelope already
+// carries — a resume of an execution carries the execution's trace — and links the caller's
+// span (the request, the event that woke it) when that is another; a fresh task with no trace
+// of its own is sent under the caller's span, or begins a trace.
+func sendSpan(ctx context.Context, stream string, env *Envelope) (context.Context, trace.Span) {
+	parent := ctx
+	var links []trace.SpanContext
+	if own := env.Trace().SpanContext(); own.IsValid() {
+		if caller := trace.SpanContextFromContext(ctx); caller.IsValid() && caller.TraceID() != own.TraceID() {
+			links = append(links, caller)
+		}
+		parent = trace.ContextWithRemoteSpanContext(ctx, own)
+	}
+	name := "send " + string(env.Kind)
+	if env.Kind == KindResume {
+		name += " " + string(env.ResumeType)
+	}
+	sctx, span := tracing.Start(parent, name, trace.SpanKindProducer, links...)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrSystem, "redis"), attribute.String(tracing.AttrOperation, "send"),
+			attribute.String(tracing.AttrDestination, stream), attribute.String(tracing.AttrExecution, env.ExecutionID),
+			attribute.String(tracing.AttrTenant, env.Tenant()), attribute.String(tracing.AttrFlow, env.FlowID),
+			attribute.String(tracing.AttrKind, string(env.Kind)))
+		if env.ResumeType != "" {
+			span.SetAttributes(attribute.String(tracing.AttrResumeType, string(env.ResumeType)))
+		}
+	}
+	if p := tracing.Of(sctx); p.TraceParent != "" {
+		env.TraceParent, env.TraceState = p.TraceParent, p.TraceState
+	}
+	return sctx, span
 }
 
 // IsConnectionFailure reports whether an Enqueue error is a failure of the connection — the
@@ -344,6 +402,13 @@ func Decode(stream, id string, payload []byte) (env Envelope, derived bool, err 
 	probe.str("tenant_id", &env.TenantID)
 	probe.str("execution_id", &env.ExecutionID)
 	probe.str("kind", (*string)(&env.Kind))
+	// Best effort too: a trace context of the wrong type is dropped, the task still runs.
+	trace := fieldDecoder{raw: raw}
+	trace.str("traceparent", &env.TraceParent)
+	trace.str("tracestate", &env.TraceState)
+	if trace.err != nil {
+		env.TraceParent, env.TraceState = "", ""
+	}
 
 	if _, ok := raw["schema_version"]; !ok {
 		return env, false, malformed("no schema_version")

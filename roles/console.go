@@ -385,6 +385,7 @@ func consoleSettings(cfg *config.Config) api.Settings {
 		SessionTTL:           time.Duration(config.ConsoleSessionTTL.In(cfg)) * time.Second,
 		TenantStatusInterval: time.Duration(max(config.TenantStatusReconcileSeconds.In(cfg), 0)) * time.Second,
 		Config:               effectiveConfig(cfg.Report()),
+		TraceURLTemplate:     config.TraceURLTemplate.In(cfg),
 	}
 }
 

@@ -74,8 +74,12 @@ func devRoles() []Spec {
 // its own lines role=dev and each role's with its name.
 func RunDev(ctx context.Context, cfg *config.Config, base zerolog.Logger, o DevOptions) error {
 	log := base.With().Str("role", string(config.RoleDev)).Logger()
+	stopTracing, err := StartTracing(ctx, cfg, log)
+	if err != nil {
+		return fmt.Errorf("dev: %w", err)
+	}
+	defer stopTracing()
 	dir, temp := o.StateDir, o.StateDir == ""
-	var err error
 	if temp {
 		if dir, err = os.MkdirTemp("", "plaita-dev-"); err != nil {
 			return fmt.Errorf("dev: a temporary state directory: %w", err)

@@ -77,6 +77,10 @@ type Event struct {
 	TenantID    string          `json:"tenant_id"`
 	Data        json.RawMessage `json:"data"`
 	PublishedAt time.Time       `json:"published_at"`
+	// TraceParent and TraceState are the trace context of the publisher's span, when it traced
+	// (internal/tracing): the resume the event sends links it.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // NewEventID mints an event id: "evt_" and 24 random hex digits.
@@ -131,6 +135,11 @@ func DecodeEvent(b []byte) (Event, error) {
 	data, ok := raw["data"]
 	if !ok {
 		return Event{}, fmt.Errorf("%w: no \"data\"", ErrBadEvent)
+	}
+	// Best effort: a trace context that is not a string is dropped, the event stays good.
+	if tp, err := str("traceparent"); err == nil {
+		ts, _ := str("tracestate")
+		ev.TraceParent, ev.TraceState = tp, ts
 	}
 	if ev.Data, err = compactJSON(data); err != nil {
 		return Event{}, fmt.Errorf("%w: data: %w", ErrBadEvent, err)

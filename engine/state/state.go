@@ -76,6 +76,13 @@ type Execution struct {
 	// counting on from the middle of an execution would pass some of its decisions off as all
 	// of them (CountBranch).
 	Branches map[string]map[string]int `json:"branches"`
+
+	// TraceParent and TraceState are the execution's trace (W3C trace context): the span of the
+	// task that started it, or of its first run when no producer traced it. Every resume its
+	// wake-ups send (a delay, an event, an approval) continues that trace. Absent when tracing
+	// was off when it started.
+	TraceParent string `json:"traceparent,omitempty"`
+	TraceState  string `json:"tracestate,omitempty"`
 }
 
 // MaxBranchLabels bounds the labels counted for one node in Execution.Branches. A node has as

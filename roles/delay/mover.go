@@ -12,10 +12,13 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"plaita/internal/callctx"
 	"plaita/internal/health"
 	"plaita/internal/service"
+	"plaita/internal/tracing"
 	"plaita/queue"
 )
 
@@ -126,6 +129,7 @@ func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
 	pctx, cancel := callctx.Detached(ctx, m.s.PassTimeout)
 	defer cancel()
 	now := m.s.Now()
+	began := time.Now()
 	rep, err := m.q.MoveDue(pctx, now, m.s.Move)
 	if err != nil {
 		m.m.passFailures.Inc()
@@ -145,6 +149,9 @@ func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
 		m.log.Info().Str("event", "delay.fired").Str("execution_id", e.ExecutionID).Str("tenant_id", e.TenantID).
 			Str("resume_type", string(e.ResumeType)).Str("node", e.Node).Time("due", e.Due).Dur("late", f.Late).
 			Str("message_id", f.MessageID).Msg("wake-up sent")
+		if tracing.Enabled() {
+			wakeSpan(ctx, f, began)
+		}
 	}
 	for _, r := range rep.Retried {
 		m.m.failures.Inc()
@@ -159,6 +166,19 @@ func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
 	}
 	m.m.skipped.Add(rep.Skipped)
 	return rep, nil
+}
+
+// wakeSpan is the span of one wake-up the pass sent, in its execution's trace (the entry
+// carries it): the resume it sent is a child of the execution's start, as the pass's span is.
+func wakeSpan(ctx context.Context, f queue.Fired, began time.Time) {
+	e := f.Entry
+	parent := tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}.Context(ctx)
+	_, span := tracing.StartAt(parent, "wake "+string(e.ResumeType)+" "+e.Node, trace.SpanKindProducer, began)
+	span.SetAttributes(attribute.String(tracing.AttrExecution, e.ExecutionID), attribute.String(tracing.AttrTenant, e.TenantID),
+		attribute.String(tracing.AttrFlow, e.FlowID), attribute.String(tracing.AttrNodeID, e.Node),
+		attribute.String(tracing.AttrResumeType, string(e.ResumeType)), attribute.String(tracing.AttrMessageID, f.MessageID),
+		attribute.String("plaita.delay.due", e.Due.Format(time.RFC3339Nano)), attribute.Float64("plaita.delay.late_seconds", f.Late.Seconds()))
+	span.End()
 }
 
 // clip bounds a member in a log line: a poisoned member may be anything, of any size.

@@ -14,6 +14,7 @@ import (
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 	"plaita/model"
 	"plaita/queue"
 	"plaita/store"
@@ -473,7 +474,11 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 	}
 	env := queue.Envelope{Kind: queue.KindResume, TenantID: tenant, FlowID: st.FlowID, FlowVersion: st.FlowVersion,
 		ExecutionID: st.ExecutionID, ResumeType: engine.ResumeEvent, ResumeData: ev.Data,
-		SourceMessageID: engine.EventCarrier(ev.ID, st.Suspend.Since)}
+		SourceMessageID: engine.EventCarrier(ev.ID, st.Suspend.Since), TraceParent: st.TraceParent, TraceState: st.TraceState}
+	if tracing.Enabled() {
+		// The resume continues the execution's trace and links the event's publish.
+		ctx = tracing.Parent{TraceParent: ev.TraceParent, TraceState: ev.TraceState}.Context(ctx)
+	}
 	streamID, err := m.d.Enqueue(ctx, env)
 	if errors.Is(err, queue.ErrInvalidEnvelope) {
 		m.refused.Inc()

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"plaita/engine"
+	"plaita/internal/tracing"
 	"plaita/queue"
 	"plaita/store"
 )
@@ -20,7 +24,48 @@ func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Deliv
 	t.log = p.log.With().Str("message_id", dl.ID).Str("execution_id", t.env.ExecutionID).
 		Str("tenant_id", t.env.Tenant()).Str("kind", string(t.env.Kind)).Str("resume_type", string(t.env.ResumeType)).
 		Int64("delivery_count", dl.Count).Logger()
+	if tracing.Enabled() {
+		var span trace.Span
+		ctx, span = p.processSpan(ctx, t)
+		defer span.End()
+		o := p.deliver(ctx, t)
+		span.SetAttributes(attribute.String(tracing.AttrOutcome, o.Action.String()))
+		if o.Err != nil && o.Action != ActAck {
+			tracing.Fail(span, o.Action.String(), o.Err)
+		}
+		p.settle(ctx, t, o)
+		return
+	}
 	p.settle(ctx, t, p.deliver(ctx, t))
+}
+
+// taskTrace is the trace a task's run joins: the one it carries, else the one derived from
+// its execution id (tracing.ForExecution), so that an untraced producer's execution still has
+// one trace across its deliveries.
+func taskTrace(env queue.Envelope) tracing.Parent {
+	if p := env.Trace(); p.Valid() {
+		return p
+	}
+	return tracing.ForExecution(env.ExecutionID)
+}
+
+// processSpan begins the consumer span of one delivery, a child of the span that sent the
+// task: a redelivery of the same message (after a kill -9, a reclaim) is another child of it,
+// in the same trace.
+func (p *Dispatcher) processSpan(ctx context.Context, t *task) (context.Context, trace.Span) {
+	env := t.env
+	name := "process " + string(env.Kind)
+	if env.Kind == queue.KindResume {
+		name += " " + string(env.ResumeType)
+	}
+	ctx, span := tracing.Start(taskTrace(env).Context(ctx), name, trace.SpanKindConsumer)
+	span.SetAttributes(attribute.String(tracing.AttrSystem, "redis"), attribute.String(tracing.AttrOperation, "process"),
+		attribute.String(tracing.AttrDestination, p.d.Queue.Stream()), attribute.String(tracing.AttrMessageID, t.dl.ID),
+		attribute.Int64(tracing.AttrDelivery, t.dl.Count), attribute.String(tracing.AttrExecution, env.ExecutionID),
+		attribute.String(tracing.AttrTenant, env.Tenant()), attribute.String(tracing.AttrFlow, env.FlowID),
+		attribute.String(tracing.AttrKind, string(env.Kind)), attribute.String(tracing.AttrResumeType, string(env.ResumeType)),
+		attribute.String("service.instance.id", p.self))
+	return ctx, span
 }
 
 // deliver decides a delivery: the queue's gate, the admission gates, the flow definition, the

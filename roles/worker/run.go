@@ -11,10 +11,13 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"plaita/engine"
 	"plaita/engine/state"
 	"plaita/internal/tick"
+	"plaita/internal/tracing"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
@@ -95,7 +98,7 @@ func (p *Dispatcher) runFresh(ctx context.Context, t *task, f *engine.Flow, inpu
 	if lease.Deferred() && (errors.Is(err, store.ErrNotFresh) || errors.As(err, &held)) {
 		return Outcome{}, false
 	}
-	tookOver(t, lease)
+	tookOver(ctx, t, lease)
 	p.dispatched.Inc()
 	return p.decideRun(ctx, t, st, progressed, err), true
 }
@@ -161,6 +164,7 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 		},
 		Settings:    func() engine.Settings { return p.d.Engine },
 		Credentials: p.d.Credentials,
+		LeaseEpoch:  t.lease.Generation,
 	}
 	st, err := func() (st *state.Execution, err error) {
 		defer func() {
@@ -170,7 +174,7 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 		}()
 		if env.Kind == queue.KindStart {
 			return ex.Start(runCtx, f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: t.ts.Tenant(),
-				FlowVersion: env.FlowVersion, Input: input})
+				FlowVersion: env.FlowVersion, Input: input, Trace: startTrace(env)})
 		}
 		// The carrier's identity: a copy (requeue, replay) keeps its source's.
 		key := cmp.Or(env.SourceMessageID, t.dl.ID)
@@ -184,6 +188,9 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 		if errors.Is(err, engine.ErrInvalidResume) && st != nil && st.Status.Terminal() {
 			err = nil // it ended meanwhile
 		}
+	}
+	if err != nil && errors.Is(err, store.ErrLeaseLost) {
+		trace.SpanFromContext(ctx).AddEvent("fencing refused the run's save: its lease was lost", trace.WithAttributes(attribute.Int64(tracing.AttrLeaseEpoch, t.lease.Generation())))
 	}
 	return st, progressed.Load(), err
 }
@@ -241,7 +248,7 @@ func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input a
 	var fresh *state.Execution
 	if env := t.env; env.Kind == queue.KindStart && f != nil && !f.StartsInstantly() {
 		st, err := engine.NewState(f, engine.StartRequest{ExecutionID: env.ExecutionID, TenantID: t.ts.Tenant(),
-			FlowVersion: env.FlowVersion, Input: input}, p.d.Clock.Now())
+			FlowVersion: env.FlowVersion, Input: input, Trace: startTrace(env)}, p.d.Clock.Now())
 		if err == nil {
 			fresh = st // else the executor ends it in error, as it would without this
 		}
@@ -253,9 +260,19 @@ func (p *Dispatcher) begin(ctx context.Context, t *task, f *engine.Flow, input a
 		b, err = t.ts.Begin(octx, t.env.ExecutionID, p.self, true, nil) // the executor ends it in error
 	}
 	if err == nil {
-		tookOver(t, b.Lease)
+		tookOver(ctx, t, b.Lease)
 	}
 	return b, err
+}
+
+// startTrace is the trace a new execution belongs to, which its state keeps for its wake-ups:
+// the one its start task carries (or, from a producer that did not trace, the one derived from
+// its id: taskTrace). Nothing when tracing is off here and the task carries none.
+func startTrace(env queue.Envelope) tracing.Parent {
+	if !tracing.Enabled() {
+		return env.Trace()
+	}
+	return taskTrace(env)
 }
 
 // acquire takes the execution lease for a task whose execution this process claimed
@@ -267,7 +284,7 @@ func (p *Dispatcher) acquire(ctx context.Context, t *task, ts *store.TenantStore
 	defer cancel()
 	lease, err := ts.AcquireOwn(octx, t.env.ExecutionID, p.self)
 	if err == nil {
-		tookOver(t, lease)
+		tookOver(ctx, t, lease)
 	}
 	return lease, err
 }
@@ -288,8 +305,9 @@ func (p *Dispatcher) letGo(ctx context.Context, t *task) {
 }
 
 // tookOver logs a lease that was this instance's leftover and was taken over.
-func tookOver(t *task, lease *store.Lease) {
+func tookOver(ctx context.Context, t *task, lease *store.Lease) {
 	if lease.TookOver() {
+		trace.SpanFromContext(ctx).AddEvent("lease taken over", trace.WithAttributes(attribute.Int64(tracing.AttrLeaseEpoch, lease.Generation())))
 		t.log.Warn().Str("event", "worker.stale_own_lease").Int64("generation", lease.Generation()).
 			Msg("this instance held a leftover lease of an execution it does not run: taken over (the fence generation moved on)")
 	}

@@ -141,7 +141,7 @@ func (w *Wakeups) Register(ctx context.Context, ex *state.Execution) error {
 // schedule puts the execution's resume of type rt on the delay queue at due.
 func (w *Wakeups) schedule(ctx context.Context, ex *state.Execution, tenant string, rt state.ResumeType, due time.Time) error {
 	return w.delay.Schedule(ctx, queue.DelayEntry{ExecutionID: ex.ExecutionID, TenantID: tenant, FlowID: ex.FlowID,
-		FlowVersion: ex.FlowVersion, ResumeType: rt, Node: ex.Suspend.Node, Due: due})
+		FlowVersion: ex.FlowVersion, ResumeType: rt, Node: ex.Suspend.Node, Due: due, TraceParent: ex.TraceParent, TraceState: ex.TraceState})
 }
 
 // wakeupFailed decides a suspended run whose wake-up could not be registered (see the top of

@@ -15,6 +15,7 @@ import (
 	"plaita/control"
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 )
 
 // Flows and executions: adapters over package control, the operations `plaita start`,
@@ -292,6 +293,22 @@ type ExecutionView struct {
 	Branches  []engine.Branch      `json:"branches,omitempty" doc:"why each branch was taken, oldest first: the reason each branching step recorded and the node it went to (view state)"`
 	Queued    *control.QueuedView  `json:"queued,omitempty"`
 	Corrupt   *control.CorruptView `json:"corrupt,omitempty"`
+	Trace     *TraceLink           `json:"trace,omitempty" doc:"the execution's trace, when it was started with tracing on (docs/tracing.md)"`
+}
+
+// TraceLink is an execution's trace: its id, and the link PLAITA_TRACE_URL_TEMPLATE builds.
+type TraceLink struct {
+	TraceID string `json:"trace_id"`
+	URL     string `json:"url,omitempty" doc:"PLAITA_TRACE_URL_TEMPLATE with the trace id; absent when none is set"`
+}
+
+// traceLink is st's trace as the view shows it; nil when it has none.
+func (a *API) traceLink(st *state.Execution) *TraceLink {
+	id := tracing.Parent{TraceParent: st.TraceParent, TraceState: st.TraceState}.TraceID()
+	if id == "" {
+		return nil
+	}
+	return &TraceLink{TraceID: id, URL: tracing.Link(a.s.TraceURLTemplate, id)}
 }
 
 type executionViewOut struct{ Body ExecutionView }
@@ -308,7 +325,7 @@ func (a *API) getExecution(ctx context.Context, c *Call, in *executionIDIn) (*ex
 	}
 	d := a.d.Plane.Detail(ctx, c.Tenant, shown.Execution)
 	v := ExecutionView{View: "state", Execution: shown.Execution, Waiting: shown.WakeUp, Progress: shown.Progress, Timers: shown.Timers,
-		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches}
+		Hints: d.Hints, HintsNote: d.HintsNote, Branches: d.Branches, Trace: a.traceLink(shown.Execution)}
 	return &executionViewOut{Body: v}, nil
 }
 

@@ -16,9 +16,13 @@ import (
 	"github.com/danielgtaylor/huma/v2/adapters/humaecho"
 	"github.com/labstack/echo/v4"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"plaita/control"
 	"plaita/internal/health"
+	"plaita/internal/tracing"
 )
 
 // Settings are the console's knobs, from the configuration (roles/console.go).
@@ -46,6 +50,9 @@ type Settings struct {
 	// Login guards POST /api/login per client network and per (login, network) (throttle.go;
 	// zero: the defaults).
 	Login LoginThrottle
+	// TraceURLTemplate is PLAITA_TRACE_URL_TEMPLATE: an execution's view links its trace
+	// there ({trace_id} replaced); "" links nothing (the trace id is shown all the same).
+	TraceURLTemplate string
 }
 
 // DefaultRedisTimeout bounds a Bounded route's work: well above a healthy call's milliseconds,
@@ -145,7 +152,7 @@ func New(e *echo.Echo, d Deps, s Settings) *API {
 	cfg.Transformers = []huma.Transformer{a.transform}
 	a.huma = humaecho.New(e, cfg)
 	a.huma.UseMiddleware(a.access)
-	e.Use(RequestIDMiddleware, noStore, a.recoverMiddleware)
+	e.Use(RequestIDMiddleware, traceMiddleware, noStore, a.recoverMiddleware)
 	e.HTTPErrorHandler = a.echoError
 	registerRoutes(a)
 	return a
@@ -207,6 +214,37 @@ func RequestIDMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Response().Header().Set(HeaderRequestID, id)
 		c.SetRequest(c.Request().WithContext(context.WithValue(c.Request().Context(), requestIDKey{}, id)))
 		return next(c)
+	}
+}
+
+// traceMiddleware runs each request under a server span while tracing is on, a child of the
+// caller's span when the request carries a W3C traceparent: a start it enqueues is sent under
+// it, so the execution's trace begins at the caller's.
+func traceMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if !tracing.Enabled() {
+			return next(c)
+		}
+		r := c.Request()
+		route := c.Path()
+		if route == "" {
+			route = r.URL.Path
+		}
+		ctx, span := tracing.Start(tracing.FromHeaders(r.Context(), r.Header), r.Method+" "+route, trace.SpanKindServer)
+		defer span.End()
+		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
+			attribute.String("url.path", r.URL.Path), attribute.String("plaita.request_id", RequestID(r.Context())))
+		c.SetRequest(r.WithContext(ctx))
+		err := next(c)
+		status := c.Response().Status
+		if he := (*echo.HTTPError)(nil); errors.As(err, &he) {
+			status = he.Code
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		return err
 	}
 }
 
