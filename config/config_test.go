@@ -384,3 +384,23 @@ func TestAsReadsTheSameEnvironmentForAnotherRole(t *testing.T) {
 		t.Fatalf("console %s, worker %s %s, timeout %v", CodeBackend.In(console), worker.Role(), CodeBackend.In(worker), SandboxTimeout.In(worker))
 	}
 }
+
+func TestParseOTLPHeaders(t *testing.T) {
+	got, err := ParseOTLPHeaders(" api-key = s3cr%20et ,x-team=ops,, ")
+	if err != nil || len(got) != 2 || got["api-key"] != "s3cr et" || got["x-team"] != "ops" {
+		t.Fatalf("%v %v", got, err)
+	}
+	if got, err := ParseOTLPHeaders(""); err != nil || len(got) != 0 {
+		t.Fatalf("empty: %v %v", got, err)
+	}
+	for _, bad := range []string{"secret-token", "=v", "k=%zz-secret"} {
+		_, err := ParseOTLPHeaders(bad)
+		if err == nil {
+			t.Errorf("%q was taken", bad)
+			continue
+		}
+		if strings.Contains(err.Error(), "secret") {
+			t.Errorf("%q: the error shows the value: %v", bad, err)
+		}
+	}
+}

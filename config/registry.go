@@ -542,18 +542,19 @@ func otlpHeadersProblem(s string) (string, bool) {
 // ParseOTLPHeaders reads OTEL_EXPORTER_OTLP_HEADERS into a map (an empty value: none).
 func ParseOTLPHeaders(s string) (map[string]string, error) {
 	out := map[string]string{}
-	for _, pair := range strings.Split(s, ",") {
+	// The errors name an item by its place, never its text: the headers carry credentials.
+	for i, pair := range strings.Split(s, ",") {
 		if strings.TrimSpace(pair) == "" {
 			continue
 		}
 		k, v, ok := strings.Cut(pair, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
-			return nil, fmt.Errorf("header %q is not key=value (comma-separated pairs, values URL-encoded)", strings.TrimSpace(pair))
+			return nil, fmt.Errorf("item %d is not key=value (comma-separated pairs, values URL-encoded)", i+1)
 		}
 		val, err := url.PathUnescape(strings.TrimSpace(v))
 		if err != nil {
-			return nil, fmt.Errorf("the value of header %q is not URL-encoded: %w", k, err)
+			return nil, fmt.Errorf("the value of item %d is not URL-encoded", i+1)
 		}
 		out[k] = val
 	}

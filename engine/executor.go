@@ -662,11 +662,10 @@ func (e *execRun) runTraced(ctx context.Context, st *state.Execution, node *Node
 		span.SetAttributes(attribute.String(tracing.AttrOutcome, "failed"))
 		return out, err
 	}
-	outcome := stepEvent(out)
-	if out.Suspend != nil {
-		outcome = "suspended"
+	span.SetAttributes(attribute.String(tracing.AttrOutcome, stepEvent(out)))
+	if out.Branch != "" {
+		span.SetAttributes(attribute.String(tracing.AttrBranch, out.Branch))
 	}
-	span.SetAttributes(attribute.String(tracing.AttrOutcome, outcome))
 	return out, nil
 }
 

@@ -181,6 +181,7 @@ const (
 	AttrNodeID      = "plaita.node.id"
 	AttrNodeType    = "plaita.node.type"
 	AttrAttempt     = "plaita.node.attempt"
+	AttrBranch      = "plaita.node.branch"
 	AttrLeaseEpoch  = "plaita.lease.epoch"
 	AttrErrorClass  = "error.type"
 	AttrEventType   = "plaita.event.type"

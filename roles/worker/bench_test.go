@@ -4,14 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"plaita/engine"
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 	"plaita/queue"
 	"plaita/store"
 	"plaita/store/keys"
@@ -25,7 +28,31 @@ const benchOneNodeFlow = `{"id":"one","version":"1","start":"done","nodes":[
 // pending list are empty is measured. A sample of the executions is checked to be completed.
 //
 //	go test -run XXX -bench DispatchThroughput -benchtime 20000x ./roles/worker/
-func BenchmarkDispatchThroughput(b *testing.B) {
+func BenchmarkDispatchThroughput(b *testing.B) { benchDispatch(b, false) }
+
+// BenchmarkDispatchThroughputTraced is the same workload with tracing on at ratio 1.0: every
+// start sent under a span, every delivery and node run a span, batched to an exporter that
+// drops them (the cost of the spans in the worker, not of a collector's network).
+func BenchmarkDispatchThroughputTraced(b *testing.B) { benchDispatch(b, true) }
+
+// discardSpans is an exporter that drops what it is given.
+type discardSpans struct{ n atomic.Int64 }
+
+func (d *discardSpans) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	d.n.Add(int64(len(spans)))
+	return nil
+}
+func (*discardSpans) Shutdown(context.Context) error { return nil }
+
+func benchDispatch(b *testing.B, traced bool) {
+	var exported *discardSpans
+	var tp *sdktrace.TracerProvider
+	if traced {
+		exported = &discardSpans{}
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exported), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+		restore := tracing.Install(tp)
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()); restore() })
+	}
 	f := newDispatchFix(b, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "30000"})
 	ctx := context.Background()
 	key := keys.MustFor(f.root, keys.DefaultTenant).Flow("one", "1")
@@ -105,4 +132,10 @@ func BenchmarkDispatchThroughput(b *testing.B) {
 		b.Fatalf("%d dead letters", d.DLQLength)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "executions/s")
+	if exported != nil {
+		if err := tp.ForceFlush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(exported.n.Load())/float64(b.N), "spans/execution")
+	}
 }

@@ -164,7 +164,9 @@ func (p *Dispatcher) execute(ctx context.Context, t *task, f *engine.Flow, rt en
 		},
 		Settings:    func() engine.Settings { return p.d.Engine },
 		Credentials: p.d.Credentials,
-		LeaseEpoch:  t.lease.Generation,
+	}
+	if tracing.Enabled() {
+		ex.LeaseEpoch = t.lease.Generation // a method value is an allocation: only for the spans
 	}
 	st, err := func() (st *state.Execution, err error) {
 		defer func() {

@@ -17,6 +17,7 @@ import (
 	"plaita/store"
 	"plaita/store/sqlite"
 	"plaita/test/webtest"
+	"plaita/web/api"
 	"plaita/web/ui"
 )
 
@@ -389,4 +390,30 @@ func TestUISchedulesAndApprovals(t *testing.T) {
 	mustHave(t, "the approvals", body, "ex_appr", "ship it?", `hx-post="/ui/executions/ex_appr/approve"`)
 	_, body = ed.post(t, "/ui/executions/ex_appr/approve", url.Values{"decision": {"reject"}, "comment": {"not yet"}}, true)
 	mustHave(t, "the answer", body, `id="action-done"`)
+}
+
+// TestUIExecutionPageLinksItsTrace: an execution started with tracing on shows its trace id,
+// linked through PLAITA_TRACE_URL_TEMPLATE; one without a trace shows none.
+func TestUIExecutionPageLinksItsTrace(t *testing.T) {
+	t.Parallel()
+	f := webtest.New(t, webtest.WithSettings(func(s *api.Settings) { s.TraceURLTemplate = "https://tempo.example/trace/{trace_id}" }))
+	ed := uiUser(t, f, "tina", "default", sqlite.RoleEditor)
+	if res, _ := ed.post(t, "/ui/flows/publish", url.Values{"definition": {webtest.ApprovalFlow}}, true); res.StatusCode != http.StatusOK {
+		t.Fatalf("publish: %d", res.StatusCode)
+	}
+	now := time.Now().UTC()
+	for _, c := range []struct{ id, traceparent string }{
+		{"ex_traced1", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+		{"ex_untraced1", ""},
+	} {
+		f.Save(t, &state.Execution{ExecutionID: c.id, TenantID: "default", FlowID: "ask", FlowVersion: "1", Status: state.Completed,
+			CurrentNode: "ask", StartTime: now, LastUpdate: now, EndTime: &now, Context: map[string]any{}, TraceParent: c.traceparent,
+			Timeline: []state.TimelineEntry{{Seq: 1, Time: state.Stamp(now), Event: "started", Node: "ask"}}})
+	}
+	_, body := ed.get(t, "/ui/executions/ex_traced1", http.StatusOK)
+	mustHave(t, "the traced execution's page", body, `id="exec-trace"`,
+		`<a href="https://tempo.example/trace/4bf92f3577b34da6a3ce929d0e0e4736" rel="noopener" target="_blank"><code>4bf92f3577b34da6a3ce929d0e0e4736</code></a>`)
+	if _, body := ed.get(t, "/ui/executions/ex_untraced1", http.StatusOK); strings.Contains(body, `id="exec-trace"`) {
+		t.Error("an execution without a trace shows one")
+	}
 }

@@ -1,0 +1,87 @@
+//go:build !e2e
+
+package e2e
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"plaita/engine/state"
+	"plaita/internal/tracing"
+)
+
+// TestTraceFollowsTheExecution (the default tier's run of the -tags e2e TestTraceAcrossTheRoles,
+// the roles in this process and one recorder for them): `plaita start` sends the start under a
+// span, the worker runs it in that trace and its state keeps it; the filter's resume continues it
+// and links the publish; the delay role's wake-up and the worker's last run are in it too.
+//
+// Not parallel: tracing is on for the whole process while it runs, and a test that runs alone
+// records only its own spans.
+func TestTraceFollowsTheExecution(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	restore := tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
+	defer restore()
+	s := newFilterStack(t, nil)
+	s.start("worker", nil)
+	s.filter(nil)
+	s.start("delay", nil)
+	id := s.startDef("traced", `{"id":"traced","start":"wait","nodes":[
+		{"id":"wait","type":"wait_event","params":{"event_type":"paid","match":"EVENT.order == INPUT.order"},"next":"nap"},
+		{"id":"nap","type":"delay","params":{"seconds":1},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"ok"}}]}`, "", `{"order":"o-1"}`)
+	waiting := s.waitStatus(id, "", state.Suspended, 60*time.Second)
+	if r := run(t, s.env, "event", "publish", "paid", "--data", `{"order":"o-1"}`, "--quiet"); r.code != 0 {
+		t.Fatalf("publish: %d %s", r.code, r.stderr)
+	}
+	s.waitStatus(id, "", state.Completed, 60*time.Second)
+
+	trace := tracing.Parent{TraceParent: waiting.TraceParent}.TraceID()
+	if trace == "" {
+		t.Fatalf("the state keeps no trace: %q", waiting.TraceParent)
+	}
+	var spans []sdktrace.ReadOnlySpan
+	has := func(name string) (sdktrace.ReadOnlySpan, bool) {
+		i := slices.IndexFunc(spans, func(s sdktrace.ReadOnlySpan) bool { return s.Name() == name })
+		if i < 0 {
+			return nil, false
+		}
+		return spans[i], true
+	}
+	want := []string{"send start", "process start", "node wait", "send resume event", "process resume event", "node nap",
+		"wake continue nap", "process resume continue", "node done"}
+	waitFor(t, "the execution's spans", 30*time.Second, func() bool {
+		spans = spans[:0]
+		for _, sp := range rec.Ended() {
+			if sp.SpanContext().TraceID().String() == trace {
+				spans = append(spans, sp)
+			}
+		}
+		for _, name := range want {
+			if _, ok := has(name); !ok {
+				return false
+			}
+		}
+		return true
+	}, s.procs...)
+	send, _ := has("send start")
+	if send.Parent().IsValid() || send.SpanContext().SpanID() != (tracing.Parent{TraceParent: waiting.TraceParent}).SpanContext().SpanID() {
+		t.Errorf("the execution's trace is not its start's send span (a root): %v", send.SpanContext())
+	}
+	resume, _ := has("send resume event")
+	var publish sdktrace.ReadOnlySpan
+	for _, sp := range rec.Ended() {
+		if sp.Name() == "publish event paid" {
+			publish = sp
+		}
+	}
+	if publish == nil || len(resume.Links()) != 1 || resume.Links()[0].SpanContext.SpanID() != publish.SpanContext().SpanID() {
+		t.Errorf("the event's resume links %v, want the publish", resume.Links())
+	}
+	if resume.Parent().SpanID() != send.SpanContext().SpanID() {
+		t.Errorf("the event's resume is not a child of the start's send span")
+	}
+}
