@@ -139,8 +139,13 @@ func Setup(ctx context.Context, s Settings) (shutdown func(context.Context) erro
 	if s.BatchDelay > 0 {
 		batch = append(batch, sdktrace.WithBatchTimeout(s.BatchDelay))
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithSampler(sampler),
-		sdktrace.WithResource(resource.NewSchemaless(attrs...)))
+	// The deployment's own resource attributes (OTEL_RESOURCE_ATTRIBUTES: k8s.pod.name …) are
+	// kept; plaita's name the service, the role and the instance over them.
+	res, err := resource.Merge(resource.Environment(), resource.NewSchemaless(attrs...))
+	if err != nil {
+		return nop, fmt.Errorf("tracing: resource attributes: %w", err)
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
 	install(tp)
 	return func(ctx context.Context) error {
 		on.Store(false)
