@@ -17,7 +17,8 @@ import (
 // TestTraceFollowsTheExecution (the default tier's run of the -tags e2e TestTraceAcrossTheRoles,
 // the roles in this process and one recorder for them): `plaita start` sends the start under a
 // span, the worker runs it in that trace and its state keeps it; the filter's resume continues it
-// and links the publish; the delay role's wake-up and the worker's last run are in it too.
+// and links the publish; the delay role's wake-up and the worker's last run are in it too, and so
+// is an approval's answer.
 //
 // Not parallel: tracing is on for the whole process while it runs, and a test that runs alone
 // records only its own spans.
@@ -83,5 +84,30 @@ func TestTraceFollowsTheExecution(t *testing.T) {
 	}
 	if resume.Parent().SpanID() != send.SpanContext().SpanID() {
 		t.Errorf("the event's resume is not a child of the start's send span")
+	}
+
+	// An approval's answer continues the execution's trace too.
+	asked := s.startDef("asked", `{"id":"asked","start":"ask","nodes":[
+		{"id":"ask","type":"approval","params":{"message":"ok?"},"next":"done"},
+		{"id":"done","type":"end","params":{"output":"ok"}}]}`, "", "")
+	waiting = s.waitStatus(asked, "", state.Suspended, 60*time.Second)
+	s.cli("approval", "approve", asked, "--by", "lee")
+	s.waitStatus(asked, "", state.Completed, 60*time.Second)
+	trace = tracing.Parent{TraceParent: waiting.TraceParent}.TraceID()
+	waitFor(t, "the answer's spans", 30*time.Second, func() bool {
+		spans = spans[:0]
+		for _, sp := range rec.Ended() {
+			if sp.SpanContext().TraceID().String() == trace {
+				spans = append(spans, sp)
+			}
+		}
+		_, sent := has("send resume approval")
+		_, ran := has("process resume approval")
+		_, done := has("node done")
+		return sent && ran && done
+	}, s.procs...)
+	answer, _ := has("send resume approval")
+	if start, _ := has("send start"); answer.Parent().SpanID() != start.SpanContext().SpanID() {
+		t.Errorf("the answer's resume is not a child of the start's send span")
 	}
 }
