@@ -821,7 +821,12 @@ func (e *execRun) finish(st *state.Execution, status state.Status, info *state.E
 // it is never retried forever.
 func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) error {
 	e.unsaved = ""
-	err := e.Store.Save(ctx, st)
+	var err error
+	if tracing.Enabled() {
+		err = e.saveTraced(ctx, st, nodeID)
+	} else {
+		err = e.Store.Save(ctx, st)
+	}
 	if err == nil || !unstorable(err) {
 		return err
 	}
@@ -838,6 +843,25 @@ func (e *execRun) save(ctx context.Context, st *state.Execution, nodeID string) 
 	// Still not storable: keep the execution's identity and the error, drop the data.
 	st.Context, st.Input, st.Output = map[string]any{}, nil, nil
 	return e.Store.Save(ctx, st)
+}
+
+// saveTraced is a checkpoint's save under a client span of its own (one storage round trip:
+// the fenced save script on Redis): a slow or refused save shows in the trace, with the status
+// it wrote.
+func (e *execRun) saveTraced(ctx context.Context, st *state.Execution, nodeID string) error {
+	ctx, span := tracing.Start(ctx, "save state", trace.SpanKindClient)
+	defer span.End()
+	span.SetAttributes(attribute.String(tracing.AttrNodeID, nodeID), attribute.String(tracing.AttrExecution, st.ExecutionID),
+		attribute.String("plaita.execution.status", string(st.Status)))
+	err := e.Store.Save(ctx, st)
+	if err != nil {
+		class := "transient"
+		if unstorable(err) {
+			class = "unstorable"
+		}
+		tracing.Fail(span, class, err)
+	}
+	return err
 }
 
 // unstorable reports the permanent save failures: a value JSON cannot carry, a state over the

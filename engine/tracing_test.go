@@ -31,7 +31,8 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 
 // TestNodeSpans: each node run is a span under the run's (the delivery's) span, naming the
 // node, its type, its attempt and the lease's epoch, and saying how it ended; a failure is
-// recorded with its class. The state keeps the trace the start gave it.
+// recorded with its class. Each save is a span of its own. The state keeps the trace the start
+// gave it.
 func TestNodeSpans(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	restore := tracing.Install(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
@@ -57,11 +58,21 @@ func TestNodeSpans(t *testing.T) {
 		t.Fatalf("the state keeps %q, want the start's %q", stored.TraceParent, carried.TraceParent)
 	}
 
-	var nodes []sdktrace.ReadOnlySpan
+	var nodes, saves []sdktrace.ReadOnlySpan
 	for _, s := range rec.Ended() {
-		if attrs(s)[tracing.AttrExecution].AsString() == id {
+		if attrs(s)[tracing.AttrExecution].AsString() != id {
+			continue
+		}
+		if s.Name() == "save state" {
+			saves = append(saves, s)
+		} else {
 			nodes = append(nodes, s)
 		}
+	}
+	// Two saves: a's step before b calls out, and the error b ended the execution in.
+	if len(saves) != 2 || attrs(saves[0])["plaita.execution.status"].AsString() != "running" ||
+		attrs(saves[1])["plaita.execution.status"].AsString() != "error" || saves[1].Parent().SpanID() != delivery.SpanContext().SpanID() {
+		t.Errorf("%d save spans: %v", len(saves), saves)
 	}
 	if len(nodes) != 2 {
 		t.Fatalf("%d node spans, want 2 (a, b)", len(nodes))
