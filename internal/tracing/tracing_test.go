@@ -3,8 +3,10 @@ package tracing
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -167,4 +169,49 @@ func TestLink(t *testing.T) {
 	if Link("", "4bf9") != "" || Link("http://x/{trace_id}", "") != "" {
 		t.Fatal("a link from nothing")
 	}
+}
+
+// TestSetupExportsOverOTLPHTTP: Setup's exporter sends a span to the endpoint's /v1/traces
+// with the configured headers, and the shutdown flushes it; a gRPC exporter is built too.
+func TestSetupExportsOverOTLPHTTP(t *testing.T) {
+	got := make(chan http.Header, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/traces" && r.Method == http.MethodPost {
+			got <- r.Header.Clone()
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer srv.Close()
+	shutdown, err := Setup(context.Background(), Settings{Endpoint: srv.URL, Headers: map[string]string{"X-Api-Key": "k1"},
+		ServiceName: "plaita-test", Role: "worker", BatchDelay: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Enabled() {
+		t.Fatal("tracing off after Setup")
+	}
+	_, span := Start(context.Background(), "one", trace.SpanKindInternal)
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if Enabled() {
+		t.Fatal("tracing on after its shutdown")
+	}
+	select {
+	case h := <-got:
+		if h.Get("X-Api-Key") != "k1" || h.Get("Content-Type") != "application/x-protobuf" {
+			t.Fatalf("headers %v", h)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no export reached the endpoint")
+	}
+
+	shutdown, err = Setup(context.Background(), Settings{Endpoint: "http://127.0.0.1:1", Protocol: ProtocolGRPC, ServiceName: "plaita-test"})
+	if err != nil {
+		t.Fatalf("grpc: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = shutdown(ctx) // nothing listens there: the flush may fail, the exporter was built
 }
