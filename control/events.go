@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"plaita/internal/tracing"
-
 	"plaita/store"
 	"plaita/store/keys"
 )

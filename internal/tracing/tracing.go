@@ -331,6 +331,16 @@ func ForExecution(executionID string) Parent {
 	return p
 }
 
+// Execution is the trace an execution's work joins: p when it carries one (the trace its
+// state keeps), else ForExecution(executionID) — what the worker gave an execution whose start
+// was not traced, so that every role agrees on it.
+func Execution(p Parent, executionID string) Parent {
+	if p.Valid() {
+		return p
+	}
+	return ForExecution(executionID)
+}
+
 // ErrBadTemplate: a trace link template without {trace_id}.
 var ErrBadTemplate = errors.New("the trace URL template has no {trace_id}")
 

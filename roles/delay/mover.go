@@ -169,10 +169,11 @@ func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
 }
 
 // wakeSpan is the span of one wake-up the pass sent, in its execution's trace (the entry
-// carries it): the resume it sent is a child of the execution's start, as the pass's span is.
+// carries it). The resume it sent carries that trace as the entry wrote it — the mover's script
+// sends the bytes it was given — so the worker's run of the resume is this span's sibling.
 func wakeSpan(ctx context.Context, f queue.Fired, began time.Time) {
 	e := f.Entry
-	parent := tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}.Context(ctx)
+	parent := tracing.Execution(tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}, e.ExecutionID).Context(ctx)
 	_, span := tracing.StartAt(parent, "wake "+string(e.ResumeType)+" "+e.Node, trace.SpanKindProducer, began)
 	span.SetAttributes(attribute.String(tracing.AttrExecution, e.ExecutionID), attribute.String(tracing.AttrTenant, e.TenantID),
 		attribute.String(tracing.AttrFlow, e.FlowID), attribute.String(tracing.AttrNodeID, e.Node),

@@ -43,10 +43,7 @@ func (p *Dispatcher) handle(ctx context.Context, consumer string, dl queue.Deliv
 // its execution id (tracing.ForExecution), so that an untraced producer's execution still has
 // one trace across its deliveries.
 func taskTrace(env queue.Envelope) tracing.Parent {
-	if p := env.Trace(); p.Valid() {
-		return p
-	}
-	return tracing.ForExecution(env.ExecutionID)
+	return tracing.Execution(env.Trace(), env.ExecutionID)
 }
 
 // processSpan begins the consumer span of one delivery, a child of the span that sent the
