@@ -89,6 +89,13 @@ func wantStreamEnd(t *testing.T, s *testutil.SSEStream, last int) {
 func TestConsoleLiveStreamE2E(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, withEnv(cliEnv()))
+	// It failed twice in CI (no event within a minute after the approval) and never here: the
+	// roles' logs say what the worker did with the resume.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the roles' logs:\n%s", s.logs())
+		}
+	})
 	con := s.startConsole(nil)
 	s.start("worker", nil)
 	def := `{"id":"review","version":"1","start":"prep","nodes":[
