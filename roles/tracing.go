@@ -45,6 +45,9 @@ func StartCLITracing(ctx context.Context, cfg *config.Config, log zerolog.Logger
 }
 
 func startTracing(ctx context.Context, s tracing.Settings, log zerolog.Logger) (stop func(), err error) {
+	s.OnError = func(err error) {
+		log.Warn().Err(err).Str("event", "tracing.error").Msg("tracing: spans not sent (the work goes on; they are dropped)")
+	}
 	shutdown, err := tracing.Setup(ctx, s)
 	if err != nil {
 		return func() {}, fmt.Errorf("tracing (OTEL_EXPORTER_OTLP_*): %w", err)

@@ -56,6 +56,9 @@ type Settings struct {
 	BatchDelay               time.Duration     // the longest a finished span waits to be sent (OTEL_BSP_SCHEDULE_DELAY)
 	Disabled                 bool              // OTEL_SDK_DISABLED
 	Role, Instance           string            // plaita.role and service.instance.id on every span
+	// OnError hears what the SDK cannot do (an export the collector refused or never got: the
+	// spans are dropped, the work goes on); nil leaves the SDK's own handler, which logs to stderr.
+	OnError func(error)
 }
 
 // On reports whether the settings turn tracing on.
@@ -146,6 +149,9 @@ func Setup(ctx context.Context, s Settings) (shutdown func(context.Context) erro
 		return nop, fmt.Errorf("tracing: resource attributes: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, batch...), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
+	if s.OnError != nil {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(s.OnError))
+	}
 	install(tp)
 	return func(ctx context.Context) error {
 		on.Store(false)

@@ -215,3 +215,36 @@ func TestSetupExportsOverOTLPHTTP(t *testing.T) {
 	defer cancel()
 	_ = shutdown(ctx) // nothing listens there: the flush may fail, the exporter was built
 }
+
+// TestExportFailuresReachOnError: a collector that refuses the spans is reported through
+// OnError (the roles log it), and the shutdown still returns.
+func TestExportFailuresReachOnError(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer srv.Close()
+	errs := make(chan error, 8)
+	shutdown, err := Setup(context.Background(), Settings{Endpoint: srv.URL, ServiceName: "plaita-test", BatchDelay: 10 * time.Millisecond,
+		OnError: func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := Start(context.Background(), "one", trace.SpanKindInternal)
+	span.End()
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "400") {
+			t.Errorf("error %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the refused export was not reported")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = shutdown(ctx)
+}
