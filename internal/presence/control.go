@@ -46,6 +46,11 @@ const answerTimeout = 5 * time.Second
 // role does not start) and then answers requests until Stop. The subscription lives as long as
 // the service, not as long as ctx (a role's start-up deadline).
 func (c *Control) Start(ctx context.Context) error {
+	// An ended context fails before anything starts: below, a subscription that answered as
+	// fast would be as ready as ctx.Done(), and select would pick either.
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	id := c.reg.info.InstanceID
 	subscribed := make(chan error, 1)
 	err := c.base.Run(ctx, func(ctx context.Context) {
