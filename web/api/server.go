@@ -226,14 +226,19 @@ func traceMiddleware(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		r := c.Request()
-		route := c.Path()
-		if route == "" {
-			route = r.URL.Path
+		// Named by the route's pattern, never the path (ids in paths would make a name per
+		// execution); a request that matched no route is named by its method alone.
+		name, route := r.Method, c.Path()
+		if route != "" {
+			name += " " + route
 		}
-		ctx, span := tracing.Start(tracing.FromHeaders(r.Context(), r.Header), r.Method+" "+route, trace.SpanKindServer)
+		ctx, span := tracing.Start(tracing.FromHeaders(r.Context(), r.Header), name, trace.SpanKindServer)
 		defer span.End()
-		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("http.route", route),
-			attribute.String("url.path", r.URL.Path), attribute.String("plaita.request_id", RequestID(r.Context())))
+		span.SetAttributes(attribute.String("http.request.method", r.Method), attribute.String("url.path", r.URL.Path),
+			attribute.String("plaita.request_id", RequestID(r.Context())))
+		if route != "" {
+			span.SetAttributes(attribute.String("http.route", route))
+		}
 		c.SetRequest(r.WithContext(ctx))
 		err := next(c)
 		status := c.Response().Status
