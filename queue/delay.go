@@ -12,6 +12,7 @@ import (
 
 	"plaita/engine/state"
 	"plaita/internal/callctx"
+	"plaita/internal/tracing"
 	"plaita/model"
 )
 
@@ -44,6 +45,11 @@ type DelayEntry struct {
 	// state; absent for an execution that has no trace, so its member is what it always was.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+}
+
+// Trace is the execution's trace context the entry carries.
+func (e DelayEntry) Trace() tracing.Parent {
+	return tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}
 }
 
 // DelayScheduledKey is the ZSET of the delay queue named name (PLAITA_DELAY_QUEUE).

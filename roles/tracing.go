@@ -14,9 +14,9 @@ import (
 // tracingFlushBudget bounds the flush of the last spans when a role stops.
 const tracingFlushBudget = 5 * time.Second
 
-// TracingSettings are the process's tracing settings as the configuration gives them (the
+// tracingSettings are the process's tracing settings as the configuration gives them (the
 // standard OTEL_* variables; docs/tracing.md).
-func TracingSettings(cfg *config.Config) tracing.Settings {
+func tracingSettings(cfg *config.Config) tracing.Settings {
 	headers, _ := config.ParseOTLPHeaders(config.OtelExporterOtlpHeaders.In(cfg)) // preflight refused a bad value
 	return tracing.Settings{
 		Endpoint: config.OtelExporterOtlpEndpoint.In(cfg), TracesEndpoint: config.OtelExporterOtlpTracesEndpoint.In(cfg),
@@ -30,13 +30,13 @@ func TracingSettings(cfg *config.Config) tracing.Settings {
 // StartTracing turns tracing on for the process when the configuration names an OTLP endpoint
 // (a no-op otherwise) and returns what flushes and stops it when the role ends.
 func StartTracing(ctx context.Context, cfg *config.Config, log zerolog.Logger) (stop func(), err error) {
-	return startTracing(ctx, TracingSettings(cfg), log)
+	return startTracing(ctx, tracingSettings(cfg), log)
 }
 
 // StartCLITracing is StartTracing for an operator command (plaita start, event publish,
 // resume …): its spans are service plaita-cli unless OTEL_SERVICE_NAME says otherwise.
 func StartCLITracing(ctx context.Context, cfg *config.Config, log zerolog.Logger) (stop func(), err error) {
-	s := TracingSettings(cfg)
+	s := tracingSettings(cfg)
 	s.Role = "cli"
 	if !cfg.IsSet("OTEL_SERVICE_NAME") {
 		s.ServiceName = "plaita-cli"

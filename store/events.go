@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"plaita/engine/state"
+	"plaita/internal/tracing"
 	"plaita/store/keys"
 )
 
@@ -81,6 +82,11 @@ type Event struct {
 	// (internal/tracing): the resume the event sends links it.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+}
+
+// Trace is the trace context of the span that published the event.
+func (ev Event) Trace() tracing.Parent {
+	return tracing.Parent{TraceParent: ev.TraceParent, TraceState: ev.TraceState}
 }
 
 // NewEventID mints an event id: "evt_" and 24 random hex digits.

@@ -3,7 +3,11 @@
 // treat a missing field as "no such capability".
 package state
 
-import "time"
+import (
+	"time"
+
+	"plaita/internal/tracing"
+)
 
 // Status of an execution.
 type Status string
@@ -83,6 +87,11 @@ type Execution struct {
 	// was off when it started.
 	TraceParent string `json:"traceparent,omitempty"`
 	TraceState  string `json:"tracestate,omitempty"`
+}
+
+// Trace is the execution's trace context (zero when it has none).
+func (st *Execution) Trace() tracing.Parent {
+	return tracing.Parent{TraceParent: st.TraceParent, TraceState: st.TraceState}
 }
 
 // MaxBranchLabels bounds the labels counted for one node in Execution.Branches. A node has as

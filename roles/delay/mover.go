@@ -173,7 +173,7 @@ func (m *Mover) RunOnce(ctx context.Context) (queue.MoveReport, error) {
 // sends the bytes it was given — so the worker's run of the resume is this span's sibling.
 func wakeSpan(ctx context.Context, f queue.Fired, began time.Time) {
 	e := f.Entry
-	parent := tracing.Execution(tracing.Parent{TraceParent: e.TraceParent, TraceState: e.TraceState}, e.ExecutionID).Context(ctx)
+	parent := tracing.Execution(e.Trace(), e.ExecutionID).Context(ctx)
 	_, span := tracing.StartAt(parent, "wake "+string(e.ResumeType)+" "+e.Node, trace.SpanKindProducer, began)
 	span.SetAttributes(attribute.String(tracing.AttrExecution, e.ExecutionID), attribute.String(tracing.AttrTenant, e.TenantID),
 		attribute.String(tracing.AttrFlow, e.FlowID), attribute.String(tracing.AttrNodeID, e.Node),

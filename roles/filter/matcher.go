@@ -477,9 +477,9 @@ func (m *Matcher) wake(ctx context.Context, tenant string, st *state.Execution, 
 		SourceMessageID: engine.EventCarrier(ev.ID, st.Suspend.Since), TraceParent: st.TraceParent, TraceState: st.TraceState}
 	if tracing.Enabled() {
 		// The resume continues the execution's trace and links the event's publish.
-		exec := tracing.Execution(tracing.Parent{TraceParent: st.TraceParent, TraceState: st.TraceState}, st.ExecutionID)
+		exec := tracing.Execution(st.Trace(), st.ExecutionID)
 		env.TraceParent, env.TraceState = exec.TraceParent, exec.TraceState
-		ctx = tracing.Parent{TraceParent: ev.TraceParent, TraceState: ev.TraceState}.Context(ctx)
+		ctx = ev.Trace().Context(ctx)
 	}
 	streamID, err := m.d.Enqueue(ctx, env)
 	if errors.Is(err, queue.ErrInvalidEnvelope) {

@@ -304,7 +304,7 @@ type TraceLink struct {
 
 // traceLink is st's trace as the view shows it; nil when it has none.
 func (a *API) traceLink(st *state.Execution) *TraceLink {
-	id := tracing.Parent{TraceParent: st.TraceParent, TraceState: st.TraceState}.TraceID()
+	id := st.Trace().TraceID()
 	if id == "" {
 		return nil
 	}
