@@ -325,7 +325,7 @@ func (s *FencedStorage) Load(ctx context.Context, id string) (*state.Execution, 
 		l.preloaded, l.preState = false, nil
 		l.mu.Unlock()
 		if pre && st == nil {
-			return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+			return nil, &state.NotFoundError{ExecutionID: id}
 		}
 		if pre {
 			return st, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"plaita/engine/state"
 	"plaita/store/keys"
 )
 
@@ -143,7 +144,7 @@ func stateBytes(id string, res rueidis.RedisResult) ([]byte, error) {
 	b, err := res.AsBytes()
 	switch {
 	case rueidis.IsRedisNil(err):
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, id)
+		return nil, &state.NotFoundError{ExecutionID: id}
 	case isWrongType(err):
 		return nil, &CorruptStateError{ID: id, Err: fmt.Errorf("%w: %w", ErrStateCorrupt, err)}
 	case err != nil:

@@ -23,6 +23,16 @@ var (
 	ErrLeaseLost = model.New(model.Conflict, "", "execution lease lost")
 )
 
+// NotFoundError is an ErrNotFound that names the execution. A fresh start meets it on every
+// first run (its state does not exist yet), so it is a plain struct whose text is built only
+// when read, not a formatted error.
+type NotFoundError struct{ ExecutionID string }
+
+func (e *NotFoundError) Error() string { return ErrNotFound.Error() + ": " + e.ExecutionID }
+
+// Unwrap makes a *NotFoundError match ErrNotFound, and gives it that class.
+func (e *NotFoundError) Unwrap() error { return ErrNotFound }
+
 // DefaultMaxStateBytes is the state bound's default (PLAITA_EXECUTION_STATE_MAX_BYTES): 16 MiB.
 const DefaultMaxStateBytes = 16 << 20
 

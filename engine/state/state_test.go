@@ -2,9 +2,13 @@ package state
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+
+	"plaita/model"
 )
 
 // TestBranchesRoundTrip: the counts survive a trip through JSON; an empty set of counts (a new
@@ -68,5 +72,20 @@ func TestCountBranchIsBounded(t *testing.T) {
 	}
 	if _, ok := st.Branches["c"]; ok {
 		t.Fatal("a decision without a label was counted")
+	}
+}
+
+// A NotFoundError is an ErrNotFound (its class too) that names the execution, in the text the
+// formatted error had.
+func TestNotFoundErrorNamesTheExecution(t *testing.T) {
+	err := error(&NotFoundError{ExecutionID: "ex_1"})
+	if !errors.Is(err, ErrNotFound) {
+		t.Fatalf("%v does not match ErrNotFound", err)
+	}
+	if want := fmt.Errorf("%w: %s", ErrNotFound, "ex_1").Error(); err.Error() != want {
+		t.Fatalf("text %q, want %q", err.Error(), want)
+	}
+	if model.ClassOf(err) != model.NotFound {
+		t.Fatalf("class %v, want NotFound", model.ClassOf(err))
 	}
 }
