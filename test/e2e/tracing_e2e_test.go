@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -309,12 +308,7 @@ func TestTraceSurvivesKill9(t *testing.T) {
 	id := tracedStart(t, con, "slow", caller, callerSpan)
 	a := e.spawn("worker", nil)
 	hs.waitSeen(t, "/slow", 20*time.Second, a)
-	if err := a.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	if !a.wait(10 * time.Second) {
-		t.Fatal("worker A survived kill -9")
-	}
+	a.kill9(t)
 	b := e.start("worker", nil)
 	if st := e.waitTerminal(id, 45*time.Second, a, b, con.p); st.Status != "completed" {
 		t.Fatalf("status %s error %+v", st.Status, st.Error)
