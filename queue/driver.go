@@ -39,9 +39,10 @@ type Driver interface {
 	// to consumer, adds one to their delivery counters and restarts their idle time; it
 	// returns those that still exist.
 	Claim(ctx context.Context, stream, group, consumer string, minIdle time.Duration, ids []string) ([]Entry, error)
-	// Hold moves pending entries to consumer and restarts their idle time without counting a
-	// delivery; deliveries >= 0 also sets their counters to it.
-	Hold(ctx context.Context, stream, group, consumer string, deliveries int64, ids ...string) error
+	// Hold moves pending entries to consumer and restarts their idle time at idle (0: they
+	// were just delivered) without counting a delivery; deliveries >= 0 also sets their
+	// counters to it.
+	Hold(ctx context.Context, stream, group, consumer string, deliveries int64, idle time.Duration, ids ...string) error
 	// Ack removes ids from the group's pending list.
 	Ack(ctx context.Context, stream, group string, ids ...string) error
 	// AckDelete acknowledges ids and deletes them from the stream in one round trip. err is

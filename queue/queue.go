@@ -342,7 +342,7 @@ func (q *Queue) Touch(ctx context.Context, consumer string, ids ...string) error
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := q.d.Hold(ctx, q.stream, q.group, consumer, -1, ids...); err != nil {
+	if err := q.d.Hold(ctx, q.stream, q.group, consumer, -1, 0, ids...); err != nil {
 		return fmt.Errorf("touch %v: %w", ids, err)
 	}
 	return nil

@@ -197,9 +197,9 @@ func (r *RedisDriver) Claim(ctx context.Context, stream, group, consumer string,
 }
 
 // Hold is XCLAIM stream group consumer 0 ids… [RETRYCOUNT n] JUSTID, which counts no delivery.
-func (r *RedisDriver) Hold(ctx context.Context, stream, group, consumer string, deliveries int64, ids ...string) error {
+func (r *RedisDriver) Hold(ctx context.Context, stream, group, consumer string, deliveries int64, idle time.Duration, ids ...string) error {
 	c := r.c
-	b := c.B().Xclaim().Key(stream).Group(group).Consumer(consumer).MinIdleTime("0").Id(ids...)
+	b := c.B().Xclaim().Key(stream).Group(group).Consumer(consumer).MinIdleTime("0").Id(ids...).Idle(idle.Milliseconds())
 	var cmd rueidis.Completed
 	if deliveries >= 0 {
 		cmd = b.Retrycount(deliveries).Justid().Build()

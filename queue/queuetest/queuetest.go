@@ -31,6 +31,8 @@ const (
 type Stream struct {
 	// Queue is a worker's view of the stream as consumer (its group created).
 	Queue func(t *testing.T, consumer string) *queue.Queue
+	// Slow is Queue with a claim idle time of an hour.
+	Slow func(t *testing.T, consumer string) *queue.Queue
 	// Enqueue adds a task as the producer path does.
 	Enqueue func(ctx context.Context, env queue.Envelope) (string, error)
 }
@@ -40,19 +42,21 @@ type Stream struct {
 func On(d queue.Driver, root string) Stream {
 	s := queue.Settings{Stream: root + ":flow:queue", Group: "workers", StartID: "0", DLQ: root + ":flow:queue:dlq",
 		ClaimMinIdle: MinIdle, MaxDeliveries: MaxDeliveries, DLQMaxLen: 1000, TaskMaxAge: time.Hour}
+	open := func(t *testing.T, consumer string, minIdle time.Duration) *queue.Queue {
+		s := s
+		s.Consumer, s.ClaimMinIdle = consumer, minIdle
+		q, err := queue.New(d, s, metrics.NewSet(), zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.EnsureGroup(ctxOf(t)); err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
 	return Stream{
-		Queue: func(t *testing.T, consumer string) *queue.Queue {
-			s := s
-			s.Consumer = consumer
-			q, err := queue.New(d, s, metrics.NewSet(), zerolog.Nop())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := q.EnsureGroup(ctxOf(t)); err != nil {
-				t.Fatal(err)
-			}
-			return q
-		},
+		Queue: func(t *testing.T, consumer string) *queue.Queue { return open(t, consumer, MinIdle) },
+		Slow:  func(t *testing.T, consumer string) *queue.Queue { return open(t, consumer, time.Hour) },
 		Enqueue: func(ctx context.Context, env queue.Envelope) (string, error) {
 			return queue.Enqueue(ctx, d, s.Stream, env)
 		},
@@ -76,6 +80,7 @@ func Contract(t *testing.T, b Backend) {
 		{"ReclaimAfterMinIdle", reclaimAfterMinIdle},
 		{"AckRemoves", ackRemoves},
 		{"LeavePendingSpendsNoDelivery", leavePendingSpendsNoDelivery},
+		{"LeavePendingForComesBackSoon", leavePendingForComesBackSoon},
 		{"RequeueReplacesItsSource", requeueReplacesItsSource},
 		{"DeadLetterOnceReplayOnce", deadLetterOnceReplayOnce},
 		{"FindTask", findTask},
@@ -269,6 +274,36 @@ func leavePendingSpendsNoDelivery(t *testing.T, s Stream) {
 	}
 	if d = reclaimed(t, a, "a", id); d.Count != 1 {
 		t.Fatalf("count %d after a second wait, want 1", d.Count)
+	}
+}
+
+// A delivery left pending for a moment (it waits for a holder finishing its run) is reclaimed
+// after that moment, long before the claim idle time, and spends no delivery; one left pending
+// the ordinary way waits for the claim idle time.
+func leavePendingForComesBackSoon(t *testing.T, s Stream) {
+	a := s.Slow(t, "a") // an hour's claim idle time
+	soon, late := enqueue(t, s, start("f")), enqueue(t, s, start("f"))
+	ds := read(t, a, "a", 2)
+	if len(ds) != 2 || ds[0].ID != soon || ds[1].ID != late {
+		t.Fatalf("read %+v", ds)
+	}
+	if err := a.LeavePendingFor(ctxOf(t), ds[0], 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LeavePending(ctxOf(t), ds[1]); err != nil {
+		t.Fatal(err)
+	}
+	if d := reclaimed(t, a, "a", soon); d.Count != 1 {
+		t.Fatalf("the delivery left pending for a moment was counted: count %d, want 1", d.Count)
+	}
+	ds, err := a.Reclaim(ctxOf(t), "a", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if d.ID == late {
+			t.Fatalf("the delivery left pending the ordinary way was reclaimed before the claim idle time: %+v", d)
+		}
 	}
 }
 

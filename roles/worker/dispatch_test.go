@@ -432,6 +432,42 @@ func TestDispatchLeaseHeldByLiveHolder(t *testing.T) {
 	}
 }
 
+// TestDispatchConflictedResumeRunsSoonAfterTheLease: a resume that carries data and meets a live
+// holder's lease — typically the holder still finishing the run that suspended the execution,
+// when the wake-up was sent the moment the state said it waits — runs within seconds of the
+// lease's release, not PLAITA_CLAIM_MIN_IDLE_MS later like any other pending entry.
+func TestDispatchConflictedResumeRunsSoonAfterTheLease(t *testing.T) {
+	f := newDispatchFix(t, map[string]string{"PLAITA_CLAIM_MIN_IDLE_MS": "60000"})
+	f.publish(t, "appr", "1", approvalFlow)
+	env := f.startEnv("appr")
+	f.enqueue(t, env)
+	f.start(t)
+	ts := f.ts(t)
+	status := func() state.Status {
+		st, err := ts.Load(dctx(t), env.ExecutionID)
+		if err != nil {
+			return ""
+		}
+		return st.Status
+	}
+	waitUntil(t, "the execution waits for its approval", func() bool { return status() == state.Suspended })
+	waitUntil(t, "its start settled", func() bool { d := f.depth(t); return d.StreamLength == 0 && d.Pending == 0 })
+	l, err := ts.Acquire(dctx(t), env.ExecutionID, "other-worker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.enqueue(t, queue.Envelope{Kind: queue.KindResume, FlowID: "appr", FlowVersion: "1", ExecutionID: env.ExecutionID,
+		ResumeType: engine.ResumeApproval, ResumeData: json.RawMessage(`{"approved":true}`)})
+	waitUntil(t, "the resume met the lease", func() bool { return f.q.Stats().LeaseConflicts >= 1 })
+	if err := l.Release(dctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	waitUntil(t, "the approved execution completed (well before the 60 s claim idle time)", func() bool { return status() == state.Completed })
+	waitUntil(t, "its resume settled", func() bool { d := f.depth(t); return d.StreamLength == 0 && d.Pending == 0 })
+	t.Logf("completed %s after the lease was released", time.Since(released).Round(time.Millisecond))
+}
+
 func TestDispatchWaitEventRegistersSubscription(t *testing.T) {
 	f := newDispatchFix(t, nil)
 	f.publish(t, "evt", "1", eventFlow)

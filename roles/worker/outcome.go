@@ -28,7 +28,8 @@ const (
 	// ActDeadLetter: never runnable here or anywhere: moved to the dead-letter stream.
 	ActDeadLetter
 	// ActLeavePending: not ours to settle now; Restore gives the delivery back (a wait for
-	// another holder's lease spends none).
+	// another holder's lease spends none); After, when set, has it reclaimed that soon rather
+	// than after the claim idle time.
 	ActLeavePending
 	// ActRetry: transient; not acked, redelivered after the claim idle time from the last
 	// checkpoint. On the last allowed delivery it becomes ActExhausted.
@@ -71,7 +72,7 @@ type Outcome struct {
 	Failed  bool   // counted as a failed delivery (transient failure, lost lease)
 	Err     error  // the cause: logged, and a dead letter's detail
 	Verdict queue.Verdict
-	After   time.Duration         // ActRequeue: wait this long first
+	After   time.Duration         // ActRequeue: wait this long first; ActLeavePending: reclaimed this soon
 	Mutate  func(*queue.Envelope) // ActRequeue: changes to the copy
 
 	Event string // the log event (worker.*)
@@ -172,8 +173,18 @@ func onConflict(c conflict) Outcome {
 	case carriesNothing:
 		return noop("worker.lease_conflict", "lease held by a live worker that is running the execution: acked as a no-op")
 	}
-	return leavePending(true, "worker.lease_conflict", "lease held by a live worker: left pending for redelivery (the resume carries data)")
+	// Most often the holder is finishing the very run that suspended the execution (its
+	// wake-up registered, its lease not yet released) when the wake-up comes: tried again in
+	// a moment, not after PLAITA_CLAIM_MIN_IDLE_MS.
+	o := leavePending(true, "worker.lease_conflict", "lease held by a live worker: left pending, tried again in a moment (the resume carries data)")
+	o.After = ConflictRetryAfter
+	return o
 }
+
+// ConflictRetryAfter is how soon a resume that carries data is tried again after it met the
+// lease of a live holder. A holder running a long step keeps meeting it: each try is one
+// reclaim and one lease check, this often.
+const ConflictRetryAfter = time.Second
 
 // onRetry turns a transient outcome on the last allowed delivery into ActExhausted (a drain,
 // which cancels the run, never does: the message stays pending for another worker).

@@ -86,6 +86,12 @@ func TestOnConflict(t *testing.T) {
 		if o.Action != tc.want || o.Restore != tc.back {
 			t.Errorf("%s: %s restore %v, want %s restore %v", tc.name, o.Action, o.Restore, tc.want, tc.back)
 		}
+		// Only a resume with data waiting for a live holder is tried again soon: the others wait
+		// for the lease to expire (a dead holder), or for the holder to ack its own carrier.
+		soon := tc.c.alive && !tc.c.livenessOff && tc.c.kind == queue.KindResume && tc.c.resume == approval
+		if (o.After > 0) != soon {
+			t.Errorf("%s: tried again after %s, want soon %v", tc.name, o.After, soon)
+		}
 	}
 }
 

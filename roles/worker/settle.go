@@ -37,7 +37,11 @@ func (p *Dispatcher) settle(ctx context.Context, t *task, o Outcome) {
 		p.deadLetter(octx, t, o.Reason, o.Err)
 	case ActLeavePending:
 		if o.Restore {
-			if err := q.LeavePending(octx, t.dl); err != nil {
+			leave := q.LeavePending
+			if o.After > 0 {
+				leave = func(ctx context.Context, d queue.Delivery) error { return q.LeavePendingFor(ctx, d, o.After) }
+			}
+			if err := leave(octx, t.dl); err != nil {
 				t.log.Warn().Err(err).Str("event", "worker.leave_pending_failed").Msg("could not restore the delivery count; this delivery counts")
 			}
 		}

@@ -478,9 +478,9 @@ func (b *Broker) Claim(ctx context.Context, stream, group, consumer string, minI
 	return out, nil
 }
 
-// Hold moves pending entries to consumer and restarts their idle time (deliveries >= 0: sets
-// their counters).
-func (b *Broker) Hold(ctx context.Context, stream, group, consumer string, deliveries int64, in ...string) error {
+// Hold moves pending entries to consumer and restarts their idle time at idle (deliveries >= 0:
+// sets their counters).
+func (b *Broker) Hold(ctx context.Context, stream, group, consumer string, deliveries int64, idle time.Duration, in ...string) error {
 	want, err := ids(in)
 	if err != nil {
 		return err
@@ -489,7 +489,7 @@ func (b *Broker) Hold(ctx context.Context, stream, group, consumer string, deliv
 		if err := b.groupExists(ctx, tx, stream, group); err != nil {
 			return err
 		}
-		now := b.db.now().UnixMilli()
+		now := b.db.now().Add(-idle).UnixMilli()
 		for _, id := range want {
 			if _, err := tx.ExecContext(ctx, `UPDATE stream_pending SET consumer = ?, delivered_at = ?,
 				deliveries = CASE WHEN ? >= 0 THEN ? ELSE deliveries END
