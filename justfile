@@ -29,7 +29,7 @@ lint:
     @out="$(gofmt -l .)"; if [ -n "$out" ]; then echo "gofmt would change:"; echo "$out"; exit 1; fi
     go vet ./...
     go vet -tags e2e ./...
-    go vet -tags e2e,chaos ./...
+    go vet -tags e2e,chaos,soak ./...
     go tool staticcheck ./...
     go tool staticcheck -tags e2e ./test/e2e ./test/stack
 
@@ -67,6 +67,12 @@ fuzz time="60s":
 # few thousand executions (minutes; PLAITA_CHAOS_EXECUTIONS=n to change the size).
 chaos:
     go test -tags e2e,chaos -run TestChaos -count=1 -v -timeout 30m ./test/e2e
+
+# The soak suite: the chaos suite's flows at a steady rate for minutes with nothing failing; checks
+# that every execution ends right, the backlog, goroutines and memory of every role stay flat and
+# nothing of an execution stays in Redis for ever (PLAITA_SOAK_SECONDS, PLAITA_SOAK_RATE).
+soak:
+    go test -tags e2e,soak -run TestSoak -count=1 -v -timeout 30m ./test/e2e
 
 # Executor throughput on a 100-node linear flow, with allocations.
 bench:

@@ -202,6 +202,117 @@ func chaosCases(n int) []*chaosCase {
 	return cs
 }
 
+// caseClient plays the clients of chaosCases against a stack: it enqueues their starts and
+// resumes, publishes their events, and keeps the first writes that failed. One goroutine uses
+// it (the suite's driver); published and failures are read once it has stopped.
+type caseClient struct {
+	e         *stack
+	fx        *effectServer
+	bus       *store.Events
+	queue     string
+	started   time.Time
+	published int      // events published
+	failures  []string // the first 10 writes that failed (and were tried again)
+}
+
+func newCaseClient(e *stack, fx *effectServer, started time.Time) *caseClient {
+	return &caseClient{e: e, fx: fx, bus: store.NewEvents(store.RedisEvents(e.c), store.EventSettings{}, ""),
+		queue: config.QueueName.In(e.cfg), started: started}
+}
+
+// failed records err (when not nil) as a failed write, and returns it.
+func (cl *caseClient) failed(what string, err error) error {
+	if err != nil && len(cl.failures) < 10 {
+		cl.failures = append(cl.failures, fmt.Sprintf("+%.1fs %s: %v", time.Since(cl.started).Seconds(), what, err))
+	}
+	return err
+}
+
+func (cl *caseClient) enqueue(env queue.Envelope) error {
+	env.Stamp(settings.Generations(cl.e.cfg), time.Now())
+	_, err := queue.Enqueue(cl.e.ctx, queue.Redis(cl.e.c), cl.queue, env)
+	return cl.failed(fmt.Sprintf("enqueue %s %s", env.Kind, env.ExecutionID), err)
+}
+
+// start enqueues c's start.
+func (cl *caseClient) start(c *chaosCase) error {
+	return cl.enqueue(queue.Envelope{Kind: queue.KindStart, FlowID: c.flow, FlowVersion: "1", ExecutionID: c.id,
+		Input: json.RawMessage(fmt.Sprintf(`{"n":%d,"odd":%t}`, c.n, c.odd))})
+}
+
+// sweep loads the state of every active case and advances it: kept are the cases not settled
+// yet (not started yet included), settled counts the others.
+func (cl *caseClient) sweep(active []*chaosCase) (kept []*chaosCase, settled int) {
+	kept = active[:0]
+	for _, c := range active {
+		st, err := cl.e.ts.Load(cl.e.ctx, c.id)
+		if err != nil { // not started yet
+			kept = append(kept, c)
+			continue
+		}
+		cl.fx.noteState(st)
+		if cl.advance(c, st) {
+			settled++
+			continue
+		}
+		kept = append(kept, c)
+	}
+	return kept, settled
+}
+
+// advance plays c's client once its state st is loaded: true when c reached its end (an
+// execution in error that the test is to retry has not); once c waits, it publishes c's event
+// or sends its resume, once. A failed publish or enqueue is tried again on the next call.
+func (cl *caseClient) advance(c *chaosCase, st *state.Execution) bool {
+	waitsForRetry := c.resume == engine.ResumeRetry && st.Status == state.Error
+	if st.Status.Terminal() && !waitsForRetry {
+		c.done = true
+		return true
+	}
+	if (c.resume == "" && c.event == "") || c.sent || !(st.Status == state.Suspended || waitsForRetry) {
+		return false
+	}
+	if c.event != "" {
+		_, _, err := cl.bus.Publish(cl.e.ctx, store.Event{ID: c.eventID(), Type: "paid", Data: json.RawMessage(c.event)})
+		if c.sent = cl.failed("publish the event of "+c.id, err) == nil; c.sent {
+			cl.published++
+		}
+		return false
+	}
+	if c.resume == engine.ResumeCancel {
+		if err := cl.e.ts.SetCancel(cl.e.ctx, c.id); err != nil {
+			return false
+		}
+	}
+	env := queue.Envelope{Kind: queue.KindResume, FlowID: c.flow, FlowVersion: "1", ExecutionID: c.id, ResumeType: c.resume}
+	if c.data != "" {
+		env.ResumeData = json.RawMessage(c.data)
+	}
+	c.sent = cl.enqueue(env) == nil
+	return false
+}
+
+// check compares c's final state with what c expects: "" when it is as expected, else what
+// differs. Exactly one terminal transition is expected (terminalTransitions).
+func (c *chaosCase) check(st *state.Execution) string {
+	terminal := terminalTransitions(st)
+	errType, errMsg := "", ""
+	if st.Error != nil {
+		errType, errMsg = st.Error.Type, st.Error.Message
+	}
+	woken := c.wokenBy(st)
+	if woken != "" {
+		woken = "; " + woken
+	}
+	if st.Status != c.want || (c.output != "" && fmt.Sprint(st.Output) != c.output) || terminal != 1 ||
+		(c.errType != "" && errType != c.errType) || !strings.Contains(errMsg, c.errText) || woken != "" {
+		return fmt.Sprintf("%s (%s, n=%d, resume %q event %q sent %t): status %s output %v error %+v, %d terminal transitions; want %s %q %s %q%s\ntimeline: %+v",
+			c.id, c.flow, c.n, c.resume, c.event, c.sent, st.Status, st.Output, st.Error, terminal, c.want, c.output, c.errType, c.errText,
+			woken, st.Timeline)
+	}
+	return ""
+}
+
 // chaosPoison are the deliberately malformed entries, in turn; each must be dead-lettered once.
 func chaosPoison(k int) []string {
 	switch k % 4 {
@@ -566,19 +677,19 @@ func (p *workerPool) name(w *proc) int {
 }
 
 // about is the last n log lines, of any worker, filter or delay process, that mention s.
-func (p *workerPool) about(s string, n int) string {
+func (p *workerPool) about(s string, n int) string { return about(p.named(), s, n) }
+
+// about is the log lines of procs that contain s, the last n, each named by its process.
+func about(procs []namedProc, s string, n int) string {
 	var lines []string
-	for _, np := range p.named() {
+	for _, np := range procs {
 		for _, l := range strings.Split(np.w.stderr.String(), "\n") {
 			if strings.Contains(l, s) {
 				lines = append(lines, np.name+": "+l)
 			}
 		}
 	}
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // recent is the tail of the log of the last k workers started, and of the current filter and
@@ -708,7 +819,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	}
 	pool.spawnRole("filter")
 	pool.spawnRole("delay")
-	bus := store.NewEvents(store.RedisEvents(e.c), store.EventSettings{}, "")
+	cl := newCaseClient(e, fx, started)
 
 	// The driver plays the flows' clients: it keeps up to chaosWindow executions enqueued and
 	// unsettled, adds a malformed entry every chaosPoisonEvery executions, and once an
@@ -717,9 +828,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	// so no write of its own straddles the kill and has an unknown outcome.
 	var redisMu sync.RWMutex
 	var settledN atomic.Int64
-	var retried []string       // enqueues the driver had to retry
 	poison := map[string]int{} // stream id → kind
-	published := 0             // events published (read once the driver stopped)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	stopDriver := sync.OnceFunc(func() { close(stop); wg.Wait() })
@@ -727,17 +836,6 @@ func runChaos(t *testing.T, size chaosSize) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		failed := func(what string, err error) error {
-			if err != nil && len(retried) < 10 {
-				retried = append(retried, fmt.Sprintf("+%.1fs %s: %v", time.Since(started).Seconds(), what, err))
-			}
-			return err
-		}
-		enqueue := func(env queue.Envelope) error {
-			env.Stamp(settings.Generations(e.cfg), time.Now())
-			_, err := queue.Enqueue(e.ctx, queue.Redis(e.c), queueName, env)
-			return failed(fmt.Sprintf("enqueue %s %s", env.Kind, env.ExecutionID), err)
-		}
 		var active []*chaosCase
 		next, poisoned := 0, 0
 		tick := time.NewTicker(chaosSweep)
@@ -753,57 +851,22 @@ func runChaos(t *testing.T, size chaosSize) {
 				if poisoned <= next/chaosPoisonEvery {
 					fv := chaosPoison(poisoned)
 					id, err := e.c.Do(e.ctx, e.c.B().Xadd().Key(queueName).Id("*").FieldValue().FieldValue(fv[0], fv[1]).Build()).ToString()
-					if failed("add a malformed entry", err) != nil {
+					if cl.failed("add a malformed entry", err) != nil {
 						break
 					}
 					poison[id] = poisoned % 4
 					poisoned++
 				}
 				c := cases[next]
-				if enqueue(queue.Envelope{Kind: queue.KindStart, FlowID: c.flow, FlowVersion: "1", ExecutionID: c.id,
-					Input: json.RawMessage(fmt.Sprintf(`{"n":%d,"odd":%t}`, c.n, c.odd))}) != nil {
+				if cl.start(c) != nil {
 					break
 				}
 				active = append(active, c)
 				next++
 			}
-			kept := active[:0]
-			for _, c := range active {
-				st, err := e.ts.Load(e.ctx, c.id)
-				if err != nil { // not started yet
-					kept = append(kept, c)
-					continue
-				}
-				fx.noteState(st)
-				waitsForRetry := c.resume == engine.ResumeRetry && st.Status == state.Error
-				if st.Status.Terminal() && !waitsForRetry {
-					c.done = true
-					settledN.Add(1)
-					continue
-				}
-				kept = append(kept, c)
-				if (c.resume == "" && c.event == "") || c.sent || !(st.Status == state.Suspended || waitsForRetry) {
-					continue
-				}
-				if c.event != "" {
-					_, _, err := bus.Publish(e.ctx, store.Event{ID: c.eventID(), Type: "paid", Data: json.RawMessage(c.event)})
-					if c.sent = failed("publish the event of "+c.id, err) == nil; c.sent {
-						published++
-					}
-					continue
-				}
-				if c.resume == engine.ResumeCancel {
-					if err := e.ts.SetCancel(e.ctx, c.id); err != nil {
-						continue
-					}
-				}
-				env := queue.Envelope{Kind: queue.KindResume, FlowID: c.flow, FlowVersion: "1", ExecutionID: c.id, ResumeType: c.resume}
-				if c.data != "" {
-					env.ResumeData = json.RawMessage(c.data)
-				}
-				c.sent = enqueue(env) == nil
-			}
-			active = kept
+			var settled int
+			active, settled = cl.sweep(active)
+			settledN.Add(int64(settled))
 			redisMu.RUnlock()
 			if next == len(cases) && len(active) == 0 {
 				return
@@ -967,20 +1030,8 @@ func runChaos(t *testing.T, size chaosSize) {
 			bad = append(bad, fmt.Sprintf("%s (%s, n=%d): %v (settled %t)\n%s", c.id, c.flow, c.n, err, c.done, pool.about(c.id, 20)))
 			continue
 		}
-		terminal := terminalTransitions(st)
-		errType, errMsg := "", ""
-		if st.Error != nil {
-			errType, errMsg = st.Error.Type, st.Error.Message
-		}
-		woken := c.wokenBy(st)
-		if woken != "" {
-			woken = "; " + woken
-		}
-		if st.Status != c.want || (c.output != "" && fmt.Sprint(st.Output) != c.output) || terminal != 1 ||
-			(c.errType != "" && errType != c.errType) || !strings.Contains(errMsg, c.errText) || woken != "" {
-			bad = append(bad, fmt.Sprintf("%s (%s, n=%d, resume %q event %q sent %t): status %s output %v error %+v, %d terminal transitions; want %s %q %s %q%s\ntimeline: %+v\nits log lines:\n%s",
-				c.id, c.flow, c.n, c.resume, c.event, c.sent, st.Status, st.Output, st.Error, terminal, c.want, c.output, c.errType, c.errText,
-				woken, st.Timeline, pool.about(c.id, 20)))
+		if problem := c.check(st); problem != "" {
+			bad = append(bad, problem+"\nits log lines:\n"+pool.about(c.id, 20))
 		}
 	}
 	if len(bad) > 0 {
@@ -1117,7 +1168,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("drains (SIGTERM)", "%d", drains)
 	row("filter, delay", "1 + 1 at a time; %d and %d killed (kill -9) and replaced", filterKills, delayKills)
 	row("woken by the roles", "%d events published, %d resumes sent by the filters; %d by the delay processes",
-		published, pool.countLog("filter", "filter.wakeup"), pool.countLog("delay", "delay.fired"))
+		cl.published, pool.countLog("filter", "filter.wakeup"), pool.countLog("delay", "delay.fired"))
 	row("in flight at restart", "%d side-effecting steps (%d executions unsettled)", atRestart, unsettledAtRestart)
 	row("in flight at kills", "%d side-effecting steps (at most %d at one kill)", atKills, maxKill)
 	row("in flight at drain", "%d side-effecting steps", atDrain)
@@ -1130,7 +1181,7 @@ func runChaos(t *testing.T, size chaosSize) {
 	row("dead letters", "%d (the %d poisoned entries)", len(entries), len(poison))
 	row("duration", "%.1fs", elapsed.Seconds())
 	row("executions/s", "%.1f", float64(total)/elapsed.Seconds())
-	if len(retried) > 0 {
+	if retried := cl.failures; len(retried) > 0 {
 		// Safe to retry: the driver pauses while Redis is killed, so a failed write went to a
 		// connection of the killed server and was never applied.
 		row("enqueues retried", "%s", strings.Join(retried, "; "))
