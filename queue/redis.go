@@ -196,7 +196,7 @@ func (r *RedisDriver) Claim(ctx context.Context, stream, group, consumer string,
 	return out, nil
 }
 
-// Hold is XCLAIM stream group consumer 0 ids… [RETRYCOUNT n] JUSTID, which counts no delivery.
+// Hold is XCLAIM stream group consumer 0 ids… IDLE ms [RETRYCOUNT n] JUSTID, which counts no delivery.
 func (r *RedisDriver) Hold(ctx context.Context, stream, group, consumer string, deliveries int64, idle time.Duration, ids ...string) error {
 	c := r.c
 	b := c.B().Xclaim().Key(stream).Group(group).Consumer(consumer).MinIdleTime("0").Id(ids...).Idle(idle.Milliseconds())

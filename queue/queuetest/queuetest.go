@@ -1,10 +1,10 @@
 // Package queuetest is the task queue's contract: what the roles rely on of a task stream —
 // each task delivered once per group, a delivery a dead consumer left reclaimed after the claim
 // idle time with its count, acknowledged tasks gone, a delivery left pending without spending
-// one, a requeue that replaces its source, a dead letter written once and replayed once, a
-// queued start found — checked through queue.Queue's own methods, so that every backend of the
-// queue is held to the same suite (Redis today: queue's tests run it). It imports "testing":
-// only tests import it.
+// one (for the claim idle time, or for a moment), a requeue that replaces its source, a dead
+// letter written once and replayed once, a queued start found — checked through queue.Queue's
+// own methods, so that every backend of the queue is held to the same suite (Redis today:
+// queue's tests run it). It imports "testing": only tests import it.
 package queuetest
 
 import (
