@@ -37,11 +37,13 @@ func (p *Dispatcher) settle(ctx context.Context, t *task, o Outcome) {
 		p.deadLetter(octx, t, o.Reason, o.Err)
 	case ActLeavePending:
 		if o.Restore {
-			leave := q.LeavePending
+			var err error
 			if o.After > 0 {
-				leave = func(ctx context.Context, d queue.Delivery) error { return q.LeavePendingFor(ctx, d, o.After) }
+				err = q.LeavePendingFor(octx, t.dl, o.After)
+			} else {
+				err = q.LeavePending(octx, t.dl)
 			}
-			if err := leave(octx, t.dl); err != nil {
+			if err != nil {
 				t.log.Warn().Err(err).Str("event", "worker.leave_pending_failed").Msg("could not restore the delivery count; this delivery counts")
 			}
 		}

@@ -1202,13 +1202,22 @@ func runChaos(t *testing.T, size chaosSize) {
 			t.Logf("log lines of %s:\n%s", id, pool.about(id, 30))
 		}
 	}
-	if l := pool.logs(); strings.Contains(l, "worker.run_panic") || strings.Contains(l, "panic:") || strings.Contains(l, "goroutine ") {
-		i := strings.Index(l, "panic")
-		if i < 0 {
-			i = strings.Index(l, "goroutine ")
-		}
-		t.Errorf("a log shows a panic:\n%s", l[max(0, i-2000):min(len(l), i+4000)])
+	if p := panicIn(pool.logs()); p != "" {
+		t.Errorf("a log shows a panic:\n%s", p)
 	}
+}
+
+// panicIn is the part of a log around the first sign of a panic (a recovered run's
+// worker.run_panic, a crash's "panic:" or its goroutine dump); "" when there is none.
+func panicIn(l string) string {
+	if !strings.Contains(l, "worker.run_panic") && !strings.Contains(l, "panic:") && !strings.Contains(l, "goroutine ") {
+		return ""
+	}
+	i := strings.Index(l, "panic")
+	if i < 0 {
+		i = strings.Index(l, "goroutine ")
+	}
+	return l[max(0, i-2000):min(len(l), i+4000)]
 }
 
 // terminalTransitions counts the terminal transitions of the timeline. A retry of an execution

@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"os"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -16,12 +14,6 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real workers under faults for minutes")
 	}
-	n := 3000
-	if v := os.Getenv("PLAITA_CHAOS_EXECUTIONS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("PLAITA_CHAOS_EXECUTIONS=%q: want a positive number of executions", v)
-		}
-	}
+	n := positiveSetting(t, "PLAITA_CHAOS_EXECUTIONS", 3000)
 	runChaos(t, chaosSize{name: "TestChaos", executions: n, deadline: max(3*time.Minute, time.Duration(n)*200*time.Millisecond), stdout: true})
 }

@@ -35,7 +35,7 @@ import (
 // PLAITA_SOAK_SECONDS (default 300) and PLAITA_SOAK_RATE (executions started per second,
 // default 30) size it. The summary goes to stdout as well.
 func TestSoak(t *testing.T) {
-	seconds, rate := soakSetting(t, "PLAITA_SOAK_SECONDS", 300), soakSetting(t, "PLAITA_SOAK_RATE", 30)
+	seconds, rate := positiveSetting(t, "PLAITA_SOAK_SECONDS", 300), positiveSetting(t, "PLAITA_SOAK_RATE", 30)
 	load := time.Duration(seconds) * time.Second
 	e := newStack(t, withTimeout(load+5*time.Minute), withEnv(map[string]string{
 		"PLAITA_WORKER_CONCURRENCY": "16", "PLAITA_EVENT_RECONCILE_INTERVAL": "1",
@@ -106,9 +106,8 @@ func TestSoak(t *testing.T) {
 	}
 	elapsed := time.Since(started)
 
-	// Every execution as expected; the queue drained, nothing dead-lettered; each side effect
-	// once (nothing failed: no step ran twice).
-	// No execution stalls: with nothing failing, each ends within soakMaxRun of its start.
+	// Every execution as expected and none stalled (with nothing failing, each ends within
+	// soakMaxRun of its start); the queue drained, nothing dead-lettered; each side effect once.
 	var bad []string
 	var runs []soakRun
 	for _, c := range cases {
@@ -216,9 +215,8 @@ func TestSoak(t *testing.T) {
 	t.Log("\n" + b.String())
 	fmt.Print(b.String())
 	for _, np := range procs {
-		if l := np.w.stderr.String(); strings.Contains(l, "worker.run_panic") || strings.Contains(l, "panic:") {
-			i := strings.Index(l, "panic")
-			t.Errorf("%s's log shows a panic:\n%s", np.name, l[max(0, i-2000):min(len(l), i+4000)])
+		if p := panicIn(np.w.stderr.String()); p != "" {
+			t.Errorf("%s's log shows a panic:\n%s", np.name, p)
 		}
 	}
 }
@@ -234,19 +232,6 @@ const soakMaxRun = 30 * time.Second
 type soakRun struct {
 	c    *chaosCase
 	took time.Duration
-}
-
-// soakSetting reads a positive integer test setting from the environment (def when unset).
-func soakSetting(t *testing.T, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
 }
 
 type soakSample struct {
