@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"plaita/engine/state"
 	"plaita/model"
@@ -58,14 +59,27 @@ type Storage interface {
 	Load(ctx context.Context, executionID string) (*state.Execution, error)
 }
 
-// Encode serializes a state the one way every backend does.
+// Encode serializes a state the one way every backend does: json.Marshal's bytes
+// (state.AppendJSON), written into a pooled buffer and copied out at their size — every save
+// encodes its state, and growing a fresh buffer to a state's size cost more than the encoding.
 func Encode(st *state.Execution) ([]byte, error) {
-	b, err := json.Marshal(st)
+	buf := encodeBuffers.Get().(*[]byte)
+	defer encodeBuffers.Put(buf)
+	b, err := state.AppendJSON((*buf)[:0], st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrStateSerialization, st.ExecutionID, err)
 	}
-	return b, nil
+	if cap(b) <= maxPooledEncoding {
+		*buf = b
+	}
+	return bytes.Clone(b), nil
 }
+
+// maxPooledEncoding bounds a buffer kept for the next encoding: a rare large state is not to
+// pin its size in every pooled buffer.
+const maxPooledEncoding = 64 << 10
+
+var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // EncodeBounded is Encode with the state size bound checked on the encoding every save makes
 // anyway (max < 1: DefaultMaxStateBytes): a *StateTooLargeError when it is larger.
