@@ -57,6 +57,7 @@ fuzz time="60s":
     go test ./engine/state -run '^$' -fuzz FuzzCheckDocument -fuzztime {{time}}
     go test ./engine/state -run '^$' -fuzz FuzzExactNumber -fuzztime {{time}}
     go test ./engine/state -run '^$' -fuzz FuzzAppendJSON -fuzztime {{time}}
+    go test ./store -run '^$' -fuzz FuzzDecodeState -fuzztime {{time}}
     go test ./store/keys -run '^$' -fuzz FuzzValidID -fuzztime {{time}}
     go test ./store/sqlite -run '^$' -fuzz FuzzParsePasswordHash -fuzztime {{time}}
     go test ./store/sqlite -run '^$' -fuzz FuzzDecodeCursor -fuzztime {{time}}
