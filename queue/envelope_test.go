@@ -89,6 +89,20 @@ func TestDecode(t *testing.T) {
 	}
 }
 
+// TestDecodeMemberGivenTwice: a member given twice keeps its last value, known or not, on the
+// fast split (plain keys) and on encoding/json's (an escaped key sends a payload there).
+func TestDecodeMemberGivenTwice(t *testing.T) {
+	for _, payload := range []string{
+		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","flow_id":"g","x":1,"x":[2]}`,
+		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","flow_id":"g","x":1,"x":[2],"\u0079":0}`,
+	} {
+		env, _, err := Decode("s", "1-1", []byte(payload))
+		if err != nil || env.FlowID != "g" || string(env.Extra["x"]) != "[2]" {
+			t.Errorf("%s: flow %q, extra %s, %v", payload, env.FlowID, env.Extra["x"], err)
+		}
+	}
+}
+
 func TestDecodeKeepsGatingFieldsOfBadPayloads(t *testing.T) {
 	env, _, err := Decode("s", "1-1", []byte(`{"schema_version":9,"config_family":"cf1-x","budget_generation":"bg1-y","execution_id":"ex_9","tenant_id":"acme"}`))
 	if !errors.Is(err, ErrNewerSchema) || env.ConfigFamily != "cf1-x" || env.BudgetGeneration != "bg1-y" ||

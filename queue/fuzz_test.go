@@ -116,15 +116,36 @@ func FuzzMembers(f *testing.F) {
 			}
 			return
 		}
-		if err != nil || len(got) != len(want) {
-			t.Fatalf("%q: split into %v, encoding/json says %v (%v)", payload, got, want, err)
+		if err != nil {
+			t.Fatalf("%q: split into %v, encoding/json refuses it: %v", payload, got, err)
+		}
+		// Every member encoding/json keeps is got's last of that name, and got has no other.
+		seen := map[string]bool{}
+		for _, m := range got {
+			seen[m.key] = true
+		}
+		if len(seen) != len(want) {
+			t.Fatalf("%q: split into %v, encoding/json says %v", payload, got, want)
 		}
 		for k, v := range want {
-			if string(got[k]) != string(v) {
-				t.Fatalf("%q: member %q is %q, encoding/json says %q", payload, k, got[k], v)
+			if g, _ := got.get(k); string(g) != string(v) {
+				t.Fatalf("%q: member %q is %q, encoding/json says %q", payload, k, g, v)
 			}
 		}
 	})
+}
+
+// TestKnownNamesAreNotCopied: members takes every known field's key without a copy.
+func TestKnownNamesAreNotCopied(t *testing.T) {
+	for _, k := range knownFields {
+		b := []byte(k)
+		if got := knownName(b); got != k {
+			t.Fatalf("knownName(%q) = %q", k, got)
+		}
+		if n := testing.AllocsPerRun(10, func() { _ = knownName(b) }); n != 0 {
+			t.Errorf("knownName(%q) copies the key (%v allocations)", k, n)
+		}
+	}
 }
 
 func plainKeys(m map[string]json.RawMessage) bool {
