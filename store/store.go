@@ -19,10 +19,8 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sync"
 
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
@@ -60,27 +58,20 @@ type Storage interface {
 	Load(ctx context.Context, executionID string) (*state.Execution, error)
 }
 
-// Encode serializes a state the one way every backend does: json.Marshal's bytes
-// (state.AppendJSON), written into a pooled buffer and copied out at their size — every save
-// encodes its state, and growing a fresh buffer to a state's size cost more than the encoding.
+// Encode serializes a state the one way every backend does: json.Marshal's bytes, written by
+// state.AppendJSON into a buffer made at a 1-node state's size — growing one from nothing cost
+// more than the encoding itself; a larger state grows it a few times.
 func Encode(st *state.Execution) ([]byte, error) {
-	buf := encodeBuffers.Get().(*[]byte)
-	defer encodeBuffers.Put(buf)
-	b, err := state.AppendJSON((*buf)[:0], st)
+	b, err := state.AppendJSON(make([]byte, 0, firstEncodingCap), st)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrStateSerialization, st.ExecutionID, err)
 	}
-	if cap(b) <= maxPooledEncoding {
-		*buf = b
-	}
-	return bytes.Clone(b), nil
+	return b, nil
 }
 
-// maxPooledEncoding bounds a buffer kept for the next encoding: a rare large state is not to
-// pin its size in every pooled buffer.
-const maxPooledEncoding = 64 << 10
-
-var encodeBuffers = sync.Pool{New: func() any { return new([]byte) }}
+// firstEncodingCap is the capacity an encoding starts with: a fresh start's completed state
+// (about 1,000 bytes) fits.
+const firstEncodingCap = 1280
 
 // EncodeBounded is Encode with the state size bound checked on the encoding every save makes
 // anyway (max < 1: DefaultMaxStateBytes): a *StateTooLargeError when it is larger.

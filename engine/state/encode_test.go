@@ -165,6 +165,14 @@ func BenchmarkAppendJSON(b *testing.B) {
 			}
 		}
 	})
+	b.Run("AppendJSON into 1280 bytes", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := AppendJSON(make([]byte, 0, 1280), &e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("AppendJSON reused buffer", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
