@@ -139,7 +139,7 @@ func (w *jsonWriter) execution(e *Execution) {
 	w.key("context")
 	w.object(e.Context, 1)
 	w.key("node_timings")
-	w.nodeTimings(e.NodeTimings)
+	writeMap(w, e.NodeTimings, w.nodeTiming)
 	w.intField("step_count", int64(e.StepCount))
 	if e.Suspend != nil {
 		w.key("suspend")
@@ -163,7 +163,7 @@ func (w *jsonWriter) execution(e *Execution) {
 	}
 	if len(e.Index) > 0 {
 		w.key("index")
-		w.stringMap(e.Index)
+		writeMap(w, e.Index, w.str)
 	}
 	if e.LastResume != nil {
 		w.key("last_resume")
@@ -181,34 +181,23 @@ func (w *jsonWriter) execution(e *Execution) {
 		w.intField("timeline_dropped", int64(e.TimelineDropped))
 	}
 	w.key("branches")
-	w.branches(e.Branches)
+	writeMap(w, e.Branches, w.intMap)
 	w.strOmit("traceparent", e.TraceParent)
 	w.strOmit("tracestate", e.TraceState)
 	w.close('}')
 }
 
-func (w *jsonWriter) nodeTimings(m map[string]*NodeTiming) {
-	if m == nil {
+func (w *jsonWriter) nodeTiming(t *NodeTiming) {
+	if t == nil {
 		w.null()
 		return
 	}
 	w.open('{')
-	var scratch [8]string
-	for _, k := range sortedKeys(m, &scratch) {
-		w.mapKey(k)
-		t := m[k]
-		if t == nil {
-			w.null()
-			continue
-		}
-		w.open('{')
-		w.intField("runs", int64(t.Runs))
-		w.strField("first_started", string(t.FirstStart))
-		w.strField("last_started", string(t.LastStart))
-		w.strField("last_ended", string(t.LastEnd))
-		w.intField("total_ms", t.TotalMillis)
-		w.close('}')
-	}
+	w.intField("runs", int64(t.Runs))
+	w.strField("first_started", string(t.FirstStart))
+	w.strField("last_started", string(t.LastStart))
+	w.strField("last_ended", string(t.LastEnd))
+	w.intField("total_ms", t.TotalMillis)
 	w.close('}')
 }
 
@@ -289,7 +278,9 @@ func (w *jsonWriter) timeline(entries []TimelineEntry) {
 	w.close(']')
 }
 
-func (w *jsonWriter) branches(m map[string]map[string]int) {
+// writeMap writes m as encoding/json writes a map: null when nil, its keys in order, each
+// value by value.
+func writeMap[V any](w *jsonWriter, m map[string]V, value func(V)) {
 	if m == nil {
 		w.null()
 		return
@@ -298,33 +289,13 @@ func (w *jsonWriter) branches(m map[string]map[string]int) {
 	var scratch [8]string
 	for _, k := range sortedKeys(m, &scratch) {
 		w.mapKey(k)
-		if m[k] == nil {
-			w.null()
-			continue
-		}
-		w.intMap(m[k])
+		value(m[k])
 	}
 	w.close('}')
 }
 
 func (w *jsonWriter) intMap(m map[string]int) {
-	w.open('{')
-	var scratch [8]string
-	for _, k := range sortedKeys(m, &scratch) {
-		w.mapKey(k)
-		w.int(int64(m[k]))
-	}
-	w.close('}')
-}
-
-func (w *jsonWriter) stringMap(m map[string]string) {
-	w.open('{')
-	var scratch [8]string
-	for _, k := range sortedKeys(m, &scratch) {
-		w.mapKey(k)
-		w.str(m[k])
-	}
-	w.close('}')
+	writeMap(w, m, func(n int) { w.int(int64(n)) })
 }
 
 // object writes a map of decoded JSON (nil is null, as encoding/json writes it).
