@@ -132,7 +132,7 @@ func (ts *TenantStore) newLease(executionID, holder string) (*Lease, error) {
 		return nil, fmt.Errorf("%w: empty lease holder", ErrInvalid)
 	}
 	l := &Lease{ts: ts, id: executionID, holder: holder, ttl: ts.r.leaseTTL()}
-	if _, err := ts.sp.Mechanism(keys.FamLease, executionID); err != nil {
+	if err := keys.ValidID(executionID); err != nil {
 		return nil, err
 	}
 	var tok [16]byte

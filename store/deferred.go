@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"plaita/store/keys"
 )
 
 // ErrNotFresh: a deferred lease's first save found that the execution is not a fresh start
@@ -31,7 +33,7 @@ func (ts *TenantStore) Deferred(executionID, holder string) (*Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ts.sp.Execution(executionID); err != nil {
+	if err := keys.ValidID(executionID); err != nil {
 		return nil, err
 	}
 	l.deferred = true

@@ -182,7 +182,6 @@ func (ts *TenantStore) Tenant() string { return ts.sp.Tenant() }
 // encoded is a state ready to be written.
 type encoded struct {
 	id      string
-	key     string
 	payload []byte
 	ttl     time.Duration // 0: no TTL (the SET also clears an earlier one)
 	score   float64       // index score: start time in ms
@@ -204,11 +203,10 @@ func (ts *TenantStore) encode(st *state.Execution) (encoded, error) {
 	if err != nil {
 		return encoded{}, err
 	}
-	key, err := ts.sp.Execution(st.ExecutionID)
-	if err != nil {
+	if err := keys.ValidID(st.ExecutionID); err != nil {
 		return encoded{}, err
 	}
-	e := encoded{id: st.ExecutionID, key: key, payload: b, score: indexScore(st), index: st.Index}
+	e := encoded{id: st.ExecutionID, payload: b, score: indexScore(st), index: st.Index}
 	if st.Status.Terminal() {
 		e.ttl = ts.r.stateTTL()
 	}

@@ -176,25 +176,12 @@ func (r redisState) indexNXCmds(sp keys.Space, id string, score float64, index m
 
 // leaseKeys are the keys beginScript and beginSaveScript take, in their KEYS order.
 func leaseKeys(sp keys.Space, id string) ([]string, error) {
-	out := make([]string, 0, 6)
-	for _, f := range []string{keys.FamLease, keys.FamFenceGen} {
-		k, err := sp.Mechanism(f, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	stateKey, err := sp.Execution(id)
+	k, err := sp.ExecutionKeys(id)
 	if err != nil {
 		return nil, err
 	}
-	tomb, err := sp.Tombstone(id)
-	if err != nil {
-		return nil, err
-	}
-	cancel, _ := sp.Mechanism(keys.FamCancel, id)
-	nofail, _ := sp.Mechanism(keys.FamNoFail, id)
-	return append(out, stateKey, tomb, cancel, nofail), nil
+	// Room for the index key, which indexArgs appends on a single server.
+	return append(make([]string, 0, 7), k.Lease, k.FenceGen, k.State, k.Tombstone, k.Cancel, k.NoFail), nil
 }
 
 // Begin runs beginScript; a start's new state is indexed in it on a single server, by a ZADD
@@ -249,19 +236,16 @@ func (r redisState) Begin(ctx context.Context, sp keys.Space, c BeginCall) (Begi
 // FencedSave runs fencedSaveScript; asked to index, it does so in the script on a single
 // server and by ZADDs after it in a cluster.
 func (r redisState) FencedSave(ctx context.Context, sp keys.Space, c FencedSave) (FencedReply, error) {
-	key, err := sp.Execution(c.W.ID)
+	k, err := sp.ExecutionKeys(c.W.ID)
 	if err != nil {
 		return FencedReply{}, err
 	}
-	genKey, _ := sp.Mechanism(keys.FamFenceGen, c.W.ID)
-	cancelKey, _ := sp.Mechanism(keys.FamCancel, c.W.ID)
-	leaseKey, _ := sp.Mechanism(keys.FamLease, c.W.ID)
 	rel := "0"
 	if c.Release {
 		rel = "1"
 	}
 	inScript := c.Index && !r.cluster()
-	ks := []string{key, genKey, cancelKey, leaseKey}
+	ks := []string{k.State, k.FenceGen, k.Cancel, k.Lease}
 	args := []string{strconv.FormatInt(c.Gen, 10), rueidis.BinaryString(c.W.Payload), seconds(c.W.TTL), rel}
 	if inScript {
 		ks, args = indexArgs(sp, ks, args, c.W)

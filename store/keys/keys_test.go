@@ -186,6 +186,7 @@ func FuzzValidID(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, id string) {
+		checkExecutionKeys(t, MustFor("", "acme"), id)
 		if ValidID(id) != nil {
 			return
 		}
@@ -259,4 +260,60 @@ func TestIsOwnKey(t *testing.T) {
 	if !IsOwnKey("t1", "t1:execution:index") || IsOwnKey("t1", "plaita:execution:index") {
 		t.Error("another root")
 	}
+}
+
+// ExecutionKeys builds, at once, the keys Execution, Tombstone and Mechanism build one by one,
+// and refuses the ids they refuse with their error.
+func TestExecutionKeysAreTheOnesBuiltOneByOne(t *testing.T) {
+	ids := []string{"ex_1", "a", "9", "user@host=+.-x", strings.Repeat("z", MaxIDLen), "", "a:b", "{x}", "-rf", strings.Repeat("z", MaxIDLen+1)}
+	for _, s := range []Space{MustFor("", ""), MustFor("", "acme"), MustFor("t1", "default"), MustFor("r", "b-2")} {
+		for _, id := range ids {
+			checkExecutionKeys(t, s, id)
+		}
+	}
+}
+
+func checkExecutionKeys(t *testing.T, s Space, id string) {
+	t.Helper()
+	got, err := s.ExecutionKeys(id)
+	state, serr := s.Execution(id)
+	if serr != nil {
+		if err == nil || err.Error() != serr.Error() || !errors.Is(err, ErrBadID) || got != (ExecutionKeys{}) {
+			t.Fatalf("%q: ExecutionKeys = %+v, %v; Execution's error is %v", id, got, err, serr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%q: %v", id, err)
+	}
+	tomb, _ := s.Tombstone(id)
+	want := ExecutionKeys{State: state, Tombstone: tomb}
+	for fam, k := range map[string]*string{FamLease: &want.Lease, FamFenceGen: &want.FenceGen, FamCancel: &want.Cancel, FamNoFail: &want.NoFail} {
+		*k, _ = s.Mechanism(fam, id)
+	}
+	if got != want {
+		t.Fatalf("%q:\n got %+v\nwant %+v", id, got, want)
+	}
+}
+
+func BenchmarkExecutionKeys(b *testing.B) {
+	s := MustFor("", "")
+	b.Run("at once", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.ExecutionKeys("ex_6ab8c24c0aef2bb204f9e89e"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("one by one", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = s.Execution("ex_6ab8c24c0aef2bb204f9e89e")
+			_, _ = s.Tombstone("ex_6ab8c24c0aef2bb204f9e89e")
+			for _, f := range []string{FamLease, FamFenceGen, FamCancel, FamNoFail} {
+				_, _ = s.Mechanism(f, "ex_6ab8c24c0aef2bb204f9e89e")
+			}
+		}
+	})
 }
