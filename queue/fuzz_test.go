@@ -17,6 +17,7 @@ func FuzzDecode(f *testing.F) {
 		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","created_at":1700000000.5,"flow_version":3}`,
 		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","created_at":"2026-01-02T03:04:05.000000001+02:00"}`,
 		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","config_family":"cf1-a","x":{"y":null}}`,
+		"{\"schema_version\":1,\"kind\":\"start\",\"flow_id\":\"f\",\"execution_id\":\"ex_1\",\"input\":{\"h\": \"<b>\u2028&</b>\"},\"z\":[ \"<\" ]}",
 		`{"schema_version":2,"kind":"start"}`,
 		`{"schema_version":1,"kind":"start","flow_id":"f","execution_id":"ex_1","tenant_id":"acme","quota_defer_count":9007199254740993}`,
 		`[]`, `null`, `{`, ``, `"x"`, `{"schema_version":-1}`,
@@ -37,6 +38,9 @@ func FuzzDecode(f *testing.F) {
 		b, err := json.Marshal(env)
 		if err != nil {
 			t.Fatalf("decoded envelope does not encode: %v", err)
+		}
+		if direct, err := env.MarshalJSON(); err != nil || string(direct) != string(b) {
+			t.Fatalf("MarshalJSON (what Enqueue writes) is not json.Marshal's:\n%s\n%s (%v)", direct, b, err)
 		}
 		again, derived, err := Decode("q", "1700000000000-0", b)
 		if err != nil || derived {
