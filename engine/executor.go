@@ -602,7 +602,8 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow, node *Node) error {
 	set := e.set
 	start := e.Clock.Now().UTC()
-	e.emit(st, state.TimelineEntry{Time: state.Stamp(start), Node: node.ID, Event: "node_started", Detail: node.Type})
+	started := state.Stamp(start)
+	e.emit(st, state.TimelineEntry{Time: started, Node: node.ID, Event: "node_started", Detail: node.Type})
 	call := e.call(st, f, node, start)
 	var out Outcome
 	var err error
@@ -613,7 +614,7 @@ func (e *execRun) step(runCtx, ctx context.Context, st *state.Execution, f *Flow
 	}
 	end := e.Clock.Now().UTC()
 	st.StepCount++
-	timing(st, node.ID, start, end)
+	timing(st, node.ID, started, start, end)
 	ms := end.Sub(start).Milliseconds()
 
 	if err != nil {
@@ -943,17 +944,19 @@ func (e *execRun) emit(st *state.Execution, entry state.TimelineEntry) {
 	}
 }
 
-func timing(st *state.Execution, id string, start, end time.Time) {
+// timing counts a run of node id from start (stamped as started: the step's own timeline entry
+// formatted it already) to end.
+func timing(st *state.Execution, id string, started state.Timestamp, start, end time.Time) {
 	if st.NodeTimings == nil {
 		st.NodeTimings = map[string]*state.NodeTiming{}
 	}
 	t := st.NodeTimings[id]
 	if t == nil {
-		t = &state.NodeTiming{FirstStart: state.Stamp(start)}
+		t = &state.NodeTiming{FirstStart: started}
 		st.NodeTimings[id] = t
 	}
 	t.Runs++
-	t.LastStart, t.LastEnd = state.Stamp(start), state.Stamp(end)
+	t.LastStart, t.LastEnd = started, state.Stamp(end)
 	t.TotalMillis += end.Sub(start).Milliseconds()
 }
 
