@@ -27,6 +27,24 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// The Redis-bound ceiling is the median Redis CPU's inverse, and over asynq's median rate.
+func TestRedisBound(t *testing.T) {
+	s := summary{Rounds: []round{
+		{Asynq: asynqResult{TasksPerSecond: 20000, RedisCPUMicros: 32}, Plaita: plaitaResult{ExecutionsPerSecond: 18000, RedisCPUMicros: 40}},
+		{Asynq: asynqResult{TasksPerSecond: 22000, RedisCPUMicros: 30}, Plaita: plaitaResult{ExecutionsPerSecond: 19000, RedisCPUMicros: 25}},
+		{Asynq: asynqResult{TasksPerSecond: 21000, RedisCPUMicros: 50}, Plaita: plaitaResult{ExecutionsPerSecond: 17000, RedisCPUMicros: 31.25}},
+	}}
+	s.finish()
+	if s.PlaitaRedisBound != 32000 || s.AsynqRedisBound != 1e6/32 || s.PlaitaRedisBoundRatio != 32000.0/21000 {
+		t.Fatalf("bounds %v %v, ratio %v", s.PlaitaRedisBound, s.AsynqRedisBound, s.PlaitaRedisBoundRatio)
+	}
+	old := summary{Rounds: []round{{Asynq: asynqResult{TasksPerSecond: 1, RedisCPUMicros: 1}, Plaita: plaitaResult{ExecutionsPerSecond: 1}}}}
+	old.finish()
+	if old.PlaitaRedisBound != 0 || old.PlaitaRedisBoundRatio != 0 {
+		t.Fatalf("a binary without the figure got a bound: %+v", old)
+	}
+}
+
 func TestLastJSONLine(t *testing.T) {
 	out := "starting\n{\"scenario\":\"e2e\"}\n\n"
 	if got := lastJSONLine(out); got != `{"scenario":"e2e"}` {

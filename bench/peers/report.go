@@ -29,21 +29,45 @@ type summary struct {
 	MedianAsynqTasksPerSecond float64 `json:"median_asynq_tasks_per_second"`
 	MedianPlaitaExecsPerSec   float64 `json:"median_plaita_executions_per_second"`
 	MedianPlaitaCallsPerExec  float64 `json:"median_plaita_calls_per_execution"`
-	Extras                    *extras `json:"extras,omitempty"`
+	// The Redis-bound ceilings: the tasks or executions per second one Redis core allows at the
+	// median Redis CPU each cost (1 s / µs per task), however little CPU the worker took; and
+	// plaita's over asynq's median tasks/s — the most any worker-side work can bring the ratio to.
+	MedianAsynqRedisCPUMicros  float64 `json:"median_asynq_redis_cpu_us_per_task"`
+	MedianPlaitaRedisCPUMicros float64 `json:"median_plaita_redis_cpu_us_per_execution"`
+	AsynqRedisBound            float64 `json:"asynq_redis_bound_tasks_per_second"`
+	PlaitaRedisBound           float64 `json:"plaita_redis_bound_executions_per_second"`
+	PlaitaRedisBoundRatio      float64 `json:"plaita_redis_bound_over_asynq"`
+	Extras                     *extras `json:"extras,omitempty"`
 }
 
 // finish fills in the medians: with a few rounds on a shared machine, the median resists the
 // one round a background job slowed down.
 func (s *summary) finish() {
-	var ratio, a, p, calls []float64
+	var ratio, a, p, calls, aRedis, pRedis []float64
 	for _, r := range s.Rounds {
 		ratio = append(ratio, r.Ratio)
 		a = append(a, r.Asynq.TasksPerSecond)
 		p = append(p, r.Plaita.ExecutionsPerSecond)
 		calls = append(calls, r.Plaita.CallsPerExecution)
+		aRedis = append(aRedis, r.Asynq.RedisCPUMicros)
+		pRedis = append(pRedis, r.Plaita.RedisCPUMicros)
 	}
 	s.MedianRatio, s.MedianAsynqTasksPerSecond, s.MedianPlaitaExecsPerSec = median(ratio), median(a), median(p)
 	s.MedianPlaitaCallsPerExec = median(calls)
+	s.MedianAsynqRedisCPUMicros, s.MedianPlaitaRedisCPUMicros = median(aRedis), median(pRedis)
+	s.AsynqRedisBound, s.PlaitaRedisBound = redisBound(s.MedianAsynqRedisCPUMicros), redisBound(s.MedianPlaitaRedisCPUMicros)
+	if s.PlaitaRedisBound > 0 && s.MedianAsynqTasksPerSecond > 0 {
+		s.PlaitaRedisBoundRatio = s.PlaitaRedisBound / s.MedianAsynqTasksPerSecond
+	}
+}
+
+// redisBound is the rate one Redis core allows when each unit costs it micros of CPU (0 when
+// unmeasured: a plaita binary too old to report it).
+func redisBound(micros float64) float64 {
+	if micros <= 0 {
+		return 0
+	}
+	return 1e6 / micros
 }
 
 func median(xs []float64) float64 {
@@ -88,6 +112,10 @@ func printSummary(w io.Writer, s summary) {
 	}
 	fmt.Fprintf(tw, "median\t%.0f\t%.0f\t%.2fx\n", s.MedianAsynqTasksPerSecond, s.MedianPlaitaExecsPerSec, s.MedianRatio)
 	tw.Flush()
+	if s.PlaitaRedisBound > 0 {
+		fmt.Fprintf(w, "Redis-bound ceilings (one Redis core at the median Redis CPU per task, whatever the worker's): asynq %.0f tasks/s (%.1f µs), plaita %.0f executions/s (%.1f µs) = %.2fx asynq's median\n",
+			s.AsynqRedisBound, s.MedianAsynqRedisCPUMicros, s.PlaitaRedisBound, s.MedianPlaitaRedisCPUMicros, s.PlaitaRedisBoundRatio)
+	}
 	if s.Extras != nil {
 		printExtras(w, *s.Extras, s.MedianPlaitaCallsPerExec)
 	}
