@@ -541,8 +541,12 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 		budget = seconds(f.Timeout)
 	}
 	deadline := e.Clock.Now().Add(budget)
-	runCtx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
+	// A step that calls out runs under the budget's context, made for the first such step: a
+	// control node returns within microseconds without looking at its context, and the deadline
+	// check before each step bounds a run of them, so a run of control nodes only (most starts)
+	// sets no timer.
+	runCtx := lazyDeadline{parent: ctx, at: time.Now().Add(budget)} // the real clock, as the calls'
+	defer runCtx.stop()
 	maxSteps := cmp.Or(f.MaxSteps, DefaultMaxSteps)
 
 	for st.Status == state.Running {
@@ -591,11 +595,37 @@ func (e *execRun) run(ctx context.Context, f *Flow, st *state.Execution) (*state
 				return st, err
 			}
 		}
-		if err := e.step(runCtx, ctx, st, f, node); err != nil {
+		stepCtx := ctx
+		if !node.instant() {
+			stepCtx = runCtx.context()
+		}
+		if err := e.step(stepCtx, ctx, st, f, node); err != nil {
 			return st, err
 		}
 	}
 	return st, nil
+}
+
+// lazyDeadline is a context with a deadline made the first time it is asked for.
+type lazyDeadline struct {
+	parent context.Context
+	at     time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (d *lazyDeadline) context() context.Context {
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithDeadline(d.parent, d.at)
+	}
+	return d.ctx
+}
+
+// stop releases the context's timer, if it was made.
+func (d *lazyDeadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
 }
 
 // step runs one node and saves the state.

@@ -346,6 +346,11 @@ func TestDeadlineCancelsTheRunningNode(t *testing.T) {
 	h.reg.Register("block", blockType{})
 	f := h.flow(`{"id":"b","timeout":0.05,"start":"a","nodes":[{"id":"a","type":"block","next":"e"},{"id":"e","type":"end"}]}`)
 	wantError(t, h.start(f, nil), ErrTypeDeadline, "a")
+	// Control steps first: the running node's context is made when it starts, with the same
+	// deadline, counted from the run's start.
+	g := h.flow(`{"id":"c","timeout":0.05,"start":"s","nodes":[{"id":"s","type":"set","params":{"vars":{"x":1}},"next":"l"},
+		{"id":"l","type":"log","params":{"message":"m"},"next":"a"},{"id":"a","type":"block","next":"e"},{"id":"e","type":"end"}]}`)
+	wantError(t, h.start(g, nil), ErrTypeDeadline, "a")
 }
 
 func TestCancelFlag(t *testing.T) {
