@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"plaita/engine/state"
+	"plaita/store/keys"
 )
 
 // The pending-approval listing: the tenant's approval index (ZSET execution id → since), newest
@@ -97,7 +98,7 @@ func (ts *TenantStore) checkApprovals(ctx context.Context, ids []string) (items 
 	var valid []string
 	for _, id := range ids {
 		_, err1 := ts.sp.Approval(id)
-		_, err2 := ts.sp.Execution(id)
+		err2 := keys.ValidID(id)
 		if err1 != nil || err2 != nil {
 			stale = append(stale, id) // no writer makes such a member
 			continue

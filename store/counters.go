@@ -23,7 +23,7 @@ func (ts *TenantStore) checkCounter(family, id, node string) error {
 	if node == "" && !slices.Contains(keys.CounterFamilies(), family) {
 		return fmt.Errorf("%w: %q is not a counter family (%v)", ErrInvalid, family, keys.CounterFamilies())
 	}
-	if _, err := ts.sp.Mechanism(keys.FamNodeRetry, id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return err // an invalid execution id (keys.ErrBadID)
 	}
 	if node == "" {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"plaita/engine/state"
+	"plaita/store/keys"
 )
 
 // Reaping a zombie execution — a running state no worker holds and nothing will resume — is a
@@ -29,7 +30,7 @@ type Snapshot struct {
 // Snapshot reads a state's bytes and whether its lease exists, in one round trip (one slot: the
 // keys share the execution's hash tag). Missing: ErrNotFound; undecodable: *CorruptStateError.
 func (ts *TenantStore) Snapshot(ctx context.Context, id string) (Snapshot, error) {
-	if _, err := ts.sp.Execution(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return Snapshot{}, err
 	}
 	ctx, cancel := opCtx(ctx)

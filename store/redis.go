@@ -243,7 +243,7 @@ func (ts *TenantStore) plainSave(ctx context.Context, e encoded) error {
 // that are not a state of this id (bad JSON, wrong type, another id): ErrStateCorrupt. A state
 // whose index member is missing (a restored key, a lost ZADD) is put back in the index.
 func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, error) {
-	if _, err := ts.sp.Execution(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := opCtx(ctx)
@@ -268,7 +268,7 @@ func (ts *TenantStore) Load(ctx context.Context, id string) (*state.Execution, e
 // execution index (the filter reads the state of every wait an event may wake, and the index
 // is not its to heal).
 func (ts *TenantStore) Peek(ctx context.Context, id string) (*state.Execution, error) {
-	if _, err := ts.sp.Execution(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return nil, err
 	}
 	ctx, cancel := opCtx(ctx)
@@ -346,7 +346,7 @@ type tombstone struct {
 }
 
 func (ts *TenantStore) deleteExecution(ctx context.Context, id string, fenced bool, gen int64) error {
-	if _, err := ts.sp.Execution(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return err
 	}
 	ctx, cancel := opCtx(ctx)
@@ -390,7 +390,7 @@ func (ts *TenantStore) ClearCancel(ctx context.Context, id string) error {
 }
 
 func (ts *TenantStore) setCancel(ctx context.Context, id string, on bool) error {
-	if _, err := ts.sp.Mechanism(keys.FamCancel, id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return err
 	}
 	ctx, cancel := opCtx(ctx)
@@ -409,7 +409,7 @@ func (ts *TenantStore) Tombstoned(ctx context.Context, id string) (bool, error) 
 }
 
 func (ts *TenantStore) has(ctx context.Context, id string, f Flag) (bool, error) {
-	if _, err := ts.sp.Tombstone(id); err != nil {
+	if err := keys.ValidID(id); err != nil {
 		return false, err
 	}
 	ctx, cancel := opCtx(ctx)
